@@ -1,0 +1,38 @@
+# Set-up and entry points. Everything installs into .venv from PyPI; nothing
+# else needs to be on the machine but python3.11 and Java 17 (for Spark).
+
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test lint typecheck unit bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/epochgc check-store --config config/local.toml
+
+lint: $(STAMP)
+	$(BIN)/ruff check epochgc tests bench
+	$(BIN)/ruff format --check epochgc tests bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy --strict epochgc
+
+unit: $(STAMP)
+	$(BIN)/pytest -q tests
+
+test: lint typecheck unit
+
+bench: $(STAMP)
+	$(BIN)/python -m bench.bench_delete
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,49 @@
+"""Shared pieces of the benchmarks: an embedded S3 to measure against,
+progress lines for long loops, and the closing verdict line.
+
+Every benchmark runs its baseline and epochgc in the same process and run,
+prints the ratio, and ends with exactly one line
+``bench NAME: FIGURE (target TARGET) PASS|FAIL``; it exits 1 on FAIL.
+Run them from the repository root as modules (``python -m bench.bench_x``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+log = logging.getLogger("epochgc.bench")
+
+
+class Progress:
+    """Logs ``done/total``, rate and ETA at most every ``every_seconds``."""
+
+    def __init__(self, label: str, total: int, every_seconds: float = 5.0) -> None:
+        self._label = label
+        self._total = total
+        self._every = every_seconds
+        self._started = time.perf_counter()
+        self._last = self._started
+
+    def update(self, done: int) -> None:
+        now = time.perf_counter()
+        if now - self._last < self._every and done < self._total:
+            return
+        self._last = now
+        elapsed = now - self._started
+        rate = done / elapsed if elapsed > 0 else 0.0
+        eta = (self._total - done) / rate if rate > 0 else float("inf")
+        log.info("%s: %d/%d (%.0f/s, ETA %.0fs)", self._label, done, self._total, rate, eta)
+
+
+def verdict(name: str, figure: str, target: str, passed: bool) -> int:
+    """Print the closing line; return the process exit code."""
+    print(f"bench {name}: {figure} (target {target}) {'PASS' if passed else 'FAIL'}")
+    return 0 if passed else 1
+
+
+def setup_logging() -> None:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+    )
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)

@@ -1,0 +1,291 @@
+"""Typed configuration: built-in defaults, a TOML file, environment overrides.
+
+Precedence, lowest first: the dataclass defaults below (``config/default.toml``
+spells out the same values, and a test keeps the two equal), the file given
+with ``--config``, then environment variables ``EPOCHGC_SECTION__KEY``.
+
+Every value is checked before any work starts. A bad one (an unknown section
+or key, a wrong type, a value out of range) raises ``ConfigError`` naming its
+source (file or environment variable), the key and the reason; an unknown key
+is an error rather than a warning because a misspelt safety setting (say
+``min_object_age``) silently falling back to its default is exactly the kind
+of mistake an operator cannot see.
+
+Each section is a frozen dataclass; every field documents its unit and, where
+it has one, its safety impact.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from epochgc.errors import ConfigError
+from epochgc.storage.keys import SHARD_COUNT_MAX, is_valid_root
+
+ENV_PREFIX = "EPOCHGC_"
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+_ADDRESSING_STYLES = ("auto", "path", "virtual")
+
+Check = Callable[[Any], str | None]
+
+
+def _check(fn: Check, **kwargs: Any) -> Any:
+    """A dataclass field carrying its validator in the field metadata."""
+    metadata = {"check": fn, **kwargs.pop("metadata", {})}
+    return field(metadata=metadata, **kwargs)
+
+
+def _at_least(minimum: float) -> Check:
+    return lambda v: None if v >= minimum else f"must be >= {minimum}, got {v}"
+
+
+def _between(lo: float, hi: float) -> Check:
+    return lambda v: None if lo <= v <= hi else f"must be in {lo}..{hi}, got {v}"
+
+
+def _one_of(choices: tuple[str, ...]) -> Check:
+    return lambda v: None if v in choices else f"must be one of {', '.join(choices)}, got {v!r}"
+
+
+def _bucket_name(value: str) -> str | None:
+    if (
+        3 <= len(value) <= 63
+        and value.replace("-", "").replace(".", "").isalnum()
+        and (value == value.lower())
+    ):
+        return None
+    return f"not a valid S3 bucket name: {value!r}"
+
+
+def _root(value: str) -> str | None:
+    if is_valid_root(value):
+        return None
+    return (
+        f"not a valid root prefix: {value!r} (non-empty, '/'-separated segments of "
+        "[A-Za-z0-9._=-], no leading or trailing '/')"
+    )
+
+
+def _url_or_empty(value: str) -> str | None:
+    if value == "" or value.startswith(("http://", "https://")):
+        return None
+    return f"must be empty (AWS) or an http(s):// URL, got {value!r}"
+
+
+def _no_check(_value: Any) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """Where the bucket is and how to talk to it."""
+
+    bucket: str = _check(_bucket_name, default="epochgc")
+    """The bucket holding every epochgc object."""
+    endpoint_url: str = _check(_url_or_empty, default="")
+    """Empty for AWS S3; else an S3-compatible endpoint. Ignored when ``embedded``."""
+    region: str = _check(_no_check, default="us-east-1")
+    embedded: bool = _check(_no_check, default=False)
+    """Start an in-process S3 server (moto) on 127.0.0.1 and use it: no
+    credentials, no network; the data lives only as long as the process."""
+    embedded_port: int = _check(_between(0, 65535), default=0)
+    """Port of the embedded server; 0 picks a free one."""
+    access_key_id: str = _check(_no_check, default="")
+    """Static credentials for S3-compatible stores; empty uses the AWS
+    credential chain. Prefer the environment over a file for the secret."""
+    secret_access_key: str = _check(_no_check, default="", repr=False)
+    addressing_style: str = _check(_one_of(_ADDRESSING_STYLES), default="auto")
+    connect_timeout_seconds: float = _check(_at_least(0.1), default=5.0)
+    read_timeout_seconds: float = _check(_at_least(0.1), default=30.0)
+    max_pool_connections: int = _check(_between(1, 1024), default=32)
+    max_attempts: int = _check(_between(1, 20), default=6)
+    """Attempts per S3 request (transient errors are retried with full-jitter
+    exponential backoff); then the operation fails with a typed error."""
+    base_backoff_seconds: float = _check(_at_least(0.0), default=0.05)
+    max_backoff_seconds: float = _check(_at_least(0.0), default=5.0)
+    delete_concurrency: int = _check(_between(1, 64), default=4)
+    """DeleteObjects requests kept in flight by one batched delete."""
+
+    def __post_init__(self) -> None:
+        if self.base_backoff_seconds > self.max_backoff_seconds:
+            raise _FieldError(
+                "base_backoff_seconds",
+                f"must not exceed max_backoff_seconds ({self.max_backoff_seconds})",
+            )
+
+
+@dataclass(frozen=True)
+class LayoutConfig:
+    """The bucket layout (DESIGN.md section 3)."""
+
+    root: str = _check(_root, default="epochgc")
+    """Prefix of everything epochgc reads and writes. The collector only ever
+    deletes keys that parse as ``{root}/l0/...``."""
+    l0_shards: int = _check(_between(1, SHARD_COUNT_MAX), default=SHARD_COUNT_MAX)
+    """Shards new L0 objects are spread over (3 digits, so at most 1000). Each
+    shard is a key prefix with its own S3 request-rate budget and the unit of
+    GC work."""
+
+
+@dataclass(frozen=True)
+class LoggingConfig:
+    """Log output; ``--log-level`` on the command line wins."""
+
+    level: str = _check(_one_of(_LOG_LEVELS), default="INFO")
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole configuration, one section per subsystem."""
+
+    store: StoreConfig = field(default_factory=StoreConfig)
+    layout: LayoutConfig = field(default_factory=LayoutConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+
+    def describe(self) -> dict[str, dict[str, Any]]:
+        """The configuration as plain data with secrets masked (for logs)."""
+        out: dict[str, dict[str, Any]] = {}
+        for section in dataclasses.fields(self):
+            values = dataclasses.asdict(getattr(self, section.name))
+            for key in values:
+                if "secret" in key and values[key]:
+                    values[key] = "***"
+            out[section.name] = values
+        return out
+
+
+class _FieldError(ValueError):
+    """A cross-field check failed; names the field to blame."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(reason)
+        self.key = key
+        self.reason = reason
+
+
+_SECTIONS: dict[str, type[Any]] = {
+    f.name: f.default_factory  # type: ignore[misc]
+    for f in dataclasses.fields(Config)
+}
+
+
+def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:
+    """Load and validate the configuration.
+
+    Args:
+        path: a TOML file, or ``None`` for defaults plus environment.
+        env: the environment to read overrides from (``os.environ`` by default).
+
+    Raises:
+        ConfigError: unreadable file, bad TOML, unknown key, wrong type or
+            out-of-range value; nothing has been started yet.
+    """
+    env = os.environ if env is None else env
+    raw: dict[str, dict[str, tuple[Any, str]]] = {name: {} for name in _SECTIONS}
+    if path is not None:
+        _merge_file(Path(path), raw)
+    _merge_env(env, raw)
+    sections = {name: _build_section(name, cls, raw[name]) for name, cls in _SECTIONS.items()}
+    return Config(**sections)
+
+
+def _merge_file(path: Path, raw: dict[str, dict[str, tuple[Any, str]]]) -> None:
+    source = str(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as err:
+        raise ConfigError(source, "-", "file not found") from err
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(source, "-", f"cannot read: {err}") from err
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(source, "-", f"invalid TOML: {err}") from err
+    for section, values in data.items():
+        if section not in _SECTIONS:
+            raise ConfigError(source, section, f"unknown section (known: {', '.join(_SECTIONS)})")
+        if not isinstance(values, dict):
+            raise ConfigError(source, section, "must be a table ([section])")
+        fields = _field_types(_SECTIONS[section])
+        for key, value in values.items():
+            dotted = f"{section}.{key}"
+            if key not in fields:
+                raise ConfigError(source, dotted, f"unknown key (known: {', '.join(fields)})")
+            raw[section][key] = (_coerce_typed(value, fields[key], source, dotted), source)
+
+
+def _merge_env(env: Mapping[str, str], raw: dict[str, dict[str, tuple[Any, str]]]) -> None:
+    for name, text in env.items():
+        if not name.startswith(ENV_PREFIX) or "__" not in name:
+            continue
+        section, _, key = name[len(ENV_PREFIX) :].lower().partition("__")
+        source = f"environment {name}"
+        if section not in _SECTIONS:
+            raise ConfigError(source, section, f"unknown section (known: {', '.join(_SECTIONS)})")
+        fields = _field_types(_SECTIONS[section])
+        dotted = f"{section}.{key}"
+        if key not in fields:
+            raise ConfigError(source, dotted, f"unknown key (known: {', '.join(fields)})")
+        raw[section][key] = (_parse_text(text, fields[key], source, dotted), source)
+
+
+def _field_types(cls: type[Any]) -> dict[str, str]:
+    return {f.name: str(f.type) for f in dataclasses.fields(cls)}
+
+
+def _coerce_typed(value: Any, type_name: str, source: str, key: str) -> Any:
+    if type_name == "bool":
+        if isinstance(value, bool):
+            return value
+    elif type_name == "int":
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif type_name == "float":
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    elif type_name == "str" and isinstance(value, str):
+        return value
+    raise ConfigError(source, key, f"must be {type_name}, got {type(value).__name__} {value!r}")
+
+
+def _parse_text(text: str, type_name: str, source: str, key: str) -> Any:
+    try:
+        if type_name == "bool":
+            lowered = text.strip().lower()
+            if lowered in ("1", "true", "yes", "on"):
+                return True
+            if lowered in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(text)
+        if type_name == "int":
+            return int(text.strip())
+        if type_name == "float":
+            return float(text.strip())
+    except ValueError as err:
+        raise ConfigError(source, key, f"must be {type_name}, got {text!r}") from err
+    return text
+
+
+def _build_section(name: str, cls: type[Any], values: dict[str, tuple[Any, str]]) -> Any:
+    for f in dataclasses.fields(cls):
+        if f.name not in values:
+            continue
+        value, source = values[f.name]
+        reason = f.metadata.get("check", _no_check)(value)
+        if reason is not None:
+            raise ConfigError(source, f"{name}.{f.name}", reason)
+    try:
+        return cls(**{key: value for key, (value, _) in values.items()})
+    except _FieldError as err:
+        source = values.get(err.key, (None, "defaults"))[1]
+        raise ConfigError(source, f"{name}.{err.key}", err.reason) from err
+
+
+def log_level_of(config: Config) -> int:
+    """The configured log level as a ``logging`` constant."""
+    return int(getattr(logging, config.logging.level))

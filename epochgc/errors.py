@@ -1,0 +1,84 @@
+"""The error tree of epochgc, grouped by what the caller should do.
+
+A caller rarely cares which S3 call failed; it cares whether to re-read and
+retry, back off, stop writing, or page a human. Every error raised across a
+package boundary is one of these, raised ``from`` its cause so the botocore
+detail stays in the traceback. Messages carry ``key=value`` context.
+
+This module imports nothing from the rest of the package.
+"""
+
+from __future__ import annotations
+
+
+class EpochGCError(Exception):
+    """Base of every error epochgc raises on purpose."""
+
+
+class ConfigError(EpochGCError):
+    """A configuration file, key or environment override is unusable.
+
+    Raised before any work starts; the message names the source (file or
+    environment variable), the key and the reason.
+    """
+
+    def __init__(self, source: str, key: str, reason: str) -> None:
+        super().__init__(f"{source}: {key}: {reason}")
+        self.source = source
+        self.key = key
+        self.reason = reason
+
+
+class StorageError(EpochGCError):
+    """An object-store operation did not do what was asked."""
+
+
+class PreconditionFailedError(StorageError):
+    """HTTP 412: a conditional write lost (``If-None-Match: *`` on an existing
+    key, or ``If-Match`` with an etag that is no longer current).
+
+    Callers re-read the object and decide; the store is unchanged.
+    """
+
+
+class ConflictError(StorageError):
+    """HTTP 409: S3 saw a concurrent conditional request on the same key.
+
+    The outcome of our request is "not applied"; re-read and try again.
+    """
+
+
+class NotFoundError(StorageError):
+    """The key (or the bucket) does not exist."""
+
+
+class TransientStorageError(StorageError):
+    """A failure worth retrying later: 5xx, SlowDown, throttling, a dropped
+    connection or a timeout."""
+
+
+class FencedError(StorageError):
+    """Another writer has taken over (a higher term or a foreign entry in a
+    slot we meant to fill). Terminal for this writer role: stop, don't retry."""
+
+
+class CorruptLogError(StorageError):
+    """A log or snapshot object is unreadable or contradicts the log's own
+    invariants. Never guessed at: page a human."""
+
+
+class StoreCapabilityError(StorageError):
+    """The store lacks a feature epochgc's safety depends on (for example it
+    ignores ``If-None-Match``)."""
+
+
+class InvariantViolation(EpochGCError):
+    """A safety invariant would be broken by the requested change."""
+
+
+class RetriesExhaustedError(StorageError):
+    """Bounded retries ran out; ``last_error`` is the final failure."""
+
+    def __init__(self, message: str, last_error: BaseException | None) -> None:
+        super().__init__(message)
+        self.last_error = last_error

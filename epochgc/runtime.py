@@ -1,0 +1,87 @@
+"""The composition root for the object store: config in, a ready store out.
+
+Commands and daemons call ``open_store`` once; it starts the embedded S3
+server when the configuration asks for one, builds the client with request
+accounting attached, and stops everything it started on exit.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from epochgc.config import Config
+from epochgc.storage.client import ClientSettings, make_s3_client
+from epochgc.storage.embedded import EmbeddedS3
+from epochgc.storage.request_stats import RequestStats
+from epochgc.storage.retry import RetryPolicy
+from epochgc.storage.s3 import S3ObjectStore
+
+log = logging.getLogger("epochgc.runtime")
+
+
+@dataclass(frozen=True)
+class StoreHandle:
+    """A store with its request counters and where it points."""
+
+    store: S3ObjectStore
+    stats: RequestStats
+    endpoint: str
+
+
+def client_settings_of(config: Config, endpoint_url: str | None = None) -> ClientSettings:
+    """Client settings from the ``[store]`` section."""
+    s = config.store
+    return ClientSettings(
+        endpoint_url=endpoint_url or s.endpoint_url or None,
+        region=s.region,
+        access_key_id=s.access_key_id or None,
+        secret_access_key=s.secret_access_key or None,
+        addressing_style=s.addressing_style,  # type: ignore[arg-type]
+        connect_timeout_seconds=s.connect_timeout_seconds,
+        read_timeout_seconds=s.read_timeout_seconds,
+        max_pool_connections=s.max_pool_connections,
+    )
+
+
+def store_from_settings(
+    config: Config, settings: ClientSettings
+) -> tuple[S3ObjectStore, RequestStats]:
+    """An ``S3ObjectStore`` with request accounting, using ``[store]`` policies."""
+    client = make_s3_client(settings)
+    stats = RequestStats()
+    stats.attach(client)
+    policy = RetryPolicy(
+        max_attempts=config.store.max_attempts,
+        base_delay_seconds=config.store.base_backoff_seconds,
+        max_delay_seconds=config.store.max_backoff_seconds,
+    )
+    store = S3ObjectStore(
+        client,
+        config.store.bucket,
+        retry_policy=policy,
+        delete_concurrency=config.store.delete_concurrency,
+    )
+    return store, stats
+
+
+@contextmanager
+def open_store(config: Config) -> Iterator[StoreHandle]:
+    """Yield a ready store; start (and finally stop) the embedded S3 if configured."""
+    embedded: EmbeddedS3 | None = None
+    try:
+        if config.store.embedded:
+            embedded = EmbeddedS3(bucket=config.store.bucket, port=config.store.embedded_port)
+            embedded.start()
+            settings = embedded.client_settings()
+        else:
+            settings = client_settings_of(config)
+        store, stats = store_from_settings(config, settings)
+        endpoint = settings.endpoint_url or f"aws:{settings.region}"
+        log.info("object store: bucket=%s endpoint=%s", config.store.bucket, endpoint)
+        yield StoreHandle(store, stats, endpoint)
+    finally:
+        if embedded is not None:
+            embedded.stop()

@@ -1,0 +1,168 @@
+"""The object-store interface every other package talks to.
+
+One small protocol, so that the collector, the logs and the leases never see
+boto3, and so that tests and fault injectors can wrap a real store. The
+semantics are S3's, including the two conditional writes epochgc's safety
+rests on: create-only (``If-None-Match: *``) and compare-and-swap
+(``If-Match: <etag>``).
+
+This module holds types only; the boto3 implementation is ``storage.s3``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from epochgc.errors import RetriesExhaustedError
+
+MAX_KEYS_PER_DELETE = 1000
+"""S3's limit on keys in one DeleteObjects request."""
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """What a listing or HEAD says about an object."""
+
+    key: str
+    size: int
+    etag: str
+    last_modified: datetime
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    """An object's body with the version facts needed for a later CAS."""
+
+    key: str
+    body: bytes
+    etag: str
+    last_modified: datetime
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DeleteOutcome:
+    """Result of a batched delete.
+
+    ``deleted`` holds every key S3 confirmed (a key that was already gone
+    counts: DeleteObjects is idempotent). ``failed`` maps each key that could
+    not be deleted, after bounded retries, to the last error code S3 gave.
+    """
+
+    deleted: tuple[str, ...]
+    failed: Mapping[str, str]
+    requests: int
+
+    def raise_for_failures(self) -> None:
+        """Raise ``DeleteFailedError`` if any key could not be deleted."""
+        if self.failed:
+            raise DeleteFailedError(self)
+
+    @staticmethod
+    def merge(outcomes: Iterable[DeleteOutcome]) -> DeleteOutcome:
+        """Combine the outcomes of several batches into one."""
+        deleted: list[str] = []
+        failed: dict[str, str] = {}
+        requests = 0
+        for outcome in outcomes:
+            deleted.extend(outcome.deleted)
+            failed.update(outcome.failed)
+            requests += outcome.requests
+        return DeleteOutcome(tuple(deleted), failed, requests)
+
+
+class DeleteFailedError(RetriesExhaustedError):
+    """Some keys of a batched delete still failed after bounded retries."""
+
+    def __init__(self, outcome: DeleteOutcome) -> None:
+        sample = ", ".join(f"{k}={c}" for k, c in list(outcome.failed.items())[:3])
+        super().__init__(
+            f"delete failed for {len(outcome.failed)} keys (deleted={len(outcome.deleted)}); "
+            f"first: {sample}",
+            None,
+        )
+        self.outcome = outcome
+
+
+class ObjectStore(Protocol):
+    """A bucket, seen through the operations epochgc needs."""
+
+    @property
+    def bucket(self) -> str:
+        """The bucket name."""
+        ...
+
+    def get(self, key: str, *, byte_range: tuple[int, int] | None = None) -> StoredObject:
+        """Read an object, or the inclusive byte range ``(first, last)`` of it.
+
+        Raises:
+            NotFoundError: no such key.
+            RetriesExhaustedError: transient failures outlasted the policy.
+        """
+        ...
+
+    def head(self, key: str) -> ObjectInfo:
+        """Read an object's size, etag and age without its body.
+
+        Raises:
+            NotFoundError: no such key.
+        """
+        ...
+
+    def put(self, key: str, body: bytes, *, metadata: Mapping[str, str] | None = None) -> str:
+        """Write unconditionally; return the new etag."""
+        ...
+
+    def put_if_absent(
+        self, key: str, body: bytes, *, metadata: Mapping[str, str] | None = None
+    ) -> str:
+        """Create ``key`` only if it does not exist (``If-None-Match: *``).
+
+        After an unknown outcome (a timeout) the retry may find our own write
+        and answer 412; callers that care compare the stored body.
+
+        Raises:
+            PreconditionFailedError: the key exists.
+            ConflictError: a concurrent conditional write on the key.
+        """
+        ...
+
+    def put_if_match(
+        self, key: str, body: bytes, etag: str, *, metadata: Mapping[str, str] | None = None
+    ) -> str:
+        """Replace ``key`` only if its current etag is ``etag`` (``If-Match``).
+
+        Raises:
+            PreconditionFailedError: the etag is no longer current.
+            NotFoundError: the key does not exist.
+            ConflictError: a concurrent conditional write on the key.
+        """
+        ...
+
+    def list_pages(
+        self, prefix: str, *, start_after: str | None = None, page_size: int = 1000
+    ) -> Iterator[list[ObjectInfo]]:
+        """Lazily list keys under ``prefix`` in lexicographic order, page by page."""
+        ...
+
+    def list_objects(
+        self, prefix: str, *, start_after: str | None = None, page_size: int = 1000
+    ) -> Iterator[ObjectInfo]:
+        """Lazily list keys under ``prefix`` in lexicographic order."""
+        ...
+
+    def delete(self, key: str) -> None:
+        """Delete one key (missing keys are not an error)."""
+        ...
+
+    def delete_batch(self, keys: list[str]) -> DeleteOutcome:
+        """Delete at most 1000 keys with one DeleteObjects request, retrying
+        only the keys whose per-key errors are retryable."""
+        ...
+
+    def delete_many(self, keys: Iterable[str]) -> DeleteOutcome:
+        """Delete any number of keys in batches of at most 1000."""
+        ...

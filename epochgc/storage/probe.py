@@ -1,0 +1,209 @@
+"""Probing a bucket for the S3 semantics epochgc's safety depends on.
+
+Many S3-compatible stores and proxies accept ``If-None-Match`` / ``If-Match``
+headers and silently ignore them. On such a store two log writers can both
+"win" a slot and two lease holders can both hold a lease, so epochgc refuses
+to run there. Each probe writes under ``{root}/meta/probe/{run}/`` and cleans
+up after itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from epochgc.errors import EpochGCError, PreconditionFailedError, StoreCapabilityError
+from epochgc.storage.object_store import ObjectStore
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """The outcome of one probe."""
+
+    name: str
+    passed: bool
+    detail: str
+
+
+class _ProbeFailedError(Exception):
+    pass
+
+
+def run_probes(store: ObjectStore, root: str, *, race_rounds: int = 5) -> list[ProbeResult]:
+    """Run every probe against ``store``; never raises for a store's failure."""
+    base = f"{root}/meta/probe/{uuid.uuid4()}/"
+    probes: list[tuple[str, Callable[[], str]]] = [
+        ("create-only put (If-None-Match: *)", lambda: _probe_create_only(store, base)),
+        ("CAS put, current etag (If-Match)", lambda: _probe_cas_match(store, base)),
+        ("CAS put, stale etag (If-Match)", lambda: _probe_cas_stale(store, base)),
+        ("create-only race, two writers", lambda: _probe_race(store, base, race_rounds)),
+        ("DeleteObjects of a missing key", lambda: _probe_delete_missing(store, base)),
+        ("list order and pagination", lambda: _probe_list_order(store, base)),
+    ]
+    results = []
+    for name, probe in probes:
+        try:
+            results.append(ProbeResult(name, True, probe()))
+        except _ProbeFailedError as failure:
+            results.append(ProbeResult(name, False, str(failure)))
+        except EpochGCError as err:
+            results.append(ProbeResult(name, False, f"{type(err).__name__}: {err}"))
+    _clean_up(store, base)
+    return results
+
+
+def _expect(condition: bool, message: str) -> None:
+    if not condition:
+        raise _ProbeFailedError(message)
+
+
+def _probe_create_only(store: ObjectStore, base: str) -> str:
+    key = f"{base}create-only"
+    store.put_if_absent(key, b"first")
+    try:
+        store.put_if_absent(key, b"second")
+    except PreconditionFailedError:
+        pass
+    else:
+        raise _ProbeFailedError(
+            "a second create-only PUT succeeded: the store ignores If-None-Match, so two "
+            "log writers could both win one slot"
+        )
+    body = store.get(key).body
+    _expect(body == b"first", f"the losing create-only PUT overwrote the object (body={body!r})")
+    return "second writer got 412, body kept"
+
+
+def _probe_cas_match(store: ObjectStore, base: str) -> str:
+    key = f"{base}cas-match"
+    etag = store.put_if_absent(key, b"v1")
+    new_etag = store.put_if_match(key, b"v2", etag)
+    body = store.get(key).body
+    _expect(body == b"v2", f"CAS with the current etag did not write (body={body!r})")
+    _expect(new_etag != etag, "the etag did not change after a successful CAS")
+    return "replaced, new etag"
+
+
+def _probe_cas_stale(store: ObjectStore, base: str) -> str:
+    key = f"{base}cas-stale"
+    stale = store.put_if_absent(key, b"v1")
+    store.put_if_match(key, b"v2", stale)
+    try:
+        store.put_if_match(key, b"v3", stale)
+    except PreconditionFailedError:
+        pass
+    else:
+        raise _ProbeFailedError(
+            "a CAS PUT with a stale etag succeeded: the store ignores If-Match, so two "
+            "lease holders could both renew"
+        )
+    body = store.get(key).body
+    _expect(body == b"v2", f"the rejected CAS changed the object (body={body!r})")
+    return "stale writer got 412, body kept"
+
+
+def _probe_race(store: ObjectStore, base: str, rounds: int) -> str:
+    for round_no in range(rounds):
+        key = f"{base}race-{round_no}"
+        wins, losses, errors = _race_once(store, key, (b"writer-a", b"writer-b"))
+        _expect(not errors, f"round {round_no}: unexpected error {errors[:1]}")
+        _expect(
+            len(wins) == 1 and len(losses) == 1,
+            f"round {round_no}: {len(wins)} writers won a create-only race (expected exactly 1)",
+        )
+        body = store.get(key).body
+        _expect(body == wins[0], f"round {round_no}: stored body is not the winner's")
+    return f"{rounds} rounds, exactly one winner each"
+
+
+def _race_once(
+    store: ObjectStore, key: str, bodies: tuple[bytes, ...]
+) -> tuple[list[bytes], list[bytes], list[BaseException]]:
+    """Start one create-only PUT per body at the same instant; return the
+    bodies that won, those that got 412, and any other errors."""
+    barrier = threading.Barrier(len(bodies))
+    lock = threading.Lock()
+    wins: list[bytes] = []
+    losses: list[bytes] = []
+    errors: list[BaseException] = []
+
+    def writer(body: bytes) -> None:
+        barrier.wait()
+        try:
+            store.put_if_absent(key, body)
+        except PreconditionFailedError:
+            with lock:
+                losses.append(body)
+        except Exception as err:  # reported in the probe's verdict, not swallowed
+            with lock:
+                errors.append(err)
+        else:
+            with lock:
+                wins.append(body)
+
+    threads = [threading.Thread(target=writer, args=(b,)) for b in bodies]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return wins, losses, errors
+
+
+def _probe_delete_missing(store: ObjectStore, base: str) -> str:
+    outcome = store.delete_batch([f"{base}never-written"])
+    _expect(not outcome.failed, f"deleting a missing key failed: {dict(outcome.failed)}")
+    return "no error (idempotent)"
+
+
+def _probe_list_order(store: ObjectStore, base: str) -> str:
+    names = [f"{base}list/{i:05d}" for i in (3, 0, 4, 1, 2)]
+    for key in names:
+        store.put(key, b"x")
+    listed = [o.key for o in store.list_objects(f"{base}list/", page_size=2)]
+    _expect(listed == sorted(names), f"listing not in key order or incomplete: {listed}")
+    after = [o.key for o in store.list_objects(f"{base}list/", start_after=sorted(names)[1])]
+    _expect(after == sorted(names)[2:], f"StartAfter not honoured: {after}")
+    return "lexicographic, paginated, StartAfter honoured"
+
+
+def _clean_up(store: ObjectStore, base: str) -> None:
+    # Leftovers under meta/probe/ are harmless; never fail the verdict on them.
+    with contextlib.suppress(EpochGCError):
+        store.delete_many([o.key for o in store.list_objects(base)])
+
+
+def format_probe_table(results: list[ProbeResult], bucket: str) -> str:
+    """A human table of the probe results with a verdict line."""
+    width = max(len(r.name) for r in results)
+    lines = [f"{'probe'.ljust(width)}  result  detail", f"{'-' * width}  ------  ------"]
+    lines += [
+        f"{r.name.ljust(width)}  {'PASS' if r.passed else 'FAIL':6}  {r.detail}" for r in results
+    ]
+    failed = [r for r in results if not r.passed]
+    if failed:
+        lines.append(
+            f"store NOT usable: bucket {bucket!r} failed {len(failed)} of {len(results)} "
+            "probes; epochgc refuses to run on it"
+        )
+    else:
+        lines.append(f"store OK: bucket {bucket!r} has what epochgc needs")
+    return "\n".join(lines)
+
+
+def ensure_store_capable(store: ObjectStore, root: str) -> None:
+    """Run the probes and refuse a store that fails any (long-running
+    processes call this before their first write).
+
+    Raises:
+        StoreCapabilityError: with the failed probes and their details.
+    """
+    failed = [r for r in run_probes(store, root, race_rounds=2) if not r.passed]
+    if failed:
+        details = "; ".join(f"{r.name}: {r.detail}" for r in failed)
+        raise StoreCapabilityError(
+            f"bucket {store.bucket!r} lacks what epochgc needs ({details}); "
+            "run `epochgc check-store` for the full table"
+        )

@@ -1,0 +1,109 @@
+"""`epochgc check-store`: passes on S3 semantics, refuses a store that
+ignores conditional headers."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from epochgc.errors import StoreCapabilityError
+from epochgc.storage.probe import ensure_store_capable, format_probe_table, run_probes
+from epochgc.storage.s3 import S3ObjectStore
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def strip_conditional_headers(client: Any) -> None:
+    """Model a proxy or S3-compatible store that drops If-None-Match and
+    If-Match before the request is signed and sent (the request still goes
+    over HTTP to the real endpoint)."""
+
+    def strip(request: Any, **_kwargs: Any) -> None:
+        for header in ("If-None-Match", "If-Match"):
+            if header in request.headers:
+                del request.headers[header]
+
+    client.meta.events.register("before-sign.s3.PutObject", strip)
+
+
+def test_all_probes_pass_on_the_embedded_s3(store: S3ObjectStore) -> None:
+    results = run_probes(store, "epochgc")
+    assert [r.name for r in results if not r.passed] == []
+    assert len(results) == 6
+    assert list(store.list_objects("epochgc/meta/probe/")) == [], "probes clean up"
+    ensure_store_capable(store, "epochgc")
+
+
+def test_a_store_that_ignores_conditional_headers_is_refused(s3_client, bucket: str) -> None:  # type: ignore[no-untyped-def]
+    strip_conditional_headers(s3_client)
+    store = S3ObjectStore(s3_client, bucket)
+    results = {r.name: r for r in run_probes(store, "epochgc")}
+    create_only = results["create-only put (If-None-Match: *)"]
+    assert not create_only.passed
+    assert "ignores If-None-Match" in create_only.detail
+    assert not results["CAS put, stale etag (If-Match)"].passed
+    assert not results["create-only race, two writers"].passed
+    assert results["DeleteObjects of a missing key"].passed
+    table = format_probe_table(list(results.values()), bucket)
+    assert "store NOT usable" in table and "refuses to run" in table
+    with pytest.raises(StoreCapabilityError, match="ignores If-None-Match"):
+        ensure_store_capable(store, "epochgc")
+
+
+def _run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "epochgc.cli", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+
+
+def test_cli_check_store_passes_on_the_local_config() -> None:
+    done = _run_cli("check-store", "--config", "config/local.toml")
+    assert done.returncode == 0, done.stderr
+    assert "store OK" in done.stdout
+    assert done.stdout.count("PASS") == 6
+
+
+def test_cli_check_store_json() -> None:
+    done = _run_cli("check-store", "--config", "config/local.toml", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["ok"] is True and len(report["probes"]) == 6
+
+
+def test_cli_refuses_a_bad_config_before_doing_any_work(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[layout]\nroot = ""\n[store]\nembedded = true\n')
+    done = _run_cli("check-store", "--config", str(bad))
+    assert done.returncode == 2
+    assert str(bad) in done.stderr and "layout.root" in done.stderr
+    assert "embedded S3 listening" not in done.stderr
+
+
+def test_cli_never_logs_credentials() -> None:
+    done = _run_cli(
+        "check-store",
+        "--config",
+        "config/local.toml",
+        "--log-level",
+        "DEBUG",
+        env={
+            "EPOCHGC_STORE__SECRET_ACCESS_KEY": "TOPSECRETVALUE",
+            "EPOCHGC_STORE__ACCESS_KEY_ID": "AKIDVALUE",
+        },
+    )
+    assert done.returncode == 0, done.stderr
+    assert "TOPSECRETVALUE" not in done.stdout + done.stderr
+    assert "epochgc-embedded-secret" not in done.stderr
+    assert "Authorization" not in done.stderr
