@@ -33,6 +33,7 @@ test: lint typecheck unit
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.bench_delete
+	$(BIN)/python -m bench.bench_fence
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -8,16 +8,22 @@ and exits non-zero on failure. Nothing imports this module.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 
 from epochgc.config import Config, load_config, log_level_of
-from epochgc.errors import ConfigError, EpochGCError
+from epochgc.errors import ConfigError, EpochGCError, TopicNotFoundError
 from epochgc.logging_setup import setup_logging
 from epochgc.runtime import open_store
+from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.probe import format_probe_table, run_probes
+from epochgc.watermarks.controller import Controller
+from epochgc.watermarks.replica import PartitionReplica
 
 log = logging.getLogger("epochgc.cli")
 
@@ -49,6 +55,91 @@ def _cmd_check_store(config: Config, args: argparse.Namespace) -> int:
 
 def _cmd_config_show(config: Config, args: argparse.Namespace) -> int:
     print(json.dumps(config.describe(), indent=2))
+    return EXIT_OK
+
+
+def _cmd_embedded_s3(config: Config, args: argparse.Namespace) -> int:
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    with EmbeddedS3(bucket=config.store.bucket, host=args.host, port=args.port) as server:
+        print(f"embedded S3 serving bucket {config.store.bucket!r} at {server.endpoint_url}")
+        print("stop with Ctrl-C or SIGTERM; everything stored is lost then", flush=True)
+        stop.wait()
+    return EXIT_OK
+
+
+def _print(data: object, args: argparse.Namespace, human: str) -> None:
+    print(json.dumps(data, indent=2, default=str) if args.json else human)
+
+
+def _cmd_topic_create(config: Config, args: argparse.Namespace) -> int:
+    with open_store(config) as handle:
+        info = Controller(handle.store, config.layout.root).create_topic(args.name, args.partitions)
+    _print(
+        {"topic": info.name, "partitions": info.partitions, "revision": info.revision},
+        args,
+        f"created topic {info.name!r}: {info.partitions} partitions, revision {info.revision}",
+    )
+    return EXIT_OK
+
+
+def _cmd_topic_delete(config: Config, args: argparse.Namespace) -> int:
+    with open_store(config) as handle:
+        offset = Controller(handle.store, config.layout.root).delete_topic(args.name)
+    _print(
+        {"topic": args.name, "deleted_at": offset},
+        args,
+        f"deleted topic {args.name!r} at offset {offset}",
+    )
+    return EXIT_OK
+
+
+def _cmd_topic_list(config: Config, args: argparse.Namespace) -> int:
+    with open_store(config) as handle:
+        view = Controller(handle.store, config.layout.root).snapshot()
+    rows = [
+        {"topic": t.name, "partitions": t.partitions, "revision": t.revision}
+        for t in sorted(view.topics.values(), key=lambda t: t.name)
+    ]
+    lines = [f"{'topic':30} {'partitions':>10} {'revision':>10}"]
+    lines += [f"{r['topic']:30} {r['partitions']:>10} {r['revision']:>10}" for r in rows]
+    lines.append(f"controller offset (cluster epoch): {view.offset}")
+    _print({"controller_offset": view.offset, "topics": rows}, args, "\n".join(lines))
+    return EXIT_OK
+
+
+def _cmd_epoch_show(config: Config, args: argparse.Namespace) -> int:
+    with open_store(config) as handle:
+        epoch = Controller(handle.store, config.layout.root).current_epoch()
+    _print({"cluster_epoch": epoch}, args, f"cluster epoch: {epoch}")
+    return EXIT_OK
+
+
+def _cmd_epoch_tick(config: Config, args: argparse.Namespace) -> int:
+    with open_store(config) as handle:
+        epoch = Controller(handle.store, config.layout.root).tick()
+    _print({"cluster_epoch": epoch}, args, f"cluster epoch is now {epoch}")
+    return EXIT_OK
+
+
+def _cmd_partition_show(config: Config, args: argparse.Namespace) -> int:
+    with open_store(config) as handle:
+        topic = Controller(handle.store, config.layout.root).topic(args.topic)
+        if not 0 <= args.partition < topic.partitions:
+            raise TopicNotFoundError(
+                f"topic {args.topic!r} has partitions 0..{topic.partitions - 1}, "
+                f"not {args.partition}"
+            )
+        replica = PartitionReplica(
+            handle.store, config.layout.root, args.topic, args.partition, revision=topic.revision
+        )
+        state = replica.open()
+    data = dataclasses.asdict(state)
+    data["safe_epoch"] = state.safe_epoch
+    data["hole"] = replica.hole
+    human = "\n".join(f"{key:28} {value}" for key, value in data.items())
+    _print(data, args, f"{args.topic}/{args.partition}\n{human}")
     return EXIT_OK
 
 
@@ -88,6 +179,50 @@ def build_parser() -> argparse.ArgumentParser:
         "show", parents=[common], help="print the effective configuration (secrets masked)"
     )
     show.set_defaults(handler=_cmd_config_show)
+
+    serve = sub.add_parser(
+        "embedded-s3",
+        parents=[common],
+        help="serve an in-memory S3 (moto) for local runs until SIGTERM",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
+    serve.add_argument("--port", type=int, default=9000, help="port (0 picks a free one)")
+    serve.set_defaults(handler=_cmd_embedded_s3)
+
+    output = argparse.ArgumentParser(add_help=False)
+    output.add_argument("--json", action="store_true", help="machine-readable output")
+
+    topic = sub.add_parser("topic", help="create, list and delete topics (controller log)")
+    topic_sub = topic.add_subparsers(dest="topic_command", required=True, metavar="ACTION")
+    create = topic_sub.add_parser("create", parents=[common, output], help="create a topic")
+    create.add_argument("name")
+    create.add_argument("--partitions", type=int, required=True)
+    create.set_defaults(handler=_cmd_topic_create)
+    listing = topic_sub.add_parser("list", parents=[common, output], help="live topics")
+    listing.set_defaults(handler=_cmd_topic_list)
+    delete = topic_sub.add_parser("delete", parents=[common, output], help="delete a topic")
+    delete.add_argument("name")
+    delete.set_defaults(handler=_cmd_topic_delete)
+
+    epoch = sub.add_parser("epoch", help="the cluster epoch")
+    epoch_sub = epoch.add_subparsers(dest="epoch_command", required=True, metavar="ACTION")
+    epoch_show = epoch_sub.add_parser("show", parents=[common, output], help="current epoch")
+    epoch_show.set_defaults(handler=_cmd_epoch_show)
+    epoch_tick = epoch_sub.add_parser(
+        "tick", parents=[common, output], help="append one epoch_tick now"
+    )
+    epoch_tick.set_defaults(handler=_cmd_epoch_tick)
+
+    partition = sub.add_parser("partition", help="partition state machines")
+    partition_sub = partition.add_subparsers(
+        dest="partition_command", required=True, metavar="ACTION"
+    )
+    pshow = partition_sub.add_parser(
+        "show", parents=[common, output], help="replayed state, window and M(p) of a partition"
+    )
+    pshow.add_argument("topic")
+    pshow.add_argument("partition", type=int)
+    pshow.set_defaults(handler=_cmd_partition_show)
     return parser
 
 

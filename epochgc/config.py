@@ -135,6 +135,40 @@ class LayoutConfig:
 
 
 @dataclass(frozen=True)
+class EpochConfig:
+    """The cluster epoch (DESIGN.md section 4)."""
+
+    interval_seconds: float = _check(_at_least(0.01), default=60.0)
+    """How often the ticker appends ``epoch_tick``. Shorter intervals let
+    ``M`` follow writes more closely (objects are collected sooner) at the
+    cost of one controller-log object per tick."""
+    cache_ttl_seconds: float = _check(_at_least(0.0), default=30.0)
+    """How long writers reuse a cluster epoch they read. A stale epoch is
+    tolerated by the partitions' windows; keep it below ``interval_seconds``
+    so a cached epoch lags by at most one."""
+
+
+@dataclass(frozen=True)
+class LeaseConfig:
+    """Leases (DESIGN.md section 7): partition leadership, reconciler
+    ownership, the GC daemon's active role."""
+
+    ttl_seconds: float = _check(_at_least(0.1), default=15.0)
+    """Failover time after a holder crashes."""
+    renew_interval_seconds: float = _check(_at_least(0.01), default=5.0)
+    skew_margin_seconds: float = _check(_at_least(0.0), default=2.0)
+    """A holder stops writing this long before its lease expires; must
+    exceed the clock skew between processes."""
+
+    def __post_init__(self) -> None:
+        if self.renew_interval_seconds + self.skew_margin_seconds >= self.ttl_seconds:
+            raise _FieldError(
+                "renew_interval_seconds",
+                "renew_interval_seconds + skew_margin_seconds must be below ttl_seconds",
+            )
+
+
+@dataclass(frozen=True)
 class LoggingConfig:
     """Log output; ``--log-level`` on the command line wins."""
 
@@ -147,6 +181,8 @@ class Config:
 
     store: StoreConfig = field(default_factory=StoreConfig)
     layout: LayoutConfig = field(default_factory=LayoutConfig)
+    epoch: EpochConfig = field(default_factory=EpochConfig)
+    lease: LeaseConfig = field(default_factory=LeaseConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
 
     def describe(self) -> dict[str, dict[str, Any]]:

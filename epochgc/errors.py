@@ -82,3 +82,41 @@ class RetriesExhaustedError(StorageError):
     def __init__(self, message: str, last_error: BaseException | None) -> None:
         super().__init__(message)
         self.last_error = last_error
+
+
+class RecordError(EpochGCError):
+    """A stored JSON document (log entry, snapshot, report, lease) cannot be
+    used as it is. Never guessed at."""
+
+
+class MalformedRecordError(RecordError):
+    """The document does not parse or lacks a required field."""
+
+
+class UnsupportedVersionError(RecordError):
+    """The document's ``v`` is newer than this reader knows; upgrade the
+    reader rather than guess at the fields."""
+
+
+class StaleEpochError(EpochGCError):
+    """A write's epoch is below the partition's window; refresh the epoch
+    cache and retry. The uploaded L0 object becomes an orphan for GC."""
+
+    def __init__(self, epoch: int, window_previous: int, window_max: int) -> None:
+        super().__init__(f"stale epoch={epoch} below window=[{window_previous}, {window_max}]")
+        self.epoch = epoch
+        self.window_previous = window_previous
+        self.window_max = window_max
+
+
+class TopicExistsError(EpochGCError):
+    """``create_topic`` of a name that is already live (possibly created a
+    moment earlier by another process)."""
+
+
+class TopicNotFoundError(EpochGCError):
+    """The topic is not live in the controller snapshot."""
+
+
+class LeaseLostError(FencedError):
+    """This process no longer holds the lease it was writing under."""

@@ -1,0 +1,106 @@
+"""The commands of a partition log (DESIGN.md section 5). Pure value types.
+
+Every command carries the leader ``term`` it was written under; replay
+ignores entries of a term older than the newest ``term_start``. Every
+command but ``term_start`` also carries ``seq``, its position in the
+leader's stream for that term (``term_start`` is 0, then 1, 2, ...). Replay
+applies only the next expected ``seq``: when another writer steals a slot in
+the middle of a pipeline, the leader's entries that landed behind the stolen
+slot are out of sequence and ignored, and the leader replays the whole
+unacknowledged tail in order, so nothing is applied twice or out of order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PlaceholderBatch:
+    """A byte range of an L0 object holding ``records`` records of this
+    partition."""
+
+    l0_key: str
+    byte_offset: int
+    byte_length: int
+    records: int
+
+    def __post_init__(self) -> None:
+        if self.byte_offset < 0 or self.byte_length < 0 or self.records < 1:
+            raise ValueError(
+                f"invalid placeholder batch offset={self.byte_offset} "
+                f"length={self.byte_length} records={self.records}"
+            )
+
+
+@dataclass(frozen=True)
+class TermStart:
+    """A new leader's first entry."""
+
+    term: int
+
+
+@dataclass(frozen=True)
+class Placeholders:
+    """Records of this partition written at ``epoch`` into L0 objects."""
+
+    term: int
+    seq: int
+    epoch: int
+    batches: tuple[PlaceholderBatch, ...]
+
+    @property
+    def record_count(self) -> int:
+        return sum(b.records for b in self.batches)
+
+
+@dataclass(frozen=True)
+class AdvanceEpoch:
+    """Housekeeping for an idle partition: slide the window to ``epoch``."""
+
+    term: int
+    seq: int
+    epoch: int
+
+
+@dataclass(frozen=True)
+class AdvanceReconciled:
+    """Every record up to ``lro`` and every placeholder up to log offset
+    ``log_offset`` is in L1."""
+
+    term: int
+    seq: int
+    lro: int
+    log_offset: int
+
+
+@dataclass(frozen=True)
+class SetAllowedLocalStartOffset:
+    """The reconciler's retention hint (``None``: no local target)."""
+
+    term: int
+    seq: int
+    offset: int | None
+
+
+@dataclass(frozen=True)
+class SetStartOffset:
+    """Retention: records below ``offset`` are gone."""
+
+    term: int
+    seq: int
+    offset: int
+
+
+SequencedCommand = (
+    Placeholders | AdvanceEpoch | AdvanceReconciled | SetAllowedLocalStartOffset | SetStartOffset
+)
+
+Command = (
+    TermStart
+    | Placeholders
+    | AdvanceEpoch
+    | AdvanceReconciled
+    | SetAllowedLocalStartOffset
+    | SetStartOffset
+)

@@ -1,0 +1,216 @@
+"""The controller log and the cluster epoch (DESIGN.md section 4).
+
+The controller log is a conditional-append log of ``create_topic``,
+``delete_topic`` and ``epoch_tick`` entries starting at offset 1. The
+cluster epoch is the newest offset; a topic's revision is the offset of its
+``create_topic`` entry, so every epoch observed after a topic exists is at
+least its revision.
+
+``fold_controller`` (pure) turns entries into a ``ControllerView``; the
+``Controller`` class does the I/O. Concurrent creators of one name both
+append; the first live ``create_topic`` in log order wins and the loser is
+told so (``TopicExistsError``), which every reader agrees on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from epochgc.errors import PreconditionFailedError, TopicExistsError, TopicNotFoundError
+from epochgc.storage.cas_log import ConditionalAppendLog
+from epochgc.storage.keys import controller_log_prefix, is_valid_topic
+from epochgc.storage.object_store import ObjectStore
+from epochgc.watermarks.records import (
+    ControllerEntry,
+    CreateTopic,
+    DeleteTopic,
+    EpochTick,
+    PartitionSnapshot,
+    decode_controller_entry,
+    encode_controller_entry,
+    encode_snapshot,
+)
+from epochgc.watermarks.replica import open_partition_log
+from epochgc.watermarks.state import PartitionState
+
+log = logging.getLogger("epochgc.watermarks.controller")
+
+CONTROLLER_FIRST_OFFSET = 1
+MAX_PARTITIONS = 100_000
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    """A live topic."""
+
+    name: str
+    partitions: int
+    revision: int
+    config: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ControllerView:
+    """Live topics as of controller offset ``offset`` (the cluster epoch)."""
+
+    offset: int
+    topics: Mapping[str, TopicInfo]
+
+    @staticmethod
+    def empty() -> ControllerView:
+        return ControllerView(CONTROLLER_FIRST_OFFSET - 1, {})
+
+
+def fold_controller(view: ControllerView, offset: int, entry: ControllerEntry) -> ControllerView:
+    """Apply one controller entry at ``offset``. Pure and deterministic.
+
+    A ``create_topic`` of a live name and a ``delete_topic`` of a name that
+    is not live change nothing but the offset.
+    """
+    topics = view.topics
+    if isinstance(entry, CreateTopic) and entry.topic not in topics:
+        info = TopicInfo(entry.topic, entry.partitions, offset, dict(entry.config))
+        topics = {**topics, entry.topic: info}
+    elif isinstance(entry, DeleteTopic) and entry.topic in topics:
+        topics = {k: v for k, v in topics.items() if k != entry.topic}
+    return ControllerView(offset, topics)
+
+
+class Controller:
+    """Reads and appends the controller log; keeps an incrementally updated view.
+
+    Example::
+
+        controller = Controller(store, "epochgc")
+        orders = controller.create_topic("orders", partitions=4)
+        epoch = controller.tick()
+
+    Args:
+        store: the bucket.
+        root: the layout root.
+        now: wall clock for entry timestamps (injected for tests).
+    """
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        root: str,
+        *,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._store = store
+        self._root = root
+        self._now = now
+        self._log = ConditionalAppendLog(
+            store, controller_log_prefix(root), first_offset=CONTROLLER_FIRST_OFFSET
+        )
+        self._lock = threading.Lock()
+        self._view = ControllerView.empty()
+
+    @property
+    def log(self) -> ConditionalAppendLog:
+        return self._log
+
+    def snapshot(self) -> ControllerView:
+        """Catch up with the log and return the view at its tail.
+
+        Raises:
+            MalformedRecordError, UnsupportedVersionError: an entry this
+                reader cannot trust; a collector must stop (``safety_blocked``)
+                rather than compute ``M`` from a partial view.
+        """
+        with self._lock:
+            view = self._view
+            read = self._log.read(view.offset + 1)
+            for entry in read.entries:
+                where = f"controller entry {entry.offset}"
+                view = fold_controller(
+                    view, entry.offset, decode_controller_entry(entry.payload, where)
+                )
+            if read.hole is not None:
+                log.warning("controller log has a hole at offset %d; view stops there", read.hole)
+            self._view = view
+            return view
+
+    def current_epoch(self) -> int:
+        """The cluster epoch: the controller log's newest offset (one LIST)."""
+        return self._log.tail()
+
+    def tick(self) -> int:
+        """Append an ``epoch_tick``; return the new epoch. Concurrent ticks are harmless."""
+        offset = self._log.append(encode_controller_entry(EpochTick(self._now())))
+        log.debug("epoch tick -> %d", offset)
+        return offset
+
+    def create_topic(
+        self, name: str, partitions: int, config: Mapping[str, Any] | None = None
+    ) -> TopicInfo:
+        """Create a topic and its partitions' initial snapshots.
+
+        Raises:
+            ValueError: invalid name or partition count.
+            TopicExistsError: the name is live (maybe created concurrently).
+        """
+        if not is_valid_topic(name):
+            raise ValueError(
+                f"invalid topic name {name!r}: must match [A-Za-z0-9._-]{{1,249}} "
+                "and not be '.' or '..'"
+            )
+        if not 1 <= partitions <= MAX_PARTITIONS:
+            raise ValueError(f"partitions must be in 1..{MAX_PARTITIONS}, got {partitions}")
+        if name in self.snapshot().topics:
+            raise TopicExistsError(f"topic {name!r} already exists")
+        entry = CreateTopic(name, partitions, dict(config or {}), self._now())
+        offset = self._log.append(encode_controller_entry(entry))
+        info = self._view_until(offset).topics.get(name)
+        if info is None or info.revision != offset:
+            raise TopicExistsError(f"topic {name!r} was created concurrently by another process")
+        for partition in range(partitions):
+            self._write_initial_snapshot(info, partition)
+        log.info("created topic %s with %d partitions at revision %d", name, partitions, offset)
+        return info
+
+    def delete_topic(self, name: str) -> int:
+        """Append ``delete_topic``; return its offset.
+
+        Raises:
+            TopicNotFoundError: the topic is not live.
+        """
+        if name not in self.snapshot().topics:
+            raise TopicNotFoundError(f"topic {name!r} does not exist")
+        offset = self._log.append(encode_controller_entry(DeleteTopic(name, self._now())))
+        log.info("deleted topic %s at offset %d", name, offset)
+        return offset
+
+    def topic(self, name: str) -> TopicInfo:
+        """The live topic ``name``.
+
+        Raises:
+            TopicNotFoundError: not live.
+        """
+        info = self.snapshot().topics.get(name)
+        if info is None:
+            raise TopicNotFoundError(f"topic {name!r} does not exist")
+        return info
+
+    def _view_until(self, offset: int) -> ControllerView:
+        view = self.snapshot()
+        if view.offset < offset:
+            raise RuntimeError(f"controller view stopped at {view.offset} before {offset}")
+        return view
+
+    def _write_initial_snapshot(self, info: TopicInfo, partition: int) -> None:
+        """A fresh partition's snapshot at its revision; a partition whose
+        snapshot exists already (a retry) is left alone."""
+        state = PartitionState.new(info.revision)
+        partition_log = open_partition_log(self._store, self._root, info.name, partition)
+        with contextlib.suppress(PreconditionFailedError):
+            partition_log.write_snapshot(
+                encode_snapshot(PartitionSnapshot(state)), state.applied_log_offset, None
+            )

@@ -1,0 +1,124 @@
+"""Reading the cluster epoch cheaply, and moving it forward.
+
+Writers stamp L0 objects with the cluster epoch read through ``EpochCache``
+(one LIST per TTL instead of one per write). A stale cached value is
+tolerated by the partitions' epoch windows; a writer whose fence is rejected
+as stale calls ``invalidate(below=window.previous)`` and reads afresh.
+
+``EpochTicker`` appends an ``epoch_tick`` every interval so that the epoch
+moves even when no topic changes; any number of processes may tick.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from epochgc.errors import EpochGCError
+
+log = logging.getLogger("epochgc.watermarks.epoch")
+
+
+class EpochCache:
+    """A TTL cache in front of an epoch source.
+
+    Example::
+
+        cache = EpochCache(controller.current_epoch, ttl_seconds=30)
+        epoch = cache.get()
+
+    Args:
+        source: reads the current cluster epoch (one LIST).
+        ttl_seconds: how long a read value is reused.
+        clock: monotonic seconds (injected for tests).
+    """
+
+    def __init__(
+        self,
+        source: Callable[[], int],
+        *,
+        ttl_seconds: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if ttl_seconds < 0:
+            raise ValueError("ttl_seconds must be >= 0")
+        self._source = source
+        self._ttl = ttl_seconds
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._value: int | None = None
+        self._read_at = 0.0
+        self.refreshes = 0
+
+    def get(self) -> int:
+        """The cached epoch, refreshed when older than the TTL."""
+        with self._lock:
+            if self._value is not None and self._clock() - self._read_at < self._ttl:
+                return self._value
+        value = self._source()
+        with self._lock:
+            # Never go backwards, even if a slower refresh finishes last.
+            if self._value is None or value >= self._value:
+                self._value = value
+            self._read_at = self._clock()
+            self.refreshes += 1
+            return self._value
+
+    def invalidate(self, below: int | None = None) -> None:
+        """Drop the cached value (only if it is below ``below``, when given)."""
+        with self._lock:
+            if self._value is not None and (below is None or self._value < below):
+                self._value = None
+
+
+class EpochTicker:
+    """Appends ``epoch_tick`` every ``interval_seconds`` on a thread.
+
+    Failures are logged and counted; the next interval tries again.
+    """
+
+    def __init__(self, tick: Callable[[], int], *, interval_seconds: float = 60.0) -> None:
+        if interval_seconds <= 0:
+            raise ValueError("interval_seconds must be > 0")
+        self._tick = tick
+        self._interval = interval_seconds
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.ticks = 0
+        self.failures = 0
+
+    def tick_once(self) -> int | None:
+        """One tick now; the new epoch, or None if it failed."""
+        try:
+            epoch = self._tick()
+        except EpochGCError as err:
+            self.failures += 1
+            log.warning("epoch tick failed: %s", err)
+            return None
+        self.ticks += 1
+        return epoch
+
+    def start(self) -> None:
+        """Start ticking.
+
+        Raises:
+            RuntimeError: already started.
+        """
+        if self._thread is not None:
+            raise RuntimeError("epoch ticker already running")
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="epochgc-epoch-ticker", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop ticking; idempotent."""
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            self.tick_once()

@@ -1,0 +1,377 @@
+"""JSON codecs for the partition log, partition snapshots and the controller
+log. Pure.
+
+Every document is a UTF-8 JSON object with a version ``v``. Unknown fields
+are ignored (forward compatibility); a ``v`` newer than this reader knows is
+refused with ``UnsupportedVersionError``; anything else that does not fit is
+``MalformedRecordError``. Nothing is ever guessed: a placeholder misread is
+data lost, and a controller entry misread is a wrong ``M``.
+
+The controller-entry shape is part of the public contract (DESIGN.md
+section 12).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from epochgc.errors import MalformedRecordError, UnsupportedVersionError
+from epochgc.storage.keys import is_valid_topic
+from epochgc.watermarks.commands import (
+    AdvanceEpoch,
+    AdvanceReconciled,
+    Command,
+    PlaceholderBatch,
+    Placeholders,
+    SetAllowedLocalStartOffset,
+    SetStartOffset,
+    TermStart,
+)
+from epochgc.watermarks.state import PartitionState
+
+COMMAND_VERSION = 1
+SNAPSHOT_VERSION = 1
+CONTROLLER_VERSION = 1
+
+
+# --- shared helpers ----------------------------------------------------------
+
+
+def load_document(data: bytes, what: str, known_version: int) -> dict[str, Any]:
+    """Parse a versioned JSON object.
+
+    Raises:
+        MalformedRecordError: not UTF-8 JSON, not an object, or no integer ``v``.
+        UnsupportedVersionError: ``v`` above ``known_version``.
+    """
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise MalformedRecordError(f"{what}: not UTF-8 JSON: {err}") from err
+    if not isinstance(doc, dict):
+        raise MalformedRecordError(f"{what}: expected a JSON object, got {type(doc).__name__}")
+    version = doc.get("v")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise MalformedRecordError(f"{what}: missing or invalid version v={version!r}")
+    if version > known_version:
+        raise UnsupportedVersionError(
+            f"{what}: version v={version} is newer than this reader (knows v<={known_version})"
+        )
+    return doc
+
+
+def dump_document(doc: Mapping[str, Any]) -> bytes:
+    """Serialise deterministically (sorted keys, no spaces): identical
+    documents give identical bytes, which create-only idempotency relies on."""
+    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode("utf-8")
+
+
+def get_int(doc: Mapping[str, Any], name: str, what: str, minimum: int | None = None) -> int:
+    """A required integer field (booleans are not integers here)."""
+    value = doc.get(name)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise MalformedRecordError(f"{what}: field {name!r} must be an integer, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise MalformedRecordError(f"{what}: field {name!r} must be >= {minimum}, got {value}")
+    return value
+
+
+def get_optional_int(
+    doc: Mapping[str, Any], name: str, what: str, minimum: int | None = None
+) -> int | None:
+    """An integer field that may be ``null``."""
+    if doc.get(name) is None:
+        return None
+    return get_int(doc, name, what, minimum)
+
+
+def get_str(doc: Mapping[str, Any], name: str, what: str) -> str:
+    """A required string field."""
+    value = doc.get(name)
+    if not isinstance(value, str):
+        raise MalformedRecordError(f"{what}: field {name!r} must be a string, got {value!r}")
+    return value
+
+
+def format_time(moment: datetime) -> str:
+    """RFC 3339 UTC with a ``Z`` suffix, second precision."""
+    if moment.tzinfo is None:
+        raise ValueError("times must be timezone-aware")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(text: str, what: str) -> datetime:
+    """Parse an RFC 3339 time (any offset; ``Z`` accepted) to aware UTC."""
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError as err:
+        raise MalformedRecordError(f"{what}: not an RFC 3339 time: {text!r}") from err
+    if moment.tzinfo is None:
+        raise MalformedRecordError(f"{what}: time without a UTC offset: {text!r}")
+    return moment.astimezone(UTC)
+
+
+# --- partition log commands ----------------------------------------------------
+
+
+def encode_command(command: Command) -> bytes:
+    """The log entry bytes of ``command``."""
+    doc: dict[str, Any] = {"v": COMMAND_VERSION, "term": command.term}
+    if isinstance(command, TermStart):
+        doc.update(type="term_start")
+        return dump_document(doc)
+    doc["seq"] = command.seq
+    if isinstance(command, Placeholders):
+        doc.update(
+            type="placeholders",
+            epoch=command.epoch,
+            batches=[
+                {
+                    "key": b.l0_key,
+                    "offset": b.byte_offset,
+                    "length": b.byte_length,
+                    "records": b.records,
+                }
+                for b in command.batches
+            ],
+        )
+    elif isinstance(command, AdvanceEpoch):
+        doc.update(type="advance_epoch", epoch=command.epoch)
+    elif isinstance(command, AdvanceReconciled):
+        doc.update(
+            type="advance_reconciled",
+            lro=command.lro,
+            log_offset=command.log_offset,
+        )
+    elif isinstance(command, SetAllowedLocalStartOffset):
+        doc.update(type="set_allowed_local_start_offset", offset=command.offset)
+    else:
+        doc.update(type="set_start_offset", offset=command.offset)
+    return dump_document(doc)
+
+
+def decode_command(data: bytes, where: str = "partition log entry") -> Command:
+    """Parse a log entry.
+
+    Raises:
+        MalformedRecordError, UnsupportedVersionError: see ``load_document``;
+            also an unknown ``type``.
+    """
+    doc = load_document(data, where, COMMAND_VERSION)
+    kind = doc.get("type")
+    term = get_int(doc, "term", where, 0)
+    if kind == "term_start":
+        return TermStart(term)
+    seq = get_int(doc, "seq", where, 1)
+    try:
+        if kind == "placeholders":
+            epoch = get_int(doc, "epoch", where, 0)
+            return Placeholders(term, seq, epoch, _decode_batches(doc, where))
+        if kind == "advance_epoch":
+            return AdvanceEpoch(term, seq, get_int(doc, "epoch", where, 0))
+        if kind == "advance_reconciled":
+            lro = get_int(doc, "lro", where, -1)
+            return AdvanceReconciled(term, seq, lro, get_int(doc, "log_offset", where, -1))
+        if kind == "set_allowed_local_start_offset":
+            hint = get_optional_int(doc, "offset", where, 0)
+            return SetAllowedLocalStartOffset(term, seq, hint)
+        if kind == "set_start_offset":
+            return SetStartOffset(term, seq, get_int(doc, "offset", where, 0))
+    except ValueError as err:
+        raise MalformedRecordError(f"{where}: {err}") from err
+    raise MalformedRecordError(f"{where}: unknown command type {kind!r}")
+
+
+def _decode_batches(doc: Mapping[str, Any], where: str) -> tuple[PlaceholderBatch, ...]:
+    raw = doc.get("batches")
+    if not isinstance(raw, list) or not raw:
+        raise MalformedRecordError(f"{where}: 'batches' must be a non-empty list")
+    batches = []
+    for item in raw:
+        if not isinstance(item, dict):
+            raise MalformedRecordError(f"{where}: each batch must be an object")
+        batches.append(
+            PlaceholderBatch(
+                l0_key=get_str(item, "key", where),
+                byte_offset=get_int(item, "offset", where, 0),
+                byte_length=get_int(item, "length", where, 0),
+                records=get_int(item, "records", where, 1),
+            )
+        )
+    return tuple(batches)
+
+
+# --- partition snapshots -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RetainedPlaceholder:
+    """Where an accepted placeholder sits, kept so truncation can find the
+    log offset below which every placeholder is disposable."""
+
+    log_offset: int
+    first_record: int
+    last_record: int
+
+
+@dataclass(frozen=True)
+class PartitionSnapshot:
+    """The state plus the index of placeholders still in the log."""
+
+    state: PartitionState
+    retained: tuple[RetainedPlaceholder, ...] = ()
+
+
+_STATE_FIELDS = (
+    "revision",
+    "max_applied_epoch",
+    "previous_applied_epoch",
+    "window_offset",
+    "min_epoch_lower_bound",
+    "lro",
+    "reconciled_log_offset",
+    "start_offset",
+    "next_offset",
+    "term",
+    "last_seq",
+    "applied_log_offset",
+)
+
+
+def encode_snapshot(snapshot: PartitionSnapshot) -> bytes:
+    """Snapshot bytes (the seen window is volatile and not part of it)."""
+    state = snapshot.state
+    fields: dict[str, Any] = {name: getattr(state, name) for name in _STATE_FIELDS}
+    fields["allowed_local_start_offset"] = state.allowed_local_start_offset
+    return dump_document(
+        {
+            "v": SNAPSHOT_VERSION,
+            "state": fields,
+            "retained": [[r.log_offset, r.first_record, r.last_record] for r in snapshot.retained],
+        }
+    )
+
+
+def decode_snapshot(data: bytes, where: str = "partition snapshot") -> PartitionSnapshot:
+    """Parse a snapshot.
+
+    Raises:
+        MalformedRecordError, UnsupportedVersionError.
+    """
+    doc = load_document(data, where, SNAPSHOT_VERSION)
+    raw_state = doc.get("state")
+    if not isinstance(raw_state, dict):
+        raise MalformedRecordError(f"{where}: 'state' must be an object")
+    values: dict[str, Any] = {name: get_int(raw_state, name, where, -1) for name in _STATE_FIELDS}
+    values["allowed_local_start_offset"] = get_optional_int(
+        raw_state, "allowed_local_start_offset", where, 0
+    )
+    state = PartitionState(**values)
+    _check_state(state, where)
+    raw_retained = doc.get("retained", [])
+    if not isinstance(raw_retained, list):
+        raise MalformedRecordError(f"{where}: 'retained' must be a list")
+    retained = []
+    for item in raw_retained:
+        if (
+            not isinstance(item, list)
+            or len(item) != 3
+            or not all(isinstance(x, int) and not isinstance(x, bool) for x in item)
+        ):
+            raise MalformedRecordError(f"{where}: bad retained entry {item!r}")
+        retained.append(RetainedPlaceholder(item[0], item[1], item[2]))
+    return PartitionSnapshot(state, tuple(retained))
+
+
+def _check_state(state: PartitionState, where: str) -> None:
+    """Reject a snapshot whose fields contradict the state machine's invariants."""
+    problems = []
+    if not state.revision <= state.min_epoch_lower_bound <= state.previous_applied_epoch:
+        problems.append("need revision <= min_epoch_lower_bound <= previous_applied_epoch")
+    if state.previous_applied_epoch > state.max_applied_epoch:
+        problems.append("previous_applied_epoch > max_applied_epoch")
+    if state.lro >= state.next_offset:
+        problems.append("lro >= next_offset")
+    if state.start_offset > state.next_offset:
+        problems.append("start_offset > next_offset")
+    if problems:
+        raise MalformedRecordError(f"{where}: inconsistent state: {'; '.join(problems)}")
+
+
+# --- controller log ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CreateTopic:
+    """``create_topic``: a topic and its partition count; its revision is
+    the offset of this entry."""
+
+    topic: str
+    partitions: int
+    config: Mapping[str, Any]
+    ts: datetime
+
+
+@dataclass(frozen=True)
+class DeleteTopic:
+    """``delete_topic``: the topic no longer pins ``M``."""
+
+    topic: str
+    ts: datetime
+
+
+@dataclass(frozen=True)
+class EpochTick:
+    """``epoch_tick``: moves the cluster epoch (the log's newest offset)."""
+
+    ts: datetime
+
+
+ControllerEntry = CreateTopic | DeleteTopic | EpochTick
+
+
+def encode_controller_entry(entry: ControllerEntry) -> bytes:
+    """The controller-log bytes of ``entry`` (DESIGN.md section 12)."""
+    doc: dict[str, Any] = {"v": CONTROLLER_VERSION, "ts": format_time(entry.ts)}
+    if isinstance(entry, CreateTopic):
+        doc.update(
+            type="create_topic",
+            topic=entry.topic,
+            partitions=entry.partitions,
+            config=dict(entry.config),
+        )
+    elif isinstance(entry, DeleteTopic):
+        doc.update(type="delete_topic", topic=entry.topic)
+    else:
+        doc.update(type="epoch_tick")
+    return dump_document(doc)
+
+
+def decode_controller_entry(data: bytes, where: str = "controller entry") -> ControllerEntry:
+    """Parse a controller-log entry.
+
+    Raises:
+        MalformedRecordError: does not parse, unknown ``type``, invalid topic.
+        UnsupportedVersionError: newer ``v``.
+    """
+    doc = load_document(data, where, CONTROLLER_VERSION)
+    kind = doc.get("type")
+    ts = parse_time(get_str(doc, "ts", where), where)
+    if kind == "epoch_tick":
+        return EpochTick(ts)
+    if kind in ("create_topic", "delete_topic"):
+        topic = get_str(doc, "topic", where)
+        if not is_valid_topic(topic):
+            raise MalformedRecordError(f"{where}: invalid topic name {topic!r}")
+        if kind == "delete_topic":
+            return DeleteTopic(topic, ts)
+        partitions = get_int(doc, "partitions", where, 1)
+        config = doc.get("config", {})
+        if not isinstance(config, dict):
+            raise MalformedRecordError(f"{where}: 'config' must be an object")
+        return CreateTopic(topic, partitions, config, ts)
+    raise MalformedRecordError(f"{where}: unknown controller entry type {kind!r}")

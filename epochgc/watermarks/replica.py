@@ -1,0 +1,405 @@
+"""A partition replica: the pure state bound to its conditional-append log.
+
+Any process may open a replica and follow the log; the process holding the
+partition's lease leads it (``PartitionLeader``): it starts its term with a
+``term_start`` entry, stamps every command with its term and the next
+sequence number, and appends through a pipeline. The log decides: a command
+counts only as replay applies it, so a deposed leader's late entries (an
+older term after a newer ``term_start``) change nothing, and a leader whose
+pipeline was cut by a foreign entry replays its unacknowledged tail, which
+sequence numbers keep free of duplicates and reordering.
+
+Snapshots are written by CAS and cover ``applied_log_offset``; truncation
+then removes entries below both the snapshot and the oldest placeholder
+still needed, bounded by ``min(lro + 1, allowed_local_start_offset)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from epochgc.errors import (
+    CorruptLogError,
+    FencedError,
+    PreconditionFailedError,
+    StaleEpochError,
+)
+from epochgc.storage.cas_log import ConditionalAppendLog, LogSnapshot
+from epochgc.storage.keys import partition_log_prefix, partition_snapshot_key
+from epochgc.storage.object_store import ObjectStore
+from epochgc.storage.pipeline import Divergence, PipelinedAppender
+from epochgc.watermarks.commands import (
+    AdvanceEpoch,
+    AdvanceReconciled,
+    Command,
+    PlaceholderBatch,
+    Placeholders,
+    SequencedCommand,
+    SetAllowedLocalStartOffset,
+    SetStartOffset,
+    TermStart,
+)
+from epochgc.watermarks.records import (
+    PartitionSnapshot,
+    RetainedPlaceholder,
+    decode_command,
+    decode_snapshot,
+    encode_command,
+    encode_snapshot,
+)
+from epochgc.watermarks.state import (
+    SAFE,
+    ApplyResult,
+    Outcome,
+    PartitionState,
+    SafetyRules,
+    apply,
+)
+from epochgc.watermarks.window import EpochWindow
+
+log = logging.getLogger("epochgc.watermarks.replica")
+
+
+def open_partition_log(
+    store: ObjectStore, root: str, topic: str, partition: int
+) -> ConditionalAppendLog:
+    """The conditional-append log (with its snapshot) of one partition."""
+    return ConditionalAppendLog(
+        store,
+        partition_log_prefix(root, topic, partition),
+        first_offset=0,
+        snapshot_key=partition_snapshot_key(root, topic, partition),
+    )
+
+
+def truncation_record_bound(state: PartitionState) -> int:
+    """Records below this offset may leave the log: they are in L1
+    (``<= lro``) and outside the local retention the reconciler asked for."""
+    reconciled = state.lro + 1
+    hint = state.allowed_local_start_offset
+    return reconciled if hint is None else min(reconciled, hint)
+
+
+@dataclass(frozen=True)
+class AppliedEntry:
+    """One log entry as replay applied it."""
+
+    offset: int
+    command: Command
+    result: ApplyResult
+
+
+class PartitionReplica:
+    """Follows one partition's log.
+
+    Example::
+
+        replica = PartitionReplica(store, "epochgc", "orders", 0)
+        state = replica.open()
+        replica.state.safe_epoch
+
+    Args:
+        revision: the topic's revision, used only when the partition has no
+            snapshot yet (its creator crashed before writing one).
+        rules: test-only; production always uses ``SAFE``.
+    """
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        root: str,
+        topic: str,
+        partition: int,
+        *,
+        revision: int | None = None,
+        rules: SafetyRules = SAFE,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self._log = open_partition_log(store, root, topic, partition)
+        self._revision = revision
+        self._rules = rules
+        self._state: PartitionState | None = None
+        self._retained: list[RetainedPlaceholder] = []
+        self._snapshot: LogSnapshot | None = None
+        self.hole: int | None = None
+
+    @property
+    def log(self) -> ConditionalAppendLog:
+        return self._log
+
+    @property
+    def state(self) -> PartitionState:
+        if self._state is None:
+            raise RuntimeError("replica not opened; call open() first")
+        return self._state
+
+    @property
+    def retained(self) -> tuple[RetainedPlaceholder, ...]:
+        """Accepted placeholders still in the log, oldest first."""
+        return tuple(self._retained)
+
+    def applied_window(self) -> EpochWindow:
+        """``[previous_applied_epoch, max_applied_epoch]``."""
+        s = self.state
+        return EpochWindow(s.previous_applied_epoch, s.max_applied_epoch)
+
+    def open(self) -> PartitionState:
+        """Load the snapshot (or the initial state) and replay the log.
+
+        Raises:
+            CorruptLogError: no snapshot and no revision, or a snapshot whose
+                metadata disagrees with its content.
+            MalformedRecordError, UnsupportedVersionError: an entry or a
+                snapshot this reader cannot trust.
+        """
+        self._load_snapshot()
+        self.catch_up()
+        return self.state
+
+    def _load_snapshot(self) -> None:
+        where = f"snapshot of {self.topic}/{self.partition}"
+        snapshot = self._log.read_snapshot()
+        if snapshot is None:
+            if self._revision is None:
+                raise CorruptLogError(f"{where}: missing, and no topic revision to start from")
+            decoded = PartitionSnapshot(PartitionState.new(self._revision))
+        else:
+            decoded = decode_snapshot(snapshot.payload, where)
+            if decoded.state.applied_log_offset != snapshot.covered_offset:
+                raise CorruptLogError(
+                    f"{where}: covers offset {snapshot.covered_offset} but its state is at "
+                    f"{decoded.state.applied_log_offset}"
+                )
+        self._snapshot = snapshot
+        self._state = decoded.state
+        self._retained = list(decoded.retained)
+
+    def catch_up(self) -> list[AppliedEntry]:
+        """Apply every new contiguous entry; return what was applied.
+
+        Stops at a hole (``self.hole``); if the hole is where reading
+        started and a newer snapshot covers it (someone truncated past us),
+        reloads from that snapshot and continues.
+        """
+        applied: list[AppliedEntry] = []
+        reloaded = False
+        while True:
+            start = self.state.applied_log_offset + 1
+            read = self._log.read(start)
+            for entry in read.entries:
+                command = decode_command(entry.payload, f"{self._log.key_of(entry.offset)}")
+                applied.append(self._apply(entry.offset, command))
+            self.hole = read.hole
+            if read.hole is None or read.hole != start or reloaded:
+                return applied
+            newer = self._log.read_snapshot()
+            if newer is None or newer.covered_offset < start:
+                return applied
+            log.info("%s/%d: log truncated past us; reloading snapshot", self.topic, self.partition)
+            self._load_snapshot()
+            reloaded = True
+
+    def _apply(self, offset: int, command: Command) -> AppliedEntry:
+        result = apply(self.state, command, offset, self._rules)
+        if (
+            isinstance(command, Placeholders)
+            and result.outcome is Outcome.APPLIED
+            and result.first_record_offset is not None
+        ):
+            last = result.first_record_offset + command.record_count - 1
+            self._retained.append(RetainedPlaceholder(offset, result.first_record_offset, last))
+        self._state = result.state
+        return AppliedEntry(offset, command, result)
+
+    def write_snapshot(self) -> bool:
+        """Snapshot the applied state by CAS; False if nothing new to cover
+        or another process snapshotted first (it covers as much or more)."""
+        covered = self.state.applied_log_offset
+        if self._snapshot is not None and covered <= self._snapshot.covered_offset:
+            return False
+        payload = encode_snapshot(PartitionSnapshot(self.state, tuple(self._retained)))
+        try:
+            self._snapshot = self._log.write_snapshot(payload, covered, self._snapshot)
+        except PreconditionFailedError:
+            self._snapshot = self._log.read_snapshot()
+            return False
+        return True
+
+    def truncate(self) -> int:
+        """Delete log entries the snapshot covers and no reader needs; return
+        how many were deleted."""
+        if self._snapshot is None:
+            return 0
+        bound = truncation_record_bound(self.state)
+        needed = [r.log_offset for r in self._retained if r.last_record >= bound]
+        below = min([self._snapshot.covered_offset + 1, *needed])
+        deleted = self._log.truncate(below)
+        self._retained = [r for r in self._retained if r.log_offset >= below]
+        return deleted
+
+
+class PartitionLeader:
+    """Writes to one partition under a lease term.
+
+    Example::
+
+        leader = PartitionLeader(replica, term=lease.term, check_lease=lease.check)
+        leader.start()
+        leader.append_placeholders(epoch=42, batches=[...])
+
+    Args:
+        replica: an opened replica.
+        term: the lease term; must be above every term already in the log.
+        check_lease: raises ``LeaseLostError`` when the lease is no longer
+            held; called before every append so a deposed leader stops at once.
+        depth: appends kept in flight.
+    """
+
+    def __init__(
+        self,
+        replica: PartitionReplica,
+        term: int,
+        *,
+        check_lease: Callable[[], None] = lambda: None,
+        depth: int = 8,
+    ) -> None:
+        self.replica = replica
+        self.term = term
+        self._check_lease = check_lease
+        self._next_seq = 1
+        self._broken: BaseException | None = None
+        self._appender = PipelinedAppender(replica.log, depth=depth, resolve=self._resolve)
+
+    def start(self) -> EpochWindow:
+        """Begin the term: fill a hole a crashed writer left, or append
+        ``term_start`` at the tail; return the applied window the seen
+        window must start from.
+
+        Raises:
+            FencedError: the log already has this term or a newer one.
+        """
+        self._check_lease()
+        replica = self.replica
+        replica.catch_up()
+        if replica.state.term >= self.term:
+            raise FencedError(
+                f"{replica.topic}/{replica.partition}: term {self.term} is not above "
+                f"the log's term {replica.state.term}"
+            )
+        payload = encode_command(TermStart(self.term))
+        while replica.hole is not None:
+            replica.log.append_at(replica.hole, payload)
+            replica.catch_up()
+        if replica.state.term < self.term:
+            self._append([TermStart(self.term)])
+        if replica.state.term != self.term:
+            raise FencedError(
+                f"{replica.topic}/{replica.partition}: term {self.term} was superseded by "
+                f"{replica.state.term}"
+            )
+        self._next_seq = replica.state.last_seq + 1
+        log.info(
+            "%s/%d: leading at term %d, window %s",
+            replica.topic,
+            replica.partition,
+            self.term,
+            replica.applied_window(),
+        )
+        return replica.applied_window()
+
+    def stamp(self, command: SequencedCommand) -> SequencedCommand:
+        """``command`` with this leader's term and the next sequence number."""
+        stamped = dataclasses.replace(command, term=self.term, seq=self._next_seq)
+        self._next_seq += 1
+        return stamped
+
+    def append_all(self, commands: Sequence[SequencedCommand]) -> list[AppliedEntry]:
+        """Stamp and append ``commands`` in order (pipelined); return how
+        replay applied each.
+
+        Raises:
+            LeaseLostError / FencedError: no longer the leader.
+        """
+        return self._append([self.stamp(c) for c in commands])
+
+    def _append(self, commands: Sequence[Command]) -> list[AppliedEntry]:
+        if self._broken is not None:
+            raise FencedError(
+                f"{self.replica.topic}/{self.replica.partition}: leader of term {self.term} "
+                f"stopped after a failed append ({self._broken}); start a new term"
+            ) from self._broken
+        self._check_lease()
+        try:
+            return self._append_checked(commands)
+        except Exception as err:
+            # An append that failed may have landed in part; sequence numbers
+            # of this term can no longer be trusted. A new term (whose
+            # term_start supersedes whatever landed) is the only way on.
+            self._broken = err
+            raise
+
+    def _append_checked(self, commands: Sequence[Command]) -> list[AppliedEntry]:
+        written = self._appender.append_all([encode_command(c) for c in commands])
+        ours = {entry.offset for entry in written}
+        applied = {e.offset: e for e in self.replica.catch_up()}
+        missing = ours - applied.keys()
+        if missing:
+            raise CorruptLogError(
+                f"entries {sorted(missing)} were written but could not be replayed "
+                f"(hole at {self.replica.hole})"
+            )
+        results = [applied[entry.offset] for entry in written]
+        for entry in results:
+            if entry.result.outcome in (Outcome.IGNORED_STALE_TERM, Outcome.IGNORED_UNSTARTED_TERM):
+                raise FencedError(
+                    f"{self.replica.topic}/{self.replica.partition}: entry {entry.offset} of "
+                    f"term {self.term} ignored ({entry.result.outcome.value})"
+                )
+        return results
+
+    def _resolve(self, divergence: Divergence) -> Sequence[bytes]:
+        """Another writer took a slot: stop if it is a newer leader, else
+        replay our unacknowledged tail (sequence numbers drop the copies
+        that landed out of order)."""
+        for entry in divergence.observed:
+            command = decode_command(entry.payload, self.replica.log.key_of(entry.offset))
+            if command.term > self.term:
+                raise FencedError(
+                    f"{self.replica.topic}/{self.replica.partition}: term {command.term} "
+                    f"took over at offset {entry.offset}"
+                )
+        return divergence.unacknowledged
+
+    # --- convenience for the write path and the reconciler -----------------
+
+    def append_placeholders(self, epoch: int, batches: Sequence[PlaceholderBatch]) -> AppliedEntry:
+        """Append one ``placeholders``.
+
+        Raises:
+            StaleEpochError: the apply-time check rejected the epoch.
+        """
+        entry = self.append_all([Placeholders(0, 0, epoch, tuple(batches))])[0]
+        if entry.result.outcome is Outcome.REJECTED_STALE_EPOCH:
+            window = self.replica.applied_window()
+            raise StaleEpochError(epoch, window.previous, window.max)
+        return entry
+
+    def advance_epoch(self, epoch: int) -> AppliedEntry:
+        """Housekeeping: slide the applied window of an idle partition."""
+        return self.append_all([AdvanceEpoch(0, 0, epoch)])[0]
+
+    def advance_reconciled(self, lro: int, log_offset: int) -> AppliedEntry:
+        """Record reconciler progress."""
+        return self.append_all([AdvanceReconciled(0, 0, lro, log_offset)])[0]
+
+    def set_allowed_local_start_offset(self, offset: int | None) -> AppliedEntry:
+        """Record the reconciler's retention hint."""
+        return self.append_all([SetAllowedLocalStartOffset(0, 0, offset)])[0]
+
+    def set_start_offset(self, offset: int) -> AppliedEntry:
+        """Record retention: records below ``offset`` are gone."""
+        return self.append_all([SetStartOffset(0, 0, offset)])[0]

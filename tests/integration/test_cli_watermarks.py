@@ -1,0 +1,93 @@
+"""The topic, epoch, partition and embedded-s3 commands, run as processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from epochgc.storage.embedded import EMBEDDED_ACCESS_KEY, EMBEDDED_SECRET_KEY, EmbeddedS3
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write_config(tmp_path: Path, endpoint: str, bucket: str) -> Path:
+    path = tmp_path / "cli.toml"
+    path.write_text(
+        f'[store]\nbucket = "{bucket}"\nendpoint_url = "{endpoint}"\n'
+        f'access_key_id = "{EMBEDDED_ACCESS_KEY}"\nsecret_access_key = "{EMBEDDED_SECRET_KEY}"\n'
+        'addressing_style = "path"\n'
+    )
+    return path
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "epochgc.cli", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_topic_epoch_and_partition_commands(
+    tmp_path: Path, s3_server: EmbeddedS3, bucket: str
+) -> None:
+    config = str(write_config(tmp_path, s3_server.endpoint_url, bucket))
+    assert cli("epoch", "tick", "--config", config).returncode == 0
+    created = cli("topic", "create", "orders", "--partitions", "2", "--config", config, "--json")
+    assert created.returncode == 0, created.stderr
+    assert json.loads(created.stdout) == {"topic": "orders", "partitions": 2, "revision": 2}
+    duplicate = cli("topic", "create", "orders", "--partitions", "2", "--config", config)
+    assert duplicate.returncode == 1 and "already exists" in duplicate.stderr
+    bad = cli("topic", "create", "a/b", "--partitions", "2", "--config", config)
+    assert bad.returncode != 0 and "invalid topic name" in bad.stderr
+    listed = json.loads(cli("topic", "list", "--config", config, "--json").stdout)
+    assert listed["topics"] == [{"topic": "orders", "partitions": 2, "revision": 2}]
+    assert json.loads(cli("epoch", "show", "--config", config, "--json").stdout) == {
+        "cluster_epoch": 2
+    }
+    shown = json.loads(cli("partition", "show", "orders", "1", "--config", config, "--json").stdout)
+    assert shown["safe_epoch"] == 1 and shown["max_applied_epoch"] == 2
+    missing = cli("partition", "show", "orders", "7", "--config", config)
+    assert missing.returncode == 1 and "partitions 0..1" in missing.stderr
+    assert cli("topic", "delete", "orders", "--config", config).returncode == 0
+    assert json.loads(cli("topic", "list", "--config", config, "--json").stdout)["topics"] == []
+
+
+def test_embedded_s3_command_serves_until_sigterm(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "epochgc.cli",
+            "embedded-s3",
+            "--port",
+            "0",
+            "--config",
+            str(REPO / "config" / "local-server.toml"),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ},
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        endpoint = first.strip().rsplit(" ", 1)[-1]
+        assert endpoint.startswith("http://127.0.0.1:"), first
+        config = str(write_config(tmp_path, endpoint, "epochgc-local"))
+        probe = cli("check-store", "--config", config)
+        assert probe.returncode == 0, probe.stderr
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -1,0 +1,127 @@
+"""The controller log and cluster epoch on the embedded S3."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from epochgc.errors import MalformedRecordError, TopicExistsError, TopicNotFoundError
+from epochgc.storage.s3 import S3ObjectStore
+from epochgc.watermarks.controller import Controller
+from epochgc.watermarks.epoch import EpochCache, EpochTicker
+from epochgc.watermarks.replica import PartitionReplica
+
+ROOT = "epochgc"
+
+
+def test_epoch_is_the_newest_controller_offset(store: S3ObjectStore) -> None:
+    controller = Controller(store, ROOT)
+    assert controller.current_epoch() == 0, "epoch 0 means before anything"
+    assert controller.tick() == 1
+    assert controller.tick() == 2
+    assert Controller(store, ROOT).current_epoch() == 2
+
+
+def test_create_topic_sets_revision_and_partition_state(store: S3ObjectStore) -> None:
+    controller = Controller(store, ROOT)
+    controller.tick()
+    orders = controller.create_topic("orders", 3, {"retention.local.target.ms": 60000})
+    assert orders.revision == 2
+    assert controller.current_epoch() == 2
+    view = controller.snapshot()
+    assert view.offset == 2 and set(view.topics) == {"orders"}
+    assert view.topics["orders"].config == {"retention.local.target.ms": 60000}
+    for partition in range(3):
+        state = PartitionReplica(store, ROOT, "orders", partition).open()
+        assert (state.max_applied_epoch, state.previous_applied_epoch) == (2, 2)
+        assert state.min_epoch_lower_bound == 2 and state.safe_epoch == 1
+
+
+@pytest.mark.parametrize("name", ["", "a/b", ".", "..", "x" * 250, "sp ace"])
+def test_invalid_topic_names_are_rejected(store: S3ObjectStore, name: str) -> None:
+    with pytest.raises(ValueError, match="invalid topic name"):
+        Controller(store, ROOT).create_topic(name, 1)
+
+
+def test_partition_count_must_be_positive(store: S3ObjectStore) -> None:
+    with pytest.raises(ValueError, match="partitions"):
+        Controller(store, ROOT).create_topic("t", 0)
+
+
+def test_duplicate_names_are_rejected(store: S3ObjectStore) -> None:
+    controller = Controller(store, ROOT)
+    controller.create_topic("orders", 1)
+    with pytest.raises(TopicExistsError):
+        controller.create_topic("orders", 2)
+    with pytest.raises(TopicExistsError):
+        Controller(store, ROOT).create_topic("orders", 2)
+
+
+def test_concurrent_creators_of_one_name_one_wins(store: S3ObjectStore) -> None:
+    results: dict[int, str] = {}
+    barrier = threading.Barrier(4)
+
+    def create(i: int) -> None:
+        controller = Controller(store, ROOT)
+        barrier.wait()
+        try:
+            controller.create_topic("orders", 1 + i)
+            results[i] = "created"
+        except TopicExistsError:
+            results[i] = "exists"
+
+    threads = [threading.Thread(target=create, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results.values()) == ["created", "exists", "exists", "exists"]
+    winner = next(i for i, r in results.items() if r == "created")
+    assert Controller(store, ROOT).topic("orders").partitions == 1 + winner
+
+
+def test_delete_topic(store: S3ObjectStore) -> None:
+    controller = Controller(store, ROOT)
+    controller.create_topic("orders", 1)
+    controller.delete_topic("orders")
+    assert controller.snapshot().topics == {}
+    with pytest.raises(TopicNotFoundError):
+        controller.delete_topic("orders")
+    again = controller.create_topic("orders", 2)
+    assert again.revision == 3, "a re-created topic gets a new revision"
+
+
+def test_an_unreadable_entry_stops_the_snapshot(store: S3ObjectStore) -> None:
+    controller = Controller(store, ROOT)
+    controller.tick()
+    store.put_if_absent(f"{ROOT}/meta/controller/{2:020d}", b'{"v": 1, "type": "mystery"}')
+    with pytest.raises(MalformedRecordError):
+        Controller(store, ROOT).snapshot()
+
+
+def test_epoch_cache_over_the_controller(store: S3ObjectStore) -> None:
+    controller = Controller(store, ROOT)
+    controller.tick()
+    cache = EpochCache(controller.current_epoch, ttl_seconds=3600)
+    assert cache.get() == 1
+    controller.tick()
+    assert cache.get() == 1, "cached"
+    cache.invalidate(below=2)
+    assert cache.get() == 2
+
+
+def test_ticker_moves_the_epoch(store: S3ObjectStore) -> None:
+    controller = Controller(store, ROOT)
+    ticker = EpochTicker(controller.tick, interval_seconds=0.05)
+    ticker.start()
+    try:
+        deadline = time.monotonic() + 10
+        while controller.current_epoch() < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        ticker.stop()
+    assert controller.current_epoch() >= 3
+    assert ticker.failures == 0
+    ticker.stop()  # idempotent
