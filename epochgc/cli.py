@@ -21,6 +21,7 @@ from epochgc.errors import ConfigError, EpochGCError, TopicNotFoundError
 from epochgc.logging_setup import setup_logging
 from epochgc.runtime import open_store
 from epochgc.storage.embedded import EmbeddedS3
+from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.probe import format_probe_table, run_probes
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.replica import PartitionReplica
@@ -123,18 +124,38 @@ def _cmd_epoch_tick(config: Config, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _open_replica(config: Config, store: ObjectStore, args: argparse.Namespace) -> PartitionReplica:
+    topic = Controller(store, config.layout.root).topic(args.topic)
+    if not 0 <= args.partition < topic.partitions:
+        raise TopicNotFoundError(
+            f"topic {args.topic!r} has partitions 0..{topic.partitions - 1}, not {args.partition}"
+        )
+    replica = PartitionReplica(
+        store, config.layout.root, args.topic, args.partition, revision=topic.revision
+    )
+    replica.open()
+    return replica
+
+
+def _cmd_partition_compact(config: Config, args: argparse.Namespace) -> int:
+    with open_store(config) as handle:
+        replica = _open_replica(config, handle.store, args)
+        snapshotted = replica.write_snapshot()
+        truncated = replica.truncate()
+    covered = replica.state.applied_log_offset
+    _print(
+        {"snapshot_written": snapshotted, "covered_offset": covered, "truncated": truncated},
+        args,
+        f"{args.topic}/{args.partition}: snapshot at log offset {covered} "
+        f"({'written' if snapshotted else 'already current'}), {truncated} entries truncated",
+    )
+    return EXIT_OK
+
+
 def _cmd_partition_show(config: Config, args: argparse.Namespace) -> int:
     with open_store(config) as handle:
-        topic = Controller(handle.store, config.layout.root).topic(args.topic)
-        if not 0 <= args.partition < topic.partitions:
-            raise TopicNotFoundError(
-                f"topic {args.topic!r} has partitions 0..{topic.partitions - 1}, "
-                f"not {args.partition}"
-            )
-        replica = PartitionReplica(
-            handle.store, config.layout.root, args.topic, args.partition, revision=topic.revision
-        )
-        state = replica.open()
+        replica = _open_replica(config, handle.store, args)
+        state = replica.state
     data = dataclasses.asdict(state)
     data["safe_epoch"] = state.safe_epoch
     data["hole"] = replica.hole
@@ -223,6 +244,14 @@ def build_parser() -> argparse.ArgumentParser:
     pshow.add_argument("topic")
     pshow.add_argument("partition", type=int)
     pshow.set_defaults(handler=_cmd_partition_show)
+    compact = partition_sub.add_parser(
+        "compact",
+        parents=[common, output],
+        help="snapshot a partition now and truncate its log below min(lro+1, retention hint)",
+    )
+    compact.add_argument("topic")
+    compact.add_argument("partition", type=int)
+    compact.set_defaults(handler=_cmd_partition_compact)
     return parser
 
 

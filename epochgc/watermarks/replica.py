@@ -229,6 +229,18 @@ class PartitionReplica:
             return False
         return True
 
+    def maybe_snapshot(self, every_entries: int) -> int:
+        """The periodic step: once ``every_entries`` entries have been
+        applied since the last snapshot, snapshot and truncate; return how
+        many entries were truncated (0 when it was not time yet)."""
+        if every_entries < 1:
+            raise ValueError("every_entries must be >= 1")
+        covered = self._snapshot.covered_offset if self._snapshot is not None else -1
+        if self.state.applied_log_offset - covered < every_entries:
+            return 0
+        self.write_snapshot()
+        return self.truncate()
+
     def truncate(self) -> int:
         """Delete log entries the snapshot covers and no reader needs; return
         how many were deleted."""

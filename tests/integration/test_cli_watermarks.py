@@ -54,6 +54,9 @@ def test_topic_epoch_and_partition_commands(
     }
     shown = json.loads(cli("partition", "show", "orders", "1", "--config", config, "--json").stdout)
     assert shown["safe_epoch"] == 1 and shown["max_applied_epoch"] == 2
+    compacted = cli("partition", "compact", "orders", "1", "--config", config, "--json")
+    assert compacted.returncode == 0, compacted.stderr
+    assert json.loads(compacted.stdout)["truncated"] == 0
     missing = cli("partition", "show", "orders", "7", "--config", config)
     assert missing.returncode == 1 and "partitions 0..1" in missing.stderr
     assert cli("topic", "delete", "orders", "--config", config).returncode == 0

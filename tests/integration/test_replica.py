@@ -154,3 +154,18 @@ def test_a_new_leader_fills_a_hole_left_by_a_crashed_pipeline(
     assert new.replica.state.next_offset == 1, "entries behind the hole were superseded"
     new.append_placeholders(3, batch(4))
     assert open_replica(store).state.next_offset == 2
+
+
+def test_periodic_snapshot_and_truncation(store: S3ObjectStore, topic: int) -> None:
+    lead = leader(store, 1)
+    for i in range(3):
+        lead.append_placeholders(3, batch(i))
+    assert lead.replica.maybe_snapshot(every_entries=10) == 0, "not yet"
+    assert lead.replica.log.read_snapshot().covered_offset == -1  # type: ignore[union-attr]
+    lead.advance_reconciled(lro=2, log_offset=3)  # offset 4
+    for i in range(3, 9):
+        lead.append_placeholders(3, batch(i))  # offsets 5..10
+    # Offsets 0..4 are covered and reconciled; 5..10 hold unreconciled records.
+    assert lead.replica.maybe_snapshot(every_entries=10) == 5
+    assert lead.replica.log.read_snapshot().covered_offset == 10  # type: ignore[union-attr]
+    assert open_replica(store).state == lead.replica.state
