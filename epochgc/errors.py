@@ -120,3 +120,8 @@ class TopicNotFoundError(EpochGCError):
 
 class LeaseLostError(FencedError):
     """This process no longer holds the lease it was writing under."""
+
+
+class InvalidArgumentError(EpochGCError, ValueError):
+    """A caller passed a value the operation refuses (a topic name outside
+    the allowed alphabet, a partition count below 1, ...)."""

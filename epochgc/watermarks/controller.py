@@ -22,7 +22,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from epochgc.errors import PreconditionFailedError, TopicExistsError, TopicNotFoundError
+from epochgc.errors import (
+    InvalidArgumentError,
+    PreconditionFailedError,
+    TopicExistsError,
+    TopicNotFoundError,
+)
 from epochgc.storage.cas_log import ConditionalAppendLog
 from epochgc.storage.keys import controller_log_prefix, is_valid_topic
 from epochgc.storage.object_store import ObjectStore
@@ -154,16 +159,18 @@ class Controller:
         """Create a topic and its partitions' initial snapshots.
 
         Raises:
-            ValueError: invalid name or partition count.
+            InvalidArgumentError: invalid name or partition count.
             TopicExistsError: the name is live (maybe created concurrently).
         """
         if not is_valid_topic(name):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"invalid topic name {name!r}: must match [A-Za-z0-9._-]{{1,249}} "
                 "and not be '.' or '..'"
             )
         if not 1 <= partitions <= MAX_PARTITIONS:
-            raise ValueError(f"partitions must be in 1..{MAX_PARTITIONS}, got {partitions}")
+            raise InvalidArgumentError(
+                f"partitions must be in 1..{MAX_PARTITIONS}, got {partitions}"
+            )
         if name in self.snapshot().topics:
             raise TopicExistsError(f"topic {name!r} already exists")
         entry = CreateTopic(name, partitions, dict(config or {}), self._now())

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 
 from epochgc.errors import EpochGCError
+from epochgc.periodic import PeriodicThread
 
 log = logging.getLogger("epochgc.watermarks.epoch")
 
@@ -80,12 +81,8 @@ class EpochTicker:
     """
 
     def __init__(self, tick: Callable[[], int], *, interval_seconds: float = 60.0) -> None:
-        if interval_seconds <= 0:
-            raise ValueError("interval_seconds must be > 0")
         self._tick = tick
-        self._interval = interval_seconds
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = PeriodicThread("epoch-ticker", interval_seconds, self.tick_once)
         self.ticks = 0
         self.failures = 0
 
@@ -106,19 +103,8 @@ class EpochTicker:
         Raises:
             RuntimeError: already started.
         """
-        if self._thread is not None:
-            raise RuntimeError("epoch ticker already running")
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="epochgc-epoch-ticker", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
     def stop(self) -> None:
         """Stop ticking; idempotent."""
-        self._stop.set()
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval):
-            self.tick_once()
+        self._loop.stop()

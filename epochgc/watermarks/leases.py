@@ -34,6 +34,7 @@ from epochgc.errors import (
     NotFoundError,
     PreconditionFailedError,
 )
+from epochgc.periodic import PeriodicThread
 from epochgc.storage.keys import lease_key
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.records import (
@@ -184,8 +185,9 @@ class LeaseManager:
         self._now = now
         self._lock = threading.Lock()
         self._grants: dict[str, LeaseGrant] = {}
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._heartbeat = PeriodicThread(
+            "lease-heartbeat", self._policy.renew_interval_seconds, self.renew_all
+        )
         self.stats: dict[str, int] = {"acquired": 0, "lost": 0, "renew_failures": 0}
 
     # --- queries ------------------------------------------------------------
@@ -352,28 +354,15 @@ class LeaseManager:
     # --- heartbeat -------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the heartbeat thread.
+        """Start the heartbeat thread (one for all of this process's leases).
 
         Raises:
             RuntimeError: already started.
         """
-        if self._thread is not None:
-            raise RuntimeError("lease heartbeat already running")
-        self._stop.clear()
-        self._thread = threading.Thread(
-            target=self._heartbeat, name="epochgc-lease-heartbeat", daemon=True
-        )
-        self._thread.start()
+        self._heartbeat.start()
 
     def stop(self, *, release: bool = True) -> None:
         """Stop the heartbeat and (by default) release every lease. Idempotent."""
-        self._stop.set()
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join()
+        self._heartbeat.stop()
         if release:
             self.release_all()
-
-    def _heartbeat(self) -> None:
-        while not self._stop.wait(self._policy.renew_interval_seconds):
-            self.renew_all()

@@ -4,9 +4,6 @@ ignores conditional headers."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +12,7 @@ import pytest
 from epochgc.errors import StoreCapabilityError
 from epochgc.storage.probe import ensure_store_capable, format_probe_table, run_probes
 from epochgc.storage.s3 import S3ObjectStore
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.cli import run_cli
 
 
 def strip_conditional_headers(client: Any) -> None:
@@ -56,27 +52,15 @@ def test_a_store_that_ignores_conditional_headers_is_refused(s3_client, bucket: 
         ensure_store_capable(store, "epochgc")
 
 
-def _run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "epochgc.cli", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **(env or {})},
-        check=False,
-    )
-
-
 def test_cli_check_store_passes_on_the_local_config() -> None:
-    done = _run_cli("check-store", "--config", "config/local.toml")
+    done = run_cli("check-store", "--config", "config/local.toml")
     assert done.returncode == 0, done.stderr
     assert "store OK" in done.stdout
     assert done.stdout.count("PASS") == 6
 
 
 def test_cli_check_store_json() -> None:
-    done = _run_cli("check-store", "--config", "config/local.toml", "--json")
+    done = run_cli("check-store", "--config", "config/local.toml", "--json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["ok"] is True and len(report["probes"]) == 6
@@ -85,14 +69,14 @@ def test_cli_check_store_json() -> None:
 def test_cli_refuses_a_bad_config_before_doing_any_work(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text('[layout]\nroot = ""\n[store]\nembedded = true\n')
-    done = _run_cli("check-store", "--config", str(bad))
+    done = run_cli("check-store", "--config", str(bad))
     assert done.returncode == 2
     assert str(bad) in done.stderr and "layout.root" in done.stderr
     assert "embedded S3 listening" not in done.stderr
 
 
 def test_cli_never_logs_credentials() -> None:
-    done = _run_cli(
+    done = run_cli(
         "check-store",
         "--config",
         "config/local.toml",

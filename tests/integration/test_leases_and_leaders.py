@@ -33,6 +33,15 @@ class Clock:
         self.now += timedelta(seconds=seconds)
 
 
+def two_nodes(store: S3ObjectStore) -> tuple[Clock, LeaseManager, LeaseManager]:
+    """A topic "orders" with one partition, and two nodes sharing a clock."""
+    Controller(store, ROOT).create_topic("orders", 1)
+    clock = Clock()
+    a = LeaseManager(store, ROOT, "node-a", policy=POLICY, now=clock)
+    b = LeaseManager(store, ROOT, "node-b", policy=POLICY, now=clock)
+    return clock, a, b
+
+
 def batch(i: int) -> tuple[PlaceholderBatch, ...]:
     return (PlaceholderBatch(f"l0/{i}", 0, 10, 1),)
 
@@ -114,10 +123,7 @@ def _leader(
 
 
 def test_the_lease_loser_cannot_append(store: S3ObjectStore) -> None:
-    Controller(store, ROOT).create_topic("orders", 1)
-    clock = Clock()
-    a = LeaseManager(store, ROOT, "node-a", policy=POLICY, now=clock)
-    b = LeaseManager(store, ROOT, "node-b", policy=POLICY, now=clock)
+    _clock, a, b = two_nodes(store)
     a.try_acquire(NAME)
     leader_a = _leader(store, a)
     leader_a.start()
@@ -128,10 +134,7 @@ def test_the_lease_loser_cannot_append(store: S3ObjectStore) -> None:
 
 
 def test_failover_after_expiry_fences_the_old_leader(store: S3ObjectStore) -> None:
-    Controller(store, ROOT).create_topic("orders", 1)
-    clock = Clock()
-    a = LeaseManager(store, ROOT, "node-a", policy=POLICY, now=clock)
-    b = LeaseManager(store, ROOT, "node-b", policy=POLICY, now=clock)
+    clock, a, b = two_nodes(store)
     a.try_acquire(NAME)
     old = _leader(store, a)
     old.start()
@@ -160,10 +163,7 @@ def test_stale_leaders_pipelined_appends_after_new_term_start_change_nothing(
 ) -> None:
     """A new leader's term_start lands in the middle of the old leader's
     pipeline of 8: nothing the old leader wrote after it counts."""
-    Controller(store, ROOT).create_topic("orders", 1)
-    clock = Clock()
-    a = LeaseManager(store, ROOT, "node-a", policy=POLICY, now=clock)
-    b = LeaseManager(store, ROOT, "node-b", policy=POLICY, now=clock)
+    clock, a, b = two_nodes(store)
     a.try_acquire(NAME)
     old = _leader(store, a)
     old.start()  # term_start at offset 0
@@ -203,9 +203,7 @@ def test_stale_leaders_pipelined_appends_after_new_term_start_change_nothing(
 
 
 def test_a_leader_whose_append_failed_must_restart_its_term(store: S3ObjectStore) -> None:
-    Controller(store, ROOT).create_topic("orders", 1)
-    clock = Clock()
-    a = LeaseManager(store, ROOT, "node-a", policy=POLICY, now=clock)
+    _clock, a, _b = two_nodes(store)
     a.try_acquire(NAME)
     leader = _leader(store, a)
     leader.start()
