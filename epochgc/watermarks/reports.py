@@ -1,0 +1,194 @@
+"""Node reports (DESIGN.md sections 8 and 12): each node publishes ``M(p)``
+of the partitions it leads; the collector reads one object per node.
+
+The document shape is a public contract: other streaming systems may write
+reports themselves. ``safe_epoch`` is ``M(p)``. A report that does not parse
+is skipped and counted by the reader, never guessed at: skipping can only
+leave ``M`` lower (safer), never higher.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+
+from epochgc.errors import MalformedRecordError, NotFoundError, RecordError
+from epochgc.storage.keys import (
+    is_valid_node_id,
+    is_valid_topic,
+    parse_report_key,
+    report_key,
+    reports_prefix,
+)
+from epochgc.storage.object_store import ObjectStore
+from epochgc.watermarks.records import (
+    dump_document,
+    format_time,
+    get_int,
+    get_str,
+    load_document,
+    parse_time,
+)
+from epochgc.watermarks.state import PartitionState
+
+log = logging.getLogger("epochgc.watermarks.reports")
+
+REPORT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class PartitionReport:
+    """One led partition's watermark facts."""
+
+    topic: str
+    partition: int
+    term: int
+    safe_epoch: int
+    lro: int
+    max_applied_epoch: int
+    previous_applied_epoch: int
+
+    @staticmethod
+    def of(topic: str, partition: int, state: PartitionState) -> PartitionReport:
+        return PartitionReport(
+            topic,
+            partition,
+            state.term,
+            state.safe_epoch,
+            state.lro,
+            state.max_applied_epoch,
+            state.previous_applied_epoch,
+        )
+
+
+@dataclass(frozen=True)
+class NodeReport:
+    """Everything one node says about the partitions it leads."""
+
+    node: str
+    generated_at: datetime
+    partitions: tuple[PartitionReport, ...]
+
+
+def encode_report(report: NodeReport) -> bytes:
+    """The report object's bytes."""
+    return dump_document(
+        {
+            "v": REPORT_VERSION,
+            "node": report.node,
+            "generated_at": format_time(report.generated_at),
+            "partitions": [
+                {
+                    "topic": p.topic,
+                    "partition": p.partition,
+                    "term": p.term,
+                    "safe_epoch": p.safe_epoch,
+                    "lro": p.lro,
+                    "max_applied_epoch": p.max_applied_epoch,
+                    "previous_applied_epoch": p.previous_applied_epoch,
+                }
+                for p in report.partitions
+            ],
+        }
+    )
+
+
+def decode_report(data: bytes, where: str = "node report") -> NodeReport:
+    """Parse a node report.
+
+    Raises:
+        MalformedRecordError, UnsupportedVersionError: the whole report is
+            unusable (one bad entry spoils it: the reader cannot tell which
+            of its values are trustworthy).
+    """
+    doc = load_document(data, where, REPORT_VERSION)
+    node = get_str(doc, "node", where)
+    if not is_valid_node_id(node):
+        raise MalformedRecordError(f"{where}: invalid node id {node!r}")
+    generated_at = parse_time(get_str(doc, "generated_at", where), where)
+    raw = doc.get("partitions")
+    if not isinstance(raw, list):
+        raise MalformedRecordError(f"{where}: 'partitions' must be a list")
+    entries = []
+    for item in raw:
+        if not isinstance(item, dict):
+            raise MalformedRecordError(f"{where}: each partition entry must be an object")
+        topic = get_str(item, "topic", where)
+        if not is_valid_topic(topic):
+            raise MalformedRecordError(f"{where}: invalid topic {topic!r}")
+        entries.append(
+            PartitionReport(
+                topic=topic,
+                partition=get_int(item, "partition", where, 0),
+                term=get_int(item, "term", where, 0),
+                safe_epoch=get_int(item, "safe_epoch", where, -1),
+                lro=get_int(item, "lro", where, -1),
+                max_applied_epoch=get_int(item, "max_applied_epoch", where, 0),
+                previous_applied_epoch=get_int(item, "previous_applied_epoch", where, 0),
+            )
+        )
+    return NodeReport(node, generated_at, tuple(entries))
+
+
+def publish_report(store: ObjectStore, root: str, report: NodeReport) -> None:
+    """Write (overwrite) this node's report object."""
+    store.put(report_key(root, report.node), encode_report(report))
+
+
+@dataclass(frozen=True)
+class SkippedReport:
+    """A report object that could not be used, and why."""
+
+    key: str
+    reason: str
+
+
+def read_reports(
+    store: ObjectStore, root: str, *, concurrency: int = 8
+) -> tuple[list[NodeReport], list[SkippedReport]]:
+    """Every node's report: one LIST plus one GET per node.
+
+    Unusable objects (a bad key, bad JSON, a newer version, a node id that
+    does not match the key) are returned as skipped, with the reason.
+    """
+    keys = [info.key for info in store.list_objects(reports_prefix(root))]
+
+    def load(key: str) -> NodeReport | SkippedReport:
+        node_id = parse_report_key(key, root)
+        if node_id is None:
+            return SkippedReport(key, "key is not {root}/meta/reports/{node_id}")
+        try:
+            report = decode_report(store.get(key).body, key)
+        except NotFoundError:
+            return SkippedReport(key, "deleted while reading")
+        except RecordError as err:
+            return SkippedReport(key, str(err))
+        if report.node != node_id:
+            return SkippedReport(key, f"report names node {report.node!r}, key names {node_id!r}")
+        return report
+
+    with ThreadPoolExecutor(
+        max_workers=max(1, concurrency), thread_name_prefix="epochgc-reports"
+    ) as pool:
+        results = list(pool.map(load, keys))
+    reports = [r for r in results if isinstance(r, NodeReport)]
+    skipped = [r for r in results if isinstance(r, SkippedReport)]
+    for item in skipped:
+        log.warning("skipping node report %s: %s", item.key, item.reason)
+    return reports, skipped
+
+
+def report_of(
+    node: str, now: datetime, partitions: Iterable[tuple[str, int, PartitionState]]
+) -> NodeReport:
+    """Build a report from the states of the partitions ``node`` leads."""
+    return NodeReport(
+        node,
+        now,
+        tuple(
+            PartitionReport.of(topic, partition, state) for topic, partition, state in partitions
+        ),
+    )

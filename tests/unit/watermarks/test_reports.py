@@ -1,0 +1,66 @@
+"""Node report codec against the public contract."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from epochgc.errors import MalformedRecordError, UnsupportedVersionError
+from epochgc.watermarks.reports import (
+    NodeReport,
+    PartitionReport,
+    decode_report,
+    encode_report,
+    report_of,
+)
+from epochgc.watermarks.state import PartitionState
+
+CONTRACT_EXAMPLE = b"""{"v": 1, "node": "reconciler-1", "generated_at": "2026-11-22T03:00:05Z",
+ "partitions": [
+   {"topic": "orders", "partition": 0, "term": 3, "safe_epoch": 41,
+    "lro": 1234, "max_applied_epoch": 45, "previous_applied_epoch": 43}
+ ]}"""
+
+
+def test_the_design_example_parses_and_round_trips() -> None:
+    report = decode_report(CONTRACT_EXAMPLE)
+    assert report == NodeReport(
+        "reconciler-1",
+        datetime(2026, 11, 22, 3, 0, 5, tzinfo=UTC),
+        (PartitionReport("orders", 0, 3, 41, 1234, 45, 43),),
+    )
+    assert json.loads(encode_report(report)) == json.loads(CONTRACT_EXAMPLE)
+
+
+def test_report_of_publishes_m_of_p() -> None:
+    state = PartitionState.new(7)
+    report = report_of("node-1", datetime(2026, 1, 1, tzinfo=UTC), [("orders", 2, state)])
+    assert report.partitions[0].safe_epoch == 6 == state.safe_epoch
+
+
+@pytest.mark.parametrize(
+    ("mutate", "error"),
+    [
+        (lambda d: d.update(v=2), UnsupportedVersionError),
+        (lambda d: d.update(node="a/b"), MalformedRecordError),
+        (lambda d: d.update(generated_at="soon"), MalformedRecordError),
+        (lambda d: d.update(partitions={}), MalformedRecordError),
+        (lambda d: d["partitions"][0].update(safe_epoch="41"), MalformedRecordError),
+        (lambda d: d["partitions"][0].update(topic="bad topic"), MalformedRecordError),
+        (lambda d: d["partitions"][0].pop("lro"), MalformedRecordError),
+    ],
+)
+def test_bad_reports_are_refused_whole(mutate, error) -> None:  # type: ignore[no-untyped-def]
+    doc = json.loads(CONTRACT_EXAMPLE)
+    mutate(doc)
+    with pytest.raises(error):
+        decode_report(json.dumps(doc).encode())
+
+
+def test_unknown_fields_are_ignored() -> None:
+    doc = json.loads(CONTRACT_EXAMPLE)
+    doc["zone"] = "eu-west-1a"
+    doc["partitions"][0]["leader_epoch"] = 9
+    assert decode_report(json.dumps(doc).encode()).partitions[0].safe_epoch == 41
