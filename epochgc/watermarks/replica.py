@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -27,7 +28,7 @@ from epochgc.errors import (
     PreconditionFailedError,
     StaleEpochError,
 )
-from epochgc.storage.cas_log import ConditionalAppendLog, LogSnapshot
+from epochgc.storage.cas_log import ConditionalAppendLog, LogEntry, LogSnapshot
 from epochgc.storage.keys import partition_log_prefix, partition_snapshot_key
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.pipeline import Divergence, PipelinedAppender
@@ -203,6 +204,23 @@ class PartitionReplica:
             self._load_snapshot()
             reloaded = True
 
+    def apply_known(
+        self, entries: Sequence[LogEntry], commands: Sequence[Command]
+    ) -> list[AppliedEntry]:
+        """Apply entries this process itself wrote at the next offsets.
+
+        Raises:
+            ValueError: the entries do not continue the applied log.
+        """
+        applied = []
+        for entry, command in zip(entries, commands, strict=True):
+            if entry.offset != self.state.applied_log_offset + 1:
+                raise ValueError(
+                    f"entry {entry.offset} does not follow {self.state.applied_log_offset}"
+                )
+            applied.append(self._apply(entry.offset, command))
+        return applied
+
     def _apply(self, offset: int, command: Command) -> AppliedEntry:
         result = apply(self.state, command, offset, self._rules)
         if (
@@ -284,6 +302,10 @@ class PartitionLeader:
         self._check_lease = check_lease
         self._next_seq = 1
         self._broken: BaseException | None = None
+        # The write path and the reconciler share a leader: stamping, the
+        # append and the catch-up after it must not interleave, or sequence
+        # numbers would reach the log out of order.
+        self._lock = threading.RLock()
         self._appender = PipelinedAppender(replica.log, depth=depth, resolve=self._resolve)
 
     def start(self) -> EpochWindow:
@@ -336,7 +358,9 @@ class PartitionLeader:
         Raises:
             LeaseLostError / FencedError: no longer the leader.
         """
-        return self._append([self.stamp(c) for c in commands])
+        with self._lock:
+            stamped = [self.stamp(c) for c in commands]
+            return self._append(stamped)
 
     def _append(self, commands: Sequence[Command]) -> list[AppliedEntry]:
         if self._broken is not None:
@@ -346,7 +370,8 @@ class PartitionLeader:
             ) from self._broken
         self._check_lease()
         try:
-            return self._append_checked(commands)
+            with self._lock:
+                return self._append_checked(commands)
         except Exception as err:
             # An append that failed may have landed in part; sequence numbers
             # of this term can no longer be trusted. A new term (whose
@@ -355,9 +380,17 @@ class PartitionLeader:
             raise
 
     def _append_checked(self, commands: Sequence[Command]) -> list[AppliedEntry]:
+        first_new = self.replica.state.applied_log_offset + 1
         written = self._appender.append_all([encode_command(c) for c in commands])
         ours = {entry.offset for entry in written}
-        applied = {e.offset: e for e in self.replica.catch_up()}
+        contiguous = [e.offset for e in written] == list(range(first_new, first_new + len(written)))
+        if contiguous and len(written) == len(commands):
+            # Nothing foreign landed in between: apply what we wrote without
+            # reading it back (saves a LIST and a GET per entry).
+            applied_list = self.replica.apply_known(written, commands)
+        else:
+            applied_list = self.replica.catch_up()
+        applied = {e.offset: e for e in applied_list}
         missing = ours - applied.keys()
         if missing:
             raise CorruptLogError(

@@ -1,0 +1,6 @@
+"""L0 -> L1 reconciliation: move each led partition's records out of shared
+L0 objects into per-partition L1 objects, then record the progress that lets
+``M(p)`` advance; and the reader that serves a partition from L1 and L0.
+
+Imports ``storage``, ``watermarks`` and ``ingest`` (for the object layout).
+"""
