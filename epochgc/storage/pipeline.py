@@ -47,6 +47,15 @@ class Divergence:
     unacknowledged: tuple[bytes, ...]
 
 
+@dataclass(frozen=True)
+class PipelineResult:
+    """The entries acknowledged, in log order, and the error that stopped
+    the pipeline (``None`` when every payload was written)."""
+
+    written: tuple[LogEntry, ...]
+    error: Exception | None
+
+
 Resolver = Callable[[Divergence], Sequence[bytes]]
 """Decides what to replay after a divergence (may raise, e.g. ``FencedError``)."""
 
@@ -102,14 +111,33 @@ class PipelinedAppender:
                 many divergences in a row.
             Whatever ``resolve`` raises.
         """
+        result = self.append_until_error(payloads)
+        if result.error is not None:
+            raise result.error
+        return list(result.written)
+
+    def append_until_error(self, payloads: Sequence[bytes]) -> PipelineResult:
+        """Like ``append_all``, but a failure comes back with the entries
+        acknowledged before it, so a caller can tell which of its commands
+        are in the log."""
         written: list[LogEntry] = []
+        try:
+            self._append(payloads, written)
+        except Exception as err:
+            return PipelineResult(tuple(written), err)
+        return PipelineResult(tuple(written), None)
+
+    def _append(self, payloads: Sequence[bytes], written: list[LogEntry]) -> None:
         pending: list[bytes] = list(payloads)
         divergences = 0
         with ThreadPoolExecutor(
             max_workers=self._depth, thread_name_prefix="epochgc-pipeline"
         ) as pool:
             while pending:
-                base = self._log.tail() + 1
+                # The tail this process knows is enough: if another writer
+                # moved it, our first put finds a foreign entry and the
+                # divergence path re-reads the log.
+                base = self._log.tail(refresh=divergences > 0) + 1
                 futures = [
                     pool.submit(self._log.append_at, base + i, payload)
                     for i, payload in enumerate(pending)
@@ -134,7 +162,6 @@ class PipelinedAppender:
                     len(divergence.unacknowledged),
                 )
                 pending = list(self._resolve(divergence))
-        return written
 
     def _take_heads(
         self,

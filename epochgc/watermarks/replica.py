@@ -329,7 +329,9 @@ class PartitionLeader:
             replica.log.append_at(replica.hole, payload)
             replica.catch_up()
         if replica.state.term < self.term:
-            self._append([TermStart(self.term)])
+            _applied, error = self._append([TermStart(self.term)])
+            if error is not None:
+                raise error
         if replica.state.term != self.term:
             raise FencedError(
                 f"{replica.topic}/{replica.partition}: term {self.term} was superseded by "
@@ -357,54 +359,77 @@ class PartitionLeader:
 
         Raises:
             LeaseLostError / FencedError: no longer the leader.
+            RetriesExhaustedError: the store kept failing.
+        """
+        applied, error = self.append_each(commands)
+        if error is not None:
+            raise error
+        return applied
+
+    def append_each(
+        self, commands: Sequence[SequencedCommand]
+    ) -> tuple[list[AppliedEntry], Exception | None]:
+        """Stamp and append ``commands`` in order; return how replay applied
+        the leading ones that made it into the log, and the error that
+        stopped the rest (``None`` if all did).
+
+        A caller acknowledges exactly the returned entries whose outcome is
+        ``APPLIED`` and fails the rest; after an error this leader is done
+        and a new term must take over.
         """
         with self._lock:
-            stamped = [self.stamp(c) for c in commands]
-            return self._append(stamped)
+            return self._append([self.stamp(c) for c in commands])
 
-    def _append(self, commands: Sequence[Command]) -> list[AppliedEntry]:
-        if self._broken is not None:
-            raise FencedError(
-                f"{self.replica.topic}/{self.replica.partition}: leader of term {self.term} "
-                f"stopped after a failed append ({self._broken}); start a new term"
-            ) from self._broken
-        self._check_lease()
-        try:
-            with self._lock:
-                return self._append_checked(commands)
-        except Exception as err:
-            # An append that failed may have landed in part; sequence numbers
-            # of this term can no longer be trusted. A new term (whose
-            # term_start supersedes whatever landed) is the only way on.
-            self._broken = err
-            raise
+    def _append(self, commands: Sequence[Command]) -> tuple[list[AppliedEntry], Exception | None]:
+        with self._lock:
+            if self._broken is not None:
+                return [], FencedError(
+                    f"{self.replica.topic}/{self.replica.partition}: leader of term {self.term} "
+                    f"stopped after a failed append ({self._broken}); start a new term"
+                )
+            try:
+                self._check_lease()
+                applied, error = self._append_checked(commands)
+            except Exception as err:
+                applied, error = [], err
+            if error is not None:
+                # An append that failed may have landed in part; sequence
+                # numbers of this term can no longer be trusted. A new term
+                # (whose term_start supersedes whatever landed) is the only
+                # way on.
+                self._broken = error
+            return applied, error
 
-    def _append_checked(self, commands: Sequence[Command]) -> list[AppliedEntry]:
+    def _append_checked(
+        self, commands: Sequence[Command]
+    ) -> tuple[list[AppliedEntry], Exception | None]:
         first_new = self.replica.state.applied_log_offset + 1
-        written = self._appender.append_all([encode_command(c) for c in commands])
-        ours = {entry.offset for entry in written}
-        contiguous = [e.offset for e in written] == list(range(first_new, first_new + len(written)))
-        if contiguous and len(written) == len(commands):
+        result = self._appender.append_until_error([encode_command(c) for c in commands])
+        written = result.written
+        offsets = [e.offset for e in written]
+        if offsets == list(range(first_new, first_new + len(written))) and result.error is None:
             # Nothing foreign landed in between: apply what we wrote without
             # reading it back (saves a LIST and a GET per entry).
-            applied_list = self.replica.apply_known(written, commands)
+            applied_list = self.replica.apply_known(written, commands[: len(written)])
         else:
             applied_list = self.replica.catch_up()
-        applied = {e.offset: e for e in applied_list}
-        missing = ours - applied.keys()
+        by_offset = {e.offset: e for e in applied_list}
+        missing = [o for o in offsets if o not in by_offset]
         if missing:
-            raise CorruptLogError(
-                f"entries {sorted(missing)} were written but could not be replayed "
+            return [], CorruptLogError(
+                f"entries {missing} were written but could not be replayed "
                 f"(hole at {self.replica.hole})"
             )
-        results = [applied[entry.offset] for entry in written]
-        for entry in results:
+        results: list[AppliedEntry] = []
+        for offset in offsets:
+            entry = by_offset[offset]
             if entry.result.outcome in (Outcome.IGNORED_STALE_TERM, Outcome.IGNORED_UNSTARTED_TERM):
-                raise FencedError(
-                    f"{self.replica.topic}/{self.replica.partition}: entry {entry.offset} of "
+                return results, FencedError(
+                    f"{self.replica.topic}/{self.replica.partition}: entry {offset} of "
                     f"term {self.term} ignored ({entry.result.outcome.value})"
                 )
-        return results
+            results.append(entry)
+        return results, result.error
 
     def _resolve(self, divergence: Divergence) -> Sequence[bytes]:
         """Another writer took a slot: stop if it is a newer leader, else
