@@ -85,7 +85,7 @@ class Reconciler:
         """
         started = time.perf_counter()
         replica = leader.replica
-        replica.catch_up()
+        leader.catch_up()
         state = replica.state
         log_end = state.applied_log_offset
         pending = pending_placeholders(replica, state.lro, self._max_records)

@@ -285,7 +285,8 @@ class PartitionLeader:
         replica: an opened replica.
         term: the lease term; must be above every term already in the log.
         check_lease: raises ``LeaseLostError`` when the lease is no longer
-            held; called before every append so a deposed leader stops at once.
+            held (its return value is ignored); called before every append
+            so a deposed leader stops at once.
         depth: appends kept in flight.
     """
 
@@ -294,7 +295,7 @@ class PartitionLeader:
         replica: PartitionReplica,
         term: int,
         *,
-        check_lease: Callable[[], None] = lambda: None,
+        check_lease: Callable[[], object] = lambda: None,
         depth: int = 8,
     ) -> None:
         self.replica = replica
@@ -346,6 +347,17 @@ class PartitionLeader:
             replica.applied_window(),
         )
         return replica.applied_window()
+
+    def catch_up(self) -> list[AppliedEntry]:
+        """``replica.catch_up()`` under this leader's lock (the write path
+        may be appending from another thread)."""
+        with self._lock:
+            return self.replica.catch_up()
+
+    def maybe_snapshot(self, every_entries: int) -> int:
+        """``replica.maybe_snapshot()`` under this leader's lock."""
+        with self._lock:
+            return self.replica.maybe_snapshot(every_entries)
 
     def stamp(self, command: SequencedCommand) -> SequencedCommand:
         """``command`` with this leader's term and the next sequence number."""

@@ -1,0 +1,312 @@
+"""A reconciler node: leads partitions, reconciles them, keeps idle ones
+moving, and publishes its node report.
+
+Each round (``run_round``):
+
+1. Catch up with the controller; try to take the lease of every live
+   partition not yet led (``partition.{topic}.{p}``); for each new grant,
+   open the replica, start a leader at the lease term (a fresh term, so
+   whatever a previous leader left in flight is superseded) and register
+   its leader service with the directory.
+2. Drop partitions whose lease was lost or whose leader failed (a failed
+   leader bumps its lease term and starts again next round).
+3. Reconcile each led partition (one pass, bounded concurrency).
+4. Housekeeping: a fully reconciled partition whose ``M(p)`` has not moved
+   for ``idle_interval_seconds`` fences the current cluster epoch and
+   appends ``advance_epoch``; the next pass records it, lifting ``M(p)``.
+5. Snapshot partitions every ``snapshot_every_entries`` entries.
+6. Publish the node report every ``report_interval_seconds``.
+
+``stop()`` stops the leader services and releases every lease, so another
+node takes over at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from epochgc.errors import EpochGCError
+from epochgc.ingest.directory import LeaderDirectory
+from epochgc.ingest.leader_service import PartitionLeaderService
+from epochgc.reconciler.reconcile import Reconciler
+from epochgc.storage.object_store import ObjectStore
+from epochgc.watermarks.controller import Controller
+from epochgc.watermarks.leases import LeaseManager
+from epochgc.watermarks.replica import PartitionLeader, PartitionReplica
+from epochgc.watermarks.reports import publish_report, report_of
+
+log = logging.getLogger("epochgc.reconciler.node")
+
+
+def partition_lease_name(topic: str, partition: int) -> str:
+    """The lease that makes its holder the partition's leader."""
+    return f"partition.{topic}.{partition}"
+
+
+@dataclass(frozen=True)
+class NodeSettings:
+    """How a node paces its duties.
+
+    Attributes:
+        idle_interval_seconds: an idle partition whose ``M(p)`` has not moved
+            this long gets an ``advance_epoch`` (keeps idle partitions from
+            pinning ``M``).
+        report_interval_seconds: how often the node report is written.
+        snapshot_every_entries: partition snapshot (and truncation) period.
+        reconcile_concurrency: partitions reconciled at once.
+        max_records_per_pass: records per L1 object.
+        append_depth: appends in flight per partition.
+    """
+
+    idle_interval_seconds: float = 30.0
+    report_interval_seconds: float = 10.0
+    snapshot_every_entries: int = 1000
+    reconcile_concurrency: int = 4
+    max_records_per_pass: int = 100_000
+    append_depth: int = 8
+
+
+@dataclass
+class _Led:
+    service: PartitionLeaderService
+    last_safe_epoch: int
+    safe_epoch_moved_at: float
+
+
+@dataclass
+class NodeStats:
+    """Counters for metrics."""
+
+    rounds: int = 0
+    records_reconciled: int = 0
+    bytes_reconciled: int = 0
+    l1_objects: int = 0
+    housekeeping_advances: int = 0
+    reports_published: int = 0
+    errors: int = 0
+    leaderships: int = 0
+    lost_leaderships: int = 0
+    last_round_seconds: float = 0.0
+    led: list[str] = field(default_factory=list)
+
+
+class ReconcilerNode:
+    """One node of the reconciler tier.
+
+    Example::
+
+        node = ReconcilerNode(store, "epochgc", "node-1", leases, directory)
+        await node.run_round()
+        await node.stop()
+    """
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        root: str,
+        node_id: str,
+        leases: LeaseManager,
+        directory: LeaderDirectory,
+        *,
+        settings: NodeSettings | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._store = store
+        self._root = root
+        self.node_id = node_id
+        self._leases = leases
+        self._directory = directory
+        self._settings = settings or NodeSettings()
+        self._monotonic = monotonic
+        self._now = now
+        self._controller = Controller(store, root)
+        self._reconciler = Reconciler(store, root, max_records=self._settings.max_records_per_pass)
+        self._led: dict[tuple[str, int], _Led] = {}
+        self._last_report = float("-inf")
+        self.stats = NodeStats()
+
+    @property
+    def controller(self) -> Controller:
+        return self._controller
+
+    def led_partitions(self) -> list[tuple[str, int]]:
+        return sorted(self._led)
+
+    async def run_round(self) -> None:
+        """One round of every duty (see the module docstring)."""
+        started = self._monotonic()
+        view = await asyncio.to_thread(self._controller.snapshot)
+        await self._drop_lost(
+            set((t.name, p) for t in view.topics.values() for p in range(t.partitions))
+        )
+        for topic in view.topics.values():
+            for partition in range(topic.partitions):
+                if (topic.name, partition) not in self._led:
+                    await self._try_lead(topic.name, partition, topic.revision)
+        await self._reconcile_all()
+        await self._housekeep(view.offset)
+        await self._publish_report()
+        self.stats.rounds += 1
+        self.stats.last_round_seconds = self._monotonic() - started
+        self.stats.led = [f"{t}/{p}" for t, p in self.led_partitions()]
+
+    async def run(self, stop: asyncio.Event, *, round_interval_seconds: float = 1.0) -> None:
+        """Run rounds until ``stop`` is set, then ``stop()`` the node."""
+        try:
+            while not stop.is_set():
+                try:
+                    await self.run_round()
+                except EpochGCError as err:
+                    self.stats.errors += 1
+                    log.warning("%s: round failed: %s", self.node_id, err)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), round_interval_seconds)
+        finally:
+            await self.stop()
+
+    async def stop(self) -> None:
+        """Stop every leader service and release every lease."""
+        for key in list(self._led):
+            await self._step_down(key, "node stopping", release=True)
+
+    async def crash(self) -> None:
+        """Test hook: stop serving without releasing leases (as a killed
+        process would); other nodes take over after the TTL."""
+        for key in list(self._led):
+            led = self._led.pop(key)
+            await led.service.stop("node crashed")
+            await self._directory.unregister(led.service)
+
+    # --- leadership --------------------------------------------------------------
+
+    async def _try_lead(self, topic: str, partition: int, revision: int) -> None:
+        name = partition_lease_name(topic, partition)
+        grant = await asyncio.to_thread(self._leases.try_acquire, name)
+        if grant is None:
+            return
+        try:
+            replica = PartitionReplica(self._store, self._root, topic, partition, revision=revision)
+            await asyncio.to_thread(replica.open)
+            if replica.state.term >= grant.term:
+                grant = await asyncio.to_thread(self._leases.bump_term, name)
+            leader = PartitionLeader(
+                replica,
+                grant.term,
+                check_lease=lambda: self._leases.check(name),
+                depth=self._settings.append_depth,
+            )
+            await asyncio.to_thread(leader.start)
+        except EpochGCError as err:
+            self.stats.errors += 1
+            log.warning("%s: could not lead %s/%d: %s", self.node_id, topic, partition, err)
+            await asyncio.to_thread(self._leases.release, name)
+            return
+        service = PartitionLeaderService(leader, depth=self._settings.append_depth)
+        service.start()
+        await self._directory.register(service)
+        state = replica.state
+        self._led[(topic, partition)] = _Led(service, state.safe_epoch, self._monotonic())
+        self.stats.leaderships += 1
+        log.info("%s: leading %s/%d at term %d", self.node_id, topic, partition, grant.term)
+
+    async def _drop_lost(self, live: set[tuple[str, int]]) -> None:
+        for key, led in list(self._led.items()):
+            name = partition_lease_name(*key)
+            if key not in live:
+                await self._step_down(key, "topic deleted", release=True)
+            elif self._leases.grant(name) is None:
+                self.stats.lost_leaderships += 1
+                await self._step_down(key, "lease lost", release=False)
+            elif not led.service.is_open:
+                # The leader failed an append: its term is spent. Take a new
+                # term next round (the lease stays ours).
+                await self._step_down(key, "leader failed", release=False)
+                await asyncio.to_thread(self._leases.bump_term, name)
+
+    async def _step_down(self, key: tuple[str, int], reason: str, *, release: bool) -> None:
+        led = self._led.pop(key, None)
+        if led is None:
+            return
+        await self._directory.unregister(led.service)
+        await led.service.stop(reason)
+        if release:
+            await asyncio.to_thread(self._leases.release, partition_lease_name(*key))
+        log.info("%s: stopped leading %s/%d: %s", self.node_id, key[0], key[1], reason)
+
+    # --- duties ----------------------------------------------------------------------
+
+    async def _reconcile_all(self) -> None:
+        limit = asyncio.Semaphore(self._settings.reconcile_concurrency)
+
+        async def one(key: tuple[str, int], led: _Led) -> None:
+            async with limit:
+                if not led.service.is_open:
+                    return
+                try:
+                    result = await asyncio.to_thread(
+                        self._reconciler.reconcile_once, led.service.leader
+                    )
+                    await asyncio.to_thread(
+                        led.service.leader.maybe_snapshot, self._settings.snapshot_every_entries
+                    )
+                except EpochGCError as err:
+                    self.stats.errors += 1
+                    log.warning("%s: reconciling %s/%d failed: %s", self.node_id, *key, err)
+                    return
+                self.stats.records_reconciled += result.records
+                self.stats.bytes_reconciled += result.bytes_written
+                self.stats.l1_objects += 1 if result.l1_key else 0
+
+        await asyncio.gather(*(one(k, led) for k, led in list(self._led.items())))
+
+    async def _housekeep(self, cluster_epoch: int) -> None:
+        now = self._monotonic()
+        for key, led in list(self._led.items()):
+            state = led.service.leader.replica.state
+            if state.safe_epoch != led.last_safe_epoch:
+                led.last_safe_epoch = state.safe_epoch
+                led.safe_epoch_moved_at = now
+                continue
+            idle_for = now - led.safe_epoch_moved_at
+            if (
+                state.is_fully_reconciled
+                and idle_for >= self._settings.idle_interval_seconds
+                and cluster_epoch > state.max_applied_epoch
+                and led.service.is_open
+            ):
+                try:
+                    await led.service.advance_epoch(cluster_epoch)
+                except EpochGCError as err:
+                    self.stats.errors += 1
+                    log.warning("%s: housekeeping %s/%d failed: %s", self.node_id, *key, err)
+                    continue
+                self.stats.housekeeping_advances += 1
+                led.safe_epoch_moved_at = now
+
+    async def _publish_report(self, *, force: bool = False) -> None:
+        now = self._monotonic()
+        if not force and now - self._last_report < self._settings.report_interval_seconds:
+            return
+        report = report_of(
+            self.node_id,
+            self._now(),
+            [
+                (t, p, led.service.leader.replica.state)
+                for (t, p), led in sorted(self._led.items())
+                if led.service.is_open
+            ],
+        )
+        await asyncio.to_thread(publish_report, self._store, self._root, report)
+        self._last_report = now
+        self.stats.reports_published += 1
+
+    async def publish_report_now(self) -> None:
+        """Write the node report regardless of the interval."""
+        await self._publish_report(force=True)
