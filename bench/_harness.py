@@ -47,3 +47,14 @@ def setup_logging() -> None:
         level=logging.INFO, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s"
     )
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
+
+
+def inject_latency(client: object, seconds: float) -> None:
+    """Delay every S3 request of ``client`` by ``seconds`` before it is
+    sent, emulating a real S3 round trip against the local embedded server
+    (a botocore hook: nothing about the request changes)."""
+
+    def delay(**_kwargs: object) -> None:
+        time.sleep(seconds)
+
+    client.meta.events.register("before-send.s3", delay)  # type: ignore[attr-defined]

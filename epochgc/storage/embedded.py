@@ -9,7 +9,11 @@ State lives in memory and is gone when the process exits.
 from __future__ import annotations
 
 import logging
+import socket
+import subprocess
+import sys
 import threading
+import time
 from types import TracebackType
 
 from epochgc.storage.client import ClientSettings, make_s3_client
@@ -33,14 +37,23 @@ class EmbeddedS3:
         host: the address to bind; loopback by default so nothing outside
             this machine can reach it.
         port: 0 picks a free port.
+        in_process: serve from a thread of this process (the default: no
+            extra process to manage), or from a child process, which does
+            not compete with this process for the GIL (benchmarks).
     """
 
     def __init__(
-        self, *, bucket: str | None = None, host: str = "127.0.0.1", port: int = 0
+        self,
+        *,
+        bucket: str | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        in_process: bool = True,
     ) -> None:
         self._bucket = bucket
         self._host = host
         self._port = port
+        self._in_process = in_process
         self._server: object | None = None
         self._endpoint: str | None = None
         self._lock = threading.Lock()
@@ -68,22 +81,48 @@ class EmbeddedS3:
         Raises:
             RuntimeError: already started.
         """
-        # Imported here: moto is heavy and only the embedded mode needs it.
-        from moto.server import ThreadedMotoServer  # noqa: PLC0415
-
         with self._lock:
             if self._server is not None:
                 raise RuntimeError("embedded S3 already started")
-            logging.getLogger("werkzeug").setLevel(logging.ERROR)
-            server = ThreadedMotoServer(ip_address=self._host, port=self._port, verbose=False)
-            server.start()
-            host, port = server.get_host_and_port()
-            self._server = server
-            self._endpoint = f"http://{host}:{port}"
+            if self._in_process:
+                self._server, self._endpoint = self._start_thread()
+            else:
+                self._server, self._endpoint = self._start_process()
         log.info("embedded S3 listening on %s", self._endpoint)
         if self._bucket is not None:
             self.create_bucket(self._bucket)
         return self._endpoint
+
+    def _start_thread(self) -> tuple[object, str]:
+        # Imported here: moto is heavy and only the embedded mode needs it.
+        from moto.server import ThreadedMotoServer  # noqa: PLC0415
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        server = ThreadedMotoServer(ip_address=self._host, port=self._port, verbose=False)
+        server.start()
+        host, port = server.get_host_and_port()
+        return server, f"http://{host}:{port}"
+
+    def _start_process(self) -> tuple[object, str]:
+        port = self._port or _free_port(self._host)
+        process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
+            [sys.executable, "-m", "moto.server", "-H", self._host, "-p", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with socket.create_connection((self._host, port), timeout=0.5):
+                    break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    process.kill()
+                    raise RuntimeError(
+                        f"embedded S3 process did not start on port {port}"
+                    ) from None
+                time.sleep(0.1)
+        return process, f"http://{self._host}:{port}"
 
     def create_bucket(self, bucket: str) -> None:
         """Create ``bucket`` if it does not exist yet."""
@@ -97,7 +136,14 @@ class EmbeddedS3:
         with self._lock:
             server, self._server = self._server, None
             self._endpoint = None
-        if server is not None:
+        if isinstance(server, subprocess.Popen):
+            server.terminate()
+            try:
+                server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+            log.info("embedded S3 process stopped")
+        elif server is not None:
             server.stop()  # type: ignore[attr-defined]
             log.info("embedded S3 stopped")
 
@@ -112,3 +158,9 @@ class EmbeddedS3:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])

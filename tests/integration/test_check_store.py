@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from epochgc.errors import StoreCapabilityError
+from epochgc.storage.client import make_s3_client
+from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.probe import ensure_store_capable, format_probe_table, run_probes
 from epochgc.storage.s3 import S3ObjectStore
 from tests.support.cli import run_cli
@@ -91,3 +93,14 @@ def test_cli_never_logs_credentials() -> None:
     assert "TOPSECRETVALUE" not in done.stdout + done.stderr
     assert "epochgc-embedded-secret" not in done.stderr
     assert "Authorization" not in done.stderr
+
+
+def test_embedded_s3_in_its_own_process() -> None:
+    server = EmbeddedS3(bucket="own-process", in_process=False)
+    server.start()
+    try:
+        store = S3ObjectStore(make_s3_client(server.client_settings()), "own-process")
+        assert [r.name for r in run_probes(store, "epochgc") if not r.passed] == []
+    finally:
+        server.stop()
+    server.stop()  # idempotent

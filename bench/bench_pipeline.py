@@ -1,0 +1,98 @@
+"""Placeholder appends to one partition: pipelined (depth 8) against one in
+flight, through the leader service, on the embedded S3 with 20 ms of latency
+injected into every S3 request (a real round trip to S3 is of that order).
+
+Each contender gets a fresh topic and appends the same number of
+placeholders, all submitted at once, as concurrent producers would.
+
+Target (issue 4): depth 8 >= 5x the throughput of depth 1.
+
+The embedded server processes requests one at a time (a few ms each), which
+caps what any pipeline can gain on it; ``--server process`` runs it in its
+own process (the same moto server mode, not sharing this process's GIL),
+which is closer to a real store.
+
+Run from the repository root: ``python -m bench.bench_pipeline``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+
+from bench._harness import inject_latency, setup_logging, verdict
+from epochgc.ingest.leader_service import PartitionLeaderService
+from epochgc.storage.client import make_s3_client
+from epochgc.storage.embedded import EmbeddedS3
+from epochgc.storage.request_stats import RequestStats
+from epochgc.storage.s3 import S3ObjectStore
+from epochgc.watermarks.commands import PlaceholderBatch
+from epochgc.watermarks.controller import Controller
+from epochgc.watermarks.replica import PartitionLeader, PartitionReplica
+
+TARGET_RATIO = 5.0
+ROOT = "epochgc"
+
+
+async def append_many(store: S3ObjectStore, topic: str, count: int, depth: int) -> float:
+    replica = PartitionReplica(store, ROOT, topic, 0)
+    await asyncio.to_thread(replica.open)
+    leader = PartitionLeader(replica, 1, depth=depth)
+    await asyncio.to_thread(leader.start)
+    service = PartitionLeaderService(leader, depth=depth)
+    service.start()
+    batch = PlaceholderBatch(f"{ROOT}/l0/000/{0:018d}/x", 0, 100, 1)
+    started = time.perf_counter()
+    epoch = replica.state.revision
+    futures = [await service.submit(1, epoch, batch) for _ in range(count)]
+    offsets = [await f for f in futures]
+    elapsed = time.perf_counter() - started
+    await service.stop()
+    assert offsets == list(range(count)), "appends applied in submission order"
+    return elapsed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--appends", type=int, default=200)
+    parser.add_argument("--latency-ms", type=float, default=20.0)
+    parser.add_argument(
+        "--server",
+        choices=["thread", "process"],
+        default="process",
+        help="run the embedded S3 in this process or in its own",
+    )
+    args = parser.parse_args()
+    setup_logging()
+    with EmbeddedS3(bucket="bench-pipeline", in_process=args.server == "thread") as s3:
+        client = make_s3_client(s3.client_settings())
+        store = S3ObjectStore(client, "bench-pipeline")
+        controller = Controller(store, ROOT)
+        controller.create_topic("depth1", 1)
+        controller.create_topic("depth8", 1)
+        stats = RequestStats()
+        stats.attach(client)
+        inject_latency(client, args.latency_ms / 1000)
+        results = {}
+        for depth in (1, 8):
+            stats.reset()
+            seconds = asyncio.run(append_many(store, f"depth{depth}", args.appends, depth))
+            results[depth] = (args.appends / seconds, stats.by_operation())
+    for depth, (rate, ops) in results.items():
+        print(f"depth {depth}: {rate:8.1f} appends/s  requests: {ops}")
+    ratio = results[8][0] / results[1][0]
+    print(
+        f"ratio: {ratio:.1f}x (latency {args.latency_ms:.0f} ms per request, {args.server} server)"
+    )
+    return verdict(
+        "pipeline",
+        f"{ratio:.1f}x ({results[8][0]:.0f} vs {results[1][0]:.0f} appends/s)",
+        f">= {TARGET_RATIO:.0f}x",
+        ratio >= TARGET_RATIO,
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""The producer and leader service: failover replays and stale epochs."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from epochgc.errors import TransientStorageError
+from epochgc.ingest.directory import LeaderDirectory
+from epochgc.ingest.leader_service import PartitionLeaderService
+from epochgc.ingest.producer import Producer
+from epochgc.reconciler.reader import PartitionReader
+from epochgc.storage.keys import parse_l0_key
+from epochgc.storage.s3 import S3ObjectStore
+from epochgc.watermarks.controller import Controller
+from epochgc.watermarks.epoch import EpochCache
+from epochgc.watermarks.replica import PartitionLeader, PartitionReplica
+from tests.support.faults import HookedStore
+
+ROOT = "epochgc"
+LOG_PREFIX = f"{ROOT}/meta/partitions/orders/0/log/"
+
+
+async def start_service(
+    store: object, term: int, directory: LeaderDirectory
+) -> PartitionLeaderService:
+    replica = PartitionReplica(store, ROOT, "orders", 0)  # type: ignore[arg-type]
+    await asyncio.to_thread(replica.open)
+    leader = PartitionLeader(replica, term, depth=8)
+    await asyncio.to_thread(leader.start)
+    service = PartitionLeaderService(leader, depth=8)
+    service.start()
+    await directory.register(service)
+    return service
+
+
+def test_a_pipeline_cut_by_a_leader_failure_is_replayed_in_order(store: S3ObjectStore) -> None:
+    controller = Controller(store, ROOT)
+    controller.create_topic("orders", 1)
+    appends = {"count": 0, "down": False}
+
+    def slow_then_down(key: str, _body: bytes) -> None:
+        if not key.startswith(LOG_PREFIX):
+            return
+        appends["count"] += 1
+        time.sleep(0.03)  # a slow store: several chunks end up in flight
+        if appends["count"] > 3:
+            appends["down"] = True
+        if appends["down"]:
+            raise TransientStorageError("injected: the old leader's store path is down")
+
+    async def scenario() -> tuple[list[int], Producer, PartitionLeaderService]:
+        directory = LeaderDirectory()
+        old = await start_service(HookedStore(store, before_create=slow_then_down), 1, directory)
+        producer = Producer(
+            store,
+            ROOT,
+            directory,
+            EpochCache(controller.current_epoch, ttl_seconds=60),
+            lambda _t: 1,
+            shards=4,
+            linger_seconds=0.001,
+            depth=8,
+        )
+        calls = []
+        for i in range(8):
+            calls.append(asyncio.create_task(producer.produce("orders", 0, [f"r{i}".encode()])))
+            await asyncio.sleep(0.005)
+        while old.is_open:
+            await asyncio.sleep(0.01)
+        assert not any(c.done() for c in calls[3:]), "the cut tail is not acknowledged"
+        new = await start_service(store, 2, directory)
+        offsets = [o for call in calls for o in await call]
+        await producer.close()
+        await new.stop()
+        return offsets, producer, old
+
+    offsets, producer, old = asyncio.run(scenario())
+    assert offsets == sorted(offsets) and len(set(offsets)) == 8, "produce order kept"
+    assert producer.stats.replays >= 1
+    assert old.stats.failed >= 1
+    rows = PartitionReader(store, ROOT).read("orders", 0)
+    assert [r for _, r in rows] == [f"r{i}".encode() for i in range(8)]
+    assert [o for o, _ in rows] == offsets
+
+
+def test_a_stale_epoch_is_refreshed_and_leaves_an_orphan(store: S3ObjectStore) -> None:
+    controller = Controller(store, ROOT)
+    controller.create_topic("orders", 1)  # revision 1
+
+    async def scenario() -> Producer:
+        directory = LeaderDirectory()
+        service = await start_service(store, 1, directory)
+        epochs = EpochCache(controller.current_epoch, ttl_seconds=3600)
+        assert epochs.get() == 1  # cached, and about to go stale
+        for _ in range(3):
+            epoch = await asyncio.to_thread(controller.tick)
+            await service.advance_epoch(epoch)  # window [3, 4]
+        producer = Producer(
+            store, ROOT, directory, epochs, lambda _t: 1, shards=4, linger_seconds=0.001
+        )
+        assert await producer.produce("orders", 0, [b"late"]) == [0]
+        await producer.close()
+        await service.stop()
+        return producer
+
+    producer = asyncio.run(scenario())
+    assert producer.stats.stale_epoch_retries == 1
+    assert producer.stats.orphaned_uploads == 1
+    epochs = sorted(
+        parsed.epoch
+        for info in store.list_objects(f"{ROOT}/l0/")
+        if (parsed := parse_l0_key(info.key, ROOT)) is not None
+    )
+    assert epochs == [1, 4], "the orphan at the stale epoch, the accepted one at the fresh"
+    assert PartitionReader(store, ROOT).read("orders", 0) == [(0, b"late")]
