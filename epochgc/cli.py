@@ -8,6 +8,7 @@ and exits non-zero on failure. Nothing imports this module.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import json
 import logging
@@ -19,6 +20,7 @@ from collections.abc import Callable, Sequence
 from epochgc.config import Config, load_config, log_level_of
 from epochgc.errors import ConfigError, EpochGCError, TopicNotFoundError
 from epochgc.logging_setup import setup_logging
+from epochgc.reconciler.service import run_reconciler
 from epochgc.runtime import open_store
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.object_store import ObjectStore
@@ -56,6 +58,20 @@ def _cmd_check_store(config: Config, args: argparse.Namespace) -> int:
 
 def _cmd_config_show(config: Config, args: argparse.Namespace) -> int:
     print(json.dumps(config.describe(), indent=2))
+    return EXIT_OK
+
+
+def _cmd_reconciler(config: Config, args: argparse.Namespace) -> int:
+    with open_store(config) as handle:
+        node = asyncio.run(
+            run_reconciler(
+                config, handle.store, node_id=args.node_id, duration_seconds=args.duration
+            )
+        )
+    print(
+        f"reconciler {node.node_id}: {node.stats.rounds} rounds, "
+        f"{node.stats.records_reconciled} records reconciled, {node.stats.errors} errors"
+    )
     return EXIT_OK
 
 
@@ -200,6 +216,17 @@ def build_parser() -> argparse.ArgumentParser:
         "show", parents=[common], help="print the effective configuration (secrets masked)"
     )
     show.set_defaults(handler=_cmd_config_show)
+
+    recon = sub.add_parser(
+        "reconciler",
+        parents=[common],
+        help="run a reconciler node (leases, reconcile, housekeeping, reports) until SIGTERM",
+    )
+    recon.add_argument("--node-id", help="overrides [reconciler] node_id")
+    recon.add_argument(
+        "--duration", type=float, help="stop after this many seconds (default: run until SIGTERM)"
+    )
+    recon.set_defaults(handler=_cmd_reconciler)
 
     serve = sub.add_parser(
         "embedded-s3",

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from epochgc.errors import ConfigError
-from epochgc.storage.keys import SHARD_COUNT_MAX, is_valid_root
+from epochgc.storage.keys import SHARD_COUNT_MAX, is_valid_node_id, is_valid_root
 
 ENV_PREFIX = "EPOCHGC_"
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -168,6 +168,44 @@ class LeaseConfig:
             )
 
 
+def _node_id_or_empty(value: str) -> str | None:
+    if value == "" or is_valid_node_id(value):
+        return None
+    return f"must be empty (hostname-pid) or match [A-Za-z0-9._-]{{1,64}}, got {value!r}"
+
+
+@dataclass(frozen=True)
+class ReconcilerConfig:
+    """A reconciler node (``epochgc reconciler``)."""
+
+    node_id: str = _check(_node_id_or_empty, default="")
+    """This node's id in reports and lease holders; empty uses hostname-pid."""
+    round_interval_seconds: float = _check(_at_least(0.01), default=1.0)
+    """Pause between rounds (lead, reconcile, housekeep, report)."""
+    idle_interval_seconds: float = _check(_at_least(0.0), default=30.0)
+    """An idle, fully reconciled partition whose M(p) has not moved this long
+    gets an advance_epoch, so it stops pinning the global M."""
+    snapshot_every_entries: int = _check(_between(1, 10_000_000), default=1000)
+    """Partition snapshot (and log truncation) period, in log entries."""
+    reconcile_concurrency: int = _check(_between(1, 256), default=4)
+    max_records_per_pass: int = _check(_between(1, 100_000_000), default=100_000)
+    """Records moved into one L1 object per pass."""
+    append_depth: int = _check(_between(1, 256), default=8)
+    """Partition-log appends a leader keeps in flight."""
+    run_ticker: bool = _check(_no_check, default=True)
+    """Also append epoch ticks every [epoch] interval_seconds (concurrent
+    tickers are harmless)."""
+
+
+@dataclass(frozen=True)
+class ReportsConfig:
+    """Node reports (DESIGN.md section 8)."""
+
+    interval_seconds: float = _check(_at_least(0.01), default=10.0)
+    """How often a node rewrites its report. The collector's M lags by up to
+    this much."""
+
+
 @dataclass(frozen=True)
 class LoggingConfig:
     """Log output; ``--log-level`` on the command line wins."""
@@ -183,6 +221,8 @@ class Config:
     layout: LayoutConfig = field(default_factory=LayoutConfig)
     epoch: EpochConfig = field(default_factory=EpochConfig)
     lease: LeaseConfig = field(default_factory=LeaseConfig)
+    reconciler: ReconcilerConfig = field(default_factory=ReconcilerConfig)
+    reports: ReportsConfig = field(default_factory=ReportsConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
 
     def describe(self) -> dict[str, dict[str, Any]]:

@@ -1,0 +1,76 @@
+"""`epochgc reconciler` as a process: leads, reports, releases on SIGTERM."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from epochgc.storage.embedded import EMBEDDED_ACCESS_KEY, EMBEDDED_SECRET_KEY, EmbeddedS3
+from epochgc.storage.s3 import S3ObjectStore
+from epochgc.watermarks.controller import Controller
+from epochgc.watermarks.leases import LeaseManager, LeasePolicy
+from epochgc.watermarks.reports import read_reports
+from tests.support.cli import REPO
+
+
+def test_reconciler_node_reports_and_hands_over_on_sigterm(
+    tmp_path: Path, s3_server: EmbeddedS3, bucket: str, store: S3ObjectStore
+) -> None:
+    controller = Controller(store, "epochgc")
+    controller.create_topic("orders", 2)
+    config = tmp_path / "node.toml"
+    config.write_text(
+        f'[store]\nbucket = "{bucket}"\nendpoint_url = "{s3_server.endpoint_url}"\n'
+        f'access_key_id = "{EMBEDDED_ACCESS_KEY}"\nsecret_access_key = "{EMBEDDED_SECRET_KEY}"\n'
+        'addressing_style = "path"\n'
+        "[lease]\nttl_seconds = 30.0\nrenew_interval_seconds = 1.0\nskew_margin_seconds = 1.0\n"
+        "[epoch]\ninterval_seconds = 0.3\n"
+        "[reconciler]\nround_interval_seconds = 0.2\nidle_interval_seconds = 0.0\n"
+        "[reports]\ninterval_seconds = 0.2\n"
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "epochgc.cli",
+            "reconciler",
+            "--config",
+            str(config),
+            "--node-id",
+            "recon-1",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            reports, _ = read_reports(store, "epochgc")
+            mine = [r for r in reports if r.node == "recon-1"]
+            if (
+                mine
+                and len(mine[0].partitions) == 2
+                and min(p.safe_epoch for p in mine[0].partitions) >= 2
+            ):
+                break
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline, "no report with advancing M(p)"
+            time.sleep(0.2)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=10)
+        assert proc.returncode == 0, err
+        assert time.monotonic() - started < 10
+        assert "reconciler recon-1" in out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    # The leases were released, not left to expire (TTL is 30 s here).
+    other = LeaseManager(store, "epochgc", "recon-2", policy=LeasePolicy(30.0, 1.0, 1.0))
+    assert other.try_acquire("partition.orders.0") is not None
+    assert controller.current_epoch() >= 3, "the node's ticker moved the epoch"
