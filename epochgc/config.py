@@ -192,6 +192,9 @@ class ReconcilerConfig:
     """Records moved into one L1 object per pass."""
     append_depth: int = _check(_between(1, 256), default=8)
     """Partition-log appends a leader keeps in flight."""
+    max_log_entries: int = _check(_between(0, 10**12), default=0)
+    """A partition log longer than this is under space pressure: it is
+    truncated up to lro whatever the retention hint asks (0: no cap)."""
     run_ticker: bool = _check(_no_check, default=True)
     """Also append epoch ticks every [epoch] interval_seconds (concurrent
     tickers are harmless)."""

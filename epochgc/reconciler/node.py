@@ -14,7 +14,10 @@ Each round (``run_round``):
 4. Housekeeping: a fully reconciled partition whose ``M(p)`` has not moved
    for ``idle_interval_seconds`` fences the current cluster epoch and
    appends ``advance_epoch``; the next pass records it, lifting ``M(p)``.
-5. Snapshot partitions every ``snapshot_every_entries`` entries.
+5. Recompute each partition's retention hint from its topic's
+   ``retention.local.target.*`` config, then snapshot partitions every
+   ``snapshot_every_entries`` entries (truncating up to ``min(lro + 1,
+   hint)``, or ``lro + 1`` when the log exceeds ``max_log_entries``).
 6. Publish the node report every ``report_interval_seconds``.
 
 ``stop()`` stops the leader services and releases every lease, so another
@@ -27,7 +30,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -35,8 +38,9 @@ from epochgc.errors import EpochGCError
 from epochgc.ingest.directory import LeaderDirectory
 from epochgc.ingest.leader_service import PartitionLeaderService
 from epochgc.reconciler.reconcile import Reconciler
+from epochgc.reconciler.retention import RetentionTargets, update_retention_hint
 from epochgc.storage.object_store import ObjectStore
-from epochgc.watermarks.controller import Controller
+from epochgc.watermarks.controller import Controller, TopicInfo
 from epochgc.watermarks.leases import LeaseManager
 from epochgc.watermarks.replica import PartitionLeader, PartitionReplica
 from epochgc.watermarks.reports import publish_report, report_of
@@ -62,6 +66,9 @@ class NodeSettings:
         reconcile_concurrency: partitions reconciled at once.
         max_records_per_pass: records per L1 object.
         append_depth: appends in flight per partition.
+        max_log_entries: a partition log longer than this is under space
+            pressure and is truncated up to ``lro`` whatever the retention
+            hint says (0: no cap).
     """
 
     idle_interval_seconds: float = 30.0
@@ -70,6 +77,7 @@ class NodeSettings:
     reconcile_concurrency: int = 4
     max_records_per_pass: int = 100_000
     append_depth: int = 8
+    max_log_entries: int = 0
 
 
 @dataclass
@@ -150,7 +158,7 @@ class ReconcilerNode:
             for partition in range(topic.partitions):
                 if (topic.name, partition) not in self._led:
                     await self._try_lead(topic.name, partition, topic.revision)
-        await self._reconcile_all()
+        await self._reconcile_all(view.topics)
         await self._housekeep(view.offset)
         await self._publish_report()
         self.stats.rounds += 1
@@ -242,19 +250,28 @@ class ReconcilerNode:
 
     # --- duties ----------------------------------------------------------------------
 
-    async def _reconcile_all(self) -> None:
+    async def _reconcile_all(self, topics: Mapping[str, TopicInfo]) -> None:
         limit = asyncio.Semaphore(self._settings.reconcile_concurrency)
 
         async def one(key: tuple[str, int], led: _Led) -> None:
             async with limit:
-                if not led.service.is_open:
+                topic = topics.get(key[0])
+                if not led.service.is_open or topic is None:
                     return
+                leader = led.service.leader
                 try:
-                    result = await asyncio.to_thread(
-                        self._reconciler.reconcile_once, led.service.leader
+                    result = await asyncio.to_thread(self._reconciler.reconcile_once, leader)
+                    await asyncio.to_thread(
+                        update_retention_hint,
+                        leader,
+                        RetentionTargets.of(topic.config),
+                        self._now(),
+                        self._controller.epoch_started_at,
                     )
                     await asyncio.to_thread(
-                        led.service.leader.maybe_snapshot, self._settings.snapshot_every_entries
+                        leader.maybe_snapshot,
+                        self._settings.snapshot_every_entries,
+                        self._settings.max_log_entries,
                     )
                 except EpochGCError as err:
                     self.stats.errors += 1

@@ -41,6 +41,7 @@ def node_settings_of(config: Config) -> NodeSettings:
         reconcile_concurrency=r.reconcile_concurrency,
         max_records_per_pass=r.max_records_per_pass,
         append_depth=r.append_depth,
+        max_log_entries=r.max_log_entries,
     )
 
 

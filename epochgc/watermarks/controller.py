@@ -117,6 +117,7 @@ class Controller:
         )
         self._lock = threading.Lock()
         self._view = ControllerView.empty()
+        self._epoch_started_at: dict[int, datetime] = {}
 
     @property
     def log(self) -> ConditionalAppendLog:
@@ -135,13 +136,19 @@ class Controller:
             read = self._log.read(view.offset + 1)
             for entry in read.entries:
                 where = f"controller entry {entry.offset}"
-                view = fold_controller(
-                    view, entry.offset, decode_controller_entry(entry.payload, where)
-                )
+                decoded = decode_controller_entry(entry.payload, where)
+                view = fold_controller(view, entry.offset, decoded)
+                self._epoch_started_at[entry.offset] = decoded.ts
             if read.hole is not None:
                 log.warning("controller log has a hole at offset %d; view stops there", read.hole)
             self._view = view
             return view
+
+    def epoch_started_at(self, epoch: int) -> datetime | None:
+        """When ``epoch`` began (its controller entry's ``ts``), if this
+        controller has read that entry: the clock retention ages records by."""
+        with self._lock:
+            return self._epoch_started_at.get(epoch)
 
     def current_epoch(self) -> int:
         """The cluster epoch: the controller log's newest offset (one LIST)."""

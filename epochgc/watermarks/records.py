@@ -211,11 +211,14 @@ def _decode_batches(doc: Mapping[str, Any], where: str) -> tuple[PlaceholderBatc
 @dataclass(frozen=True)
 class RetainedPlaceholder:
     """Where an accepted placeholder sits, kept so truncation can find the
-    log offset below which every placeholder is disposable."""
+    log offset below which every placeholder is disposable, and so the
+    retention hint can weigh records by size and age (its epoch)."""
 
     log_offset: int
     first_record: int
     last_record: int
+    byte_length: int = 0
+    epoch: int = 0
 
 
 @dataclass(frozen=True)
@@ -251,7 +254,10 @@ def encode_snapshot(snapshot: PartitionSnapshot) -> bytes:
         {
             "v": SNAPSHOT_VERSION,
             "state": fields,
-            "retained": [[r.log_offset, r.first_record, r.last_record] for r in snapshot.retained],
+            "retained": [
+                [r.log_offset, r.first_record, r.last_record, r.byte_length, r.epoch]
+                for r in snapshot.retained
+            ],
         }
     )
 
@@ -279,11 +285,11 @@ def decode_snapshot(data: bytes, where: str = "partition snapshot") -> Partition
     for item in raw_retained:
         if (
             not isinstance(item, list)
-            or len(item) != 3
+            or len(item) not in (3, 5)
             or not all(isinstance(x, int) and not isinstance(x, bool) for x in item)
         ):
             raise MalformedRecordError(f"{where}: bad retained entry {item!r}")
-        retained.append(RetainedPlaceholder(item[0], item[1], item[2]))
+        retained.append(RetainedPlaceholder(*item))
     return PartitionSnapshot(state, tuple(retained))
 
 

@@ -229,7 +229,10 @@ class PartitionReplica:
             and result.first_record_offset is not None
         ):
             last = result.first_record_offset + command.record_count - 1
-            self._retained.append(RetainedPlaceholder(offset, result.first_record_offset, last))
+            size = sum(b.byte_length for b in command.batches)
+            self._retained.append(
+                RetainedPlaceholder(offset, result.first_record_offset, last, size, command.epoch)
+            )
         self._state = result.state
         return AppliedEntry(offset, command, result)
 
@@ -247,24 +250,46 @@ class PartitionReplica:
             return False
         return True
 
-    def maybe_snapshot(self, every_entries: int) -> int:
+    def maybe_snapshot(self, every_entries: int, max_log_entries: int = 0) -> int:
         """The periodic step: once ``every_entries`` entries have been
         applied since the last snapshot, snapshot and truncate; return how
-        many entries were truncated (0 when it was not time yet)."""
+        many entries were truncated (0 when it was not time yet).
+
+        With ``max_log_entries`` > 0, a log longer than that is under space
+        pressure: truncation then ignores the retention hint (never ``lro``).
+        """
         if every_entries < 1:
             raise ValueError("every_entries must be >= 1")
         covered = self._snapshot.covered_offset if self._snapshot is not None else -1
         if self.state.applied_log_offset - covered < every_entries:
             return 0
         self.write_snapshot()
-        return self.truncate()
+        pressure = 0 < max_log_entries < self.log_length()
+        return self.truncate(ignore_hint=pressure)
 
-    def truncate(self) -> int:
+    def log_length(self) -> int:
+        """About how many entries the log holds (from its oldest retained
+        placeholder, or the snapshot, to the applied end)."""
+        if self._retained:
+            start = self._retained[0].log_offset
+        elif self._snapshot is not None:
+            start = self._snapshot.covered_offset + 1
+        else:
+            start = 0
+        return max(0, self.state.applied_log_offset - start + 1)
+
+    def truncate(self, *, ignore_hint: bool = False) -> int:
         """Delete log entries the snapshot covers and no reader needs; return
-        how many were deleted."""
+        how many were deleted.
+
+        Args:
+            ignore_hint: space pressure: keep only what is not yet in L1
+                (records above ``lro``), whatever the retention hint asks.
+        """
         if self._snapshot is None:
             return 0
-        bound = truncation_record_bound(self.state)
+        state = self.state
+        bound = state.lro + 1 if ignore_hint else truncation_record_bound(state)
         needed = [r.log_offset for r in self._retained if r.last_record >= bound]
         below = min([self._snapshot.covered_offset + 1, *needed])
         deleted = self._log.truncate(below)
@@ -354,10 +379,10 @@ class PartitionLeader:
         with self._lock:
             return self.replica.catch_up()
 
-    def maybe_snapshot(self, every_entries: int) -> int:
+    def maybe_snapshot(self, every_entries: int, max_log_entries: int = 0) -> int:
         """``replica.maybe_snapshot()`` under this leader's lock."""
         with self._lock:
-            return self.replica.maybe_snapshot(every_entries)
+            return self.replica.maybe_snapshot(every_entries, max_log_entries)
 
     def stamp(self, command: SequencedCommand) -> SequencedCommand:
         """``command`` with this leader's term and the next sequence number."""

@@ -117,8 +117,11 @@ def test_command_decoder_never_crashes_on_garbage(data: bytes) -> None:
 
 def test_snapshot_round_trip_and_consistency_checks() -> None:
     state = PartitionState.new(7)
-    snap = PartitionSnapshot(state, (RetainedPlaceholder(3, 0, 9),))
+    snap = PartitionSnapshot(state, (RetainedPlaceholder(3, 0, 9, 512, 7),))
     assert decode_snapshot(encode_snapshot(snap)) == snap
+    legacy = json.loads(encode_snapshot(snap))
+    legacy["retained"] = [[3, 0, 9]]
+    assert decode_snapshot(json.dumps(legacy).encode()).retained == (RetainedPlaceholder(3, 0, 9),)
     doc = json.loads(encode_snapshot(snap))
     doc["state"]["previous_applied_epoch"] = 99
     with pytest.raises(MalformedRecordError, match="inconsistent"):
