@@ -9,17 +9,20 @@ older epoch is queued ahead of the first append of a newer one. ``submit``
 returns once the request is queued; its future resolves when the
 placeholder is applied, with the first record offset it was given.
 
-One drain task appends queued commands in batches of up to ``depth``
-(pipelined), in queue order, and settles each future from the per-entry
-outcome. After a failed append the leader is finished: every pending and
-later request fails with ``NotLeaderError`` and the producer replays them,
-in order, against the next leader. Housekeeping goes through the same queue
-and fence so it can never overtake a write.
+One drain task hands queued commands to the leader in queue order; the
+leader keeps up to its depth of puts in flight continuously (a sliding
+window, not batch after batch) and settles them head first, and each
+producer future is settled from its entry's outcome. After a failed append
+the leader is finished: every pending and later request fails with
+``NotLeaderError`` and the producer replays them, in order, against the
+next leader. Housekeeping goes through the same queue and fence so it can
+never overtake a write.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from dataclasses import dataclass
 
@@ -31,7 +34,7 @@ from epochgc.watermarks.commands import (
     SequencedCommand,
 )
 from epochgc.watermarks.fence import EpochFence
-from epochgc.watermarks.replica import PartitionLeader
+from epochgc.watermarks.replica import AppliedEntry, PartitionLeader
 from epochgc.watermarks.state import Outcome
 
 log = logging.getLogger("epochgc.ingest.leader")
@@ -72,15 +75,11 @@ class PartitionLeaderService:
     Args:
         leader: a started ``PartitionLeader``; the fence starts from its
             applied window.
-        depth: appends in flight per batch.
     """
 
-    def __init__(self, leader: PartitionLeader, *, depth: int = 8) -> None:
-        if depth < 1:
-            raise ValueError("depth must be >= 1")
+    def __init__(self, leader: PartitionLeader) -> None:
         self.leader = leader
         self._fence = EpochFence(leader.replica.applied_window())
-        self._depth = depth
         self._queue: list[_Queued] = []
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -116,12 +115,14 @@ class PartitionLeaderService:
         )
 
     async def stop(self, reason: str = "leader stopped") -> None:
-        """Fail everything queued and stop; idempotent."""
+        """Fail everything queued, let appends in flight settle, and stop;
+        idempotent."""
         self._close(NotLeaderError(f"{self.topic}/{self.partition}: {reason}"))
         task, self._task = self._task, None
         if task is not None:
             self._wakeup.set()
             await task
+            await asyncio.to_thread(self.leader.close)
 
     async def submit(self, term: int, epoch: int, batch: PlaceholderBatch) -> asyncio.Future[int]:
         """Fence and queue one placeholder; return the future of its first
@@ -166,47 +167,50 @@ class PartitionLeaderService:
                 if self._closed is not None:
                     self._fail_queued()
                     return
-                batch, self._queue = self._queue[: self._depth], self._queue[self._depth :]
-                await self._append(batch)
+                queued = self._queue.pop(0)
+                # Quick: stamps, takes the next slot and starts the put; the
+                # leader keeps up to its depth of puts in flight.
+                pending = asyncio.wrap_future(self.leader.submit(queued.command))
+                pending.add_done_callback(functools.partial(self._settled, queued))
             if self._closed is not None:
                 return
 
-    async def _append(self, batch: list[_Queued]) -> None:
-        commands = [q.command for q in batch]
-        applied, error = await asyncio.to_thread(self.leader.append_each, commands)
-        self.stats.append_batches += 1
-        for index, queued in enumerate(batch):
-            if queued.future.done():
-                continue
-            if index < len(applied):
-                entry = applied[index]
-                if entry.result.outcome is Outcome.APPLIED:
-                    self.stats.appended += 1
-                    queued.future.set_result(
-                        entry.result.first_record_offset
-                        if entry.result.first_record_offset is not None
-                        else -1
-                    )
-                    continue
-                if entry.result.outcome is Outcome.REJECTED_STALE_EPOCH:
-                    self.stats.rejected_stale += 1
-                    window = self.leader.replica.applied_window()
-                    epoch = getattr(queued.command, "epoch", -1)
-                    queued.future.set_exception(StaleEpochError(epoch, window.previous, window.max))
-                    continue
+    def _settled(self, queued: _Queued, pending: asyncio.Future[AppliedEntry]) -> None:
+        if queued.future.done():
+            return
+        error = pending.exception()
+        if error is not None:
             self.stats.failed += 1
             queued.future.set_exception(
                 NotLeaderError(f"{self.topic}/{self.partition}: append failed: {error}")
             )
-        if error is not None:
-            log.warning(
-                "%s/%d: leader of term %d stops after a failed append: %s",
-                self.topic,
-                self.partition,
-                self.term,
-                error,
+            if self._closed is None:
+                log.warning(
+                    "%s/%d: leader of term %d stops after a failed append: %s",
+                    self.topic,
+                    self.partition,
+                    self.term,
+                    error,
+                )
+                self._close(NotLeaderError(str(error)))
+            return
+        entry = pending.result()
+        if entry.result.outcome is Outcome.APPLIED:
+            self.stats.appended += 1
+            first = entry.result.first_record_offset
+            queued.future.set_result(first if first is not None else -1)
+        elif entry.result.outcome is Outcome.REJECTED_STALE_EPOCH:
+            self.stats.rejected_stale += 1
+            window = self.leader.replica.applied_window()
+            epoch = getattr(queued.command, "epoch", -1)
+            queued.future.set_exception(StaleEpochError(epoch, window.previous, window.max))
+        else:
+            self.stats.failed += 1
+            queued.future.set_exception(
+                NotLeaderError(
+                    f"{self.topic}/{self.partition}: not applied ({entry.result.outcome.value})"
+                )
             )
-            self._close(error)
 
     def _close(self, error: Exception) -> None:
         if self._closed is None:

@@ -241,6 +241,10 @@ class Producer:
                 future.set_exception(error)
 
 
+_LATER = object()
+"""``_Sender._submit``: not now; settle the chunks in flight first."""
+
+
 class _Sender:
     """Submits one partition's chunks in order, ``depth`` in flight."""
 
@@ -264,6 +268,7 @@ class _Sender:
 
     async def _run(self) -> None:
         inflight: collections.deque[tuple[_Chunk, asyncio.Future[int]]] = collections.deque()
+        inflight_term = -1
         while True:
             if not self._queue and not inflight:
                 if self._closing:
@@ -279,28 +284,45 @@ class _Sender:
                     self._queue.popleft()
                     self._producer._fail(chunk, err)
                     continue
-                future = await self._submit(chunk)
-                if future is None:
+                submitted = await self._submit(chunk, inflight_term if inflight else None)
+                if submitted is _LATER:
+                    break  # the leader changed: settle what is in flight first
+                if submitted is None:
                     self._queue.popleft()
                     continue
+                assert isinstance(submitted, tuple)
+                future, term = submitted
                 self._queue.popleft()
                 inflight.append((chunk, future))
+                inflight_term = term
             if inflight:
                 await self._settle_head(inflight)
 
-    async def _submit(self, chunk: _Chunk) -> asyncio.Future[int] | None:
+    async def _submit(
+        self, chunk: _Chunk, only_term: int | None
+    ) -> tuple[asyncio.Future[int], int] | object | None:
         """Submit at the fence, re-uploading after stale-epoch rejections and
-        waiting out failovers; None if the chunk was failed for good."""
+        waiting out failovers; return the future and the leader term it was
+        pinned to, None if the chunk was failed for good, or ``_LATER`` when
+        ``only_term`` is given and that leader is gone (chunks of that term
+        are still in flight and must settle before anything newer goes)."""
         producer = self._producer
         while True:
-            try:
-                service = await producer._directory.wait_for_leader(self._topic, self._partition)
-            except NotLeaderError as err:
-                producer._fail(chunk, err)
-                return None
+            if only_term is not None:
+                service = producer._directory.current(self._topic, self._partition)
+                if service is None or service.term != only_term:
+                    return _LATER
+            else:
+                try:
+                    service = await producer._directory.wait_for_leader(
+                        self._topic, self._partition
+                    )
+                except NotLeaderError as err:
+                    producer._fail(chunk, err)
+                    return None
             assert chunk.batch is not None
             try:
-                return await service.submit(service.term, chunk.epoch, chunk.batch)
+                return await service.submit(service.term, chunk.epoch, chunk.batch), service.term
             except StaleEpochError as err:
                 producer.stats.stale_epoch_retries += 1
                 producer.stats.orphaned_uploads += 1
@@ -315,6 +337,8 @@ class _Sender:
                 )
                 await producer.upload_chunks([chunk])
             except NotLeaderError:
+                if only_term is not None:
+                    return _LATER
                 await asyncio.sleep(0.05)
 
     async def _settle_head(

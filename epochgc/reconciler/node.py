@@ -216,7 +216,7 @@ class ReconcilerNode:
             log.warning("%s: could not lead %s/%d: %s", self.node_id, topic, partition, err)
             await asyncio.to_thread(self._leases.release, name)
             return
-        service = PartitionLeaderService(leader, depth=self._settings.append_depth)
+        service = PartitionLeaderService(leader)
         service.start()
         await self._directory.register(service)
         state = replica.state

@@ -16,10 +16,12 @@ still needed, bounded by ``min(lro + 1, allowed_local_start_offset)``.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 from epochgc.errors import (
@@ -31,7 +33,6 @@ from epochgc.errors import (
 from epochgc.storage.cas_log import ConditionalAppendLog, LogEntry, LogSnapshot
 from epochgc.storage.keys import partition_log_prefix, partition_snapshot_key
 from epochgc.storage.object_store import ObjectStore
-from epochgc.storage.pipeline import Divergence, PipelinedAppender
 from epochgc.watermarks.commands import (
     AdvanceEpoch,
     AdvanceReconciled,
@@ -297,14 +298,36 @@ class PartitionReplica:
         return deleted
 
 
+@dataclass
+class _InFlight:
+    """One append between submission and settlement."""
+
+    slot: int
+    command: Command
+    payload: bytes
+    result: Future[AppliedEntry]
+    put: Future[bool] | None = None
+
+
 class PartitionLeader:
     """Writes to one partition under a lease term.
+
+    Appends stream: each command is stamped (term, next sequence number),
+    given the next log slot and put at once, with up to ``depth`` puts in
+    flight; puts settle head first, so an entry is applied (and its future
+    resolved) only after every entry before it. The leader is the log's only
+    writer for its term, so it applies its own entries as they settle and
+    never needs to read them back. Any failure (a put that exhausted its
+    retries, a slot another writer took, an entry replay ignores) ends the
+    leader: the entry and every one behind it fail, and a new term, whose
+    ``term_start`` supersedes whatever of them landed, must take over.
 
     Example::
 
         leader = PartitionLeader(replica, term=lease.term, check_lease=lease.check)
         leader.start()
         leader.append_placeholders(epoch=42, batches=[...])
+        leader.close()
 
     Args:
         replica: an opened replica.
@@ -323,16 +346,24 @@ class PartitionLeader:
         check_lease: Callable[[], object] = lambda: None,
         depth: int = 8,
     ) -> None:
+        if depth < 1:
+            raise ValueError("depth must be >= 1")
         self.replica = replica
         self.term = term
         self._check_lease = check_lease
+        self._depth = depth
         self._next_seq = 1
+        self._next_slot: int | None = None
         self._broken: BaseException | None = None
-        # The write path and the reconciler share a leader: stamping, the
-        # append and the catch-up after it must not interleave, or sequence
-        # numbers would reach the log out of order.
+        # Stamping, slot assignment and settlement share one lock so that
+        # sequence numbers and slots are handed out in the same order and
+        # entries are applied in slot order.
         self._lock = threading.RLock()
-        self._appender = PipelinedAppender(replica.log, depth=depth, resolve=self._resolve)
+        self._inflight: collections.deque[_InFlight] = collections.deque()
+        self._executor = ThreadPoolExecutor(
+            max_workers=depth,
+            thread_name_prefix=f"epochgc-leader-{replica.topic}-{replica.partition}",
+        )
 
     def start(self) -> EpochWindow:
         """Begin the term: fill a hole a crashed writer left, or append
@@ -351,19 +382,22 @@ class PartitionLeader:
                 f"the log's term {replica.state.term}"
             )
         payload = encode_command(TermStart(self.term))
-        while replica.hole is not None:
-            replica.log.append_at(replica.hole, payload)
+        for _ in range(16):
+            if replica.state.term >= self.term:
+                break
+            slot = (
+                replica.hole if replica.hole is not None else replica.state.applied_log_offset + 1
+            )
+            replica.log.append_at(slot, payload)
             replica.catch_up()
-        if replica.state.term < self.term:
-            _applied, error = self._append([TermStart(self.term)])
-            if error is not None:
-                raise error
         if replica.state.term != self.term:
             raise FencedError(
                 f"{replica.topic}/{replica.partition}: term {self.term} was superseded by "
                 f"{replica.state.term}"
             )
-        self._next_seq = replica.state.last_seq + 1
+        with self._lock:
+            self._next_seq = replica.state.last_seq + 1
+            self._next_slot = replica.state.applied_log_offset + 1
         log.info(
             "%s/%d: leading at term %d, window %s",
             replica.topic,
@@ -373,11 +407,18 @@ class PartitionLeader:
         )
         return replica.applied_window()
 
+    def close(self) -> None:
+        """Wait for appends in flight, then release the put threads."""
+        self._executor.shutdown(wait=True)
+
+    @property
+    def is_broken(self) -> bool:
+        return self._broken is not None
+
     def catch_up(self) -> list[AppliedEntry]:
-        """``replica.catch_up()`` under this leader's lock (the write path
-        may be appending from another thread)."""
-        with self._lock:
-            return self.replica.catch_up()
+        """Nothing to read: the leader applies its own entries as they
+        settle, and no one else writes its log during its term."""
+        return []
 
     def maybe_snapshot(self, every_entries: int, max_log_entries: int = 0) -> int:
         """``replica.maybe_snapshot()`` under this leader's lock."""
@@ -386,13 +427,115 @@ class PartitionLeader:
 
     def stamp(self, command: SequencedCommand) -> SequencedCommand:
         """``command`` with this leader's term and the next sequence number."""
-        stamped = dataclasses.replace(command, term=self.term, seq=self._next_seq)
-        self._next_seq += 1
-        return stamped
+        with self._lock:
+            stamped = dataclasses.replace(command, term=self.term, seq=self._next_seq)
+            self._next_seq += 1
+            return stamped
+
+    def submit(self, command: SequencedCommand) -> Future[AppliedEntry]:
+        """Stamp ``command``, put it at the next slot, and return the future
+        of how replay applied it (resolved head first).
+
+        The future fails with ``FencedError`` / ``LeaseLostError`` when this
+        leader can no longer write, or with the store's error when the put
+        failed; in both cases the leader is finished.
+        """
+        result: Future[AppliedEntry] = Future()
+        with self._lock:
+            if self._next_slot is None:
+                raise RuntimeError("leader not started; call start() first")
+            if self._broken is not None:
+                result.set_exception(self._finished_error())
+                return result
+            try:
+                self._check_lease()
+            except Exception as err:
+                self._broken = err
+                result.set_exception(err)
+                return result
+            stamped = self.stamp(command)
+            item = _InFlight(self._next_slot, stamped, encode_command(stamped), result)
+            self._next_slot += 1
+            self._inflight.append(item)
+            item.put = self._executor.submit(self.replica.log.append_at, item.slot, item.payload)
+        item.put.add_done_callback(lambda _done: self._settle())
+        return result
+
+    def _settle(self) -> None:
+        with self._lock:
+            while self._inflight:
+                head = self._inflight[0]
+                if head.put is None or not head.put.done():
+                    return
+                self._inflight.popleft()
+                self._settle_one(head)
+
+    def _settle_one(self, item: _InFlight) -> None:
+        if self._broken is not None:
+            item.result.set_exception(self._finished_error())
+            return
+        assert item.put is not None
+        try:
+            ours = item.put.result()
+        except Exception as err:
+            self._fail(item, err)
+            return
+        if not ours:
+            self._fail(
+                item,
+                FencedError(
+                    f"{self.replica.topic}/{self.replica.partition}: slot {item.slot} was "
+                    f"taken by another writer during term {self.term}"
+                ),
+            )
+            return
+        entry = self.replica.apply_known([LogEntry(item.slot, item.payload)], [item.command])[0]
+        if entry.result.outcome in (Outcome.IGNORED_STALE_TERM, Outcome.IGNORED_UNSTARTED_TERM):
+            self._fail(
+                item,
+                FencedError(
+                    f"{self.replica.topic}/{self.replica.partition}: entry {item.slot} of "
+                    f"term {self.term} ignored ({entry.result.outcome.value})"
+                ),
+            )
+            return
+        item.result.set_result(entry)
+
+    def _fail(self, item: _InFlight, error: BaseException) -> None:
+        log.warning(
+            "%s/%d: leader of term %d stops: %s",
+            self.replica.topic,
+            self.replica.partition,
+            self.term,
+            error,
+        )
+        self._broken = error
+        item.result.set_exception(error)
+
+    def _finished_error(self) -> FencedError:
+        return FencedError(
+            f"{self.replica.topic}/{self.replica.partition}: leader of term {self.term} "
+            f"stopped after a failed append ({self._broken}); start a new term"
+        )
+
+    def append_each(
+        self, commands: Sequence[SequencedCommand]
+    ) -> tuple[list[AppliedEntry], BaseException | None]:
+        """Submit ``commands`` in order and wait; return how replay applied
+        the leading ones that made it, and the error that stopped the rest
+        (``None`` if all did)."""
+        futures = [self.submit(c) for c in commands]
+        wait(futures)
+        applied: list[AppliedEntry] = []
+        for future in futures:
+            error = future.exception()
+            if error is not None:
+                return applied, error
+            applied.append(future.result())
+        return applied, None
 
     def append_all(self, commands: Sequence[SequencedCommand]) -> list[AppliedEntry]:
-        """Stamp and append ``commands`` in order (pipelined); return how
-        replay applied each.
+        """Submit ``commands`` in order and wait for all of them.
 
         Raises:
             LeaseLostError / FencedError: no longer the leader.
@@ -402,84 +545,6 @@ class PartitionLeader:
         if error is not None:
             raise error
         return applied
-
-    def append_each(
-        self, commands: Sequence[SequencedCommand]
-    ) -> tuple[list[AppliedEntry], Exception | None]:
-        """Stamp and append ``commands`` in order; return how replay applied
-        the leading ones that made it into the log, and the error that
-        stopped the rest (``None`` if all did).
-
-        A caller acknowledges exactly the returned entries whose outcome is
-        ``APPLIED`` and fails the rest; after an error this leader is done
-        and a new term must take over.
-        """
-        with self._lock:
-            return self._append([self.stamp(c) for c in commands])
-
-    def _append(self, commands: Sequence[Command]) -> tuple[list[AppliedEntry], Exception | None]:
-        with self._lock:
-            if self._broken is not None:
-                return [], FencedError(
-                    f"{self.replica.topic}/{self.replica.partition}: leader of term {self.term} "
-                    f"stopped after a failed append ({self._broken}); start a new term"
-                )
-            try:
-                self._check_lease()
-                applied, error = self._append_checked(commands)
-            except Exception as err:
-                applied, error = [], err
-            if error is not None:
-                # An append that failed may have landed in part; sequence
-                # numbers of this term can no longer be trusted. A new term
-                # (whose term_start supersedes whatever landed) is the only
-                # way on.
-                self._broken = error
-            return applied, error
-
-    def _append_checked(
-        self, commands: Sequence[Command]
-    ) -> tuple[list[AppliedEntry], Exception | None]:
-        first_new = self.replica.state.applied_log_offset + 1
-        result = self._appender.append_until_error([encode_command(c) for c in commands])
-        written = result.written
-        offsets = [e.offset for e in written]
-        if offsets == list(range(first_new, first_new + len(written))) and result.error is None:
-            # Nothing foreign landed in between: apply what we wrote without
-            # reading it back (saves a LIST and a GET per entry).
-            applied_list = self.replica.apply_known(written, commands[: len(written)])
-        else:
-            applied_list = self.replica.catch_up()
-        by_offset = {e.offset: e for e in applied_list}
-        missing = [o for o in offsets if o not in by_offset]
-        if missing:
-            return [], CorruptLogError(
-                f"entries {missing} were written but could not be replayed "
-                f"(hole at {self.replica.hole})"
-            )
-        results: list[AppliedEntry] = []
-        for offset in offsets:
-            entry = by_offset[offset]
-            if entry.result.outcome in (Outcome.IGNORED_STALE_TERM, Outcome.IGNORED_UNSTARTED_TERM):
-                return results, FencedError(
-                    f"{self.replica.topic}/{self.replica.partition}: entry {offset} of "
-                    f"term {self.term} ignored ({entry.result.outcome.value})"
-                )
-            results.append(entry)
-        return results, result.error
-
-    def _resolve(self, divergence: Divergence) -> Sequence[bytes]:
-        """Another writer took a slot: stop if it is a newer leader, else
-        replay our unacknowledged tail (sequence numbers drop the copies
-        that landed out of order)."""
-        for entry in divergence.observed:
-            command = decode_command(entry.payload, self.replica.log.key_of(entry.offset))
-            if command.term > self.term:
-                raise FencedError(
-                    f"{self.replica.topic}/{self.replica.partition}: term {command.term} "
-                    f"took over at offset {entry.offset}"
-                )
-        return divergence.unacknowledged
 
     # --- convenience for the write path and the reconciler -----------------
 

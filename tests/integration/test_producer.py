@@ -28,7 +28,7 @@ async def start_service(
     await asyncio.to_thread(replica.open)
     leader = PartitionLeader(replica, term, depth=8)
     await asyncio.to_thread(leader.start)
-    service = PartitionLeaderService(leader, depth=8)
+    service = PartitionLeaderService(leader)
     service.start()
     await directory.register(service)
     return service
