@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from epochgc.config import Config, load_config, log_level_of
 from epochgc.errors import ConfigError, EpochGCError, TopicNotFoundError
 from epochgc.logging_setup import setup_logging
-from epochgc.reconciler.service import run_reconciler
+from epochgc.reconciler.service import produce_and_verify, run_reconciler
 from epochgc.runtime import open_store
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.object_store import ObjectStore
@@ -73,6 +73,27 @@ def _cmd_reconciler(config: Config, args: argparse.Namespace) -> int:
         f"{node.stats.records_reconciled} records reconciled, {node.stats.errors} errors"
     )
     return EXIT_OK
+
+
+def _cmd_produce(config: Config, args: argparse.Namespace) -> int:
+    records = [r.encode() for r in args.record] or [
+        f"record-{i}".encode() for i in range(args.count)
+    ]
+    with open_store(config) as handle:
+        if args.create_partitions is not None:
+            controller = Controller(handle.store, config.layout.root)
+            if args.topic not in controller.snapshot().topics:
+                controller.create_topic(args.topic, args.create_partitions)
+        offsets, ok = asyncio.run(
+            produce_and_verify(config, handle.store, args.topic, args.partition, records)
+        )
+    _print(
+        {"topic": args.topic, "partition": args.partition, "offsets": offsets, "verified": ok},
+        args,
+        f"{len(offsets)} records acknowledged at offsets {offsets[0]}..{offsets[-1]}; "
+        f"read back {'identically' if ok else 'WITH DIFFERENCES'}",
+    )
+    return EXIT_OK if ok else EXIT_FAILED
 
 
 def _cmd_embedded_s3(config: Config, args: argparse.Namespace) -> int:
@@ -196,27 +217,51 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="overrides [logging] level",
     )
+    reporting = argparse.ArgumentParser(add_help=False, parents=[common])
+    reporting.add_argument("--json", action="store_true", help="machine-readable output")
     parser = argparse.ArgumentParser(
         prog="epochgc",
         description="Epoch-watermark garbage collector for temporary L0 objects in S3.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_store_commands(sub, common, reporting)
+    _add_node_commands(sub, common, reporting)
+    _add_watermark_commands(sub, reporting)
+    return parser
 
+
+def _add_store_commands(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    common: argparse.ArgumentParser,
+    reporting: argparse.ArgumentParser,
+) -> None:
     check = sub.add_parser(
         "check-store",
-        parents=[common],
+        parents=[reporting],
         help="probe the bucket for conditional writes, batch deletes and list order",
     )
-    check.add_argument("--json", action="store_true", help="machine-readable output")
     check.set_defaults(handler=_cmd_check_store)
-
     config_cmd = sub.add_parser("config", help="configuration tools")
     config_sub = config_cmd.add_subparsers(dest="config_command", required=True, metavar="ACTION")
     show = config_sub.add_parser(
         "show", parents=[common], help="print the effective configuration (secrets masked)"
     )
     show.set_defaults(handler=_cmd_config_show)
+    serve = sub.add_parser(
+        "embedded-s3",
+        parents=[common],
+        help="serve an in-memory S3 (moto) for local runs until SIGTERM",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
+    serve.add_argument("--port", type=int, default=9000, help="port (0 picks a free one)")
+    serve.set_defaults(handler=_cmd_embedded_s3)
 
+
+def _add_node_commands(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    common: argparse.ArgumentParser,
+    reporting: argparse.ArgumentParser,
+) -> None:
     recon = sub.add_parser(
         "reconciler",
         parents=[common],
@@ -227,59 +272,65 @@ def build_parser() -> argparse.ArgumentParser:
         "--duration", type=float, help="stop after this many seconds (default: run until SIGTERM)"
     )
     recon.set_defaults(handler=_cmd_reconciler)
-
-    serve = sub.add_parser(
-        "embedded-s3",
-        parents=[common],
-        help="serve an in-memory S3 (moto) for local runs until SIGTERM",
+    produce = sub.add_parser(
+        "produce",
+        parents=[reporting],
+        help="smoke-test the write path: lead, produce records, reconcile, read back",
     )
-    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
-    serve.add_argument("--port", type=int, default=9000, help="port (0 picks a free one)")
-    serve.set_defaults(handler=_cmd_embedded_s3)
+    produce.add_argument("topic")
+    produce.add_argument("partition", type=int)
+    produce.add_argument("--record", action="append", default=[], help="a record (repeatable)")
+    produce.add_argument("--count", type=int, default=10, help="records to generate otherwise")
+    produce.add_argument(
+        "--create-partitions",
+        type=int,
+        metavar="N",
+        help="create the topic with N partitions first if it does not exist",
+    )
+    produce.set_defaults(handler=_cmd_produce)
 
-    output = argparse.ArgumentParser(add_help=False)
-    output.add_argument("--json", action="store_true", help="machine-readable output")
 
+def _add_watermark_commands(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    reporting: argparse.ArgumentParser,
+) -> None:
     topic = sub.add_parser("topic", help="create, list and delete topics (controller log)")
     topic_sub = topic.add_subparsers(dest="topic_command", required=True, metavar="ACTION")
-    create = topic_sub.add_parser("create", parents=[common, output], help="create a topic")
+    create = topic_sub.add_parser("create", parents=[reporting], help="create a topic")
     create.add_argument("name")
     create.add_argument("--partitions", type=int, required=True)
     create.set_defaults(handler=_cmd_topic_create)
-    listing = topic_sub.add_parser("list", parents=[common, output], help="live topics")
+    listing = topic_sub.add_parser("list", parents=[reporting], help="live topics")
     listing.set_defaults(handler=_cmd_topic_list)
-    delete = topic_sub.add_parser("delete", parents=[common, output], help="delete a topic")
+    delete = topic_sub.add_parser("delete", parents=[reporting], help="delete a topic")
     delete.add_argument("name")
     delete.set_defaults(handler=_cmd_topic_delete)
 
     epoch = sub.add_parser("epoch", help="the cluster epoch")
     epoch_sub = epoch.add_subparsers(dest="epoch_command", required=True, metavar="ACTION")
-    epoch_show = epoch_sub.add_parser("show", parents=[common, output], help="current epoch")
-    epoch_show.set_defaults(handler=_cmd_epoch_show)
-    epoch_tick = epoch_sub.add_parser(
-        "tick", parents=[common, output], help="append one epoch_tick now"
+    epoch_sub.add_parser("show", parents=[reporting], help="current epoch").set_defaults(
+        handler=_cmd_epoch_show
     )
-    epoch_tick.set_defaults(handler=_cmd_epoch_tick)
+    epoch_sub.add_parser(
+        "tick", parents=[reporting], help="append one epoch_tick now"
+    ).set_defaults(handler=_cmd_epoch_tick)
 
     partition = sub.add_parser("partition", help="partition state machines")
     partition_sub = partition.add_subparsers(
         dest="partition_command", required=True, metavar="ACTION"
     )
-    pshow = partition_sub.add_parser(
-        "show", parents=[common, output], help="replayed state, window and M(p) of a partition"
-    )
-    pshow.add_argument("topic")
-    pshow.add_argument("partition", type=int)
-    pshow.set_defaults(handler=_cmd_partition_show)
-    compact = partition_sub.add_parser(
-        "compact",
-        parents=[common, output],
-        help="snapshot a partition now and truncate its log below min(lro+1, retention hint)",
-    )
-    compact.add_argument("topic")
-    compact.add_argument("partition", type=int)
-    compact.set_defaults(handler=_cmd_partition_compact)
-    return parser
+    for name, handler, text in (
+        ("show", _cmd_partition_show, "replayed state, window and M(p) of a partition"),
+        (
+            "compact",
+            _cmd_partition_compact,
+            "snapshot a partition now and truncate its log below min(lro+1, retention hint)",
+        ),
+    ):
+        action = partition_sub.add_parser(name, parents=[reporting], help=text)
+        action.add_argument("topic")
+        action.add_argument("partition", type=int)
+        action.set_defaults(handler=handler)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

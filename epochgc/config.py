@@ -201,6 +201,18 @@ class ReconcilerConfig:
 
 
 @dataclass(frozen=True)
+class ProducerConfig:
+    """The reference write path's batching (``epochgc produce``, the demo)."""
+
+    linger_seconds: float = _check(_at_least(0.0), default=0.25)
+    """How long records wait for others to share their L0 object."""
+    max_batch_bytes: int = _check(_between(1, 5 * 1024**3), default=4 * 1024 * 1024)
+    """An L0 object is flushed as soon as this many record bytes wait."""
+    depth: int = _check(_between(1, 256), default=8)
+    """Chunks in flight per partition (acknowledged in order)."""
+
+
+@dataclass(frozen=True)
 class ReportsConfig:
     """Node reports (DESIGN.md section 8)."""
 
@@ -225,6 +237,7 @@ class Config:
     epoch: EpochConfig = field(default_factory=EpochConfig)
     lease: LeaseConfig = field(default_factory=LeaseConfig)
     reconciler: ReconcilerConfig = field(default_factory=ReconcilerConfig)
+    producer: ProducerConfig = field(default_factory=ProducerConfig)
     reports: ReportsConfig = field(default_factory=ReportsConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
 

@@ -99,3 +99,56 @@ async def run_reconciler(
         node.stats.errors,
     )
     return node
+
+
+async def produce_and_verify(
+    config: Config,
+    store: ObjectStore,
+    topic: str,
+    partition: int,
+    records: list[bytes],
+    *,
+    node_id: str | None = None,
+) -> tuple[list[int], bool]:
+    """Smoke test of the write path in one process: lead the topic's
+    partitions, produce ``records`` to one partition through a real L0
+    object, reconcile, and read them back. Returns the offsets and whether
+    every record read back identically."""
+    # Imported here: the write path is only needed by this command.
+    from epochgc.ingest.producer import Producer  # noqa: PLC0415
+    from epochgc.reconciler.reader import PartitionReader  # noqa: PLC0415
+    from epochgc.watermarks.epoch import EpochCache  # noqa: PLC0415
+
+    root = config.layout.root
+    node_id = node_id or config.reconciler.node_id or default_node_id()
+    controller = Controller(store, root)
+    revision = (await asyncio.to_thread(controller.topic, topic)).revision
+    leases = LeaseManager(store, root, node_id, policy=lease_policy_of(config))
+    directory = LeaderDirectory()
+    node = ReconcilerNode(
+        store, root, node_id, leases, directory, settings=node_settings_of(config)
+    )
+    leases.start()
+    try:
+        await node.run_round()
+        producer = Producer(
+            store,
+            root,
+            directory,
+            EpochCache(controller.current_epoch, ttl_seconds=config.epoch.cache_ttl_seconds),
+            lambda _topic: revision,
+            shards=config.layout.l0_shards,
+            linger_seconds=config.producer.linger_seconds,
+            max_batch_bytes=config.producer.max_batch_bytes,
+            depth=config.producer.depth,
+        )
+        offsets = await producer.produce(topic, partition, records)
+        await producer.close()
+        await node.run_round()
+    finally:
+        await node.stop()
+        leases.stop(release=True)
+    rows = await asyncio.to_thread(PartitionReader(store, root).read, topic, partition, offsets[0])
+    read_back = dict(rows)
+    ok = all(read_back.get(o) == r for o, r in zip(offsets, records, strict=True))
+    return offsets, ok

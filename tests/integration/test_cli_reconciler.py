@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.leases import LeaseManager, LeasePolicy
 from epochgc.watermarks.reports import read_reports
-from tests.support.cli import REPO
+from tests.support.cli import REPO, run_cli
 
 
 def test_reconciler_node_reports_and_hands_over_on_sigterm(
@@ -74,3 +75,21 @@ def test_reconciler_node_reports_and_hands_over_on_sigterm(
     other = LeaseManager(store, "epochgc", "recon-2", policy=LeasePolicy(30.0, 1.0, 1.0))
     assert other.try_acquire("partition.orders.0") is not None
     assert controller.current_epoch() >= 3, "the node's ticker moved the epoch"
+
+
+def test_produce_smoke_test_on_the_embedded_default() -> None:
+    done = run_cli(
+        "produce",
+        "orders",
+        "1",
+        "--create-partitions",
+        "2",
+        "--count",
+        "25",
+        "--config",
+        "config/local.toml",
+        "--json",
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["offsets"] == list(range(25)) and report["verified"] is True
