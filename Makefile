@@ -18,6 +18,7 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/epochgc check-store --config config/local.toml
+	$(BIN)/epochgc produce orders 0 --create-partitions 4 --count 100 --config config/local.toml
 
 lint: $(STAMP)
 	$(BIN)/ruff check epochgc tests bench
