@@ -1,0 +1,6 @@
+"""The collector: the eligibility rule, the page planner, the shard sweeper,
+run reports, the daemon and the Spark job. Deletes only keys that parse as
+L0 keys under the configured root with epoch <= M and old enough.
+
+Imports ``storage`` and ``watermarks``.
+"""
