@@ -36,7 +36,7 @@ from epochgc.storage.object_store import (
     ObjectInfo,
     StoredObject,
 )
-from epochgc.storage.retry import RetryPolicy, is_retryable
+from epochgc.storage.retry import THROTTLING_ERROR_CODES, RetryPolicy, is_retryable
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -66,6 +66,8 @@ class S3ObjectStore:
         unit_random: injected jitter source, uniform in [0, 1).
         delete_concurrency: DeleteObjects requests ``delete_many`` keeps in
             flight at once.
+        on_throttle: called on every SlowDown/throttling answer (whole
+            request or per key), so a sweeper can lower its request rate.
     """
 
     def __init__(
@@ -77,6 +79,7 @@ class S3ObjectStore:
         sleep: Callable[[float], None] = time.sleep,
         unit_random: Callable[[], float] = random.random,
         delete_concurrency: int = 4,
+        on_throttle: Callable[[], None] | None = None,
     ) -> None:
         if delete_concurrency < 1:
             raise ValueError("delete_concurrency must be >= 1")
@@ -86,6 +89,7 @@ class S3ObjectStore:
         self._sleep = sleep
         self._unit_random = unit_random
         self._delete_concurrency = delete_concurrency
+        self.on_throttle = on_throttle
 
     @property
     def bucket(self) -> str:
@@ -237,6 +241,10 @@ class S3ObjectStore:
                     failed[key] = code
             if not retry:
                 break
+            if self.on_throttle is not None and any(
+                code in THROTTLING_ERROR_CODES for code in retry_codes.values()
+            ):
+                self.on_throttle()
             if not self._policy.can_retry(attempt):
                 failed.update(retry_codes)
                 log.warning(
@@ -299,6 +307,8 @@ class S3ObjectStore:
                 err = translate_error(raw, operation, key)
                 if not isinstance(err, TransientStorageError):
                     raise err from raw
+                if self.on_throttle is not None and _error_code(raw) in THROTTLING_ERROR_CODES:
+                    self.on_throttle()
                 if not self._policy.can_retry(attempt):
                     raise RetriesExhaustedError(
                         f"{operation} failed after {attempt} attempts key={key!r}: {err}", raw

@@ -1,0 +1,59 @@
+"""Turning one page of a shard listing into deletions. Pure.
+
+Keys of one shard sort by epoch, so the first parsed key above ``M`` ends
+the shard: everything after it is newer. Keys that do not parse are
+counted and skipped wherever they sort.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from epochgc.gc.eligibility import Verdict, judge
+from epochgc.storage.object_store import ObjectInfo
+
+
+@dataclass(frozen=True)
+class PagePlan:
+    """What to do with one listing page."""
+
+    eligible: tuple[ObjectInfo, ...]
+    verdicts: Counter[Verdict] = field(default_factory=Counter)
+    stop: bool = False
+    """A key above ``M`` was reached: the shard is done."""
+    listed: int = 0
+    youngest_too_young: datetime | None = None
+    """The latest ``last_modified`` among too-young objects (when the next
+    round could find them old enough)."""
+
+
+def plan_page(
+    page: Sequence[ObjectInfo],
+    *,
+    root: str,
+    safe_epoch: int,
+    now: datetime,
+    min_age: timedelta,
+) -> PagePlan:
+    """Judge a page in key order, stopping at the first key above ``M``."""
+    eligible: list[ObjectInfo] = []
+    verdicts: Counter[Verdict] = Counter()
+    youngest: datetime | None = None
+    listed = 0
+    for info in page:
+        listed += 1
+        verdict, _parsed = judge(
+            info.key, info.last_modified, root=root, safe_epoch=safe_epoch, now=now, min_age=min_age
+        )
+        verdicts[verdict] += 1
+        if verdict is Verdict.ELIGIBLE:
+            eligible.append(info)
+        elif verdict is Verdict.TOO_YOUNG:
+            if youngest is None or info.last_modified > youngest:
+                youngest = info.last_modified
+        elif verdict is Verdict.ABOVE_SAFE_EPOCH:
+            return PagePlan(tuple(eligible), verdicts, True, listed, youngest)
+    return PagePlan(tuple(eligible), verdicts, False, listed, youngest)

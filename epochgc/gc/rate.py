@@ -1,0 +1,87 @@
+"""The sweeper's delete rate: AIMD on throttling, an optional hard limit.
+
+S3 scales request rate per prefix and answers 503 SlowDown while it does;
+the right response is to halve the rate (multiplicative decrease) and then
+creep back up (additive increase), as TCP does. ``RateController`` decides
+how long a batch must wait; it never sleeps itself (the caller does).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+
+class RateController:
+    """A token bucket whose rate (keys/s) halves on throttling.
+
+    Example::
+
+        rate = RateController(limit=None)
+        time.sleep(rate.reserve(1000))     # before a DeleteObjects of 1000 keys
+        rate.on_throttle()                 # on SlowDown
+
+    Args:
+        limit: a hard cap in keys/s, or ``None`` for none (until throttled).
+        min_rate: never slower than this.
+        increase_per_batch: keys/s added back after each successful batch.
+        clock: monotonic seconds.
+    """
+
+    def __init__(
+        self,
+        limit: float | None = None,
+        *,
+        min_rate: float = 100.0,
+        increase_per_batch: float = 100.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if limit is not None and limit <= 0:
+            raise ValueError("limit must be > 0")
+        self._limit = limit
+        self._min = min_rate
+        self._step = increase_per_batch
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._rate: float | None = limit
+        self._next_free = clock()
+        self._started = clock()
+        self._keys = 0
+        self.throttles = 0
+
+    @property
+    def rate(self) -> float | None:
+        """Current keys/s, or ``None`` when unlimited."""
+        with self._lock:
+            return self._rate
+
+    def reserve(self, keys: int) -> float:
+        """Reserve ``keys`` deletions; return the seconds to wait first."""
+        with self._lock:
+            now = self._clock()
+            self._keys += keys
+            if self._rate is None:
+                return 0.0
+            start = max(now, self._next_free)
+            self._next_free = start + keys / self._rate
+            return start - now
+
+    def on_throttle(self) -> None:
+        """Multiplicative decrease."""
+        with self._lock:
+            self.throttles += 1
+            if self._rate is None:
+                elapsed = max(self._clock() - self._started, 1e-3)
+                observed = self._keys / elapsed
+                self._rate = max(self._min, observed / 2)
+            else:
+                self._rate = max(self._min, self._rate / 2)
+
+    def on_success(self) -> None:
+        """Additive increase, up to the hard limit if there is one."""
+        with self._lock:
+            if self._rate is None:
+                return
+            raised = self._rate + self._step
+            self._rate = raised if self._limit is None else min(raised, self._limit)

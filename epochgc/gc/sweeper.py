@@ -1,0 +1,258 @@
+"""The shard sweeper: list each shard in key order, delete what the rule
+allows, stop at the first key above ``M``.
+
+Shards are listed in parallel (``shard_concurrency``); eligible keys from
+all shards are cut into DeleteObjects batches of up to 1000, with
+``delete_concurrency`` batches in flight and the rate set by a
+``RateController`` (halved on SlowDown). Per-key errors are retried by the
+store and counted here when they persist; nothing is ever retried blindly.
+
+Stateless on purpose: no cursor is kept. Deleted keys vanish from listings,
+so a sweep that crashes or is stopped loses nothing; the next one starts
+over and finds only what is left. Two sweepers on the same shards only
+repeat each other's (idempotent) deletions.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from epochgc.errors import EpochGCError
+from epochgc.gc.eligibility import Verdict
+from epochgc.gc.planner import plan_page
+from epochgc.gc.rate import RateController
+from epochgc.storage.keys import l0_shard_prefix
+from epochgc.storage.object_store import MAX_KEYS_PER_DELETE, DeleteOutcome, ObjectInfo, ObjectStore
+
+log = logging.getLogger("epochgc.gc.sweeper")
+
+
+@dataclass(frozen=True)
+class SweepPolicy:
+    """How a sweep behaves.
+
+    Attributes:
+        min_object_age: objects younger than this are left for a later
+            round whatever their epoch (safety margin; 0 allowed).
+        shard_concurrency: shards listed at once.
+        delete_concurrency: DeleteObjects requests in flight.
+        rate_limit_keys_per_second: a hard cap on deletions, or ``None``.
+    """
+
+    min_object_age: timedelta = timedelta(hours=1)
+    shard_concurrency: int = 8
+    delete_concurrency: int = 4
+    rate_limit_keys_per_second: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.min_object_age < timedelta(0):
+            raise ValueError("min_object_age must be >= 0")
+        if self.shard_concurrency < 1 or self.delete_concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+
+
+@dataclass
+class SweepResult:
+    """What one sweep saw and did."""
+
+    safe_epoch: int
+    listed: int = 0
+    eligible: int = 0
+    deleted: int = 0
+    bytes_deleted: int = 0
+    bytes_eligible: int = 0
+    skipped: Counter[Verdict] = field(default_factory=Counter)
+    errors: int = 0
+    error_samples: list[str] = field(default_factory=list)
+    youngest_too_young: datetime | None = None
+    plan: list[ObjectInfo] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+class Sweeper:
+    """Deletes eligible L0 objects shard by shard.
+
+    Example::
+
+        sweeper = Sweeper(store, "epochgc", SweepPolicy(min_object_age=timedelta(0)))
+        result = sweeper.sweep(range(16), safe_epoch=80, now=datetime.now(UTC))
+
+    Args:
+        store: the bucket (its ``on_throttle`` is pointed at this sweeper's
+            rate controller).
+        sleep: injected for tests.
+    """
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        root: str,
+        policy: SweepPolicy,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._store = store
+        self._root = root
+        self._policy = policy
+        self._sleep = sleep
+        self.rate = RateController(policy.rate_limit_keys_per_second)
+        if hasattr(store, "on_throttle"):
+            store.on_throttle = self.rate.on_throttle
+
+    def sweep(
+        self,
+        shards: Iterable[int],
+        safe_epoch: int,
+        now: datetime,
+        *,
+        dry_run: bool = False,
+        stop: threading.Event | None = None,
+    ) -> SweepResult:
+        """One sweep over ``shards`` with ``M = safe_epoch``.
+
+        With ``dry_run`` nothing is deleted and ``result.plan`` lists what
+        would have been. A set ``stop`` event ends the sweep after the
+        batches already in flight.
+        """
+        started = time.perf_counter()
+        run = _SweepRun(self, safe_epoch, now, dry_run, stop or threading.Event())
+        with (
+            ThreadPoolExecutor(
+                max_workers=self._policy.delete_concurrency, thread_name_prefix="epochgc-delete"
+            ) as deleters,
+            ThreadPoolExecutor(
+                max_workers=self._policy.shard_concurrency, thread_name_prefix="epochgc-list"
+            ) as listers,
+        ):
+            run.deleters = deleters
+            for future in [listers.submit(run.sweep_shard, s) for s in shards]:
+                future.result()
+            run.flush()
+            run.wait_deletes()
+        run.result.seconds = time.perf_counter() - started
+        return run.result
+
+
+class _SweepRun:
+    """Per-sweep mutable state (the ``Sweeper`` itself is reusable)."""
+
+    def __init__(
+        self, sweeper: Sweeper, safe_epoch: int, now: datetime, dry_run: bool, stop: threading.Event
+    ) -> None:
+        self.sweeper = sweeper
+        self.safe_epoch = safe_epoch
+        self.now = now
+        self.dry_run = dry_run
+        self.stop = stop
+        self.result = SweepResult(safe_epoch)
+        self.lock = threading.Lock()
+        self.batch: list[ObjectInfo] = []
+        self.deleters: ThreadPoolExecutor | None = None
+        self.in_flight: list[Future[None]] = []
+        self.slots = threading.Semaphore(sweeper._policy.delete_concurrency * 2)
+
+    def sweep_shard(self, shard: int) -> None:
+        sweeper = self.sweeper
+        prefix = l0_shard_prefix(sweeper._root, shard)
+        try:
+            for page in sweeper._store.list_pages(prefix):
+                if self.stop.is_set():
+                    return
+                plan = plan_page(
+                    page,
+                    root=sweeper._root,
+                    safe_epoch=self.safe_epoch,
+                    now=self.now,
+                    min_age=sweeper._policy.min_object_age,
+                )
+                self.record_plan(plan.listed, plan.verdicts, plan.youngest_too_young)
+                for info in plan.eligible:
+                    self.add(info)
+                if plan.stop:
+                    return
+        except EpochGCError as err:
+            self.count_error(f"listing shard {shard}: {err}")
+
+    def record_plan(
+        self, listed: int, verdicts: Counter[Verdict], youngest: datetime | None
+    ) -> None:
+        with self.lock:
+            result = self.result
+            result.listed += listed
+            for verdict, count in verdicts.items():
+                if verdict is not Verdict.ELIGIBLE:
+                    result.skipped[verdict] += count
+            if youngest is not None and (
+                result.youngest_too_young is None or youngest > result.youngest_too_young
+            ):
+                result.youngest_too_young = youngest
+
+    def add(self, info: ObjectInfo) -> None:
+        with self.lock:
+            self.result.eligible += 1
+            self.result.bytes_eligible += info.size
+            if self.dry_run:
+                self.result.plan.append(info)
+                return
+            self.batch.append(info)
+            if len(self.batch) < MAX_KEYS_PER_DELETE:
+                return
+            batch, self.batch = self.batch, []
+        self.submit(batch)
+
+    def flush(self) -> None:
+        with self.lock:
+            batch, self.batch = self.batch, []
+        if batch:
+            self.submit(batch)
+
+    def submit(self, batch: list[ObjectInfo]) -> None:
+        if self.stop.is_set():
+            return
+        wait = self.sweeper.rate.reserve(len(batch))
+        if wait > 0:
+            self.sweeper._sleep(wait)
+        self.slots.acquire()
+        assert self.deleters is not None
+        future = self.deleters.submit(self.delete, batch)
+        with self.lock:
+            self.in_flight.append(future)
+
+    def delete(self, batch: list[ObjectInfo]) -> None:
+        try:
+            outcome = self.sweeper._store.delete_batch([info.key for info in batch])
+        except EpochGCError as err:
+            outcome = DeleteOutcome((), {info.key: type(err).__name__ for info in batch}, 1)
+        finally:
+            self.slots.release()
+        sizes = {info.key: info.size for info in batch}
+        with self.lock:
+            self.result.deleted += len(outcome.deleted)
+            self.result.bytes_deleted += sum(sizes.get(k, 0) for k in outcome.deleted)
+        if outcome.failed:
+            for key, code in list(outcome.failed.items())[:3]:
+                self.count_error(f"{key}: {code}", count=0)
+            with self.lock:
+                self.result.errors += len(outcome.failed)
+        else:
+            self.sweeper.rate.on_success()
+
+    def count_error(self, message: str, *, count: int = 1) -> None:
+        with self.lock:
+            self.result.errors += count
+            if len(self.result.error_samples) < 10:
+                self.result.error_samples.append(message)
+        log.warning("sweep error: %s", message)
+
+    def wait_deletes(self) -> None:
+        with self.lock:
+            futures = list(self.in_flight)
+        for future in futures:
+            future.result()
