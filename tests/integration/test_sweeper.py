@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from epochgc.errors import TransientStorageError
 from epochgc.gc.eligibility import Verdict
+from epochgc.gc.run_report import RunSummary, decode_summary, new_run_id, write_summary
 from epochgc.gc.sweeper import Sweeper, SweepPolicy
 from epochgc.storage.keys import encode_l0_key, parse_l0_key
 from epochgc.storage.retry import RetryPolicy
@@ -172,3 +173,25 @@ def test_listing_errors_are_counted(store: S3ObjectStore, bucket: str) -> None:
     result = Sweeper(store, ROOT, NOW_POLICY).sweep([0], 5, now())
     assert result.errors == 1 and result.deleted == 0
     assert "listing shard 0" in result.error_samples[0]
+
+
+def test_a_sweep_becomes_a_run_summary_in_the_bucket(store: S3ObjectStore, bucket: str) -> None:
+    seed_l0(bucket, shards=2, epochs=range(1, 5), per_epoch=3)
+    started = now()
+    result = Sweeper(store, ROOT, NOW_POLICY).sweep(range(2), 2, started)
+    run_id = new_run_id(started)
+    summary = RunSummary.of_sweep(
+        run_id,
+        "local",
+        result,
+        controller_offset=9,
+        started_at=started,
+        finished_at=now(),
+        dry_run=False,
+        requests={"ListObjectsV2": 2, "DeleteObjects": 1},
+    )
+    key = write_summary(store, ROOT, summary)
+    assert key == f"{ROOT}/gc/runs/{run_id}/summary.json"
+    stored = decode_summary(store.get(key).body)
+    assert (stored.deleted, stored.eligible, stored.skipped["above_safe_epoch"]) == (12, 12, 2)
+    assert stored.success and stored.safe_epoch == 2

@@ -1,0 +1,160 @@
+"""GC run reports: ``{root}/gc/runs/{run_id}/summary.json`` (DESIGN.md
+section 12, a public contract) and listing recent runs.
+
+Run ids sort by start time (``YYYYMMDDTHHMMSSZ-xxxxxxxx``), so listing the
+runs prefix in key order lists runs oldest first.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from epochgc.errors import MalformedRecordError
+from epochgc.gc.eligibility import Verdict
+from epochgc.gc.sweeper import SweepResult
+from epochgc.storage.keys import gc_run_summary_key
+from epochgc.storage.object_store import ObjectStore
+from epochgc.watermarks.records import (
+    dump_document,
+    format_time,
+    get_int,
+    get_str,
+    load_document,
+    parse_time,
+)
+
+SUMMARY_VERSION = 1
+ENGINES = ("local", "spark-listing", "spark-inventory")
+_SKIP_NAMES = {
+    Verdict.TOO_YOUNG: "too_young",
+    Verdict.ABOVE_SAFE_EPOCH: "above_safe_epoch",
+    Verdict.UNPARSEABLE: "unparseable",
+    Verdict.OUTSIDE_ROOT: "outside_root",
+}
+
+
+def new_run_id(now: datetime) -> str:
+    """A sortable, unique run id."""
+    return f"{now.astimezone(UTC).strftime('%Y%m%dT%H%M%SZ')}-{uuid.uuid4().hex[:8]}"
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One GC run, as written to ``summary.json``."""
+
+    run_id: str
+    engine: str
+    dry_run: bool
+    safe_epoch: int
+    controller_offset: int
+    started_at: datetime
+    finished_at: datetime
+    success: bool
+    listed: int
+    eligible: int
+    deleted: int
+    bytes_deleted: int
+    skipped: Mapping[str, int]
+    errors: int
+    requests: Mapping[str, int] = field(default_factory=dict)
+
+    @staticmethod
+    def of_sweep(
+        run_id: str,
+        engine: str,
+        sweep: SweepResult,
+        *,
+        controller_offset: int,
+        started_at: datetime,
+        finished_at: datetime,
+        dry_run: bool,
+        requests: Mapping[str, int],
+    ) -> RunSummary:
+        """The summary of a finished sweep."""
+        skipped = {name: sweep.skipped.get(verdict, 0) for verdict, name in _SKIP_NAMES.items()}
+        return RunSummary(
+            run_id=run_id,
+            engine=engine,
+            dry_run=dry_run,
+            safe_epoch=sweep.safe_epoch,
+            controller_offset=controller_offset,
+            started_at=started_at,
+            finished_at=finished_at,
+            success=sweep.errors == 0,
+            listed=sweep.listed,
+            eligible=sweep.eligible,
+            deleted=sweep.deleted,
+            bytes_deleted=sweep.bytes_deleted,
+            skipped=skipped,
+            errors=sweep.errors,
+            requests=dict(requests),
+        )
+
+
+def encode_summary(summary: RunSummary) -> bytes:
+    """``summary.json`` bytes, exactly the fields of DESIGN.md section 12."""
+    if summary.engine not in ENGINES:
+        raise ValueError(f"unknown engine {summary.engine!r}")
+    doc: dict[str, Any] = {
+        "v": SUMMARY_VERSION,
+        "run_id": summary.run_id,
+        "engine": summary.engine,
+        "dry_run": summary.dry_run,
+        "safe_epoch": summary.safe_epoch,
+        "controller_offset": summary.controller_offset,
+        "started_at": format_time(summary.started_at),
+        "finished_at": format_time(summary.finished_at),
+        "success": summary.success,
+        "listed": summary.listed,
+        "eligible": summary.eligible,
+        "deleted": summary.deleted,
+        "bytes_deleted": summary.bytes_deleted,
+        "skipped": {name: int(summary.skipped.get(name, 0)) for name in _SKIP_NAMES.values()},
+        "errors": summary.errors,
+        "requests": dict(summary.requests),
+    }
+    return dump_document(doc)
+
+
+def decode_summary(data: bytes, where: str = "gc run summary") -> RunSummary:
+    """Parse ``summary.json``.
+
+    Raises:
+        MalformedRecordError, UnsupportedVersionError.
+    """
+    doc = load_document(data, where, SUMMARY_VERSION)
+    skipped = doc.get("skipped", {})
+    requests = doc.get("requests", {})
+    if not isinstance(skipped, dict) or not isinstance(requests, dict):
+        raise MalformedRecordError(f"{where}: 'skipped' and 'requests' must be objects")
+    for name in ("dry_run", "success"):
+        if not isinstance(doc.get(name), bool):
+            raise MalformedRecordError(f"{where}: {name!r} must be true or false")
+    return RunSummary(
+        run_id=get_str(doc, "run_id", where),
+        engine=get_str(doc, "engine", where),
+        dry_run=bool(doc["dry_run"]),
+        safe_epoch=get_int(doc, "safe_epoch", where),
+        controller_offset=get_int(doc, "controller_offset", where),
+        started_at=parse_time(get_str(doc, "started_at", where), where),
+        finished_at=parse_time(get_str(doc, "finished_at", where), where),
+        success=bool(doc["success"]),
+        listed=get_int(doc, "listed", where, 0),
+        eligible=get_int(doc, "eligible", where, 0),
+        deleted=get_int(doc, "deleted", where, 0),
+        bytes_deleted=get_int(doc, "bytes_deleted", where, 0),
+        skipped={str(k): get_int(skipped, k, where, 0) for k in skipped},
+        errors=get_int(doc, "errors", where, 0),
+        requests={str(k): get_int(requests, k, where, 0) for k in requests},
+    )
+
+
+def write_summary(store: ObjectStore, root: str, summary: RunSummary) -> str:
+    """Write the summary; return its key."""
+    key = gc_run_summary_key(root, summary.run_id)
+    store.put(key, encode_summary(summary))
+    return key

@@ -1,0 +1,47 @@
+"""summary.json against the public contract of DESIGN.md section 12."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from epochgc.errors import MalformedRecordError, UnsupportedVersionError
+from epochgc.gc.run_report import decode_summary, encode_summary, new_run_id
+
+CONTRACT = b"""{"v": 1, "run_id": "r-1", "engine": "local",
+ "dry_run": false, "safe_epoch": 80, "controller_offset": 97,
+ "started_at": "2026-11-22T03:00:00Z", "finished_at": "2026-11-22T03:01:00Z", "success": true,
+ "listed": 50000, "eligible": 40000, "deleted": 40000, "bytes_deleted": 40960000,
+ "skipped": {"too_young": 0, "above_safe_epoch": 10000, "unparseable": 0, "outside_root": 0},
+ "errors": 0, "requests": {"ListObjectsV2": 52, "DeleteObjects": 40}}"""
+
+
+def test_the_design_example_round_trips_field_for_field() -> None:
+    summary = decode_summary(CONTRACT)
+    assert summary.safe_epoch == 80 and summary.skipped["above_safe_epoch"] == 10000
+    assert json.loads(encode_summary(summary)) == json.loads(CONTRACT)
+
+
+@pytest.mark.parametrize(
+    ("change", "error"),
+    [
+        ({"v": 2}, UnsupportedVersionError),
+        ({"success": "yes"}, MalformedRecordError),
+        ({"deleted": -1}, MalformedRecordError),
+        ({"started_at": "today"}, MalformedRecordError),
+        ({"skipped": []}, MalformedRecordError),
+    ],
+)
+def test_bad_summaries_are_refused(change: dict[str, object], error: type[Exception]) -> None:
+    doc = json.loads(CONTRACT)
+    doc.update(change)
+    with pytest.raises(error):
+        decode_summary(json.dumps(doc).encode())
+
+
+def test_run_ids_sort_by_start_time() -> None:
+    early = new_run_id(datetime(2026, 11, 22, 3, 0, 0, tzinfo=UTC))
+    late = new_run_id(datetime(2026, 11, 22, 3, 0, 1, tzinfo=UTC))
+    assert early < late and early.startswith("20261122T030000Z-")
