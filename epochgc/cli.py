@@ -16,13 +16,17 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 
 from epochgc.config import Config, load_config, log_level_of
 from epochgc.errors import ConfigError, EpochGCError, TopicNotFoundError
+from epochgc.gc.collect import CollectSettings, collect_once, list_runs
+from epochgc.gc.run_report import decode_summary, encode_summary
 from epochgc.logging_setup import setup_logging
 from epochgc.reconciler.service import produce_and_verify, run_reconciler
 from epochgc.runtime import open_store
 from epochgc.storage.embedded import EmbeddedS3
+from epochgc.storage.keys import gc_run_summary_key
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.probe import format_probe_table, run_probes
 from epochgc.watermarks.controller import Controller
@@ -94,6 +98,68 @@ def _cmd_produce(config: Config, args: argparse.Namespace) -> int:
         f"read back {'identically' if ok else 'WITH DIFFERENCES'}",
     )
     return EXIT_OK if ok else EXIT_FAILED
+
+
+def _collect_settings(config: Config) -> CollectSettings:
+    g = config.gc
+    return CollectSettings(
+        shards=config.layout.l0_shards,
+        min_object_age=timedelta(seconds=g.min_object_age_seconds),
+        max_delete_fraction=g.max_delete_fraction,
+        shard_concurrency=g.shard_concurrency,
+        delete_concurrency=g.delete_concurrency,
+        rate_limit_keys_per_second=g.rate_limit_keys_per_second or None,
+    )
+
+
+def _cmd_gc_collect(config: Config, args: argparse.Namespace) -> int:
+    with open_store(config) as handle:
+        outcome = collect_once(
+            handle.store,
+            handle.stats,
+            config.layout.root,
+            _collect_settings(config),
+            dry_run=args.dry_run,
+            force=args.force,
+        )
+    s = outcome.summary
+    data = {
+        **json.loads(encode_summary(s)),
+        "summary_key": outcome.summary_key,
+        "plan_key": outcome.plan_key,
+        "stopped": outcome.stopped_by_guard,
+    }
+    human = (
+        f"run {s.run_id}{' (dry run)' if s.dry_run else ''}: M={s.safe_epoch} "
+        f"(controller offset {s.controller_offset}); listed {s.listed}, eligible {s.eligible}, "
+        f"deleted {s.deleted} ({s.bytes_deleted} bytes), errors {s.errors}; "
+        f"skipped {dict(s.skipped)}"
+    )
+    if outcome.plan_key:
+        human += f"\nplan: {outcome.plan_key}"
+    if outcome.stopped_by_guard:
+        human += f"\nSTOPPED: {outcome.stopped_by_guard}"
+    _print(data, args, human)
+    return EXIT_OK if s.success else EXIT_FAILED
+
+
+def _cmd_gc_runs(config: Config, args: argparse.Namespace) -> int:
+    rows = []
+    with open_store(config) as handle:
+        for run_id in list_runs(handle.store, config.layout.root, args.limit):
+            key = gc_run_summary_key(config.layout.root, run_id)
+            try:
+                rows.append(json.loads(encode_summary(decode_summary(handle.store.get(key).body))))
+            except EpochGCError as err:
+                rows.append({"run_id": run_id, "error": str(err)})
+    lines = [
+        f"{r['run_id']:28} {r.get('engine', '?'):8} M={r.get('safe_epoch', '?'):<8} "
+        f"deleted={r.get('deleted', '?'):<8} errors={r.get('errors', '?'):<4} "
+        f"{'ok' if r.get('success') else 'FAILED'}{' dry-run' if r.get('dry_run') else ''}"
+        for r in rows
+    ]
+    _print(rows, args, "\n".join(lines) or "no runs yet")
+    return EXIT_OK
 
 
 def _cmd_embedded_s3(config: Config, args: argparse.Namespace) -> int:
@@ -227,7 +293,29 @@ def build_parser() -> argparse.ArgumentParser:
     _add_store_commands(sub, common, reporting)
     _add_node_commands(sub, common, reporting)
     _add_watermark_commands(sub, reporting)
+    _add_gc_commands(sub, reporting)
     return parser
+
+
+def _add_gc_commands(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    reporting: argparse.ArgumentParser,
+) -> None:
+    gc = sub.add_parser("gc", help="the collector")
+    gc_sub = gc.add_subparsers(dest="gc_command", required=True, metavar="ACTION")
+    collect = gc_sub.add_parser(
+        "collect", parents=[reporting], help="one collection round now (local engine)"
+    )
+    collect.add_argument(
+        "--dry-run", action="store_true", help="delete nothing; write the plan as Parquet"
+    )
+    collect.add_argument(
+        "--force", action="store_true", help="go ahead even past [gc] max_delete_fraction"
+    )
+    collect.set_defaults(handler=_cmd_gc_collect)
+    runs = gc_sub.add_parser("runs", parents=[reporting], help="recent run summaries")
+    runs.add_argument("--limit", type=int, default=20)
+    runs.set_defaults(handler=_cmd_gc_runs)
 
 
 def _add_store_commands(

@@ -213,6 +213,26 @@ class ProducerConfig:
 
 
 @dataclass(frozen=True)
+class GcConfig:
+    """The collector (DESIGN.md section 9)."""
+
+    min_object_age_seconds: float = _check(_at_least(0.0), default=3600.0)
+    """Objects younger than this are never deleted, whatever their epoch: a
+    margin for clocks and slow writers (0 allowed)."""
+    max_delete_fraction: float = _check(_between(0.0, 1.0), default=0.9)
+    """A run that would delete more than this share of the L0 objects it
+    lists stops unless forced. Below 1 the run lists shards to their end to
+    count; 1 turns the guard off and stops each shard at its first key
+    above M (cheaper)."""
+    shard_concurrency: int = _check(_between(1, 256), default=8)
+    delete_concurrency: int = _check(_between(1, 256), default=4)
+    """DeleteObjects requests (1000 keys each) in flight."""
+    rate_limit_keys_per_second: float = _check(_at_least(0.0), default=0.0)
+    """A hard cap on deletions per second (0: none; SlowDown still halves
+    the rate)."""
+
+
+@dataclass(frozen=True)
 class ReportsConfig:
     """Node reports (DESIGN.md section 8)."""
 
@@ -238,6 +258,7 @@ class Config:
     lease: LeaseConfig = field(default_factory=LeaseConfig)
     reconciler: ReconcilerConfig = field(default_factory=ReconcilerConfig)
     producer: ProducerConfig = field(default_factory=ProducerConfig)
+    gc: GcConfig = field(default_factory=GcConfig)
     reports: ReportsConfig = field(default_factory=ReportsConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
 

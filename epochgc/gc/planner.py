@@ -37,8 +37,11 @@ def plan_page(
     safe_epoch: int,
     now: datetime,
     min_age: timedelta,
+    stop_at_safe_epoch: bool = True,
 ) -> PagePlan:
-    """Judge a page in key order, stopping at the first key above ``M``."""
+    """Judge a page in key order, stopping at the first key above ``M``
+    (or, with ``stop_at_safe_epoch=False``, judging every key: a full count
+    for the delete-fraction guard)."""
     eligible: list[ObjectInfo] = []
     verdicts: Counter[Verdict] = Counter()
     youngest: datetime | None = None
@@ -54,6 +57,6 @@ def plan_page(
         elif verdict is Verdict.TOO_YOUNG:
             if youngest is None or info.last_modified > youngest:
                 youngest = info.last_modified
-        elif verdict is Verdict.ABOVE_SAFE_EPOCH:
+        elif verdict is Verdict.ABOVE_SAFE_EPOCH and stop_at_safe_epoch:
             return PagePlan(tuple(eligible), verdicts, True, listed, youngest)
     return PagePlan(tuple(eligible), verdicts, False, listed, youngest)

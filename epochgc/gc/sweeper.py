@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from epochgc.errors import EpochGCError
 from epochgc.gc.eligibility import Verdict
@@ -113,16 +113,46 @@ class Sweeper:
         now: datetime,
         *,
         dry_run: bool = False,
+        full_listing: bool = False,
         stop: threading.Event | None = None,
     ) -> SweepResult:
         """One sweep over ``shards`` with ``M = safe_epoch``.
 
         With ``dry_run`` nothing is deleted and ``result.plan`` lists what
-        would have been. A set ``stop`` event ends the sweep after the
-        batches already in flight.
+        would have been. With ``full_listing`` shards are listed to their
+        end (objects above ``M`` are counted, never planned). A set ``stop``
+        event ends the sweep after the batches already in flight.
         """
-        started = time.perf_counter()
         run = _SweepRun(self, safe_epoch, now, dry_run, stop or threading.Event())
+        run.full_listing = full_listing
+        return self._run(run, lambda listers: [listers.submit(run.sweep_shard, s) for s in shards])
+
+    def delete_planned(
+        self, planned: SweepResult, *, stop: threading.Event | None = None
+    ) -> SweepResult:
+        """Delete the objects a dry run planned (no second listing). Still
+        safe later: ``M`` only grows and objects only get older."""
+        run = _SweepRun(
+            self, planned.safe_epoch, datetime.now(UTC), False, stop or threading.Event()
+        )
+
+        def feed(_listers: ThreadPoolExecutor) -> list[Future[None]]:
+            for info in planned.plan:
+                run.add(info)
+            return []
+
+        result = self._run(run, feed)
+        result.listed = planned.listed
+        result.skipped = planned.skipped.copy()
+        result.youngest_too_young = planned.youngest_too_young
+        return result
+
+    def _run(
+        self,
+        run: _SweepRun,
+        start: Callable[[ThreadPoolExecutor], list[Future[None]]],
+    ) -> SweepResult:
+        started = time.perf_counter()
         with (
             ThreadPoolExecutor(
                 max_workers=self._policy.delete_concurrency, thread_name_prefix="epochgc-delete"
@@ -132,7 +162,7 @@ class Sweeper:
             ) as listers,
         ):
             run.deleters = deleters
-            for future in [listers.submit(run.sweep_shard, s) for s in shards]:
+            for future in start(listers):
                 future.result()
             run.flush()
             run.wait_deletes()
@@ -157,6 +187,7 @@ class _SweepRun:
         self.deleters: ThreadPoolExecutor | None = None
         self.in_flight: list[Future[None]] = []
         self.slots = threading.Semaphore(sweeper._policy.delete_concurrency * 2)
+        self.full_listing = False
 
     def sweep_shard(self, shard: int) -> None:
         sweeper = self.sweeper
@@ -171,6 +202,7 @@ class _SweepRun:
                     safe_epoch=self.safe_epoch,
                     now=self.now,
                     min_age=sweeper._policy.min_object_age,
+                    stop_at_safe_epoch=not self.full_listing,
                 )
                 self.record_plan(plan.listed, plan.verdicts, plan.youngest_too_young)
                 for info in plan.eligible:
