@@ -8,11 +8,17 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
 
 from epochgc.storage.client import make_s3_client
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.retry import RetryPolicy
 from epochgc.storage.s3 import S3ObjectStore
+
+# Timing is not what these properties are about, and CI machines are shared:
+# a slow example must not fail a run (speed is measured in bench/).
+settings.register_profile("epochgc", deadline=None)
+settings.load_profile("epochgc")
 
 FAST_RETRIES = RetryPolicy(max_attempts=5, base_delay_seconds=0.001, max_delay_seconds=0.01)
 

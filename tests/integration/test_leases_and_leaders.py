@@ -99,13 +99,13 @@ def test_bump_term_keeps_the_holder(store: S3ObjectStore) -> None:
 
 
 def test_heartbeat_keeps_leases_alive_and_stop_releases(store: S3ObjectStore) -> None:
-    policy = LeasePolicy(ttl_seconds=1.0, renew_interval_seconds=0.2, skew_margin_seconds=0.2)
+    policy = LeasePolicy(ttl_seconds=1.5, renew_interval_seconds=0.2, skew_margin_seconds=0.2)
     a = LeaseManager(store, ROOT, "node-a", policy=policy)
     b = LeaseManager(store, ROOT, "node-b", policy=policy)
     assert a.try_acquire(NAME) is not None
     a.start()
     try:
-        time.sleep(1.6)
+        time.sleep(2.0)  # longer than the TTL: only renewals keep it
         assert a.grant(NAME) is not None
         assert b.try_acquire(NAME) is None
     finally:
