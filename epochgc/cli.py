@@ -29,8 +29,10 @@ from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import gc_run_summary_key
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.probe import format_probe_table, run_probes
+from epochgc.watermarks.aggregate import SafeEpochTracker
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.replica import PartitionReplica
+from epochgc.watermarks.safe_epoch import compute_safe_epoch
 
 log = logging.getLogger("epochgc.cli")
 
@@ -141,6 +143,49 @@ def _cmd_gc_collect(config: Config, args: argparse.Namespace) -> int:
         human += f"\nSTOPPED: {outcome.stopped_by_guard}"
     _print(data, args, human)
     return EXIT_OK if s.success else EXIT_FAILED
+
+
+def _cmd_gc_epoch_info(config: Config, args: argparse.Namespace) -> int:
+    with open_store(config) as handle:
+        controller = Controller(handle.store, config.layout.root)
+        safe = compute_safe_epoch(
+            controller,
+            handle.store,
+            config.layout.root,
+            SafeEpochTracker(blocked_after=1),
+            pinning=args.top,
+        )
+        cluster_epoch = controller.current_epoch()
+    if safe is None:
+        print("safety_blocked: M cannot be computed from trusted inputs", file=sys.stderr)
+        return EXIT_FAILED
+    pinning = [
+        {"topic": w.topic, "partition": w.partition, "safe_epoch": w.safe_epoch, "node": w.node}
+        for w in safe.pinning
+    ]
+    data = {
+        "cluster_epoch": cluster_epoch,
+        "safe_epoch": safe.safe_epoch,
+        "lag": cluster_epoch - safe.safe_epoch,
+        "controller_offset": safe.controller_offset,
+        "partitions": safe.partitions,
+        "unreported_partitions": safe.unreported,
+        "oldest_report_at": safe.oldest_report_at,
+        "pinning": pinning,
+    }
+    lag = cluster_epoch - safe.safe_epoch
+    lines = [
+        f"cluster epoch {cluster_epoch}, M {safe.safe_epoch} (lag {lag}); "
+        f"{safe.partitions} live partitions, {safe.unreported} without a report",
+        f"{'pinning partition':40} {'M(p)':>8}  reported by",
+    ]
+    lines += [
+        f"{w.topic + '/' + str(w.partition):40} {w.safe_epoch:>8}  "
+        f"{w.node or '(no report: revision - 1)'}"
+        for w in safe.pinning
+    ]
+    _print(data, args, "\n".join(lines))
+    return EXIT_OK
 
 
 def _cmd_gc_runs(config: Config, args: argparse.Namespace) -> int:
@@ -313,6 +358,13 @@ def _add_gc_commands(
         "--force", action="store_true", help="go ahead even past [gc] max_delete_fraction"
     )
     collect.set_defaults(handler=_cmd_gc_collect)
+    info = gc_sub.add_parser(
+        "epoch-info",
+        parents=[reporting],
+        help="cluster epoch, M, lag and the partitions that pin M",
+    )
+    info.add_argument("--top", type=int, default=10, help="pinning partitions to show")
+    info.set_defaults(handler=_cmd_gc_epoch_info)
     runs = gc_sub.add_parser("runs", parents=[reporting], help="recent run summaries")
     runs.add_argument("--limit", type=int, default=20)
     runs.set_defaults(handler=_cmd_gc_runs)

@@ -123,6 +123,11 @@ def test_cli_collect_and_runs(
     assert dry.returncode == 0 and json.loads(dry.stdout)["plan_key"].endswith("plan.parquet")
     done = run_cli("gc", "collect", "--force", "--config", str(config))
     assert done.returncode == 0 and "deleted 120" in done.stdout
+    info = json.loads(run_cli("gc", "epoch-info", "--config", str(config), "--json").stdout)
+    assert (info["cluster_epoch"], info["safe_epoch"], info["lag"]) == (10, 6, 4)
+    assert info["pinning"] == [
+        {"topic": "orders", "partition": 0, "safe_epoch": 6, "node": "node-1"}
+    ]
     runs = json.loads(run_cli("gc", "runs", "--config", str(config), "--json").stdout)
     assert [r["deleted"] for r in runs] == [0, 0, 120]
     assert l0_left(store) == {7, 8, 9, 10}
