@@ -300,6 +300,13 @@ def _cmd_partition_compact(config: Config, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_epoch_advance(config: Config, args: argparse.Namespace) -> int:
+    with open_store(config) as handle:
+        epoch = Controller(handle.store, config.layout.root).advance_to(args.to)
+    _print({"cluster_epoch": epoch}, args, f"cluster epoch is now {epoch}")
+    return EXIT_OK
+
+
 def _cmd_partition_show(config: Config, args: argparse.Namespace) -> int:
     with open_store(config) as handle:
         replica = _open_replica(config, handle.store, args)
@@ -454,6 +461,13 @@ def _add_watermark_commands(
     epoch_sub.add_parser(
         "tick", parents=[reporting], help="append one epoch_tick now"
     ).set_defaults(handler=_cmd_epoch_tick)
+    advance = epoch_sub.add_parser(
+        "advance",
+        parents=[reporting],
+        help="tick until the epoch reaches --to (refuses a value not above the current one)",
+    )
+    advance.add_argument("--to", type=int, required=True, metavar="EPOCH")
+    advance.set_defaults(handler=_cmd_epoch_advance)
 
     partition = sub.add_parser("partition", help="partition state machines")
     partition_sub = partition.add_subparsers(

@@ -160,6 +160,31 @@ class Controller:
         log.debug("epoch tick -> %d", offset)
         return offset
 
+    def advance_to(self, epoch: int, *, max_steps: int = 10_000) -> int:
+        """Tick until the cluster epoch is at least ``epoch``; return it.
+
+        Moving the epoch never makes anything unsafe (every partition's
+        window rejects what is older than its own lower bound), but each
+        step is one controller-log object, hence the bound.
+
+        Raises:
+            InvalidArgumentError: ``epoch`` is not above the current epoch,
+                or is more than ``max_steps`` ahead of it.
+        """
+        current = self.current_epoch()
+        if epoch <= current:
+            raise InvalidArgumentError(
+                f"refusing to advance to {epoch}: the cluster epoch is already {current}"
+            )
+        if epoch - current > max_steps:
+            raise InvalidArgumentError(
+                f"refusing to advance by {epoch - current} epochs (more than {max_steps}): "
+                "each is one controller-log object"
+            )
+        while current < epoch:
+            current = self.tick()
+        return current
+
     def create_topic(
         self, name: str, partitions: int, config: Mapping[str, Any] | None = None
     ) -> TopicInfo:

@@ -43,6 +43,8 @@ def test_topic_epoch_and_partition_commands(
     assert json.loads(run_cli("epoch", "show", "--config", config, "--json").stdout) == {
         "cluster_epoch": 2
     }
+    refused = run_cli("epoch", "advance", "--to", "2", "--config", config)
+    assert refused.returncode == 1 and "already 2" in refused.stderr
     shown = json.loads(
         run_cli("partition", "show", "orders", "1", "--config", config, "--json").stdout
     )

@@ -7,7 +7,12 @@ import time
 
 import pytest
 
-from epochgc.errors import MalformedRecordError, TopicExistsError, TopicNotFoundError
+from epochgc.errors import (
+    InvalidArgumentError,
+    MalformedRecordError,
+    TopicExistsError,
+    TopicNotFoundError,
+)
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache, EpochTicker
@@ -125,3 +130,16 @@ def test_ticker_moves_the_epoch(store: S3ObjectStore) -> None:
     assert controller.current_epoch() >= 3
     assert ticker.failures == 0
     ticker.stop()  # idempotent
+
+
+def test_guarded_epoch_advance(store: S3ObjectStore) -> None:
+    controller = Controller(store, ROOT)
+    controller.tick()
+    assert controller.advance_to(5) == 5
+    with pytest.raises(InvalidArgumentError, match="already 5"):
+        controller.advance_to(5)
+    with pytest.raises(InvalidArgumentError, match="already 5"):
+        controller.advance_to(3)
+    with pytest.raises(InvalidArgumentError, match="more than 10"):
+        controller.advance_to(100, max_steps=10)
+    assert controller.current_epoch() == 5
