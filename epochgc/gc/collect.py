@@ -137,7 +137,7 @@ def collect_once(
         requests=requests,
     )
     if stopped is not None:
-        summary = _with_success(summary, False)
+        summary = dataclasses.replace(summary, success=False)
     key = write_summary(store, root, summary)
     log.info(
         "gc run %s: listed %d, eligible %d, deleted %d (%d bytes), errors %d",
@@ -170,10 +170,6 @@ def _write_plan(store: ObjectStore, root: str, run_id: str, result: SweepResult)
 
 def _delta(before: Mapping[str, int], after: Mapping[str, int]) -> dict[str, int]:
     return {op: n - before.get(op, 0) for op, n in after.items() if n - before.get(op, 0) > 0}
-
-
-def _with_success(summary: RunSummary, success: bool) -> RunSummary:
-    return dataclasses.replace(summary, success=success)
 
 
 def list_runs(store: ObjectStore, root: str, limit: int = 20) -> list[str]:

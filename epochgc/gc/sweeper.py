@@ -67,7 +67,6 @@ class SweepResult:
     eligible: int = 0
     deleted: int = 0
     bytes_deleted: int = 0
-    bytes_eligible: int = 0
     skipped: Counter[Verdict] = field(default_factory=Counter)
     errors: int = 0
     error_samples: list[str] = field(default_factory=list)
@@ -229,7 +228,6 @@ class _SweepRun:
     def add(self, info: ObjectInfo) -> None:
         with self.lock:
             self.result.eligible += 1
-            self.result.bytes_eligible += info.size
             if self.dry_run:
                 self.result.plan.append(info)
                 return

@@ -54,6 +54,19 @@ def lease_policy_of(config: Config) -> LeasePolicy:
     )
 
 
+def build_node(
+    config: Config, store: ObjectStore, node_id: str | None, directory: LeaderDirectory
+) -> tuple[ReconcilerNode, LeaseManager]:
+    """A node and its lease manager from the configuration (not started)."""
+    node_id = node_id or config.reconciler.node_id or default_node_id()
+    root = config.layout.root
+    leases = LeaseManager(store, root, node_id, policy=lease_policy_of(config))
+    node = ReconcilerNode(
+        store, root, node_id, leases, directory, settings=node_settings_of(config)
+    )
+    return node, leases
+
+
 async def run_reconciler(
     config: Config,
     store: ObjectStore,
@@ -62,12 +75,8 @@ async def run_reconciler(
     duration_seconds: float | None = None,
 ) -> ReconcilerNode:
     """Run a node until a signal or ``duration_seconds``; return it (stats)."""
-    node_id = node_id or config.reconciler.node_id or default_node_id()
     root = config.layout.root
-    leases = LeaseManager(store, root, node_id, policy=lease_policy_of(config))
-    node = ReconcilerNode(
-        store, root, node_id, leases, LeaderDirectory(), settings=node_settings_of(config)
-    )
+    node, leases = build_node(config, store, node_id, LeaderDirectory())
     ticker = (
         EpochTicker(Controller(store, root).tick, interval_seconds=config.epoch.interval_seconds)
         if config.reconciler.run_ticker
@@ -82,7 +91,7 @@ async def run_reconciler(
     leases.start()
     if ticker is not None:
         ticker.start()
-    log.info("reconciler node %s running (root %s)", node_id, root)
+    log.info("reconciler node %s running (root %s)", node.node_id, root)
     try:
         await node.run(stop, round_interval_seconds=config.reconciler.round_interval_seconds)
     finally:
@@ -93,7 +102,7 @@ async def run_reconciler(
             loop.remove_signal_handler(signum)
     log.info(
         "reconciler node %s stopped: %d rounds, %d records reconciled, %d errors",
-        node_id,
+        node.node_id,
         node.stats.rounds,
         node.stats.records_reconciled,
         node.stats.errors,
@@ -120,14 +129,10 @@ async def produce_and_verify(
     from epochgc.watermarks.epoch import EpochCache  # noqa: PLC0415
 
     root = config.layout.root
-    node_id = node_id or config.reconciler.node_id or default_node_id()
     controller = Controller(store, root)
     revision = (await asyncio.to_thread(controller.topic, topic)).revision
-    leases = LeaseManager(store, root, node_id, policy=lease_policy_of(config))
     directory = LeaderDirectory()
-    node = ReconcilerNode(
-        store, root, node_id, leases, directory, settings=node_settings_of(config)
-    )
+    node, leases = build_node(config, store, node_id, directory)
     leases.start()
     try:
         await node.run_round()

@@ -47,15 +47,6 @@ class Divergence:
     unacknowledged: tuple[bytes, ...]
 
 
-@dataclass(frozen=True)
-class PipelineResult:
-    """The entries acknowledged, in log order, and the error that stopped
-    the pipeline (``None`` when every payload was written)."""
-
-    written: tuple[LogEntry, ...]
-    error: Exception | None
-
-
 Resolver = Callable[[Divergence], Sequence[bytes]]
 """Decides what to replay after a divergence (may raise, e.g. ``FencedError``)."""
 
@@ -111,21 +102,9 @@ class PipelinedAppender:
                 many divergences in a row.
             Whatever ``resolve`` raises.
         """
-        result = self.append_until_error(payloads)
-        if result.error is not None:
-            raise result.error
-        return list(result.written)
-
-    def append_until_error(self, payloads: Sequence[bytes]) -> PipelineResult:
-        """Like ``append_all``, but a failure comes back with the entries
-        acknowledged before it, so a caller can tell which of its commands
-        are in the log."""
         written: list[LogEntry] = []
-        try:
-            self._append(payloads, written)
-        except Exception as err:
-            return PipelineResult(tuple(written), err)
-        return PipelineResult(tuple(written), None)
+        self._append(payloads, written)
+        return written
 
     def _append(self, payloads: Sequence[bytes], written: list[LogEntry]) -> None:
         pending: list[bytes] = list(payloads)

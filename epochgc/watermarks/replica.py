@@ -411,10 +411,6 @@ class PartitionLeader:
         """Wait for appends in flight, then release the put threads."""
         self._executor.shutdown(wait=True)
 
-    @property
-    def is_broken(self) -> bool:
-        return self._broken is not None
-
     def catch_up(self) -> list[AppliedEntry]:
         """Nothing to read: the leader applies its own entries as they
         settle, and no one else writes its log during its term."""
