@@ -12,28 +12,16 @@ from __future__ import annotations
 import logging
 import time
 
+from epochgc.progress import ProgressLog
+
 log = logging.getLogger("epochgc.bench")
 
 
-class Progress:
-    """Logs ``done/total``, rate and ETA at most every ``every_seconds``."""
+class Progress(ProgressLog):
+    """``ProgressLog`` under the bench logger: ``done/total``, rate, ETA."""
 
     def __init__(self, label: str, total: int, every_seconds: float = 5.0) -> None:
-        self._label = label
-        self._total = total
-        self._every = every_seconds
-        self._started = time.perf_counter()
-        self._last = self._started
-
-    def update(self, done: int) -> None:
-        now = time.perf_counter()
-        if now - self._last < self._every and done < self._total:
-            return
-        self._last = now
-        elapsed = now - self._started
-        rate = done / elapsed if elapsed > 0 else 0.0
-        eta = (self._total - done) / rate if rate > 0 else float("inf")
-        log.info("%s: %d/%d (%.0f/s, ETA %.0fs)", self._label, done, self._total, rate, eta)
+        super().__init__(log, label, total, every_seconds=every_seconds)
 
 
 def verdict(name: str, figure: str, target: str, passed: bool) -> int:

@@ -10,18 +10,30 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import getpass
 import json
 import logging
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from datetime import timedelta
+from datetime import UTC, datetime
 
 from epochgc.config import Config, load_config, log_level_of
 from epochgc.errors import ConfigError, EpochGCError, TopicNotFoundError
-from epochgc.gc.collect import CollectSettings, collect_once, list_runs
-from epochgc.gc.run_report import decode_summary, encode_summary
+from epochgc.gc.collect import collect_once
+from epochgc.gc.control import (
+    ControlDocument,
+    pause,
+    read_control,
+    read_status,
+    request_reset,
+    resume,
+)
+from epochgc.gc.daemon import GC_LEASE
+from epochgc.gc.run_report import decode_summary, encode_summary, list_runs
+from epochgc.gc.service import collect_settings_of, run_daemon
 from epochgc.logging_setup import setup_logging
 from epochgc.reconciler.service import produce_and_verify, run_reconciler
 from epochgc.runtime import open_store
@@ -31,6 +43,7 @@ from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.probe import format_probe_table, run_probes
 from epochgc.watermarks.aggregate import SafeEpochTracker
 from epochgc.watermarks.controller import Controller
+from epochgc.watermarks.leases import LeaseManager
 from epochgc.watermarks.replica import PartitionReplica
 from epochgc.watermarks.safe_epoch import compute_safe_epoch
 
@@ -102,25 +115,13 @@ def _cmd_produce(config: Config, args: argparse.Namespace) -> int:
     return EXIT_OK if ok else EXIT_FAILED
 
 
-def _collect_settings(config: Config) -> CollectSettings:
-    g = config.gc
-    return CollectSettings(
-        shards=config.layout.l0_shards,
-        min_object_age=timedelta(seconds=g.min_object_age_seconds),
-        max_delete_fraction=g.max_delete_fraction,
-        shard_concurrency=g.shard_concurrency,
-        delete_concurrency=g.delete_concurrency,
-        rate_limit_keys_per_second=g.rate_limit_keys_per_second or None,
-    )
-
-
 def _cmd_gc_collect(config: Config, args: argparse.Namespace) -> int:
     with open_store(config) as handle:
         outcome = collect_once(
             handle.store,
             handle.stats,
             config.layout.root,
-            _collect_settings(config),
+            collect_settings_of(config),
             dry_run=args.dry_run,
             force=args.force,
         )
@@ -204,6 +205,136 @@ def _cmd_gc_runs(config: Config, args: argparse.Namespace) -> int:
         for r in rows
     ]
     _print(rows, args, "\n".join(lines) or "no runs yet")
+    return EXIT_OK
+
+
+def _operator() -> str:
+    return f"{getpass.getuser()}@{socket.gethostname()}"
+
+
+def _control_data(control: ControlDocument) -> dict[str, object]:
+    return {
+        "paused": control.paused,
+        "reason": control.reason,
+        "updated_by": control.updated_by,
+        "updated_at": control.updated_at if control.updated_by else None,
+        "reset_generation": control.reset_generation,
+    }
+
+
+def _cmd_gc_status(config: Config, args: argparse.Namespace) -> int:
+    root = config.layout.root
+    with open_store(config) as handle:
+        control, _etag = read_control(handle.store, root)
+        status = read_status(handle.store, root)
+        lease = LeaseManager.read_holder(handle.store, root, GC_LEASE)
+    now = datetime.now(UTC)
+    lease_data = (
+        None
+        if lease is None
+        else {
+            "holder": lease.holder,
+            "term": lease.term,
+            "expires_at": lease.expires_at,
+            "valid": lease.expires_at > now,
+        }
+    )
+    status_data = (
+        None
+        if status is None
+        else {
+            "state": status.state.value,
+            "holder": status.holder,
+            "updated_at": status.updated_at,
+            "safe_epoch": status.safe_epoch,
+            "cluster_epoch": status.cluster_epoch,
+            "last_run_id": status.last_run_id,
+            "last_outcome": status.last_outcome,
+            "last_success_at": status.last_success_at,
+            "next_round_at": status.next_round_at,
+            "detail": status.detail,
+        }
+    )
+    data = {"control": _control_data(control), "lease": lease_data, "daemon": status_data}
+    lines = [
+        "requested:  "
+        + (
+            f"PAUSED by {control.updated_by} at {control.updated_at:%Y-%m-%d %H:%M:%SZ}"
+            + (f" ({control.reason})" if control.reason else "")
+            if control.paused
+            else "running"
+        ),
+        "gc lease:   "
+        + (
+            "nobody holds it (no daemon running?)"
+            if lease_data is None or not lease_data["valid"]
+            else f"{lease.holder} (term {lease.term})"  # type: ignore[union-attr]
+        ),
+    ]
+    if status is None:
+        lines.append("daemon:     no daemon has published a status yet")
+    else:
+        age = (now - status.updated_at).total_seconds()
+        lines += [
+            f"daemon:     {status.state.value} ({status.holder}, {age:.0f}s ago)",
+            f"M:          {status.safe_epoch} (cluster epoch {status.cluster_epoch})",
+            f"last round: {status.last_outcome} {status.last_run_id or ''}".rstrip(),
+            f"last ok:    {status.last_success_at or 'never'}",
+            f"next round: {status.next_round_at or '-'}",
+        ]
+        if status.detail:
+            lines.append(f"detail:     {status.detail}")
+    _print(data, args, "\n".join(lines))
+    return EXIT_OK
+
+
+def _cmd_gc_pause(config: Config, args: argparse.Namespace) -> int:
+    with open_store(config) as handle:
+        doc = pause(
+            handle.store,
+            config.layout.root,
+            by=_operator(),
+            reason=args.reason,
+            now=datetime.now(UTC),
+        )
+    _print(
+        _control_data(doc),
+        args,
+        "collector paused: running daemons stop after their batches in flight "
+        "(within [daemon] control_poll_seconds); `epochgc gc resume` undoes it",
+    )
+    return EXIT_OK
+
+
+def _cmd_gc_resume(config: Config, args: argparse.Namespace) -> int:
+    with open_store(config) as handle:
+        doc = resume(handle.store, config.layout.root, by=_operator(), now=datetime.now(UTC))
+    _print(_control_data(doc), args, "collector resumed")
+    return EXIT_OK
+
+
+def _cmd_gc_reset(config: Config, args: argparse.Namespace) -> int:
+    with open_store(config) as handle:
+        doc = request_reset(handle.store, config.layout.root, by=_operator(), now=datetime.now(UTC))
+    _print(
+        _control_data(doc),
+        args,
+        f"reset requested (generation {doc.reset_generation}): a safety_blocked collector "
+        "retries computing M at its next round",
+    )
+    return EXIT_OK
+
+
+def _cmd_daemon(config: Config, args: argparse.Namespace) -> int:
+    with open_store(config) as handle:
+        daemon = run_daemon(
+            config,
+            handle.store,
+            handle.stats,
+            node_id=args.node_id,
+            duration_seconds=args.duration,
+        )
+    print(f"gc daemon stopped after {daemon.rounds} rounds ({daemon.collector.state.value})")
     return EXIT_OK
 
 
@@ -345,12 +476,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_store_commands(sub, common, reporting)
     _add_node_commands(sub, common, reporting)
     _add_watermark_commands(sub, reporting)
-    _add_gc_commands(sub, reporting)
+    _add_gc_commands(sub, common, reporting)
     return parser
 
 
 def _add_gc_commands(
     sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    common: argparse.ArgumentParser,
     reporting: argparse.ArgumentParser,
 ) -> None:
     gc = sub.add_parser("gc", help="the collector")
@@ -375,6 +507,32 @@ def _add_gc_commands(
     runs = gc_sub.add_parser("runs", parents=[reporting], help="recent run summaries")
     runs.add_argument("--limit", type=int, default=20)
     runs.set_defaults(handler=_cmd_gc_runs)
+    gc_sub.add_parser(
+        "status", parents=[reporting], help="requested state, lease holder, daemon state, M"
+    ).set_defaults(handler=_cmd_gc_status)
+    paused = gc_sub.add_parser(
+        "pause", parents=[reporting], help="stop every collector deleting (kept in the bucket)"
+    )
+    paused.add_argument("--reason", default="", help="recorded with the pause")
+    paused.set_defaults(handler=_cmd_gc_pause)
+    gc_sub.add_parser("resume", parents=[reporting], help="undo pause").set_defaults(
+        handler=_cmd_gc_resume
+    )
+    gc_sub.add_parser(
+        "reset",
+        parents=[reporting],
+        help="clear safety_blocked once the controller log / reports are fixed",
+    ).set_defaults(handler=_cmd_gc_reset)
+    daemon = sub.add_parser(
+        "daemon",
+        parents=[common],
+        help="the scheduled collector: GC rounds under the gc lease, epoch ticks, /metrics",
+    )
+    daemon.add_argument("--node-id", help="overrides [daemon] node_id")
+    daemon.add_argument(
+        "--duration", type=float, help="stop after this many seconds (default: until SIGTERM)"
+    )
+    daemon.set_defaults(handler=_cmd_daemon)
 
 
 def _add_store_commands(

@@ -241,6 +241,48 @@ class ReportsConfig:
     this much."""
 
 
+def _listen_or_empty(value: str) -> str | None:
+    host, sep, port = value.rpartition(":")
+    if value == "" or (sep and host and port.isdigit() and int(port) <= 65535):
+        return None
+    return f"must be empty (off) or host:port, got {value!r}"
+
+
+@dataclass(frozen=True)
+class DaemonConfig:
+    """``epochgc daemon``: when rounds run and what else it does."""
+
+    node_id: str = _check(_node_id_or_empty, default="")
+    """Readable id of this daemon in its GC lease; empty: hostname-pid."""
+    interval_seconds: float = _check(_at_least(0.1), default=60.0)
+    """Longest wait between GC rounds."""
+    after_progress_seconds: float = _check(_at_least(0.0), default=1.0)
+    """Wait after a round that deleted something (more may be eligible)."""
+    after_failure_seconds: float = _check(_at_least(0.0), default=10.0)
+    misfire_grace_seconds: float = _check(_at_least(1.0), default=30.0)
+    """A round that could not start on time still runs if this late."""
+    control_poll_seconds: float = _check(_at_least(0.1), default=5.0)
+    """How often pause/resume/reset requests are read from the bucket (a
+    pause stops a sweep in progress after its batches in flight)."""
+    run_ticker: bool = _check(_no_check, default=True)
+    """Tick the cluster epoch every ``[epoch] interval_seconds`` while this
+    daemon holds the GC lease (turn off where another process ticks)."""
+    report_stale_seconds: float = _check(_at_least(0.0), default=120.0)
+    """A node report older than this is logged as stale (M may be stuck)."""
+    blocked_after_failures: int = _check(_between(1, 1000), default=3)
+    """Untrusted M computations in a row that make the collector
+    safety_blocked until ``epochgc gc reset``."""
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    """Prometheus exposition."""
+
+    listen: str = _check(_listen_or_empty, default="127.0.0.1:9464")
+    """Address of the daemon's /metrics and /healthz (empty: none; port 0:
+    a free one)."""
+
+
 @dataclass(frozen=True)
 class LoggingConfig:
     """Log output; ``--log-level`` on the command line wins."""
@@ -260,6 +302,8 @@ class Config:
     producer: ProducerConfig = field(default_factory=ProducerConfig)
     gc: GcConfig = field(default_factory=GcConfig)
     reports: ReportsConfig = field(default_factory=ReportsConfig)
+    daemon: DaemonConfig = field(default_factory=DaemonConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
 
     def describe(self) -> dict[str, dict[str, Any]]:

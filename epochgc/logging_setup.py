@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import sys
 
-_NOISY_LIBRARIES = ("botocore", "boto3", "urllib3", "s3transfer", "werkzeug", "py4j")
+_NOISY_LIBRARIES = ("botocore", "boto3", "urllib3", "s3transfer", "werkzeug", "py4j", "apscheduler")
 _FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 
 

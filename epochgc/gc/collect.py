@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import logging
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -32,7 +33,7 @@ from epochgc.gc.sweeper import Sweeper, SweepPolicy, SweepResult
 from epochgc.storage.keys import gc_run_prefix
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
-from epochgc.watermarks.aggregate import SafeEpochTracker
+from epochgc.watermarks.aggregate import SafeEpoch, SafeEpochTracker
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.safe_epoch import compute_safe_epoch
 
@@ -64,6 +65,11 @@ class CollectOutcome:
     summary_key: str
     plan_key: str | None
     stopped_by_guard: str | None
+    safe: SafeEpoch
+    """The ``M`` the round used, with its pinning partitions."""
+    youngest_too_young: datetime | None = None
+    """Last-modified time of the youngest object skipped as too young: when
+    it ages in, a round has work again."""
 
 
 def collect_once(
@@ -76,8 +82,15 @@ def collect_once(
     dry_run: bool = False,
     force: bool = False,
     now: datetime | None = None,
+    stop: threading.Event | None = None,
+    controller: Controller | None = None,
 ) -> CollectOutcome:
     """Run one round (see the module docstring).
+
+    A long-lived caller passes its ``controller`` so each round reads only
+    the controller log's new entries. A set ``stop`` event ends the round
+    after the DeleteObjects batches in flight; the summary then says what
+    was done (the next round finishes the job: nothing is lost).
 
     Raises:
         SafetyBlockedError: ``M`` could not be computed from trusted inputs.
@@ -86,7 +99,8 @@ def collect_once(
     run_id = new_run_id(started)
     before = stats.by_operation()
     tracker = tracker or SafeEpochTracker(blocked_after=1)
-    safe = compute_safe_epoch(Controller(store, root), store, root, tracker)
+    controller = controller or Controller(store, root)
+    safe = compute_safe_epoch(controller, store, root, tracker)
     if safe is None:
         raise SafetyBlockedError("could not compute M from trusted inputs; nothing deleted")
     sweeper = Sweeper(
@@ -108,7 +122,7 @@ def collect_once(
     )
     if dry_run or guard_on:
         result = sweeper.sweep(
-            shards, safe.safe_epoch, started, dry_run=True, full_listing=guard_on
+            shards, safe.safe_epoch, started, dry_run=True, full_listing=guard_on, stop=stop
         )
         fraction = result.eligible / result.listed if result.listed else 0.0
         if guard_on and result.eligible and fraction > settings.max_delete_fraction:
@@ -121,9 +135,9 @@ def collect_once(
         if dry_run:
             plan_key = _write_plan(store, root, run_id, result)
         elif stopped is None:
-            result = sweeper.delete_planned(result)
+            result = sweeper.delete_planned(result, stop=stop)
     else:
-        result = sweeper.sweep(shards, safe.safe_epoch, started)
+        result = sweeper.sweep(shards, safe.safe_epoch, started, stop=stop)
     finished = datetime.now(UTC)
     requests = _delta(before, stats.by_operation())
     summary = RunSummary.of_sweep(
@@ -148,7 +162,7 @@ def collect_once(
         summary.bytes_deleted,
         summary.errors,
     )
-    return CollectOutcome(summary, key, plan_key, stopped)
+    return CollectOutcome(summary, key, plan_key, stopped, safe, result.youngest_too_young)
 
 
 def _write_plan(store: ObjectStore, root: str, run_id: str, result: SweepResult) -> str:
@@ -170,10 +184,3 @@ def _write_plan(store: ObjectStore, root: str, run_id: str, result: SweepResult)
 
 def _delta(before: Mapping[str, int], after: Mapping[str, int]) -> dict[str, int]:
     return {op: n - before.get(op, 0) for op, n in after.items() if n - before.get(op, 0) > 0}
-
-
-def list_runs(store: ObjectStore, root: str, limit: int = 20) -> list[str]:
-    """The newest ``limit`` run ids (oldest first)."""
-    prefix = f"{root}/gc/runs/"
-    ids = sorted({info.key[len(prefix) :].split("/", 1)[0] for info in store.list_objects(prefix)})
-    return ids[-limit:]

@@ -158,3 +158,17 @@ def write_summary(store: ObjectStore, root: str, summary: RunSummary) -> str:
     key = gc_run_summary_key(root, summary.run_id)
     store.put(key, encode_summary(summary))
     return key
+
+
+def _run_files(store: ObjectStore, root: str) -> dict[str, list[str]]:
+    prefix = f"{root}/gc/runs/"
+    runs: dict[str, list[str]] = {}
+    for info in store.list_objects(prefix):
+        run_id = info.key[len(prefix) :].split("/", 1)[0]
+        runs.setdefault(run_id, []).append(info.key)
+    return runs
+
+
+def list_runs(store: ObjectStore, root: str, limit: int = 20) -> list[str]:
+    """The newest ``limit`` run ids (oldest first)."""
+    return sorted(_run_files(store, root))[-limit:]

@@ -28,6 +28,7 @@ from epochgc.errors import EpochGCError
 from epochgc.gc.eligibility import Verdict
 from epochgc.gc.planner import plan_page
 from epochgc.gc.rate import RateController
+from epochgc.progress import ProgressLog
 from epochgc.storage.keys import l0_shard_prefix
 from epochgc.storage.object_store import MAX_KEYS_PER_DELETE, DeleteOutcome, ObjectInfo, ObjectStore
 
@@ -122,9 +123,13 @@ class Sweeper:
         end (objects above ``M`` are counted, never planned). A set ``stop``
         event ends the sweep after the batches already in flight.
         """
+        shard_list = list(shards)
         run = _SweepRun(self, safe_epoch, now, dry_run, stop or threading.Event())
         run.full_listing = full_listing
-        return self._run(run, lambda listers: [listers.submit(run.sweep_shard, s) for s in shards])
+        run.progress = ProgressLog(log, f"sweep M={safe_epoch}", len(shard_list), unit="shards")
+        return self._run(
+            run, lambda listers: [listers.submit(run.sweep_shard, s) for s in shard_list]
+        )
 
     def delete_planned(
         self, planned: SweepResult, *, stop: threading.Event | None = None
@@ -187,6 +192,7 @@ class _SweepRun:
         self.in_flight: list[Future[None]] = []
         self.slots = threading.Semaphore(sweeper._policy.delete_concurrency * 2)
         self.full_listing = False
+        self.progress: ProgressLog | None = None
 
     def sweep_shard(self, shard: int) -> None:
         sweeper = self.sweeper
@@ -210,6 +216,9 @@ class _SweepRun:
                     return
         except EpochGCError as err:
             self.count_error(f"listing shard {shard}: {err}")
+        finally:
+            if self.progress is not None:
+                self.progress.advance(1)
 
     def record_plan(
         self, listed: int, verdicts: Counter[Verdict], youngest: datetime | None
@@ -266,6 +275,8 @@ class _SweepRun:
         with self.lock:
             self.result.deleted += len(outcome.deleted)
             self.result.bytes_deleted += sum(sizes.get(k, 0) for k in outcome.deleted)
+        if self.progress is not None:
+            self.progress.advance(0, deleted=len(outcome.deleted))
         if outcome.failed:
             for key, code in list(outcome.failed.items())[:3]:
                 self.count_error(f"{key}: {code}", count=0)

@@ -307,3 +307,16 @@ def gc_run_prefix(root: str, run_id: str) -> str:
 def gc_run_summary_key(root: str, run_id: str) -> str:
     """Key of one GC run's ``summary.json``."""
     return f"{gc_run_prefix(root, run_id)}summary.json"
+
+
+def gc_control_key(root: str) -> str:
+    """Key of the collector's control document (paused, reset requests):
+    kept in the bucket so a pause outlives any daemon process."""
+    _require_root(root)
+    return f"{root}/gc/control.json"
+
+
+def gc_status_key(root: str) -> str:
+    """Key of the status the GC lease holder publishes for ``gc status``."""
+    _require_root(root)
+    return f"{root}/gc/status.json"

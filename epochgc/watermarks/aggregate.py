@@ -147,6 +147,11 @@ class SafeEpochTracker:
         self._highest = result
         return result
 
+    def reset_failures(self) -> None:
+        """Forget the failures (an operator's ``gc reset``); the highest
+        ``M`` is kept, so ``M`` still never goes backwards."""
+        self._failures = 0
+
     def failed(self, error: BaseException) -> None:
         """Record a computation that could not be trusted."""
         self._failures += 1

@@ -192,6 +192,21 @@ class LeaseManager:
 
     # --- queries ------------------------------------------------------------
 
+    @staticmethod
+    def read_holder(store: ObjectStore, root: str, name: str) -> LeaseDocument | None:
+        """The lease object as stored, for status displays (``None``: never
+        taken). Whether it is still valid is the reader's comparison of
+        ``expires_at`` with its clock.
+
+        Raises:
+            MalformedRecordError, UnsupportedVersionError, StorageError.
+        """
+        key = lease_key(root, name)
+        try:
+            return decode_lease(store.get(key).body, key)
+        except NotFoundError:
+            return None
+
     def grant(self, name: str) -> LeaseGrant | None:
         """The grant for ``name`` if it is still valid by our clock."""
         with self._lock:

@@ -11,7 +11,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from epochgc.gc.collect import CollectSettings, SafetyBlockedError, collect_once, list_runs
+from epochgc.gc.collect import CollectSettings, SafetyBlockedError, collect_once
+from epochgc.gc.run_report import list_runs
 from epochgc.storage.embedded import EMBEDDED_ACCESS_KEY, EMBEDDED_SECRET_KEY, EmbeddedS3
 from epochgc.storage.keys import encode_l0_key, parse_l0_key
 from epochgc.storage.request_stats import RequestStats

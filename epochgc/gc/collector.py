@@ -1,0 +1,250 @@
+"""The collector as a long-lived thing: its state (running, paused,
+safety_blocked, stopping, stopped), one round at a time, and when the next
+round should come.
+
+``Collector.run_round`` is what the daemon's GC job calls; it returns a
+``RoundReport`` and the daemon turns that into logs, metrics, the status
+document and the next fire time. The collector holds no lease and no
+scheduler: the daemon decides *whether* to run, the collector *what* a
+round does. ``next_round_delay`` is pure (it takes ``now``).
+
+``safety_blocked`` is sticky: after ``blocked_after`` untrusted
+computations in a row, no round deletes anything until an operator has
+looked and run ``gc reset`` (or restarted the daemon). An input that only
+*lowers* ``M`` is not untrusted; the tracker ignores it (``M`` is kept).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from enum import Enum
+
+from epochgc.errors import EpochGCError
+from epochgc.gc.collect import CollectOutcome, CollectSettings, SafetyBlockedError, collect_once
+from epochgc.gc.control import CollectorState, ControlDocument
+from epochgc.storage.object_store import ObjectStore
+from epochgc.storage.request_stats import RequestStats
+from epochgc.watermarks.aggregate import SafeEpochTracker
+from epochgc.watermarks.controller import Controller
+
+log = logging.getLogger("epochgc.gc.collector")
+
+
+class RoundOutcome(Enum):
+    """How a round ended (a bounded metric label)."""
+
+    COLLECTED = "collected"
+    """Something was deleted."""
+    IDLE = "idle"
+    """Nothing eligible."""
+    PAUSED = "paused"
+    BLOCKED = "safety_blocked"
+    GUARD_STOPPED = "guard_stopped"
+    """``max_delete_fraction`` stopped the round; nothing deleted."""
+    FAILED = "failed"
+    """An error (listing, deleting, writing the summary)."""
+
+
+@dataclass(frozen=True)
+class ScheduleSettings:
+    """When rounds run.
+
+    Attributes:
+        interval: the longest wait between rounds.
+        after_progress: the wait after a round that deleted something (more
+            may have become eligible meanwhile: keep going soon).
+        after_failure: the wait after a failed round.
+        epoch_interval: the epoch ticker's period; ``M`` cannot move before
+            the next tick, so an idle round waits for it.
+    """
+
+    interval: timedelta = timedelta(seconds=60)
+    after_progress: timedelta = timedelta(seconds=1)
+    after_failure: timedelta = timedelta(seconds=10)
+    epoch_interval: timedelta = timedelta(seconds=60)
+
+
+def next_round_delay(
+    outcome: RoundOutcome,
+    settings: ScheduleSettings,
+    *,
+    now: datetime,
+    min_object_age: timedelta,
+    youngest_too_young: datetime | None,
+    epoch_started_at: datetime | None,
+) -> timedelta:
+    """How long to wait before the next round. Pure.
+
+    After progress: soon. After a failure: a short back-off. Idle: until the
+    next epoch tick is due (``M`` may move then) or the youngest too-young
+    object ages in, whichever comes first, never longer than the interval.
+    Paused or blocked: the interval (control changes are polled apart).
+    """
+    if outcome is RoundOutcome.COLLECTED:
+        return min(settings.after_progress, settings.interval)
+    if outcome is RoundOutcome.FAILED:
+        return min(settings.after_failure, settings.interval)
+    if outcome is not RoundOutcome.IDLE:
+        return settings.interval
+    waits = [settings.interval]
+    if epoch_started_at is not None:
+        waits.append(epoch_started_at + settings.epoch_interval - now)
+    if youngest_too_young is not None:
+        waits.append(youngest_too_young + min_object_age - now)
+    # A small floor: a tick that is already due should not make us spin.
+    return max(min(waits), timedelta(seconds=0.5))
+
+
+@dataclass(frozen=True)
+class RoundReport:
+    """One round, as data."""
+
+    outcome: RoundOutcome
+    state: CollectorState
+    collected: CollectOutcome | None = None
+    error: str | None = None
+    finished_at: datetime | None = None
+
+
+class Collector:
+    """The collector's state and its rounds.
+
+    Example::
+
+        collector = Collector(store, stats, "epochgc", settings)
+        collector.apply_control(read_control(store, "epochgc")[0])
+        report = collector.run_round(stop=threading.Event())
+
+    Args:
+        blocked_after: untrusted ``M`` computations in a row that make the
+            collector ``safety_blocked``.
+    """
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        stats: RequestStats,
+        root: str,
+        settings: CollectSettings,
+        *,
+        blocked_after: int = 3,
+    ) -> None:
+        self._store = store
+        self._stats = stats
+        self._root = root
+        self._settings = settings
+        self.tracker = SafeEpochTracker(blocked_after=blocked_after)
+        self.controller = Controller(store, root)
+        self._lock = threading.Lock()
+        self._state = CollectorState.RUNNING
+        self._blocked_reason = ""
+        self._reset_generation: int | None = None
+        self.last_success_at: datetime | None = None
+
+    @property
+    def state(self) -> CollectorState:
+        with self._lock:
+            return self._state
+
+    @property
+    def blocked_reason(self) -> str:
+        with self._lock:
+            return self._blocked_reason
+
+    def apply_control(self, control: ControlDocument) -> None:
+        """Follow the operators' control document: pause/resume, and a
+        reset request (a grown ``reset_generation``) clears
+        ``safety_blocked``. The first document seen only sets the baseline:
+        an old reset must not unblock a new block."""
+        with self._lock:
+            if self._state in (CollectorState.STOPPING, CollectorState.STOPPED):
+                return
+            if self._reset_generation is None:
+                self._reset_generation = control.reset_generation
+            elif control.reset_generation > self._reset_generation:
+                self._reset_generation = control.reset_generation
+                if self._state is CollectorState.SAFETY_BLOCKED or self.tracker.is_blocked:
+                    log.warning("gc reset by %s: leaving safety_blocked", control.updated_by)
+                self.tracker.reset_failures()
+                self._blocked_reason = ""
+                self._state = CollectorState.RUNNING
+            if self._state is CollectorState.SAFETY_BLOCKED:
+                return
+            wanted = CollectorState.PAUSED if control.paused else CollectorState.RUNNING
+            if wanted is not self._state:
+                log.warning(
+                    "collector %s by %s%s",
+                    "paused" if control.paused else "resumed",
+                    control.updated_by or "an operator",
+                    f": {control.reason}" if control.reason else "",
+                )
+            self._state = wanted
+
+    def begin_stopping(self) -> None:
+        with self._lock:
+            self._state = CollectorState.STOPPING
+
+    def mark_stopped(self) -> None:
+        with self._lock:
+            self._state = CollectorState.STOPPED
+
+    def run_round(self, *, stop: threading.Event | None = None) -> RoundReport:
+        """One round, unless paused, blocked or stopping. Never raises for
+        store trouble: a failed round is a report, the next one retries."""
+        state = self.state
+        if state is not CollectorState.RUNNING:
+            outcome = (
+                RoundOutcome.PAUSED if state is CollectorState.PAUSED else RoundOutcome.BLOCKED
+            )
+            return RoundReport(outcome, state, finished_at=datetime.now(UTC))
+        try:
+            collected = collect_once(
+                self._store,
+                self._stats,
+                self._root,
+                self._settings,
+                tracker=self.tracker,
+                stop=stop,
+                controller=self.controller,
+            )
+        except SafetyBlockedError as err:
+            return self._untrusted(str(err))
+        except EpochGCError as err:
+            log.warning("gc round failed: %s", err)
+            return RoundReport(
+                RoundOutcome.FAILED, self.state, error=str(err), finished_at=datetime.now(UTC)
+            )
+        summary = collected.summary
+        finished = summary.finished_at
+        if collected.stopped_by_guard is not None:
+            outcome = RoundOutcome.GUARD_STOPPED
+        elif not summary.success:
+            outcome = RoundOutcome.FAILED
+        elif summary.deleted > 0:
+            outcome = RoundOutcome.COLLECTED
+        else:
+            outcome = RoundOutcome.IDLE
+        if outcome in (RoundOutcome.COLLECTED, RoundOutcome.IDLE):
+            self.last_success_at = finished
+        return RoundReport(outcome, self.state, collected=collected, finished_at=finished)
+
+    def _untrusted(self, message: str) -> RoundReport:
+        with self._lock:
+            if self.tracker.is_blocked and self._state is CollectorState.RUNNING:
+                self._state = CollectorState.SAFETY_BLOCKED
+                self._blocked_reason = (
+                    f"{self.tracker.consecutive_failures} untrusted M computations in a row"
+                )
+                log.error(
+                    "collector safety_blocked: %s; nothing will be deleted until "
+                    "`epochgc gc reset` (after fixing the controller log or reports)",
+                    self._blocked_reason,
+                )
+            state = self._state
+        outcome = (
+            RoundOutcome.BLOCKED if state is CollectorState.SAFETY_BLOCKED else RoundOutcome.FAILED
+        )
+        return RoundReport(outcome, state, error=message, finished_at=datetime.now(UTC))

@@ -1,0 +1,409 @@
+"""The GC daemon: APScheduler jobs wired to the collector, the GC lease and
+the metrics endpoint. No GC logic lives here (that is ``collector``).
+
+Jobs (all in one ``BackgroundScheduler``):
+
+* ``gc``: one collector round, interval ``[daemon] interval_seconds``,
+  ``max_instances=1``, ``coalesce``, ``misfire_grace_time``. It runs only
+  while this daemon holds the ``gc`` lease (standby otherwise: several
+  daemons may run, one collects). After each round it moves its own next
+  fire time: soon after progress, at the next epoch tick or when the
+  youngest too-young object ages in when idle (``next_round_delay``).
+* ``lease``: a standby daemon tries to take the ``gc`` lease; on success the
+  ``gc`` job fires at once. The lease manager's heartbeat renews it.
+* ``control``: reads ``{root}/gc/control.json`` (pause / resume / reset); a
+  pause stops a sweep in progress after its batches in flight.
+* ``ticker``: ticks the cluster epoch while this daemon holds the lease.
+* ``reports``: logs node reports older than ``report_stale_seconds``.
+
+``stop()`` (SIGTERM in ``epochgc daemon``): state ``stopping``, the round in
+progress finishes its DeleteObjects batches in flight and stops, the
+scheduler shuts down, the lease is released (a standby takes over at once),
+state ``stopped``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from apscheduler.executors.pool import ThreadPoolExecutor as JobThreadPool
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from epochgc.errors import EpochGCError
+from epochgc.gc.collect import CollectSettings
+from epochgc.gc.collector import (
+    Collector,
+    RoundOutcome,
+    RoundReport,
+    ScheduleSettings,
+    next_round_delay,
+)
+from epochgc.gc.control import CollectorState, StatusDocument, read_control, write_status
+from epochgc.metrics.instruments import CollectorRegistry, GcMetrics, register_s3_requests
+from epochgc.metrics.server import MetricsServer
+from epochgc.storage.object_store import ObjectStore
+from epochgc.storage.request_stats import RequestStats
+from epochgc.watermarks.leases import LeaseManager, LeasePolicy
+from epochgc.watermarks.reports import read_reports
+
+log = logging.getLogger("epochgc.gc.daemon")
+
+GC_LEASE = "gc"
+
+
+@dataclass(frozen=True)
+class DaemonSettings:
+    """Everything the daemon needs besides the store."""
+
+    node_id: str
+    collect: CollectSettings
+    schedule: ScheduleSettings
+    lease: LeasePolicy
+    misfire_grace_seconds: float = 30.0
+    control_poll_seconds: float = 5.0
+    run_ticker: bool = True
+    reports_check_seconds: float = 10.0
+    report_stale_seconds: float = 120.0
+    blocked_after_failures: int = 3
+    metrics_listen: str = ""
+
+
+class GcDaemon:
+    """The scheduled collector.
+
+    Example::
+
+        daemon = GcDaemon(store, stats, "epochgc", settings)
+        daemon.start()
+        ...
+        daemon.stop()      # finishes the batch in flight, releases the lease
+
+    Args:
+        registry: where the metrics go (a fresh one when omitted).
+    """
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        stats: RequestStats,
+        root: str,
+        settings: DaemonSettings,
+        *,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        self._store = store
+        self._root = root
+        self._settings = settings
+        self.registry = registry or CollectorRegistry()
+        self.metrics = GcMetrics(self.registry)
+        register_s3_requests(self.registry, stats)
+        self.collector = Collector(
+            store,
+            stats,
+            root,
+            settings.collect,
+            blocked_after=settings.blocked_after_failures,
+        )
+        self.leases = LeaseManager(
+            store, root, settings.node_id, policy=settings.lease, on_lost=self._on_lease_lost
+        )
+        self._scheduler = BackgroundScheduler(
+            timezone=UTC,
+            executors={"default": JobThreadPool(max_workers=6)},
+            job_defaults={"coalesce": True, "max_instances": 1},
+        )
+        self._metrics_server = (
+            MetricsServer(self.registry, settings.metrics_listen, self.health)
+            if settings.metrics_listen
+            else None
+        )
+        self._round_stop = threading.Event()
+        self._stopping = threading.Event()
+        self._started = False
+        self.last_report: RoundReport | None = None
+        self.rounds = 0
+        self._next_round_at: datetime | None = None
+
+    # --- lifecycle -----------------------------------------------------------
+
+    @property
+    def metrics_url(self) -> str | None:
+        return self._metrics_server.url if self._metrics_server is not None else None
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leases.grant(GC_LEASE) is not None
+
+    def start(self) -> None:
+        """Start serving metrics, heartbeats and the jobs.
+
+        Raises:
+            RuntimeError: already started.
+        """
+        if self._started:
+            raise RuntimeError("daemon already started")
+        self._started = True
+        if self._metrics_server is not None:
+            self._metrics_server.start()
+        self._poll_control()
+        self.leases.start()
+        s = self._settings
+        now = datetime.now(UTC)
+        self._scheduler.add_job(
+            self._lease_job,
+            "interval",
+            seconds=s.lease.renew_interval_seconds,
+            id="lease",
+            next_run_time=now,
+        )
+        self._scheduler.add_job(
+            self._gc_job,
+            "interval",
+            seconds=s.schedule.interval.total_seconds(),
+            id="gc",
+            misfire_grace_time=max(1, int(s.misfire_grace_seconds)),
+            next_run_time=now,
+        )
+        self._scheduler.add_job(
+            self._poll_control, "interval", seconds=s.control_poll_seconds, id="control"
+        )
+        self._scheduler.add_job(
+            self._reports_job,
+            "interval",
+            seconds=s.reports_check_seconds,
+            id="reports",
+            next_run_time=now,
+        )
+        if s.run_ticker:
+            self._scheduler.add_job(
+                self._ticker_job,
+                "interval",
+                seconds=s.schedule.epoch_interval.total_seconds(),
+                id="ticker",
+            )
+        self._scheduler.start()
+        log.info(
+            "gc daemon %s started (round interval %.0fs, metrics %s)",
+            self.leases.holder,
+            s.schedule.interval.total_seconds(),
+            self.metrics_url or "off",
+        )
+
+    def stop(self) -> None:
+        """Finish the batch in flight, release the lease, stop. Idempotent."""
+        if not self._started or self._stopping.is_set():
+            return
+        self._stopping.set()
+        self.collector.begin_stopping()
+        self.metrics.set_state(CollectorState.STOPPING.value)
+        self._round_stop.set()
+        started = time.monotonic()
+        self._scheduler.shutdown(wait=True)
+        was_leader = self.is_leader
+        self.collector.mark_stopped()
+        self.metrics.set_state(CollectorState.STOPPED.value)
+        if was_leader:
+            self._publish_status(None)
+        self.leases.stop(release=True)
+        self.metrics.leader.set(0)
+        if self._metrics_server is not None:
+            self._metrics_server.stop()
+        log.info("gc daemon stopped in %.1fs", time.monotonic() - started)
+
+    def trigger_round(self) -> None:
+        """Run the ``gc`` job as soon as possible (a lease was won, a pause
+        lifted)."""
+        if self._stopping.is_set():
+            return
+        with contextlib.suppress(LookupError):  # the job is gone: shutting down
+            self._scheduler.modify_job("gc", next_run_time=datetime.now(UTC))
+
+    def health(self) -> tuple[bool, dict[str, object]]:
+        """For ``/healthz``: healthy unless stopped, blocked or the scheduler
+        died."""
+        state = self.collector.state
+        report = self.last_report
+        details: dict[str, object] = {
+            "state": state.value,
+            "leader": self.is_leader,
+            "holder": self.leases.holder,
+            "safe_epoch": self.collector.tracker.current.safe_epoch
+            if self.collector.tracker.current
+            else None,
+            "last_outcome": report.outcome.value if report else None,
+            "last_success_at": self.collector.last_success_at,
+            "next_round_at": self._next_round_at,
+        }
+        healthy = self._scheduler.running and state not in (
+            CollectorState.SAFETY_BLOCKED,
+            CollectorState.STOPPED,
+        )
+        return healthy, details
+
+    # --- jobs ----------------------------------------------------------------
+
+    def _gc_job(self) -> None:
+        if self._stopping.is_set():
+            return
+        if not self.is_leader:
+            self.metrics.leader.set(0)
+            return
+        self.metrics.leader.set(1)
+        self._round_stop = threading.Event()
+        if self._stopping.is_set():
+            return
+        started = time.monotonic()
+        report = self.collector.run_round(stop=self._round_stop)
+        self.rounds += 1
+        self.last_report = report
+        self._observe(report, time.monotonic() - started)
+        delay = self._delay_after(report)
+        self._next_round_at = datetime.now(UTC) + delay
+        if not self._stopping.is_set():
+            with contextlib.suppress(LookupError):
+                self._scheduler.modify_job("gc", next_run_time=self._next_round_at)
+        self._publish_status(report)
+
+    def _lease_job(self) -> None:
+        if self._stopping.is_set() or self.is_leader:
+            return
+        try:
+            grant = self.leases.try_acquire(GC_LEASE)
+        except EpochGCError as err:
+            log.warning("could not try the gc lease: %s", err)
+            return
+        if grant is not None:
+            log.info("gc daemon %s holds the gc lease (term %d)", self.leases.holder, grant.term)
+            self.metrics.leader.set(1)
+            self.trigger_round()
+
+    def _poll_control(self) -> None:
+        try:
+            control, _etag = read_control(self._store, self._root)
+        except EpochGCError as err:
+            log.warning("could not read the gc control document (keeping state): %s", err)
+            return
+        before = self.collector.state
+        self.collector.apply_control(control)
+        after = self.collector.state
+        self.metrics.set_state(after.value)
+        if after is CollectorState.PAUSED and before is not CollectorState.PAUSED:
+            self._round_stop.set()  # a sweep in progress stops after its batches in flight
+        if before is not CollectorState.RUNNING and after is CollectorState.RUNNING:
+            self.trigger_round()
+        if before is not after and self.is_leader:
+            self._publish_status(self.last_report)
+
+    def _ticker_job(self) -> None:
+        if self._stopping.is_set() or not self.is_leader:
+            return
+        try:
+            epoch = self.collector.controller.tick()
+            log.debug("epoch tick -> %d", epoch)
+        except EpochGCError as err:
+            log.warning("epoch tick failed: %s", err)
+
+    def _reports_job(self) -> None:
+        try:
+            reports, skipped = read_reports(self._store, self._root)
+        except EpochGCError as err:
+            log.warning("could not read node reports: %s", err)
+            return
+        if not reports:
+            return
+        now = datetime.now(UTC)
+        ages = {r.node: (now - r.generated_at).total_seconds() for r in reports}
+        self.metrics.oldest_report_age.set(max(0.0, *ages.values()))
+        stale = sorted(n for n, age in ages.items() if age > self._settings.report_stale_seconds)
+        if stale:
+            log.warning(
+                "stale node reports (older than %.0fs): %s; M may be held back by them",
+                self._settings.report_stale_seconds,
+                ", ".join(stale[:10]),
+            )
+        if skipped:
+            log.warning("%d node reports could not be read and were skipped", skipped)
+
+    def _on_lease_lost(self, name: str) -> None:
+        if name == GC_LEASE:
+            log.warning("gc lease lost: stopping the round in progress, going to standby")
+            self.metrics.leader.set(0)
+            self._round_stop.set()
+
+    # --- reporting -----------------------------------------------------------
+
+    def _delay_after(self, report: RoundReport) -> timedelta:
+        collected = report.collected
+        epoch_started_at = None
+        if collected is not None:
+            epoch_started_at = self.collector.controller.epoch_started_at(
+                collected.safe.controller_offset
+            )
+        return next_round_delay(
+            report.outcome,
+            self._settings.schedule,
+            now=datetime.now(UTC),
+            min_object_age=self._settings.collect.min_object_age,
+            youngest_too_young=collected.youngest_too_young if collected else None,
+            epoch_started_at=epoch_started_at,
+        )
+
+    def _observe(self, report: RoundReport, seconds: float) -> None:
+        m = self.metrics
+        m.rounds.labels(report.outcome.value).inc()
+        m.set_state(report.state.value)
+        collected = report.collected
+        if collected is None:
+            return
+        s = collected.summary
+        m.round_duration.observe(seconds)
+        m.objects_listed.inc(s.listed)
+        m.objects_deleted.inc(s.deleted)
+        m.bytes_deleted.inc(s.bytes_deleted)
+        m.delete_errors.inc(s.errors)
+        for reason, count in s.skipped.items():
+            m.objects_skipped.labels(reason).inc(count)
+        safe = collected.safe
+        m.safe_epoch.set(safe.safe_epoch)
+        m.cluster_epoch.set(safe.controller_offset)
+        m.epoch_lag.set(safe.controller_offset - safe.safe_epoch)
+        m.pinning_partitions.set(sum(1 for w in safe.pinning if w.safe_epoch == safe.safe_epoch))
+        if report.outcome in (RoundOutcome.COLLECTED, RoundOutcome.IDLE):
+            m.mark_success(s.finished_at)
+        log.log(
+            logging.DEBUG if report.outcome is RoundOutcome.IDLE else logging.INFO,
+            "gc round %s: %s; M=%d (epoch %d), deleted %d of %d listed, %d errors, %.1fs",
+            s.run_id,
+            report.outcome.value,
+            safe.safe_epoch,
+            safe.controller_offset,
+            s.deleted,
+            s.listed,
+            s.errors,
+            seconds,
+        )
+
+    def _publish_status(self, report: RoundReport | None) -> None:
+        collected = report.collected if report else None
+        current = self.collector.tracker.current
+        write_status(
+            self._store,
+            self._root,
+            StatusDocument(
+                state=self.collector.state,
+                holder=self.leases.holder,
+                updated_at=datetime.now(UTC),
+                safe_epoch=current.safe_epoch if current else None,
+                cluster_epoch=current.controller_offset if current else None,
+                last_run_id=collected.summary.run_id if collected else None,
+                last_outcome=report.outcome.value if report else None,
+                last_success_at=self.collector.last_success_at,
+                next_round_at=None if self._stopping.is_set() else self._next_round_at,
+                detail=(report.error or "") if report else self.collector.blocked_reason,
+            ),
+        )

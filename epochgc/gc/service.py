@@ -1,0 +1,95 @@
+"""Composition root of the collector: settings from the configuration, and
+running the daemon as a process (``epochgc daemon``) until SIGTERM."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from datetime import timedelta
+
+from epochgc.config import Config
+from epochgc.gc.collect import CollectSettings
+from epochgc.gc.collector import ScheduleSettings
+from epochgc.gc.daemon import DaemonSettings, GcDaemon
+from epochgc.metrics.instruments import CollectorRegistry
+from epochgc.reconciler.service import default_node_id, lease_policy_of
+from epochgc.storage.object_store import ObjectStore
+from epochgc.storage.request_stats import RequestStats
+
+log = logging.getLogger("epochgc.gc.service")
+
+
+def collect_settings_of(config: Config) -> CollectSettings:
+    """``CollectSettings`` from ``[gc]`` and ``[layout]``."""
+    g = config.gc
+    return CollectSettings(
+        shards=config.layout.l0_shards,
+        min_object_age=timedelta(seconds=g.min_object_age_seconds),
+        max_delete_fraction=g.max_delete_fraction,
+        shard_concurrency=g.shard_concurrency,
+        delete_concurrency=g.delete_concurrency,
+        rate_limit_keys_per_second=g.rate_limit_keys_per_second or None,
+    )
+
+
+def daemon_settings_of(
+    config: Config, *, node_id: str | None = None, metrics_listen: str | None = None
+) -> DaemonSettings:
+    """``DaemonSettings`` from ``[daemon]``, ``[gc]``, ``[epoch]``,
+    ``[lease]``, ``[reports]`` and ``[metrics]``."""
+    d = config.daemon
+    return DaemonSettings(
+        node_id=node_id or d.node_id or f"gc-{default_node_id()}",
+        collect=collect_settings_of(config),
+        schedule=ScheduleSettings(
+            interval=timedelta(seconds=d.interval_seconds),
+            after_progress=timedelta(seconds=d.after_progress_seconds),
+            after_failure=timedelta(seconds=d.after_failure_seconds),
+            epoch_interval=timedelta(seconds=config.epoch.interval_seconds),
+        ),
+        lease=lease_policy_of(config),
+        misfire_grace_seconds=d.misfire_grace_seconds,
+        control_poll_seconds=d.control_poll_seconds,
+        run_ticker=d.run_ticker,
+        reports_check_seconds=max(1.0, config.reports.interval_seconds),
+        report_stale_seconds=d.report_stale_seconds,
+        blocked_after_failures=d.blocked_after_failures,
+        metrics_listen=config.metrics.listen if metrics_listen is None else metrics_listen,
+    )
+
+
+def run_daemon(
+    config: Config,
+    store: ObjectStore,
+    stats: RequestStats,
+    *,
+    node_id: str | None = None,
+    duration_seconds: float | None = None,
+    registry: CollectorRegistry | None = None,
+) -> GcDaemon:
+    """Run the daemon until SIGTERM/SIGINT (or ``duration_seconds``), then
+    stop it cleanly: the batch in flight finishes, the lease is released.
+    Must be called from the main thread (signal handlers)."""
+    daemon = GcDaemon(
+        store,
+        stats,
+        config.layout.root,
+        daemon_settings_of(config, node_id=node_id),
+        registry=registry,
+    )
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("received %s: stopping", signal.Signals(signum).name)
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        daemon.start()
+        stop.wait(duration_seconds)
+    finally:
+        daemon.stop()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return daemon

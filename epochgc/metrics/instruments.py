@@ -1,0 +1,167 @@
+"""Every metric of the collector, defined in one place (DESIGN.md section 10).
+
+Names follow ``epochgc_<subsystem>_<name>_<unit>``; counters end in
+``_total``. Labels are bounded enums (round outcome, skip reason, collector
+state, S3 operation and status). Object keys and epoch numbers never go
+into labels.
+
+``GcMetrics(registry)`` registers on the registry it is given, so each test
+and each process builds its own; components receive it as a parameter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import datetime
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
+
+from epochgc.storage.request_stats import RequestStats
+
+__all__ = [
+    "CollectorRegistry",
+    "GcMetrics",
+    "HealthCheck",
+    "S3RequestCollector",
+    "register_s3_requests",
+]
+
+ROUND_OUTCOMES = ("collected", "idle", "paused", "safety_blocked", "guard_stopped", "failed")
+SKIP_REASONS = ("too_young", "above_safe_epoch", "unparseable", "outside_root")
+COLLECTOR_STATES = ("running", "paused", "safety_blocked", "stopping", "stopped")
+
+
+class GcMetrics:
+    """The collector daemon's metrics.
+
+    Example::
+
+        registry = CollectorRegistry()
+        metrics = GcMetrics(registry)
+        metrics.safe_epoch.set(80)
+    """
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self.safe_epoch = Gauge(
+            "epochgc_collector_safe_epoch",
+            "The global safe epoch M the collector last used: every L0 object "
+            "with epoch <= M may be deleted.",
+            registry=registry,
+        )
+        self.cluster_epoch = Gauge(
+            "epochgc_collector_cluster_epoch",
+            "The cluster epoch (controller log offset) at the last round.",
+            registry=registry,
+        )
+        self.epoch_lag = Gauge(
+            "epochgc_collector_epoch_lag",
+            "Cluster epoch minus M: how many epochs of L0 objects are still pinned.",
+            registry=registry,
+        )
+        self.rounds = Counter(
+            "epochgc_collector_rounds_total",
+            "Collector rounds by outcome.",
+            ["outcome"],
+            registry=registry,
+        )
+        self.objects_listed = Counter(
+            "epochgc_collector_objects_listed_total",
+            "L0 objects listed by the sweeper.",
+            registry=registry,
+        )
+        self.objects_deleted = Counter(
+            "epochgc_collector_objects_deleted_total",
+            "L0 objects deleted.",
+            registry=registry,
+        )
+        self.objects_skipped = Counter(
+            "epochgc_collector_objects_skipped_total",
+            "Listed L0 objects not deleted, by reason.",
+            ["reason"],
+            registry=registry,
+        )
+        self.bytes_deleted = Counter(
+            "epochgc_collector_bytes_deleted_total",
+            "Bytes of L0 objects deleted.",
+            registry=registry,
+        )
+        self.delete_errors = Counter(
+            "epochgc_collector_delete_errors_total",
+            "Keys whose deletion (or shards whose listing) failed after retries.",
+            registry=registry,
+        )
+        self.round_duration = Histogram(
+            "epochgc_collector_round_duration_seconds",
+            "Duration of collector rounds that ran a sweep.",
+            buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600),
+            registry=registry,
+        )
+        self.last_success = Gauge(
+            "epochgc_collector_last_success_timestamp_seconds",
+            "Unix time of the last round that finished without errors.",
+            registry=registry,
+        )
+        self.state = Gauge(
+            "epochgc_collector_state",
+            "1 for the collector's current state, 0 for the others.",
+            ["state"],
+            registry=registry,
+        )
+        self.leader = Gauge(
+            "epochgc_collector_leader",
+            "1 while this daemon holds the GC lease (runs rounds), 0 in standby.",
+            registry=registry,
+        )
+        self.oldest_report_age = Gauge(
+            "epochgc_collector_oldest_report_age_seconds",
+            "Age of the oldest node report M was computed from.",
+            registry=registry,
+        )
+        self.pinning_partitions = Gauge(
+            "epochgc_collector_pinning_partitions",
+            "Live partitions whose M(p) equals M (they hold M back).",
+            registry=registry,
+        )
+        for outcome in ROUND_OUTCOMES:
+            self.rounds.labels(outcome)
+        for reason in SKIP_REASONS:
+            self.objects_skipped.labels(reason)
+        self.set_state("running")
+
+    def set_state(self, state: str) -> None:
+        """Make ``state`` the one state gauge at 1."""
+        for name in COLLECTOR_STATES:
+            self.state.labels(name).set(1 if name == state else 0)
+
+    def mark_success(self, at: datetime) -> None:
+        self.last_success.set(at.timestamp())
+
+
+class S3RequestCollector(Collector):
+    """``epochgc_s3_requests_total{operation, status}`` read from
+    ``RequestStats`` at scrape time (nothing is pushed ahead of time)."""
+
+    def __init__(self, stats: RequestStats) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily(
+            "epochgc_s3_requests",
+            "S3 HTTP requests (every attempt) by operation and status.",
+            labels=["operation", "status"],
+        )
+        for (operation, status), count in sorted(self._stats.by_outcome().items()):
+            family.add_metric([operation, status], count)
+        yield family
+
+
+def register_s3_requests(registry: CollectorRegistry, stats: RequestStats) -> None:
+    """Expose ``stats`` on ``registry``."""
+    registry.register(S3RequestCollector(stats))
+
+
+HealthCheck = Callable[[], tuple[bool, dict[str, object]]]
+"""Returns (healthy, details) for ``/healthz``."""
