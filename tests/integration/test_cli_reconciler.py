@@ -9,12 +9,13 @@ import sys
 import time
 from pathlib import Path
 
-from epochgc.storage.embedded import EMBEDDED_ACCESS_KEY, EMBEDDED_SECRET_KEY, EmbeddedS3
+from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.leases import LeaseManager, LeasePolicy
 from epochgc.watermarks.reports import read_reports
 from tests.support.cli import REPO, run_cli
+from tests.support.config_files import write_server_config
 
 
 def test_reconciler_node_reports_and_hands_over_on_sigterm(
@@ -22,15 +23,14 @@ def test_reconciler_node_reports_and_hands_over_on_sigterm(
 ) -> None:
     controller = Controller(store, "epochgc")
     controller.create_topic("orders", 2)
-    config = tmp_path / "node.toml"
-    config.write_text(
-        f'[store]\nbucket = "{bucket}"\nendpoint_url = "{s3_server.endpoint_url}"\n'
-        f'access_key_id = "{EMBEDDED_ACCESS_KEY}"\nsecret_access_key = "{EMBEDDED_SECRET_KEY}"\n'
-        'addressing_style = "path"\n'
+    config = write_server_config(
+        tmp_path / "node.toml",
+        s3_server.endpoint_url,
+        bucket,
         "[lease]\nttl_seconds = 30.0\nrenew_interval_seconds = 1.0\nskew_margin_seconds = 1.0\n"
         "[epoch]\ninterval_seconds = 0.3\n"
         "[reconciler]\nround_interval_seconds = 0.2\nidle_interval_seconds = 0.0\n"
-        "[reports]\ninterval_seconds = 0.2\n"
+        "[reports]\ninterval_seconds = 0.2\n",
     )
     proc = subprocess.Popen(
         [

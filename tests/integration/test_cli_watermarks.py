@@ -9,18 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from epochgc.storage.embedded import EMBEDDED_ACCESS_KEY, EMBEDDED_SECRET_KEY, EmbeddedS3
+from epochgc.storage.embedded import EmbeddedS3
 from tests.support.cli import REPO, run_cli
+from tests.support.config_files import write_server_config
 
 
 def write_config(tmp_path: Path, endpoint: str, bucket: str) -> Path:
-    path = tmp_path / "cli.toml"
-    path.write_text(
-        f'[store]\nbucket = "{bucket}"\nendpoint_url = "{endpoint}"\n'
-        f'access_key_id = "{EMBEDDED_ACCESS_KEY}"\nsecret_access_key = "{EMBEDDED_SECRET_KEY}"\n'
-        'addressing_style = "path"\n'
-    )
-    return path
+    return write_server_config(tmp_path / "cli.toml", endpoint, bucket)
 
 
 def test_topic_epoch_and_partition_commands(

@@ -13,13 +13,14 @@ import pytest
 
 from epochgc.gc.collect import CollectSettings, SafetyBlockedError, collect_once
 from epochgc.gc.run_report import list_runs
-from epochgc.storage.embedded import EMBEDDED_ACCESS_KEY, EMBEDDED_SECRET_KEY, EmbeddedS3
+from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import encode_l0_key, parse_l0_key
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.reports import NodeReport, PartitionReport, publish_report
 from tests.support.cli import run_cli
+from tests.support.config_files import write_server_config
 from tests.support.moto_seed import seed_objects
 
 ROOT = "epochgc"
@@ -111,12 +112,11 @@ def test_untrusted_inputs_block_the_round(store: S3ObjectStore, world: list[str]
 def test_cli_collect_and_runs(
     tmp_path: Path, s3_server: EmbeddedS3, bucket: str, store: S3ObjectStore, world: list[str]
 ) -> None:
-    config = tmp_path / "gc.toml"
-    config.write_text(
-        f'[store]\nbucket = "{bucket}"\nendpoint_url = "{s3_server.endpoint_url}"\n'
-        f'access_key_id = "{EMBEDDED_ACCESS_KEY}"\nsecret_access_key = "{EMBEDDED_SECRET_KEY}"\n'
-        'addressing_style = "path"\n[layout]\nl0_shards = 4\n'
-        "[gc]\nmin_object_age_seconds = 0.0\nmax_delete_fraction = 0.5\n"
+    config = write_server_config(
+        tmp_path / "gc.toml",
+        s3_server.endpoint_url,
+        bucket,
+        "[layout]\nl0_shards = 4\n[gc]\nmin_object_age_seconds = 0.0\nmax_delete_fraction = 0.5\n",
     )
     stopped = run_cli("gc", "collect", "--config", str(config), "--json")
     assert stopped.returncode == 1 and json.loads(stopped.stdout)["stopped"]
