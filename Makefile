@@ -16,9 +16,10 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+DEMO_SECONDS ?= 30
+
 demo: $(STAMP)
-	$(BIN)/epochgc check-store --config config/local.toml
-	$(BIN)/epochgc produce orders 0 --create-partitions 4 --count 100 --config config/local.toml
+	$(BIN)/epochgc demo --duration $(DEMO_SECONDS) --config config/local.toml
 
 lint: $(STAMP)
 	$(BIN)/ruff check epochgc tests bench

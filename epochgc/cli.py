@@ -338,6 +338,34 @@ def _cmd_daemon(config: Config, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_demo(config: Config, args: argparse.Namespace) -> int:
+    # Imported here: only this command needs the whole stack at once.
+    from epochgc.demo import run_demo, summary_lines  # noqa: PLC0415
+
+    if not config.store.embedded:
+        print(
+            "epochgc: the demo runs on the embedded S3 only: use --config config/local.toml "
+            "(or set EPOCHGC_STORE__EMBEDDED=true)",
+            file=sys.stderr,
+        )
+        return EXIT_CONFIG
+    if config.gc.min_object_age_seconds > args.duration / 4:
+        print(
+            f"epochgc: [gc] min_object_age_seconds={config.gc.min_object_age_seconds:g} is too "
+            f"long for a {args.duration:g}s demo (nothing would age in): use config/local.toml",
+            file=sys.stderr,
+        )
+        return EXIT_CONFIG
+    if args.log_level is None:
+        setup_logging("WARNING")  # the live table is the output; warnings still show
+    with open_store(config) as handle:
+        result = asyncio.run(
+            run_demo(config, handle, duration_seconds=args.duration, seed=args.seed)
+        )
+    print("\n".join(summary_lines(result)))
+    return EXIT_OK if result.ok else EXIT_FAILED
+
+
 def _cmd_embedded_s3(config: Config, args: argparse.Namespace) -> int:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -593,6 +621,14 @@ def _add_node_commands(
         help="create the topic with N partitions first if it does not exist",
     )
     produce.set_defaults(handler=_cmd_produce)
+    demo = sub.add_parser(
+        "demo",
+        parents=[common],
+        help="producers, reconcilers and the GC daemon on the embedded S3, then a check",
+    )
+    demo.add_argument("--duration", type=float, default=60.0, help="seconds of workload")
+    demo.add_argument("--seed", type=int, default=1, help="the workload's random seed")
+    demo.set_defaults(handler=_cmd_demo)
 
 
 def _add_watermark_commands(

@@ -117,7 +117,7 @@ def collect_once(
     guard_on = settings.max_delete_fraction < 1.0 and not force
     stopped: str | None = None
     plan_key: str | None = None
-    log.info(
+    log.debug(
         "gc run %s: M=%d (controller offset %d)", run_id, safe.safe_epoch, safe.controller_offset
     )
     if dry_run or guard_on:
@@ -153,7 +153,7 @@ def collect_once(
     if stopped is not None:
         summary = dataclasses.replace(summary, success=False)
     key = write_summary(store, root, summary)
-    log.info(
+    log.debug(
         "gc run %s: listed %d, eligible %d, deleted %d (%d bytes), errors %d",
         run_id,
         summary.listed,
