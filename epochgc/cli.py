@@ -524,6 +524,12 @@ def _add_gc_commands(
     collect.add_argument(
         "--force", action="store_true", help="go ahead even past [gc] max_delete_fraction"
     )
+    collect.add_argument(
+        "--engine",
+        choices=["local"],
+        default="local",
+        help="where the round runs: local (a thread pool in this process)",
+    )
     collect.set_defaults(handler=_cmd_gc_collect)
     info = gc_sub.add_parser(
         "epoch-info",
