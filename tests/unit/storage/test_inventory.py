@@ -1,0 +1,129 @@
+"""Inventory manifests and data files in AWS's format (pure parts)."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from epochgc.storage.inventory import (
+    CSV_SCHEMA,
+    PARQUET_SCHEMA,
+    InventoryError,
+    InventoryFile,
+    _csv_bytes,
+    _parquet_bytes,
+    parse_file_schema,
+    parse_manifest,
+    read_data_file,
+    verify_checksum,
+)
+from epochgc.storage.object_store import ObjectInfo
+
+WHEN = datetime(2026, 11, 22, 3, 4, 5, 678000, tzinfo=UTC)
+OBJECTS = [
+    ObjectInfo("epochgc/l0/001/000000000000000005/a", 10, "e1", WHEN),
+    ObjectInfo("odd key+with%/chars é", 3, "e2", WHEN),
+]
+
+
+def manifest(file_format: str = "CSV", schema: str = CSV_SCHEMA, **extra: object) -> bytes:
+    doc = {
+        "sourceBucket": "src",
+        "destinationBucket": "arn:aws:s3:::dst",
+        "version": "2016-11-30",
+        "creationTimestamp": "1763780645000",
+        "fileFormat": file_format,
+        "fileSchema": schema,
+        "files": [{"key": "inv/src/cfg/data/1.csv.gz", "size": 5, "MD5checksum": "ab"}],
+        **extra,
+    }
+    return json.dumps(doc).encode()
+
+
+def test_a_manifest_parses() -> None:
+    m = parse_manifest(manifest(), "k")
+    assert m.file_format == "CSV" and m.source_bucket == "src"
+    assert m.columns == ("Bucket", "Key", "Size", "LastModifiedDate", "ETag")
+    assert m.files == (InventoryFile("inv/src/cfg/data/1.csv.gz", 5, "ab"),)
+
+
+def test_parquet_schemas_name_their_columns() -> None:
+    assert parse_file_schema(PARQUET_SCHEMA, "Parquet") == (
+        "bucket",
+        "key",
+        "size",
+        "last_modified_date",
+        "e_tag",
+    )
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (manifest(schema="Bucket, Size, LastModifiedDate"), "no 'Key' column"),
+        (manifest("Parquet", "message s3.inventory { optional int64 size; }"), "no 'key'"),
+        (manifest("ORC"), "not supported"),
+        (manifest(files=[]), "non-empty"),
+        (b"{", "not a JSON"),
+        (manifest(creationTimestamp="soon"), "not a number"),
+    ],
+)
+def test_bad_manifests_are_refused(data: bytes, message: str) -> None:
+    with pytest.raises(InventoryError, match=message):
+        parse_manifest(data, "k")
+
+
+def test_the_checksum_must_match() -> None:
+    data = manifest()
+    verify_checksum(data, hashlib.md5(data).hexdigest().upper().encode() + b"\n", "k")
+    with pytest.raises(InventoryError, match="refusing"):
+        verify_checksum(data + b" ", hashlib.md5(data).hexdigest().encode(), "k")
+
+
+@pytest.mark.parametrize(
+    ("file_format", "schema", "encode"),
+    [("CSV", CSV_SCHEMA, _csv_bytes), ("Parquet", PARQUET_SCHEMA, _parquet_bytes)],
+)
+def test_data_files_read_back_normalised(file_format: str, schema: str, encode: object) -> None:
+    body = encode("src", OBJECTS)  # type: ignore[operator]
+    m = parse_manifest(manifest(file_format, schema), "k")
+    entry = InventoryFile("f", len(body), hashlib.md5(body).hexdigest())
+    table = read_data_file(body, m, entry)
+    assert table.column("key").to_pylist() == [o.key for o in OBJECTS]
+    assert table.column("size").to_pylist() == [10, 3]
+    assert table.column("last_modified").to_pylist() == [WHEN, WHEN]
+
+
+def test_csv_keys_are_url_encoded_on_disk() -> None:
+    text = gzip.decompress(_csv_bytes("src", OBJECTS)).decode()
+    assert '"odd+key%2Bwith%25/chars+%C3%A9"' in text
+
+
+def test_a_data_file_with_the_wrong_md5_is_refused() -> None:
+    body = _csv_bytes("src", OBJECTS)
+    m = parse_manifest(manifest(), "k")
+    with pytest.raises(InventoryError, match="MD5"):
+        read_data_file(body, m, InventoryFile("f", len(body), "0" * 32))
+
+
+def test_delete_markers_are_not_objects() -> None:
+    schema = "Bucket, Key, VersionId, IsLatest, IsDeleteMarker, Size, LastModifiedDate"
+    rows = (
+        '"src","a","v1","true","false","1","2026-11-22T03:00:00.000Z"\n'
+        '"src","b","v2","true","true","","2026-11-22T03:00:00.000Z"\n'
+    )
+    body = gzip.compress(rows.encode())
+    m = parse_manifest(manifest(schema=schema), "k")
+    table = read_data_file(body, m, InventoryFile("f", len(body), hashlib.md5(body).hexdigest()))
+    assert table.column("key").to_pylist() == ["a"]
+
+
+def test_garbage_in_a_data_file_is_an_inventory_error() -> None:
+    body = gzip.compress(b'"src","only two"\n')
+    m = parse_manifest(manifest(), "k")
+    with pytest.raises(InventoryError, match="unreadable"):
+        read_data_file(body, m, InventoryFile("f", len(body), hashlib.md5(body).hexdigest()))
