@@ -366,6 +366,85 @@ def _cmd_demo(config: Config, args: argparse.Namespace) -> int:
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
+def _cmd_gc_spark(config: Config, args: argparse.Namespace) -> int:
+    # Imported here: only these commands need Spark.
+    from epochgc.gc.spark_job import SparkRunOptions, run_spark_gc  # noqa: PLC0415
+    from epochgc.gc.spark_session import build_spark_session  # noqa: PLC0415
+
+    options = SparkRunOptions(
+        mode=args.mode,
+        dry_run=args.dry_run,
+        force=args.force,
+        max_epoch=args.max_epoch,
+        listing_tasks=config.spark.listing_tasks,
+    )
+    with open_store(config) as handle:
+        spark = build_spark_session(args.master or config.spark.master)
+        try:
+            outcome = run_spark_gc(
+                spark, config, handle.store, handle.stats, handle.client_settings, options
+            )
+        finally:
+            spark.stop()
+    s = outcome.summary
+    data = {
+        **json.loads(encode_summary(s)),
+        "summary_key": outcome.summary_key,
+        "plan_prefix": outcome.plan_prefix,
+        "manifest": outcome.manifest_key,
+        "tasks": outcome.tasks,
+        "stopped": outcome.stopped_by_guard,
+    }
+    human = (
+        f"run {s.run_id} ({s.engine}{', dry run' if s.dry_run else ''}, {outcome.tasks} tasks): "
+        f"M={s.safe_epoch}; listed {s.listed}, eligible {s.eligible}, deleted {s.deleted} "
+        f"({s.bytes_deleted} bytes), errors {s.errors}; skipped {dict(s.skipped)}"
+    )
+    if outcome.manifest_key:
+        human += f"\ninventory: {outcome.manifest_key}"
+    if outcome.plan_prefix:
+        human += f"\nplan: {outcome.plan_prefix}part-*.parquet"
+    if outcome.stopped_by_guard:
+        human += f"\nSTOPPED: {outcome.stopped_by_guard}"
+    _print(data, args, human)
+    return EXIT_OK if s.success else EXIT_FAILED
+
+
+def _cmd_inventory_build(config: Config, args: argparse.Namespace) -> int:
+    from epochgc.gc.spark_job import inventory_location  # noqa: PLC0415
+    from epochgc.storage.inventory import build_inventory  # noqa: PLC0415
+    from epochgc.storage.s3 import S3ObjectStore  # noqa: PLC0415
+
+    location = inventory_location(config)
+    prefix = config.layout.root + "/l0/" if args.prefix is None else args.prefix
+    with open_store(config) as handle:
+        source = (
+            handle.store
+            if location.source_bucket == config.store.bucket
+            else S3ObjectStore(handle.store.client, location.source_bucket)
+        )
+        destination = (
+            handle.store
+            if location.bucket == config.store.bucket
+            else S3ObjectStore(handle.store.client, location.bucket)
+        )
+        key = build_inventory(
+            source,
+            destination,
+            location,
+            source.list_objects(prefix),
+            file_format="CSV" if args.format == "csv" else "Parquet",
+            rows_per_file=args.rows_per_file or config.inventory.rows_per_file,
+        )
+    _print(
+        {"manifest": key, "bucket": location.bucket},
+        args,
+        f"inventory of s3://{location.source_bucket}/{prefix} written: "
+        f"s3://{location.bucket}/{key}",
+    )
+    return EXIT_OK
+
+
 def _cmd_embedded_s3(config: Config, args: argparse.Namespace) -> int:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -557,6 +636,23 @@ def _add_gc_commands(
         parents=[reporting],
         help="clear safety_blocked once the controller log / reports are fixed",
     ).set_defaults(handler=_cmd_gc_reset)
+    spark = gc_sub.add_parser(
+        "spark",
+        parents=[reporting],
+        help="the deletion job on Spark: live listing or the newest S3 Inventory",
+    )
+    spark.add_argument("--mode", choices=["listing", "inventory"], default="listing")
+    spark.add_argument("--dry-run", action="store_true", help="delete nothing; write the plan")
+    spark.add_argument(
+        "--force",
+        action="store_true",
+        help="go past max_delete_fraction, and allow --max-epoch above the computed M",
+    )
+    spark.add_argument(
+        "--max-epoch", type=int, metavar="N", help="use this M (at most the computed one)"
+    )
+    spark.add_argument("--master", help="Spark master (default: [spark] master)")
+    spark.set_defaults(handler=_cmd_gc_spark)
     daemon = sub.add_parser(
         "daemon",
         parents=[common],
@@ -627,6 +723,21 @@ def _add_node_commands(
         help="create the topic with N partitions first if it does not exist",
     )
     produce.set_defaults(handler=_cmd_produce)
+    inventory = sub.add_parser("inventory", help="S3 Inventory reports")
+    inventory_sub = inventory.add_subparsers(
+        dest="inventory_command", required=True, metavar="ACTION"
+    )
+    build = inventory_sub.add_parser(
+        "build",
+        parents=[reporting],
+        help="write an inventory report in AWS's format from a live listing",
+    )
+    build.add_argument("--format", choices=["csv", "parquet"], default="parquet")
+    build.add_argument(
+        "--prefix", help="what to inventory (default: the L0 prefix; '' for the whole bucket)"
+    )
+    build.add_argument("--rows-per-file", type=int, help="overrides [inventory] rows_per_file")
+    build.set_defaults(handler=_cmd_inventory_build)
     demo = sub.add_parser(
         "demo",
         parents=[common],

@@ -241,6 +241,12 @@ class ReportsConfig:
     this much."""
 
 
+def _gateway_or_empty(value: str) -> str | None:
+    if value == "" or value.startswith(("http://", "https://")):
+        return None
+    return _listen_or_empty(value)
+
+
 def _listen_or_empty(value: str) -> str | None:
     host, sep, port = value.rpartition(":")
     if value == "" or (sep and host and port.isdigit() and int(port) <= 65535):
@@ -281,6 +287,41 @@ class MetricsConfig:
     listen: str = _check(_listen_or_empty, default="127.0.0.1:9464")
     """Address of the daemon's /metrics and /healthz (empty: none; port 0:
     a free one)."""
+    pushgateway: str = _check(_gateway_or_empty, default="")
+    """Pushgateway (host:port or http(s):// URL) that one-shot runs (the
+    Spark job) push their run metrics to; empty: no push."""
+
+
+def _bucket_or_empty(value: str) -> str | None:
+    return None if value == "" else _bucket_name(value)
+
+
+@dataclass(frozen=True)
+class InventoryConfig:
+    """Where S3 Inventory reports of the bucket are delivered (AWS layout:
+    ``{prefix}/{source_bucket}/{config_id}/...``)."""
+
+    bucket: str = _check(_bucket_or_empty, default="")
+    """Destination bucket of the reports; empty: ``store.bucket``."""
+    prefix: str = _check(_no_check, default="inventory")
+    """Destination prefix set in the inventory configuration (may be empty)."""
+    config_id: str = _check(_node_id_or_empty, default="epochgc-l0")
+    """The inventory configuration's id (its report name)."""
+    source_bucket: str = _check(_bucket_or_empty, default="")
+    """The inventoried bucket; empty: ``store.bucket``."""
+    rows_per_file: int = _check(_between(1, 100_000_000), default=1_000_000)
+    """Rows per data file written by ``epochgc inventory build``."""
+
+
+@dataclass(frozen=True)
+class SparkConfig:
+    """``epochgc gc spark``."""
+
+    master: str = _check(_no_check, default="local[*]")
+    """Spark master for ``gc spark`` (``--master`` wins; under
+    spark-submit the submit's master is used)."""
+    listing_tasks: int = _check(_between(0, 100_000), default=0)
+    """Tasks in listing mode (0: one per shard, at most 1000)."""
 
 
 @dataclass(frozen=True)
@@ -304,6 +345,8 @@ class Config:
     reports: ReportsConfig = field(default_factory=ReportsConfig)
     daemon: DaemonConfig = field(default_factory=DaemonConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    inventory: InventoryConfig = field(default_factory=InventoryConfig)
+    spark: SparkConfig = field(default_factory=SparkConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
 
     def describe(self) -> dict[str, dict[str, Any]]:

@@ -29,6 +29,8 @@ class StoreHandle:
     store: S3ObjectStore
     stats: RequestStats
     endpoint: str
+    client_settings: ClientSettings
+    """How to reach the store again (Spark tasks build their own clients)."""
 
 
 def client_settings_of(config: Config, endpoint_url: str | None = None) -> ClientSettings:
@@ -81,7 +83,7 @@ def open_store(config: Config) -> Iterator[StoreHandle]:
         store, stats = store_from_settings(config, settings)
         endpoint = settings.endpoint_url or f"aws:{settings.region}"
         log.info("object store: bucket=%s endpoint=%s", config.store.bucket, endpoint)
-        yield StoreHandle(store, stats, endpoint)
+        yield StoreHandle(store, stats, endpoint, settings)
     finally:
         if embedded is not None:
             embedded.stop()
