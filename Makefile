@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint typecheck unit bench clean
+.PHONY: install servers demo test lint typecheck unit bench wheel clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -15,6 +15,11 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# Prometheus, promtool and the Pushgateway from Debian, for the tests that
+# run against real servers (installed only when missing).
+servers:
+	bash scripts/install_servers.sh
 
 DEMO_SECONDS ?= 30
 
@@ -28,7 +33,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict epochgc
 
-unit: $(STAMP)
+unit: $(STAMP) servers
 	$(BIN)/pytest -q tests
 
 test: lint typecheck unit
@@ -40,5 +45,9 @@ BENCHES := bench_delete bench_fence bench_pipeline bench_sweep
 bench: $(STAMP)
 	@status=0; for b in $(BENCHES); do $(BIN)/python -m bench.$$b || status=1; done; exit $$status
 
+# The package as a wheel, for spark-submit --py-files (see README).
+wheel: $(STAMP)
+	$(BIN)/pip wheel --quiet --no-deps --wheel-dir dist .
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) dist .pytest_cache .mypy_cache .ruff_cache

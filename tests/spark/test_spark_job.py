@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from tests.support.config_files import write_server_config
 from tests.support.moto_seed import seed_objects
+from tests.support.servers import pushgateway
 
 ROOT = "epochgc"
 SHARDS = 8
@@ -255,3 +257,28 @@ def test_the_delete_fraction_guard_stops_the_job(
     outcome = run(spark, config, store, s3_server)
     assert outcome.stopped_by_guard is not None and not outcome.summary.success
     assert not_runs(left(store)) == set(world["eligible"]) | set(world["kept"])
+
+
+def test_run_metrics_arrive_through_a_real_pushgateway(
+    spark: Any,
+    tmp_path: Path,
+    s3_server: EmbeddedS3,
+    store: S3ObjectStore,
+    world: dict[str, list[str]],
+) -> None:
+    with pushgateway() as gateway:
+        config = make_config(
+            tmp_path, s3_server, store.bucket, f'[metrics]\npushgateway = "{gateway}"\n'
+        )
+        outcome = run(spark, config, store, s3_server)
+        text = urllib.request.urlopen(f"http://{gateway}/metrics", timeout=5).read().decode()
+    deleted = len(world["eligible"])
+    assert outcome.summary.deleted == deleted
+    assert (
+        f'epochgc_gc_run_deleted_objects{{engine="spark-listing",instance="",job="epochgc_spark"}} '
+        f"{deleted}" in text
+    )
+    assert (
+        'epochgc_gc_run_safe_epoch{engine="spark-listing",instance="",job="epochgc_spark"} 10'
+        in text
+    )
