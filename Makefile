@@ -40,7 +40,7 @@ test: lint typecheck unit
 
 # Every benchmark runs even when an earlier one misses its target; the
 # target exits non-zero if any did.
-BENCHES := bench_delete bench_fence bench_pipeline bench_sweep
+BENCHES := bench_delete bench_fence bench_pipeline bench_sweep bench_inventory
 
 bench: $(STAMP)
 	@status=0; for b in $(BENCHES); do $(BIN)/python -m bench.$$b || status=1; done; exit $$status

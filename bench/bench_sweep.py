@@ -40,6 +40,7 @@ Run from the repository root: ``python -m bench.bench_sweep``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import random
 import sys
 import time
@@ -47,14 +48,21 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pyspark import cloudpickle
 
 from bench._harness import Progress, inject_latency, setup_logging, verdict
+from epochgc.config import Config
+from epochgc.gc.spark_job import SparkRunOptions, run_spark_gc
+from epochgc.gc.spark_session import build_spark_session
 from epochgc.gc.sweeper import Sweeper, SweepPolicy
 from epochgc.storage.client import make_s3_client
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import encode_l0_key, l0_prefix, parse_l0_key
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
+from epochgc.watermarks.controller import Controller
 from tests.support.moto_seed import seed_objects
 
 ROOT = "epochgc"
@@ -130,6 +138,51 @@ def run_sweeper(store: S3ObjectStore, shards: int, safe_epoch: int) -> float:
     return elapsed
 
 
+class _Latency:
+    """A picklable latency hook for the Spark tasks' own clients."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def __call__(self, client: object) -> None:
+        inject_latency(client, self.seconds)
+
+
+def run_spark_listing(
+    spark: Any, s3: EmbeddedS3, store: S3ObjectStore, shards: int, safe_epoch: int, latency: float
+) -> tuple[float, int]:
+    """The Spark job in listing mode, 2 tasks (one per core); returns
+    (seconds, LIST + DeleteObjects requests of the tasks)."""
+    Controller(store, ROOT).advance_to(safe_epoch)  # no topics: M = the controller offset
+    base = Config()
+    config = dataclasses.replace(
+        base,
+        store=dataclasses.replace(base.store, bucket=store.bucket),
+        layout=dataclasses.replace(base.layout, root=ROOT, l0_shards=shards),
+        gc=dataclasses.replace(
+            base.gc,
+            min_object_age_seconds=0.0,
+            max_delete_fraction=1.0,
+            shard_concurrency=16,
+            delete_concurrency=8,
+        ),
+    )
+    started = time.perf_counter()
+    outcome = run_spark_gc(
+        spark,
+        config,
+        store,
+        RequestStats(),
+        s3.client_settings(),
+        SparkRunOptions(mode="listing", listing_tasks=2),
+        client_hook=_Latency(latency),
+    )
+    seconds = time.perf_counter() - started
+    assert outcome.summary.safe_epoch == safe_epoch and outcome.summary.errors == 0
+    requests = outcome.summary.requests
+    return seconds, requests.get("ListObjectsV2", 0) + requests.get("DeleteObjects", 0)
+
+
 def run_batched(store: S3ObjectStore, safe_epoch: int) -> float:
     started = time.perf_counter()
     eligible = [o.key for o in store.list_objects(l0_prefix(ROOT)) if epoch_of(o.key) <= safe_epoch]
@@ -195,6 +248,33 @@ def answered_requests(stats: RequestStats) -> tuple[int, int]:
     return ok, errors
 
 
+def measure_spark(s3: EmbeddedS3, keys: list[str], latency: float, args: Any) -> Outcome:
+    """The Spark listing-mode line: same data, same latency, in local[2]."""
+    import bench._harness  # noqa: PLC0415
+
+    cloudpickle.register_pickle_by_value(bench._harness)
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    spark = build_spark_session("local[2]", "bench-sweep", ui=False)
+    try:
+        # Start the Python workers outside the timed run.
+        spark.sparkContext.parallelize(range(2), 2).map(lambda x: x).collect()
+        store, _stats = fresh_store(s3, "bench-sweep-spark", keys, latency)
+        seconds, requests = run_spark_listing(
+            spark, s3, store, args.shards, args.safe_epoch, latency
+        )
+    finally:
+        spark.stop()
+    deleted = len(keys) - len(list(store.list_objects(l0_prefix(ROOT))))
+    return Outcome(
+        "spark",
+        deleted,
+        seconds,
+        requests,
+        wrongly_deleted(store, keys, args.safe_epoch),
+        note=" (listing mode, local[2], 2 tasks; requests include 5xx retries)",
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--objects", type=int, default=50_000)
@@ -204,6 +284,7 @@ def main() -> int:
     parser.add_argument("--latency-ms", type=float, default=20.0)
     parser.add_argument("--naive-sample", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=5)
+    parser.add_argument("--no-spark", action="store_true", help="skip the Spark listing line")
     args = parser.parse_args()
     setup_logging()
     latency = args.latency_ms / 1000
@@ -243,7 +324,9 @@ def main() -> int:
             wrongly_deleted(store, keys, args.safe_epoch),
             note=f" (timed on {naive_done} deletions, extrapolated)",
         )
-    contenders = (sweeper, batched, naive)
+        contenders: tuple[Outcome, ...] = (sweeper, batched, naive)
+        if not args.no_spark:
+            contenders += (measure_spark(s3, keys, latency, args),)
     for c in contenders:
         print(
             f"{c.name:10}: {c.deleted:6d} deleted in {c.seconds:8.1f}s = {c.rate:8.0f} objects/s, "
@@ -255,6 +338,9 @@ def main() -> int:
     ratio_naive = sweeper.rate / naive.rate
     print(f"ratio epochgc / single-threaded batched: {ratio_batched:.1f}x")
     print(f"ratio epochgc / naive delete_object loop: {ratio_naive:.1f}x")
+    for c in contenders:
+        if c.name == "spark":
+            print(f"ratio spark listing / single-threaded batched: {c.rate / batched.rate:.1f}x")
     complete = sweeper.deleted == eligible and batched.deleted == eligible
     safe = all(c.wrongly_deleted == 0 for c in contenders)
     passed = (

@@ -125,8 +125,10 @@ def run_spark_gc(
     options: SparkRunOptions,
     *,
     now: datetime | None = None,
+    client_hook: Callable[[Any], None] | None = None,
 ) -> SparkOutcome:
-    """Run the job (see the module docstring).
+    """Run the job (see the module docstring). ``client_hook`` is applied to
+    every task's boto3 client (benchmarks and fault injection).
 
     Raises:
         SafetyBlockedError: ``M`` cannot be computed from trusted inputs.
@@ -164,6 +166,7 @@ def run_spark_gc(
         ),
         delete_concurrency=config.gc.delete_concurrency,
         shard_concurrency=config.gc.shard_concurrency,
+        client_hook=client_hook,
     )
     manifest_key: str | None = None
     if options.mode == "inventory":

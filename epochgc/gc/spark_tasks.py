@@ -21,8 +21,10 @@ import io
 import logging
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -62,6 +64,9 @@ class TaskSpec:
     shard_concurrency: int = 8
     inventory_bucket: str = ""
     manifest: InventoryManifest | None = None
+    client_hook: Callable[[Any], None] | None = None
+    """Called with each task's new boto3 client (benchmarks add latency,
+    fault-injection runs add faults); must pickle."""
 
 
 @dataclass
@@ -83,6 +88,8 @@ class TaskResult:
 
 def _open_store(spec: TaskSpec, bucket: str) -> tuple[S3ObjectStore, RequestStats]:
     client = make_s3_client(spec.client)
+    if spec.client_hook is not None:
+        spec.client_hook(client)
     stats = RequestStats()
     stats.attach(client)
     store = S3ObjectStore(
