@@ -84,7 +84,11 @@ def _cmd_reconciler(config: Config, args: argparse.Namespace) -> int:
     with open_store(config) as handle:
         node = asyncio.run(
             run_reconciler(
-                config, handle.store, node_id=args.node_id, duration_seconds=args.duration
+                config,
+                handle.store,
+                stats=handle.stats,
+                node_id=args.node_id,
+                duration_seconds=args.duration,
             )
         )
     print(

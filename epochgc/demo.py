@@ -30,10 +30,11 @@ from epochgc.gc.daemon import GcDaemon
 from epochgc.gc.service import daemon_settings_of
 from epochgc.ingest.directory import LeaderDirectory
 from epochgc.ingest.producer import Producer
-from epochgc.metrics.instruments import CollectorRegistry
+from epochgc.ingest.telemetry import producer_sample
+from epochgc.metrics.instruments import CollectorRegistry, ProducerMetrics
 from epochgc.reconciler.node import ReconcilerNode
 from epochgc.reconciler.reader import PartitionReader
-from epochgc.reconciler.service import build_node
+from epochgc.reconciler.service import NodeMetrics, build_node
 from epochgc.runtime import StoreHandle
 from epochgc.storage.keys import l0_prefix, parse_l0_key
 from epochgc.storage.object_store import ObjectStore
@@ -140,11 +141,12 @@ class _Cluster:
     stopped together."""
 
     def __init__(self, config: Config, handle: StoreHandle, directory: LeaderDirectory) -> None:
+        self.registry = CollectorRegistry()
+        node_metrics = NodeMetrics(self.registry)
         self.nodes: list[tuple[ReconcilerNode, LeaseManager]] = [
-            build_node(config, handle.store, f"demo-node-{i}", directory)
+            build_node(config, handle.store, f"demo-node-{i}", directory, metrics=node_metrics)
             for i in range(1, NODES + 1)
         ]
-        self.registry = CollectorRegistry()
         self.daemon = GcDaemon(
             handle.store,
             handle.stats,
@@ -205,6 +207,10 @@ async def run_demo(
         f"{PRODUCERS} producers, {NODES} reconciler nodes, 1 GC daemon, {duration_seconds:.0f}s "
         f"on {handle.endpoint}; metrics at {cluster.daemon.metrics_url or 'off'}/metrics"
     )
+    producers: list[Producer] = []
+    producer_metrics = ProducerMetrics(
+        cluster.registry, lambda: producer_sample(producers[0].stats)
+    )
     producer = Producer(
         store,
         root,
@@ -215,7 +221,9 @@ async def run_demo(
         linger_seconds=config.producer.linger_seconds,
         max_batch_bytes=config.producer.max_batch_bytes,
         depth=config.producer.depth,
+        on_acked=producer_metrics.latency.observe,
     )
+    producers.append(producer)
     workload = _Workload(producer, seed)
     result = DemoResult()
     started = time.monotonic()
@@ -229,12 +237,12 @@ async def run_demo(
 
     emit(HEADER)
     try:
-        producers = [asyncio.create_task(workload.run(i)) for i in range(PRODUCERS)]
+        tasks = [asyncio.create_task(workload.run(i)) for i in range(PRODUCERS)]
         while time.monotonic() - started < duration_seconds:
             await asyncio.sleep(refresh_seconds)
             await show("produce")
         workload.stop.set()
-        await asyncio.gather(*producers)
+        await asyncio.gather(*tasks)
         await producer.close()
         deadline = time.monotonic() + quiesce_timeout_seconds
         while True:

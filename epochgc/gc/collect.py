@@ -70,6 +70,7 @@ class CollectOutcome:
     youngest_too_young: datetime | None = None
     """Last-modified time of the youngest object skipped as too young: when
     it ages in, a round has work again."""
+    bytes_listed: int = 0
 
 
 def collect_once(
@@ -162,7 +163,9 @@ def collect_once(
         summary.bytes_deleted,
         summary.errors,
     )
-    return CollectOutcome(summary, key, plan_key, stopped, safe, result.youngest_too_young)
+    return CollectOutcome(
+        summary, key, plan_key, stopped, safe, result.youngest_too_young, result.bytes_listed
+    )
 
 
 def _write_plan(store: ObjectStore, root: str, run_id: str, result: SweepResult) -> str:

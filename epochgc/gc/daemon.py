@@ -44,6 +44,7 @@ from epochgc.gc.collector import (
     next_round_delay,
 )
 from epochgc.gc.control import CollectorState, StatusDocument, read_control, write_status
+from epochgc.metrics.collectors import PinningCollector, PinningSample
 from epochgc.metrics.instruments import CollectorRegistry, GcMetrics, register_s3_requests
 from epochgc.metrics.server import MetricsServer
 from epochgc.storage.object_store import ObjectStore
@@ -102,6 +103,10 @@ class GcDaemon:
         self.registry = registry or CollectorRegistry()
         self.metrics = GcMetrics(self.registry)
         register_s3_requests(self.registry, stats)
+        self.registry.register(PinningCollector(self._pinning_sample))
+        self.metrics.round_interval.set(settings.schedule.interval.total_seconds())
+        self._last_clean = time.time()
+        self.metrics.sweep_lag.set_function(lambda: max(0.0, time.time() - self._last_clean))
         self.collector = Collector(
             store,
             stats,
@@ -335,6 +340,14 @@ class GcDaemon:
             self.metrics.leader.set(0)
             self._round_stop.set()
 
+    def _pinning_sample(self) -> list[PinningSample]:
+        current = self.collector.tracker.current
+        if current is None:
+            return []
+        return [
+            PinningSample(w.topic, w.partition, w.safe_epoch, w.node or "") for w in current.pinning
+        ]
+
     # --- reporting -----------------------------------------------------------
 
     def _delay_after(self, report: RoundReport) -> timedelta:
@@ -368,6 +381,12 @@ class GcDaemon:
         m.delete_errors.inc(s.errors)
         for reason, count in s.skipped.items():
             m.objects_skipped.labels(reason).inc(count)
+        if report.outcome in (RoundOutcome.COLLECTED, RoundOutcome.IDLE) and (
+            s.deleted >= s.eligible
+        ):
+            self._last_clean = time.time()
+        m.l0_objects_outstanding.set(max(0, s.listed - s.deleted))
+        m.l0_bytes_outstanding.set(max(0, collected.bytes_listed - s.bytes_deleted))
         safe = collected.safe
         m.safe_epoch.set(safe.safe_epoch)
         m.cluster_epoch.set(safe.controller_offset)

@@ -65,6 +65,7 @@ class SweepResult:
 
     safe_epoch: int
     listed: int = 0
+    bytes_listed: int = 0
     eligible: int = 0
     deleted: int = 0
     bytes_deleted: int = 0
@@ -209,7 +210,12 @@ class _SweepRun:
                     min_age=sweeper._policy.min_object_age,
                     stop_at_safe_epoch=not self.full_listing,
                 )
-                self.record_plan(plan.listed, plan.verdicts, plan.youngest_too_young)
+                self.record_plan(
+                    plan.listed,
+                    plan.verdicts,
+                    plan.youngest_too_young,
+                    sum(o.size for o in page[: plan.listed]),
+                )
                 for info in plan.eligible:
                     self.add(info)
                 if plan.stop:
@@ -221,11 +227,12 @@ class _SweepRun:
                 self.progress.advance(1)
 
     def record_plan(
-        self, listed: int, verdicts: Counter[Verdict], youngest: datetime | None
+        self, listed: int, verdicts: Counter[Verdict], youngest: datetime | None, size: int
     ) -> None:
         with self.lock:
             result = self.result
             result.listed += listed
+            result.bytes_listed += size
             for verdict, count in verdicts.items():
                 if verdict is not Verdict.ELIGIBLE:
                     result.skipped[verdict] += count

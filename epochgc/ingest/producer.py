@@ -27,6 +27,7 @@ import asyncio
 import collections
 import logging
 import random
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -93,6 +94,7 @@ class Producer:
         shards: L0 shards to spread objects over.
         linger_seconds / max_batch_bytes: batching thresholds.
         depth: chunks in flight per partition.
+        on_acked: called with each ``produce`` call's latency (metrics).
     """
 
     def __init__(
@@ -108,6 +110,7 @@ class Producer:
         max_batch_bytes: int = 4 * 1024 * 1024,
         depth: int = 8,
         choose_shard: Callable[[int], int] = random.randrange,
+        on_acked: Callable[[float], None] | None = None,
     ) -> None:
         self._store = store
         self._root = root
@@ -119,6 +122,7 @@ class Producer:
         self._max_bytes = max_batch_bytes
         self._depth = depth
         self._choose_shard = choose_shard
+        self._on_acked = on_acked
         self._pending = _Pending()
         self._linger_task: asyncio.Task[None] | None = None
         self._flushes: set[asyncio.Task[None]] = set()
@@ -144,7 +148,11 @@ class Producer:
             self._start_flush()
         elif self._linger_task is None:
             self._linger_task = asyncio.get_running_loop().create_task(self._linger_then_flush())
-        return await future
+        started = time.monotonic()
+        offsets = await future
+        if self._on_acked is not None:
+            self._on_acked(time.monotonic() - started)
+        return offsets
 
     async def flush(self) -> None:
         """Flush what is pending now and wait for every flush in progress."""

@@ -11,19 +11,27 @@ and each process builds its own; components receive it as a parameter.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from epochgc.metrics.collectors import (
+    NodeCollector,
+    NodeSample,
+    ProducerCollector,
+    ProducerSample,
+)
 from epochgc.storage.request_stats import RequestStats
 
 __all__ = [
     "CollectorRegistry",
     "GcMetrics",
     "HealthCheck",
+    "ProducerMetrics",
+    "ReconcilerMetrics",
     "S3RequestCollector",
     "register_s3_requests",
 ]
@@ -120,6 +128,29 @@ class GcMetrics:
             "Age of the oldest node report M was computed from.",
             registry=registry,
         )
+        self.round_interval = Gauge(
+            "epochgc_collector_round_interval_seconds",
+            "The configured longest wait between rounds (alerts compare against it).",
+            registry=registry,
+        )
+        self.sweep_lag = Gauge(
+            "epochgc_collector_sweep_lag_seconds",
+            "Seconds since a round last left no eligible object undeleted (0 right after a "
+            "clean round): how far deletion trails M.",
+            registry=registry,
+        )
+        self.l0_objects_outstanding = Gauge(
+            "epochgc_l0_objects_outstanding",
+            "L0 objects left after the last round (exact with the delete-fraction guard on, "
+            "which lists shards to their end; otherwise those at or below M plus the first "
+            "above it per shard).",
+            registry=registry,
+        )
+        self.l0_bytes_outstanding = Gauge(
+            "epochgc_l0_bytes_outstanding",
+            "Bytes of the L0 objects counted by epochgc_l0_objects_outstanding.",
+            registry=registry,
+        )
         self.pinning_partitions = Gauge(
             "epochgc_collector_pinning_partitions",
             "Live partitions whose M(p) equals M (they hold M back).",
@@ -147,20 +178,60 @@ class S3RequestCollector(Collector):
     def __init__(self, stats: RequestStats) -> None:
         self._stats = stats
 
-    def collect(self) -> Iterator[CounterMetricFamily]:
+    def collect(self) -> Iterator[Metric]:
         family = CounterMetricFamily(
             "epochgc_s3_requests",
             "S3 HTTP requests (every attempt) by operation and status.",
             labels=["operation", "status"],
         )
+        slowdowns = 0
         for (operation, status), count in sorted(self._stats.by_outcome().items()):
             family.add_metric([operation, status], count)
+            if status == "503":
+                slowdowns += count
         yield family
+        yield CounterMetricFamily(
+            "epochgc_s3_slowdowns",
+            "S3 answers 503 (SlowDown): each lowers the delete rate.",
+            value=slowdowns,
+        )
 
 
 def register_s3_requests(registry: CollectorRegistry, stats: RequestStats) -> None:
     """Expose ``stats`` on ``registry``."""
     registry.register(S3RequestCollector(stats))
+
+
+class ReconcilerMetrics:
+    """A reconciler node's metrics: the round-duration histogram here, every
+    other figure from a ``NodeCollector`` at scrape time."""
+
+    def __init__(
+        self, registry: CollectorRegistry, samples: Callable[[], Sequence[NodeSample]]
+    ) -> None:
+        self.registry = registry
+        self.round_duration = Histogram(
+            "epochgc_reconciler_round_duration_seconds",
+            "Duration of reconciler node rounds (lead, reconcile, housekeep, report).",
+            ["node"],
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+            registry=registry,
+        )
+        registry.register(NodeCollector(samples))
+
+
+class ProducerMetrics:
+    """The reference producer's metrics: produce latency observed per call,
+    counters from a ``ProducerCollector``."""
+
+    def __init__(self, registry: CollectorRegistry, sample: Callable[[], ProducerSample]) -> None:
+        self.latency = Histogram(
+            "epochgc_producer_latency_seconds",
+            "From produce() to acknowledgement (records durable in the partition log).",
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=registry,
+        )
+        registry.register(ProducerCollector(sample))
 
 
 HealthCheck = Callable[[], tuple[bool, dict[str, object]]]

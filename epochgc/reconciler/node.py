@@ -41,6 +41,7 @@ from epochgc.reconciler.reconcile import Reconciler
 from epochgc.reconciler.retention import RetentionTargets, update_retention_hint
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.controller import Controller, TopicInfo
+from epochgc.watermarks.fence import FenceStats
 from epochgc.watermarks.leases import LeaseManager
 from epochgc.watermarks.replica import PartitionLeader, PartitionReplica
 from epochgc.watermarks.reports import publish_report, report_of
@@ -102,6 +103,9 @@ class NodeStats:
     lost_leaderships: int = 0
     last_round_seconds: float = 0.0
     led: list[str] = field(default_factory=list)
+    retired_fence: FenceStats = field(default_factory=FenceStats)
+    """Fence counters of partitions no longer led (so node totals only grow)."""
+    retired_appends: int = 0
 
 
 class ReconcilerNode:
@@ -125,6 +129,7 @@ class ReconcilerNode:
         settings: NodeSettings | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        on_round: Callable[[float], None] | None = None,
     ) -> None:
         self._store = store
         self._root = root
@@ -138,6 +143,7 @@ class ReconcilerNode:
         self._reconciler = Reconciler(store, root, max_records=self._settings.max_records_per_pass)
         self._led: dict[tuple[str, int], _Led] = {}
         self._last_report = float("-inf")
+        self._on_round = on_round
         self.stats = NodeStats()
 
     @property
@@ -164,6 +170,12 @@ class ReconcilerNode:
         self.stats.rounds += 1
         self.stats.last_round_seconds = self._monotonic() - started
         self.stats.led = [f"{t}/{p}" for t, p in self.led_partitions()]
+        if self._on_round is not None:
+            self._on_round(self.stats.last_round_seconds)
+
+    def led_services(self) -> list[PartitionLeaderService]:
+        """The leader services of the partitions led now (for metrics)."""
+        return [led.service for led in list(self._led.values())]
 
     async def run(self, stop: asyncio.Event, *, round_interval_seconds: float = 1.0) -> None:
         """Run rounds until ``stop`` is set, then ``stop()`` the node."""
@@ -191,6 +203,7 @@ class ReconcilerNode:
             led = self._led.pop(key)
             await led.service.stop("node crashed")
             await self._directory.unregister(led.service)
+            self._retire(led.service)
 
     # --- leadership --------------------------------------------------------------
 
@@ -244,9 +257,18 @@ class ReconcilerNode:
             return
         await self._directory.unregister(led.service)
         await led.service.stop(reason)
+        self._retire(led.service)
         if release:
             await asyncio.to_thread(self._leases.release, partition_lease_name(*key))
         log.info("%s: stopped leading %s/%d: %s", self.node_id, key[0], key[1], reason)
+
+    def _retire(self, service: PartitionLeaderService) -> None:
+        fence, retired = service.fence.stats, self.stats.retired_fence
+        retired.accepted_same_epoch += fence.accepted_same_epoch
+        retired.accepted_new_epoch += fence.accepted_new_epoch
+        retired.rejected_below += fence.rejected_below
+        retired.window_slides += fence.window_slides
+        self.stats.retired_appends += service.stats.appended
 
     # --- duties ----------------------------------------------------------------------
 

@@ -13,11 +13,20 @@ import logging
 import os
 import signal
 import socket
+from collections.abc import Callable
 
 from epochgc.config import Config
 from epochgc.ingest.directory import LeaderDirectory
+from epochgc.metrics.instruments import (
+    CollectorRegistry,
+    ReconcilerMetrics,
+    register_s3_requests,
+)
+from epochgc.metrics.server import MetricsServer
 from epochgc.reconciler.node import NodeSettings, ReconcilerNode
+from epochgc.reconciler.telemetry import sample_node
 from epochgc.storage.object_store import ObjectStore
+from epochgc.storage.request_stats import RequestStats
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochTicker
 from epochgc.watermarks.leases import LeaseManager, LeasePolicy
@@ -55,28 +64,72 @@ def lease_policy_of(config: Config) -> LeasePolicy:
 
 
 def build_node(
-    config: Config, store: ObjectStore, node_id: str | None, directory: LeaderDirectory
+    config: Config,
+    store: ObjectStore,
+    node_id: str | None,
+    directory: LeaderDirectory,
+    *,
+    metrics: NodeMetrics | None = None,
 ) -> tuple[ReconcilerNode, LeaseManager]:
-    """A node and its lease manager from the configuration (not started)."""
+    """A node and its lease manager from the configuration (not started);
+    with ``metrics``, the node reports to them."""
     node_id = node_id or config.reconciler.node_id or default_node_id()
     root = config.layout.root
     leases = LeaseManager(store, root, node_id, policy=lease_policy_of(config))
     node = ReconcilerNode(
-        store, root, node_id, leases, directory, settings=node_settings_of(config)
+        store,
+        root,
+        node_id,
+        leases,
+        directory,
+        settings=node_settings_of(config),
+        on_round=metrics.round_observer(node_id) if metrics is not None else None,
     )
+    if metrics is not None:
+        metrics.nodes.append((node, leases))
     return node, leases
+
+
+class NodeMetrics:
+    """The metrics of the reconciler nodes of one process, on one registry."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.nodes: list[tuple[ReconcilerNode, LeaseManager]] = []
+        self._metrics = ReconcilerMetrics(
+            registry, lambda: [sample_node(node, leases) for node, leases in list(self.nodes)]
+        )
+
+    def round_observer(self, node_id: str) -> Callable[[float], None]:
+        observe: Callable[[float], None] = self._metrics.round_duration.labels(node_id).observe
+        return observe
 
 
 async def run_reconciler(
     config: Config,
     store: ObjectStore,
     *,
+    stats: RequestStats | None = None,
     node_id: str | None = None,
     duration_seconds: float | None = None,
 ) -> ReconcilerNode:
-    """Run a node until a signal or ``duration_seconds``; return it (stats)."""
+    """Run a node until a signal or ``duration_seconds``; return it (stats).
+    Serves ``/metrics`` and ``/healthz`` on ``metrics.listen`` when set."""
     root = config.layout.root
-    node, leases = build_node(config, store, node_id, LeaderDirectory())
+    registry = CollectorRegistry()
+    if stats is not None:
+        register_s3_requests(registry, stats)
+    node, leases = build_node(
+        config, store, node_id, LeaderDirectory(), metrics=NodeMetrics(registry)
+    )
+    server = (
+        MetricsServer(
+            registry,
+            config.metrics.listen,
+            lambda: (True, {"node": node.node_id, "led_partitions": len(node.led_partitions())}),
+        )
+        if config.metrics.listen
+        else None
+    )
     ticker = (
         EpochTicker(Controller(store, root).tick, interval_seconds=config.epoch.interval_seconds)
         if config.reconciler.run_ticker
@@ -91,13 +144,22 @@ async def run_reconciler(
     leases.start()
     if ticker is not None:
         ticker.start()
-    log.info("reconciler node %s running (root %s)", node.node_id, root)
+    if server is not None:
+        server.start()
+    log.info(
+        "reconciler node %s running (root %s, metrics %s)",
+        node.node_id,
+        root,
+        server.url if server is not None else "off",
+    )
     try:
         await node.run(stop, round_interval_seconds=config.reconciler.round_interval_seconds)
     finally:
         if ticker is not None:
             ticker.stop()
         leases.stop(release=True)
+        if server is not None:
+            server.stop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
     log.info(

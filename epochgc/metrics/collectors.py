@@ -1,0 +1,213 @@
+"""Custom collectors: metrics computed at scrape time from the components'
+own counters, so the components never call ``gauge.set()`` and never
+import ``prometheus_client``.
+
+Components hand over a function returning a plain sample (``NodeSample``,
+``ProducerSample``, the current ``PinningSample`` list); the collectors
+turn it into metric families on every scrape. Nothing here has a label
+whose values grow with the number of partitions: per-partition series
+exist only for the K partitions that pin ``M`` (K is fixed), and node
+figures are aggregated per node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+
+@dataclass(frozen=True)
+class NodeSample:
+    """A reconciler node's figures (counters only grow)."""
+
+    node_id: str
+    led_partitions: int
+    records_reconciled: int
+    bytes_reconciled: int
+    l1_objects: int
+    housekeeping_advances: int
+    reports_published: int
+    errors: int
+    leaderships: int
+    lost_leaderships: int
+    appends: int
+    fence_same_epoch: int
+    fence_new_epoch: int
+    fence_rejected: int
+    window_slides: int
+    last_rejection_gap: int
+    max_window_size: int
+    lro_lag_sum: int
+    lro_lag_max: int
+    lease_acquisitions: int
+    lease_losses: int
+    lease_renew_failures: int
+
+
+class NodeCollector(Collector):
+    """Fencing, partition, reconciler and lease figures of the nodes of this
+    process (one in production, two in the demo), labelled by node."""
+
+    def __init__(self, samples: Callable[[], Sequence[NodeSample]]) -> None:
+        self._samples = samples
+
+    def collect(self) -> Iterator[Metric]:
+        samples = list(self._samples())
+        families: dict[str, Metric] = {}
+        for s in samples:
+            for family in self._families(s):
+                merged = families.setdefault(family.name, family)
+                if merged is not family:
+                    merged.samples.extend(family.samples)
+        yield from families.values()
+
+    def _families(self, s: NodeSample) -> Iterator[Metric]:
+        node = [s.node_id]
+
+        def counter(name: str, text: str, value: int) -> CounterMetricFamily:
+            family = CounterMetricFamily(name, text, labels=["node"])
+            family.add_metric(node, value)
+            return family
+
+        def gauge(name: str, text: str, value: float) -> GaugeMetricFamily:
+            family = GaugeMetricFamily(name, text, labels=["node"])
+            family.add_metric(node, value)
+            return family
+
+        fences = CounterMetricFamily(
+            "epochgc_fence_admissions",
+            "Appends and housekeeping fenced by the epoch window, by result.",
+            labels=["node", "result"],
+        )
+        fences.add_metric([s.node_id, "same_epoch"], s.fence_same_epoch)
+        fences.add_metric([s.node_id, "new_epoch"], s.fence_new_epoch)
+        fences.add_metric([s.node_id, "rejected_stale"], s.fence_rejected)
+        yield fences
+        yield counter(
+            "epochgc_fence_window_slides", "Times a window slid to a newer epoch.", s.window_slides
+        )
+        yield gauge(
+            "epochgc_fence_last_rejection_gap_epochs",
+            "Largest gap (window start - epoch) of the last stale rejection among led partitions.",
+            s.last_rejection_gap,
+        )
+        yield gauge(
+            "epochgc_partition_window_size_epochs",
+            "Largest applied window (max - previous applied epoch) among led partitions.",
+            s.max_window_size,
+        )
+        yield gauge("epochgc_partition_led", "Partitions this node leads.", s.led_partitions)
+        lag = GaugeMetricFamily(
+            "epochgc_partition_lro_lag_records",
+            "Records appended but not yet reconciled (log end - lro), over led partitions.",
+            labels=["node", "aggregate"],
+        )
+        lag.add_metric([s.node_id, "sum"], s.lro_lag_sum)
+        lag.add_metric([s.node_id, "max"], s.lro_lag_max)
+        yield lag
+        yield counter(
+            "epochgc_partition_appends", "Placeholder commands appended by leaders.", s.appends
+        )
+        yield counter(
+            "epochgc_reconciler_records", "Records moved from L0 to L1.", s.records_reconciled
+        )
+        yield counter("epochgc_reconciler_bytes", "Record bytes written to L1.", s.bytes_reconciled)
+        yield counter("epochgc_reconciler_l1_objects", "L1 objects written.", s.l1_objects)
+        yield counter(
+            "epochgc_reconciler_housekeeping_advances",
+            "advance_epoch appends for idle partitions.",
+            s.housekeeping_advances,
+        )
+        yield counter(
+            "epochgc_reconciler_reports_published", "Node reports written.", s.reports_published
+        )
+        yield counter("epochgc_reconciler_errors", "Failed reconciler duties.", s.errors)
+        yield counter(
+            "epochgc_reconciler_leaderships", "Partitions this node started leading.", s.leaderships
+        )
+        yield counter(
+            "epochgc_reconciler_lost_leaderships",
+            "Partitions lost to an expired or taken lease.",
+            s.lost_leaderships,
+        )
+        yield counter("epochgc_lease_acquisitions", "Leases acquired.", s.lease_acquisitions)
+        yield counter("epochgc_lease_losses", "Leases lost.", s.lease_losses)
+        yield counter(
+            "epochgc_lease_renew_failures", "Lease renewals that failed.", s.lease_renew_failures
+        )
+
+
+@dataclass(frozen=True)
+class ProducerSample:
+    """A producer's figures."""
+
+    l0_objects: int
+    l0_bytes: int
+    records_acked: int
+    stale_epoch_retries: int
+    orphaned_uploads: int
+    replays: int
+
+
+class ProducerCollector(Collector):
+    """The reference producer's figures."""
+
+    def __init__(self, sample: Callable[[], ProducerSample]) -> None:
+        self._sample = sample
+
+    def collect(self) -> Iterator[Metric]:
+        s = self._sample()
+        for name, text, value in (
+            ("epochgc_producer_l0_objects", "L0 objects uploaded.", s.l0_objects),
+            ("epochgc_producer_l0_bytes", "L0 bytes uploaded.", s.l0_bytes),
+            ("epochgc_producer_records_acked", "Records acknowledged.", s.records_acked),
+            (
+                "epochgc_producer_stale_epoch_retries",
+                "Chunks re-uploaded after a stale-epoch rejection.",
+                s.stale_epoch_retries,
+            ),
+            (
+                "epochgc_producer_orphaned_uploads",
+                "L0 objects uploaded but never referenced (left to GC).",
+                s.orphaned_uploads,
+            ),
+            (
+                "epochgc_producer_replays",
+                "Chunks replayed to a new leader after a failover.",
+                s.replays,
+            ),
+        ):
+            yield CounterMetricFamily(name, text, value=value)
+
+
+@dataclass(frozen=True)
+class PinningSample:
+    """One of the partitions with the lowest ``M(p)``."""
+
+    topic: str
+    partition: int
+    safe_epoch: int
+    node: str
+
+
+class PinningCollector(Collector):
+    """``M(p)`` of the K lowest partitions (K fixed by the caller's join),
+    labelled by topic, partition and reporting node. Computed from the last
+    join at scrape time, so a partition that stops pinning disappears at
+    once instead of lingering as a stale series."""
+
+    def __init__(self, sample: Callable[[], Sequence[PinningSample]]) -> None:
+        self._sample = sample
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "epochgc_collector_lowest_partition_safe_epoch",
+            "M(p) of the partitions with the lowest watermarks (bounded: the K lowest).",
+            labels=["topic", "partition", "node"],
+        )
+        for s in self._sample():
+            family.add_metric([s.topic, str(s.partition), s.node], s.safe_epoch)
+        yield family
