@@ -3,14 +3,17 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import subprocess
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 
 def free_port() -> int:
@@ -56,3 +59,44 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 20.0) 
         except (urllib.error.URLError, OSError):
             time.sleep(0.1)
     raise RuntimeError(f"{url} not ready within {timeout}s")
+
+
+@contextmanager
+def prometheus(targets: list[str], folder: Path) -> Iterator[str]:
+    """A Prometheus scraping ``targets`` (host:port) every second; yields
+    its base URL."""
+    port = free_port()
+    config = folder / "prometheus.yml"
+    config.write_text(
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+        "scrape_configs:\n  - job_name: epochgc\n    static_configs:\n"
+        f"      - targets: [{', '.join(repr(t) for t in targets)}]\n"
+    )
+    proc = subprocess.Popen(
+        [
+            _binary("prometheus"),
+            f"--config.file={config}",
+            f"--storage.tsdb.path={folder / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_ready(f"{url}/-/ready", proc, timeout=30)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+
+
+def query(url: str, promql: str) -> list[tuple[dict[str, str], float]]:
+    """An instant PromQL query: (labels, value) per series."""
+    with urllib.request.urlopen(
+        f"{url}/api/v1/query?{urllib.parse.urlencode({'query': promql})}", timeout=5
+    ) as answer:
+        body = json.loads(answer.read())
+    if body.get("status") != "success":
+        raise RuntimeError(f"query {promql!r} failed: {body}")
+    return [(r["metric"], float(r["value"][1])) for r in body["data"]["result"]]

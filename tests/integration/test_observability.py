@@ -1,0 +1,211 @@
+"""Observability against real servers: Prometheus scraping a running daemon,
+the demo's /metrics against every name the dashboard and alerts use,
+promtool on the alert rules, and bounded series with 10,000 partitions."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from epochgc.gc.collect import CollectSettings
+from epochgc.gc.collector import ScheduleSettings
+from epochgc.gc.daemon import DaemonSettings, GcDaemon
+from epochgc.metrics.push import RUN_GAUGES, run_registry
+from epochgc.storage.keys import encode_l0_key
+from epochgc.storage.request_stats import RequestStats
+from epochgc.storage.s3 import S3ObjectStore
+from epochgc.watermarks.aggregate import join_safe_epoch
+from epochgc.watermarks.controller import Controller, ControllerView, TopicInfo
+from epochgc.watermarks.leases import LeasePolicy
+from epochgc.watermarks.reports import NodeReport, PartitionReport
+from tests.support.cli import REPO
+from tests.support.moto_seed import seed_objects
+from tests.support.servers import prometheus, query
+
+ROOT = "epochgc"
+DASHBOARDS = REPO / "dashboards"
+DEMO = (sys.executable, "-m", "epochgc.cli", "demo")
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 30.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def daemon_settings() -> DaemonSettings:
+    return DaemonSettings(
+        node_id="gc-obs",
+        collect=CollectSettings(shards=4, min_object_age=timedelta(0), max_delete_fraction=1.0),
+        schedule=ScheduleSettings(
+            interval=timedelta(seconds=0.5),
+            after_progress=timedelta(seconds=0.1),
+            epoch_interval=timedelta(seconds=60),
+        ),
+        lease=LeasePolicy(ttl_seconds=3.0, renew_interval_seconds=0.2, skew_margin_seconds=0.5),
+        run_ticker=False,
+        metrics_listen="127.0.0.1:0",
+    )
+
+
+def test_prometheus_scrapes_the_daemon_and_promql_sees_m_deletions_and_lag(
+    tmp_path: Path, store: S3ObjectStore, bucket: str
+) -> None:
+    controller = Controller(store, ROOT)
+    controller.advance_to(6)
+    controller.create_topic("orders", 2)  # revision 7, no report: M(p) = 6
+    controller.advance_to(12)  # M = 6, lag = 6
+    keys = [encode_l0_key(ROOT, s, e, str(uuid.uuid4())) for s in range(4) for e in range(1, 11)]
+    seed_objects(bucket, keys)
+    eligible = sum(1 for e in range(1, 11) if e <= 6) * 4
+    daemon = GcDaemon(store, RequestStats(), ROOT, daemon_settings())
+    daemon.start()
+    try:
+        assert daemon.metrics_url is not None
+        target = daemon.metrics_url.removeprefix("http://")
+        with prometheus([target], tmp_path) as url:
+
+            def scraped(promql: str, expected: float) -> Callable[[], bool]:
+                return lambda: [v for _, v in query(url, promql)] == [expected]
+
+            wait_for(scraped("epochgc_collector_safe_epoch", 6), what="M in Prometheus")
+            wait_for(
+                scraped("epochgc_collector_objects_deleted_total", eligible),
+                what="deleted count in Prometheus",
+            )
+            wait_for(scraped("epochgc_collector_epoch_lag", 6), what="lag in Prometheus")
+            lowest = query(url, 'epochgc_collector_lowest_partition_safe_epoch{topic="orders"}')
+            assert sorted((m["partition"], v) for m, v in lowest) == [("0", 6.0), ("1", 6.0)]
+            assert query(url, 'epochgc_collector_state{state="running"}')[0][1] == 1.0
+            assert query(url, "up")[0][1] == 1.0
+    finally:
+        daemon.stop()
+
+
+def metric_names(text: str) -> set[str]:
+    return {
+        sample.name for family in text_string_to_metric_families(text) for sample in family.samples
+    }
+
+
+def used_names(text: str) -> set[str]:
+    return set(re.findall(r"\bepochgc_[a-z0-9_]+", text))
+
+
+def test_the_demo_exports_every_metric_the_dashboard_and_alerts_use(tmp_path: Path) -> None:
+    demo = subprocess.Popen(
+        [*DEMO, "--duration", "12", "--config", "config/local.toml"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert demo.stdout is not None
+    try:
+        first = demo.stdout.readline()
+        match = re.search(r"metrics at (http://[0-9.:]+)/metrics", first)
+        assert match, first
+        base = match.group(1)
+        with prometheus([base.removeprefix("http://")], tmp_path) as prom:
+            lines = [demo.stdout.readline() for _ in range(5)]  # header + 4 table rows
+            assert "produce" in lines[-1], lines
+            exported = urllib.request.urlopen(f"{base}/metrics", timeout=5).read().decode()
+            wait_for(
+                lambda: any(
+                    v > 0 for _, v in query(prom, "epochgc_collector_objects_deleted_total")
+                ),
+                what="the demo's deletions in Prometheus",
+            )
+            acked = query(prom, "sum(epochgc_producer_records_acked_total)")
+            assert acked and acked[0][1] > 0
+        rest, _ = demo.communicate(timeout=120)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+    assert demo.returncode == 0 and "demo OK" in rest
+    pushed = generate_latest(run_registry("spark-listing", dict.fromkeys(RUN_GAUGES, 1), {"x": 1}))
+    available = metric_names(exported) | metric_names(pushed.decode())
+    dashboard = json.loads((DASHBOARDS / "epochgc.json").read_text())
+    exprs = " ".join(t["expr"] for p in dashboard["panels"] for t in p.get("targets", []))
+    missing = used_names(exprs) - available
+    assert not missing, f"dashboard uses metrics nobody exports: {sorted(missing)}"
+    alert_missing = used_names((DASHBOARDS / "alerts.yml").read_text()) - available
+    assert not alert_missing, f"alerts use metrics nobody exports: {sorted(alert_missing)}"
+    # Only the bounded pinning gauge has per-partition labels.
+    for family in text_string_to_metric_families(exported):
+        for sample in family.samples:
+            if "partition" in sample.labels or "topic" in sample.labels:
+                assert family.name == "epochgc_collector_lowest_partition_safe_epoch"
+
+
+def test_the_dashboard_takes_its_datasource_as_a_variable() -> None:
+    dashboard = json.loads((DASHBOARDS / "epochgc.json").read_text())
+    (variable,) = [v for v in dashboard["templating"]["list"] if v["type"] == "datasource"]
+    assert variable["query"] == "prometheus"
+    uid = "${" + variable["name"] + "}"
+    panels = [p for p in dashboard["panels"] if p["type"] != "row"]
+    assert panels and all(p["datasource"]["uid"] == uid for p in panels)
+    rows = {p["title"] for p in dashboard["panels"] if p["type"] == "row"}
+    assert {
+        "Safe epoch",
+        "Reclaim",
+        "Backlog",
+        "Errors and SlowDowns",
+        "Pinning partitions",
+    } <= rows
+    assert {"Fencing", "Reconciler", "Leases and ingest"} <= rows
+
+
+def test_promtool_checks_the_rules_and_runs_their_unit_tests() -> None:
+    checked = subprocess.run(
+        ["promtool", "check", "rules", "alerts.yml"],
+        cwd=DASHBOARDS,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    tested = subprocess.run(
+        ["promtool", "test", "rules", "alerts_test.yml"],
+        cwd=DASHBOARDS,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+    assert "SUCCESS" in tested.stdout + tested.stderr
+
+
+def series_count(daemon: GcDaemon) -> int:
+    return sum(len(f.samples) for f in daemon.registry.collect())
+
+
+def test_series_stay_bounded_with_10000_partitions(store: S3ObjectStore) -> None:
+    counts = []
+    for partitions in (10, 10_000):
+        view = ControllerView(offset=50, topics={"big": TopicInfo("big", partitions, 5, {})})
+        report = NodeReport(
+            "node-1",
+            datetime.now(UTC),
+            tuple(PartitionReport("big", p, 1, 10 + p % 30, 0, 40, 39) for p in range(partitions)),
+        )
+        daemon = GcDaemon(store, RequestStats(), ROOT, daemon_settings())
+        daemon.collector.tracker.observe(join_safe_epoch(view, [report], k=10))
+        counts.append(series_count(daemon))
+    assert counts[0] == counts[1], counts
