@@ -32,9 +32,10 @@ from epochgc.gc.control import (
     resume,
 )
 from epochgc.gc.daemon import GC_LEASE
-from epochgc.gc.run_report import decode_summary, encode_summary, list_runs
+from epochgc.gc.run_report import decode_summary, encode_summary, list_runs, run_figures
 from epochgc.gc.service import collect_settings_of, run_daemon
 from epochgc.logging_setup import setup_logging
+from epochgc.metrics.push import COLLECT_JOB, push_run
 from epochgc.reconciler.service import produce_and_verify, run_reconciler
 from epochgc.runtime import open_store
 from epochgc.storage.embedded import EmbeddedS3
@@ -130,6 +131,15 @@ def _cmd_gc_collect(config: Config, args: argparse.Namespace) -> int:
             force=args.force,
         )
     s = outcome.summary
+    if config.metrics.pushgateway:
+        seconds = (s.finished_at - s.started_at).total_seconds()
+        push_run(
+            config.metrics.pushgateway,
+            s.engine,
+            run_figures(s, seconds),
+            s.skipped,
+            job=COLLECT_JOB,
+        )
     data = {
         **json.loads(encode_summary(s)),
         "summary_key": outcome.summary_key,

@@ -172,3 +172,18 @@ def _run_files(store: ObjectStore, root: str) -> dict[str, list[str]]:
 def list_runs(store: ObjectStore, root: str, limit: int = 20) -> list[str]:
     """The newest ``limit`` run ids (oldest first)."""
     return sorted(_run_files(store, root))[-limit:]
+
+
+def run_figures(summary: RunSummary, seconds: float) -> dict[str, float]:
+    """The figures a run pushes (``metrics.push.RUN_GAUGES``)."""
+    return {
+        "safe_epoch": summary.safe_epoch,
+        "listed_objects": summary.listed,
+        "eligible_objects": summary.eligible,
+        "deleted_objects": summary.deleted,
+        "deleted_bytes": summary.bytes_deleted,
+        "errors": summary.errors,
+        "duration_seconds": seconds,
+        "success": int(summary.success),
+        "last_completion_timestamp_seconds": summary.finished_at.timestamp(),
+    }

@@ -33,7 +33,7 @@ from epochgc.config import Config
 from epochgc.errors import InvalidArgumentError
 from epochgc.gc.collect import SafetyBlockedError
 from epochgc.gc.eligibility import Verdict
-from epochgc.gc.run_report import RunSummary, new_run_id, write_summary
+from epochgc.gc.run_report import RunSummary, new_run_id, run_figures, write_summary
 from epochgc.gc.spark_tasks import TaskResult, TaskSpec, inventory_task, listing_task, sum_skipped
 from epochgc.gc.sweeper import SweepResult
 from epochgc.metrics.push import push_run
@@ -344,18 +344,3 @@ def summarise(
         requests=requests,
     )
     return dataclasses.replace(summary, success=False) if stopped else summary
-
-
-def run_figures(summary: RunSummary, seconds: float) -> dict[str, float]:
-    """The figures a run pushes (``metrics.push.RUN_GAUGES``)."""
-    return {
-        "safe_epoch": summary.safe_epoch,
-        "listed_objects": summary.listed,
-        "eligible_objects": summary.eligible,
-        "deleted_objects": summary.deleted,
-        "deleted_bytes": summary.bytes_deleted,
-        "errors": summary.errors,
-        "duration_seconds": seconds,
-        "success": int(summary.success),
-        "last_completion_timestamp_seconds": summary.finished_at.timestamp(),
-    }

@@ -12,6 +12,8 @@ from prometheus_client import CollectorRegistry, Gauge, push_to_gateway
 log = logging.getLogger("epochgc.metrics.push")
 
 SPARK_JOB = "epochgc_spark"
+COLLECT_JOB = "epochgc_collect"
+"""Pushgateway job of one-shot ``epochgc gc collect`` runs."""
 
 RUN_GAUGES = {
     "safe_epoch": "M the last run used.",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import urllib.request
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,6 +23,7 @@ from epochgc.watermarks.reports import NodeReport, PartitionReport, publish_repo
 from tests.support.cli import run_cli
 from tests.support.config_files import write_server_config
 from tests.support.moto_seed import seed_objects
+from tests.support.servers import pushgateway
 
 ROOT = "epochgc"
 
@@ -132,3 +134,23 @@ def test_cli_collect_and_runs(
     runs = json.loads(run_cli("gc", "runs", "--config", str(config), "--json").stdout)
     assert [r["deleted"] for r in runs] == [0, 0, 120]
     assert l0_left(store) == {7, 8, 9, 10}
+
+
+def test_a_one_shot_round_pushes_its_figures_to_a_real_pushgateway(
+    tmp_path: Path, s3_server: EmbeddedS3, store: S3ObjectStore, bucket: str, world: list[str]
+) -> None:
+    with pushgateway() as gateway:
+        config = write_server_config(
+            tmp_path / "push.toml",
+            s3_server.endpoint_url,
+            bucket,
+            "[layout]\nl0_shards = 4\n[gc]\nmin_object_age_seconds = 0.0\n"
+            f'max_delete_fraction = 1.0\n[metrics]\npushgateway = "{gateway}"\n',
+        )
+        done = run_cli("gc", "collect", "--config", str(config))
+        assert done.returncode == 0, done.stderr
+        text = urllib.request.urlopen(f"http://{gateway}/metrics", timeout=5).read().decode()
+    assert (
+        'epochgc_gc_run_deleted_objects{engine="local",instance="",job="epochgc_collect"} 120'
+        in (text)
+    )
