@@ -9,6 +9,7 @@ Run them from the repository root as modules (``python -m bench.bench_x``).
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 
@@ -22,6 +23,12 @@ class Progress(ProgressLog):
 
     def __init__(self, label: str, total: int, every_seconds: float = 5.0) -> None:
         super().__init__(log, label, total, every_seconds=every_seconds)
+
+
+def figures(epochgc: str, baseline: str, ratio: str) -> None:
+    """Print the line ``bench/run_all.py`` puts in its table."""
+    doc = {"epochgc": epochgc, "baseline": baseline, "ratio": ratio}
+    print(f"bench-figures {json.dumps(doc)}")
 
 
 def verdict(name: str, figure: str, target: str, passed: bool) -> int:

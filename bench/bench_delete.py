@@ -19,7 +19,7 @@ import sys
 import time
 import uuid
 
-from bench._harness import Progress, setup_logging, verdict
+from bench._harness import Progress, figures, setup_logging, verdict
 from epochgc.storage.client import make_s3_client
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.request_stats import RequestStats
@@ -82,6 +82,11 @@ def main() -> int:
     print(f"epochgc delete_many        : {batched_rate:10.0f} keys/s  {per_1000:.2f} req/1000")
     print(f"naive delete_object loop   : {naive_rate:10.0f} keys/s  {naive_per_1000:.2f} req/1000")
     print(f"ratio                      : {ratio:10.1f}x")
+    figures(
+        f"{batched_rate:.0f} keys/s, {per_1000:.2f} req/1000",
+        f"{naive_rate:.0f} keys/s (delete_object loop)",
+        f"{ratio:.1f}x",
+    )
     passed = ratio >= TARGET_RATIO and per_1000 <= TARGET_REQUESTS_PER_1000
     return verdict(
         "delete",

@@ -24,7 +24,7 @@ import random
 import sys
 import time
 
-from bench._harness import setup_logging, verdict
+from bench._harness import figures, setup_logging, verdict
 from epochgc.errors import StaleEpochError
 from epochgc.watermarks.fence import EpochFence
 from epochgc.watermarks.window import EpochWindow
@@ -127,6 +127,11 @@ def main() -> int:
     )
     share = strict_rejected / strict_total
     print(f"strict rejects {share:.1%} of valid writes; the window rejects {window_rejected}")
+    figures(
+        f"{window_rejected} spurious rejections, {rate:,.0f} fences/s",
+        f"{strict_rejected} spurious rejections (strict newest-epoch fence)",
+        f"{share:.1%} of valid writes saved",
+    )
     passed = window_rejected == 0 and rate >= TARGET_FENCES_PER_SECOND
     return verdict(
         "fence",

@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from bench._harness import setup_logging, verdict
+from bench._harness import figures, setup_logging, verdict
 from epochgc.gc.inventory_filter import select_eligible
 from epochgc.gc.spark_session import build_spark_session
 from epochgc.storage.inventory import (
@@ -209,6 +209,11 @@ def main() -> int:
     scaling = spark1_seconds / spark2_seconds
     print(f"spark local[2] time / pyarrow time: {within:.2f} (<= {TARGET_WITHIN:g})")
     print(f"spark local[2] rate / local[1] rate: {scaling:.2f}x (>= {TARGET_SCALING:g})")
+    figures(
+        f"{rows / spark2_seconds / 1e6:.2f} M rows/s (Spark local[2])",
+        f"{rows / single_seconds / 1e6:.2f} M rows/s (pyarrow, 1 process)",
+        f"{1 / within:.2f}x; {scaling:.2f}x over local[1]",
+    )
     return verdict(
         "inventory",
         f"spark local[2] {within:.2f}x the pyarrow time, {scaling:.2f}x its 1-core rate, "

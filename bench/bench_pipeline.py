@@ -22,7 +22,7 @@ import asyncio
 import sys
 import time
 
-from bench._harness import inject_latency, setup_logging, verdict
+from bench._harness import figures, inject_latency, setup_logging, verdict
 from epochgc.ingest.leader_service import PartitionLeaderService
 from epochgc.storage.client import make_s3_client
 from epochgc.storage.embedded import EmbeddedS3
@@ -94,6 +94,11 @@ def main() -> int:
     print(
         f"ratios per round: {', '.join(f'{r:.1f}x' for r in ratios)}; median {ratio:.1f}x "
         f"(latency {args.latency_ms:.0f} ms per request, {args.server} server)"
+    )
+    figures(
+        f"{median8:.0f} appends/s (depth 8)",
+        f"{median1:.0f} appends/s (depth 1)",
+        f"{ratio:.1f}x",
     )
     return verdict(
         "pipeline",

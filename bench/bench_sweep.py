@@ -52,7 +52,7 @@ from typing import Any
 
 from pyspark import cloudpickle
 
-from bench._harness import Progress, inject_latency, setup_logging, verdict
+from bench._harness import Progress, figures, inject_latency, setup_logging, verdict
 from epochgc.config import Config
 from epochgc.gc.spark_job import SparkRunOptions, run_spark_gc
 from epochgc.gc.spark_session import build_spark_session
@@ -341,6 +341,11 @@ def main() -> int:
     for c in contenders:
         if c.name == "spark":
             print(f"ratio spark listing / single-threaded batched: {c.rate / batched.rate:.1f}x")
+    figures(
+        f"{sweeper.rate:.0f} objects/s, {sweeper.requests_per_1000:.2f} req/1000",
+        f"{batched.rate:.0f} objects/s (single-threaded batched)",
+        f"{ratio_batched:.1f}x",
+    )
     complete = sweeper.deleted == eligible and batched.deleted == eligible
     safe = all(c.wrongly_deleted == 0 for c in contenders)
     passed = (
