@@ -19,6 +19,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 
 from epochgc.config import Config, load_config, log_level_of
 from epochgc.errors import ConfigError, EpochGCError, TopicNotFoundError
@@ -459,6 +460,33 @@ def _cmd_inventory_build(config: Config, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_verify(config: Config, args: argparse.Namespace) -> int:
+    # Imported here: only this command runs the whole system under faults.
+    import tempfile  # noqa: PLC0415
+
+    from epochgc.verify.run import run_verify, summary  # noqa: PLC0415
+
+    if args.log_level is None:
+        setup_logging("WARNING")
+    failed = []
+    for seed in args.seed:
+        folder = Path(args.folder) / f"seed-{seed}" if args.folder else None
+        with tempfile.TemporaryDirectory(prefix=f"epochgc-verify-{seed}-") as tmp:
+            result = run_verify(
+                seed,
+                args.duration,
+                folder or Path(tmp),
+                spark=args.spark,
+                unsafe_safe_epoch=args.unsafe_test_build,
+            )
+        print(summary(result), flush=True)
+        if not result.ok:
+            failed.append(seed)
+    if len(args.seed) > 1:
+        print(f"{len(args.seed) - len(failed)} of {len(args.seed)} seeds OK; failed: {failed}")
+    return EXIT_OK if not failed else EXIT_FAILED
+
+
 def _cmd_embedded_s3(config: Config, args: argparse.Namespace) -> int:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -752,6 +780,23 @@ def _add_node_commands(
     )
     build.add_argument("--rows-per-file", type=int, help="overrides [inventory] rows_per_file")
     build.set_defaults(handler=_cmd_inventory_build)
+    verify = sub.add_parser(
+        "verify",
+        parents=[common],
+        help="randomized end-to-end safety run under injected faults, then the checks",
+    )
+    verify.add_argument(
+        "--seed", type=int, nargs="+", required=True, help="one or more seeds (one run each)"
+    )
+    verify.add_argument("--duration", type=float, default=60.0, help="seconds of faults")
+    verify.add_argument("--spark", action="store_true", help="run a Spark GC job mid-way")
+    verify.add_argument("--folder", help="keep each run's logs and records here")
+    verify.add_argument(
+        "--unsafe-test-build",
+        action="store_true",
+        help="publish M(p) = max_applied_epoch - 1 (a broken build the checks must catch)",
+    )
+    verify.set_defaults(handler=_cmd_verify)
     demo = sub.add_parser(
         "demo",
         parents=[common],

@@ -104,7 +104,9 @@ class PartitionLeaderService:
 
     @property
     def is_open(self) -> bool:
-        return self._closed is None
+        """Serving: not stopped, and its leader's term not spent by a failed
+        append (through this service or by the reconciler directly)."""
+        return self._closed is None and not self.leader.is_broken
 
     def start(self) -> None:
         """Start the drain task (call from the event loop)."""

@@ -34,17 +34,25 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from epochgc.errors import EpochGCError
+from epochgc.errors import EpochGCError, NotFoundError, RecordError
 from epochgc.ingest.directory import LeaderDirectory
 from epochgc.ingest.leader_service import PartitionLeaderService
 from epochgc.reconciler.reconcile import Reconciler
 from epochgc.reconciler.retention import RetentionTargets, update_retention_hint
+from epochgc.storage.keys import report_key
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.controller import Controller, TopicInfo
 from epochgc.watermarks.fence import FenceStats
 from epochgc.watermarks.leases import LeaseManager
 from epochgc.watermarks.replica import PartitionLeader, PartitionReplica
-from epochgc.watermarks.reports import publish_report, report_of
+from epochgc.watermarks.reports import (
+    PartitionReport,
+    carried_entries,
+    decode_report,
+    publish_report,
+    read_reports,
+    report_of,
+)
 
 log = logging.getLogger("epochgc.reconciler.node")
 
@@ -144,6 +152,8 @@ class ReconcilerNode:
         self._led: dict[tuple[str, int], _Led] = {}
         self._last_report = float("-inf")
         self._on_round = on_round
+        self._reported: dict[tuple[str, int], PartitionReport] | None = None
+        self._live: set[tuple[str, int]] = set()
         self.stats = NodeStats()
 
     @property
@@ -157,9 +167,8 @@ class ReconcilerNode:
         """One round of every duty (see the module docstring)."""
         started = self._monotonic()
         view = await asyncio.to_thread(self._controller.snapshot)
-        await self._drop_lost(
-            set((t.name, p) for t in view.topics.values() for p in range(t.partitions))
-        )
+        self._live = {(t.name, p) for t in view.topics.values() for p in range(t.partitions)}
+        await self._drop_lost(self._live)
         for topic in view.topics.values():
             for partition in range(topic.partitions):
                 if (topic.name, partition) not in self._led:
@@ -333,18 +342,38 @@ class ReconcilerNode:
         now = self._monotonic()
         if not force and now - self._last_report < self._settings.report_interval_seconds:
             return
-        report = report_of(
-            self.node_id,
-            self._now(),
-            [
-                (t, p, led.service.leader.replica.state)
-                for (t, p), led in sorted(self._led.items())
-                if led.service.is_open
-            ],
-        )
+        led = [
+            (t, p, led.service.leader.replica.state)
+            for (t, p), led in sorted(self._led.items())
+            if led.service.is_open
+        ]
+        carried = await asyncio.to_thread(self._carried, [(t, p) for t, p, _ in led])
+        report = report_of(self.node_id, self._now(), led, carried.values())
         await asyncio.to_thread(publish_report, self._store, self._root, report)
+        self._reported = {(e.topic, e.partition): e for e in report.partitions}
         self._last_report = now
         self.stats.reports_published += 1
+
+    def _carried(self, led: list[tuple[str, int]]) -> dict[tuple[str, int], PartitionReport]:
+        """Entries of partitions this node reported before but leads no
+        more, kept until another node covers them (``carried_entries``).
+        The first time, the node's own last report (from a previous run of
+        this node id) is the starting point."""
+        if self._reported is None:
+            try:
+                own = decode_report(self._store.get(report_key(self._root, self.node_id)).body)
+                self._reported = {(e.topic, e.partition): e for e in own.partitions}
+            except NotFoundError:
+                self._reported = {}
+            except RecordError as err:
+                log.warning(
+                    "%s: own previous report unreadable, not carried: %s", self.node_id, err
+                )
+                self._reported = {}
+        if not set(self._reported) - set(led):
+            return {}
+        reports, _skipped = read_reports(self._store, self._root)
+        return carried_entries(self.node_id, self._reported, led, self._live, reports)
 
     async def publish_report_now(self) -> None:
         """Write the node report regardless of the interval."""

@@ -508,6 +508,12 @@ class PartitionLeader:
         self._broken = error
         item.result.set_exception(error)
 
+    @property
+    def is_broken(self) -> bool:
+        """True once an append failed: this term is spent, whoever appended
+        (the write path or the reconciler); the owner must start a new one."""
+        return self._broken is not None
+
     def _finished_error(self) -> FencedError:
         return FencedError(
             f"{self.replica.topic}/{self.replica.partition}: leader of term {self.term} "

@@ -10,7 +10,8 @@ leave ``M`` lower (safer), never higher.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
@@ -57,7 +58,7 @@ class PartitionReport:
             topic,
             partition,
             state.term,
-            state.safe_epoch,
+            _published_safe_epoch(state),
             state.lro,
             state.max_applied_epoch,
             state.previous_applied_epoch,
@@ -181,14 +182,65 @@ def read_reports(
     return reports, skipped
 
 
+UNSAFE_TEST_SWITCH = "EPOCHGC_TEST_UNSAFE_REPORTS"
+"""Test-only: set to ``max_applied`` and reports publish ``M(p) =
+max_applied_epoch - 1`` instead of ``min_epoch_lower_bound - 1``: a
+deliberately broken build, to prove ``epochgc verify`` catches an unsafe
+collector. Never set it anywhere else."""
+
+
+def _published_safe_epoch(state: PartitionState) -> int:
+    if os.environ.get(UNSAFE_TEST_SWITCH) == "max_applied":
+        return max(state.safe_epoch, state.max_applied_epoch - 1)
+    return state.safe_epoch
+
+
+PartitionKey = tuple[str, int]
+
+
+def carried_entries(
+    node: str,
+    previous: Mapping[PartitionKey, PartitionReport],
+    led: Iterable[PartitionKey],
+    live: Iterable[PartitionKey],
+    reports: Iterable[NodeReport],
+) -> dict[PartitionKey, PartitionReport]:
+    """The entries a node keeps publishing for partitions it no longer
+    leads. Pure.
+
+    Dropping a partition from a report the moment its lease is lost would
+    lower ``M``: until the new leader reports it, no report covers it and
+    it counts as ``revision - 1``. So a node carries its last entry for a
+    lost partition until another node's report covers it with at least the
+    same ``M(p)``, or the partition stops being live. Safe: the value was
+    true when published, and ``M(p)`` only grows.
+    """
+    led_keys, live_keys = set(led), set(live)
+    covered: dict[PartitionKey, int] = {}
+    for report in reports:
+        if report.node == node:
+            continue
+        for entry in report.partitions:
+            key = (entry.topic, entry.partition)
+            covered[key] = max(covered.get(key, entry.safe_epoch), entry.safe_epoch)
+    return {
+        key: entry
+        for key, entry in previous.items()
+        if key not in led_keys
+        and key in live_keys
+        and covered.get(key, entry.safe_epoch - 1) < entry.safe_epoch
+    }
+
+
 def report_of(
-    node: str, now: datetime, partitions: Iterable[tuple[str, int, PartitionState]]
+    node: str,
+    now: datetime,
+    partitions: Iterable[tuple[str, int, PartitionState]],
+    carried: Iterable[PartitionReport] = (),
 ) -> NodeReport:
-    """Build a report from the states of the partitions ``node`` leads."""
+    """Build a report from the states of the partitions ``node`` leads, plus
+    the ``carried`` entries of partitions it led before."""
+    led = [PartitionReport.of(topic, partition, state) for topic, partition, state in partitions]
     return NodeReport(
-        node,
-        now,
-        tuple(
-            PartitionReport.of(topic, partition, state) for topic, partition, state in partitions
-        ),
+        node, now, tuple(sorted([*led, *carried], key=lambda e: (e.topic, e.partition)))
     )

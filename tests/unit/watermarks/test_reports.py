@@ -11,6 +11,7 @@ from epochgc.errors import MalformedRecordError, UnsupportedVersionError
 from epochgc.watermarks.reports import (
     NodeReport,
     PartitionReport,
+    carried_entries,
     decode_report,
     encode_report,
     report_of,
@@ -64,3 +65,26 @@ def test_unknown_fields_are_ignored() -> None:
     doc["zone"] = "eu-west-1a"
     doc["partitions"][0]["leader_epoch"] = 9
     assert decode_report(json.dumps(doc).encode()).partitions[0].safe_epoch == 41
+
+
+def _entry(topic: str, partition: int, safe_epoch: int) -> PartitionReport:
+    return PartitionReport(topic, partition, 1, safe_epoch, 0, safe_epoch + 1, safe_epoch)
+
+
+def test_a_lost_partition_is_carried_until_another_node_covers_it() -> None:
+    previous = {("t", 0): _entry("t", 0, 7), ("t", 1): _entry("t", 1, 5)}
+    live = [("t", 0), ("t", 1)]
+    now = datetime(2026, 11, 22, tzinfo=UTC)
+    # Nobody else reports t/0 yet: keep it (dropping it would lower M).
+    nobody = carried_entries("a", previous, [("t", 1)], live, [])
+    assert set(nobody) == {("t", 0)}
+    # Another node reports it lower: still keep ours.
+    lower = NodeReport("b", now, (_entry("t", 0, 6),))
+    assert set(carried_entries("a", previous, [("t", 1)], live, [lower])) == {("t", 0)}
+    # Covered at least as high: drop it.
+    covered = NodeReport("b", now, (_entry("t", 0, 7),))
+    assert carried_entries("a", previous, [("t", 1)], live, [covered]) == {}
+    # Our own report never covers us; a partition no longer live is dropped.
+    own = NodeReport("a", now, (_entry("t", 0, 9),))
+    assert set(carried_entries("a", previous, [], live, [own])) == {("t", 0), ("t", 1)}
+    assert carried_entries("a", previous, [], [("t", 1)], []) == {("t", 1): previous[("t", 1)]}

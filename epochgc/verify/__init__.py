@@ -1,0 +1,1 @@
+"""``epochgc verify``: randomized end-to-end safety runs under injected faults."""

@@ -1,0 +1,200 @@
+"""Fault injection between epochgc and the bucket: an ``ObjectStore``
+wrapper, driven by a seed, that makes requests fail (as if retries ran
+out), answer SlowDown, apply and then lose their answer (unknown outcome),
+take longer, and delete only part of a DeleteObjects batch.
+
+Used by ``epochgc verify``; never configured in production. Faults can be
+switched off at run time (``enabled``) so a run can quiesce on a clean
+store and check the end state.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from epochgc.errors import RetriesExhaustedError
+from epochgc.storage.object_store import (
+    MAX_KEYS_PER_DELETE,
+    DeleteOutcome,
+    ObjectInfo,
+    ObjectStore,
+    StoredObject,
+)
+
+T = TypeVar("T")
+
+KINDS = ("error", "slowdown", "unknown_outcome", "latency", "partial_delete")
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    """Probabilities per request (each drawn independently)."""
+
+    error: float = 0.02
+    """Fail before sending, as if every retry had failed (5xx)."""
+    slowdown: float = 0.01
+    """Answer 503 SlowDown (the caller's rate controller is told)."""
+    unknown_outcome: float = 0.02
+    """Apply the request, then fail: the caller cannot know it landed."""
+    latency: float = 0.05
+    """Sleep up to ``max_latency_seconds`` first."""
+    partial_delete: float = 0.2
+    """A DeleteObjects batch deletes only part of its keys."""
+    max_latency_seconds: float = 0.2
+
+
+class FaultyStore:
+    """An ``ObjectStore`` that injects faults into another one.
+
+    Args:
+        seed: the random sequence of faults (the same seed, the same draws
+            for the same sequence of calls).
+        before_delete: called with the keys of every delete before it is
+            sent (a checker keeps the list of what may have been deleted).
+    """
+
+    def __init__(
+        self,
+        inner: ObjectStore,
+        plan: FaultPlan,
+        seed: int,
+        *,
+        before_delete: Callable[[list[str]], None] | None = None,
+    ) -> None:
+        self._inner = inner
+        self._plan = plan
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self._before_delete = before_delete
+        self.enabled = True
+        self.injected: Counter[str] = Counter()
+        self.on_throttle: Callable[[], None] | None = None
+
+    # --- plumbing ------------------------------------------------------------
+
+    @property
+    def bucket(self) -> str:
+        return str(self._inner.bucket)
+
+    @property
+    def client(self) -> Any:
+        return getattr(self._inner, "client", None)
+
+    def _draw(self, probability: float) -> bool:
+        if not self.enabled or probability <= 0:
+            return False
+        with self._lock:
+            return self._rng.random() < probability
+
+    def _count(self, kind: str) -> None:
+        with self._lock:
+            self.injected[kind] += 1
+
+    def _call(self, operation: str, key: str, fn: Callable[[], T]) -> T:
+        plan = self._plan
+        if self._draw(plan.latency):
+            self._count("latency")
+            with self._lock:
+                pause = self._rng.uniform(0, plan.max_latency_seconds)
+            time.sleep(pause)
+        if self._draw(plan.slowdown):
+            self._count("slowdown")
+            if self.on_throttle is not None:
+                self.on_throttle()
+            raise RetriesExhaustedError(f"injected SlowDown: {operation} {key}", None)
+        if self._draw(plan.error):
+            self._count("error")
+            raise RetriesExhaustedError(f"injected 503: {operation} {key}", None)
+        result = fn()
+        if self._draw(plan.unknown_outcome):
+            self._count("unknown_outcome")
+            raise RetriesExhaustedError(
+                f"injected timeout after {operation} {key} was applied", None
+            )
+        return result
+
+    # --- the ObjectStore protocol -------------------------------------------------
+
+    def get(self, key: str, *, byte_range: tuple[int, int] | None = None) -> StoredObject:
+        return self._call("GetObject", key, lambda: self._inner.get(key, byte_range=byte_range))
+
+    def head(self, key: str) -> ObjectInfo:
+        return self._call("HeadObject", key, lambda: self._inner.head(key))
+
+    def put(self, key: str, body: bytes, *, metadata: Mapping[str, str] | None = None) -> str:
+        return self._call("PutObject", key, lambda: self._inner.put(key, body, metadata=metadata))
+
+    def put_if_absent(
+        self, key: str, body: bytes, *, metadata: Mapping[str, str] | None = None
+    ) -> str:
+        return self._call(
+            "PutObject", key, lambda: self._inner.put_if_absent(key, body, metadata=metadata)
+        )
+
+    def put_if_match(
+        self, key: str, body: bytes, etag: str, *, metadata: Mapping[str, str] | None = None
+    ) -> str:
+        return self._call(
+            "PutObject", key, lambda: self._inner.put_if_match(key, body, etag, metadata=metadata)
+        )
+
+    def list_pages(
+        self, prefix: str, *, start_after: str | None = None, page_size: int = 1000
+    ) -> Iterator[list[ObjectInfo]]:
+        pages = self._inner.list_pages(prefix, start_after=start_after, page_size=page_size)
+        while True:
+            page = self._call("ListObjectsV2", prefix, lambda: next(pages, None))
+            if page is None:
+                return
+            yield page
+
+    def list_objects(
+        self, prefix: str, *, start_after: str | None = None, page_size: int = 1000
+    ) -> Iterator[ObjectInfo]:
+        for page in self.list_pages(prefix, start_after=start_after, page_size=page_size):
+            yield from page
+
+    def delete(self, key: str) -> None:
+        if self._before_delete is not None:
+            self._before_delete([key])
+        self._call("DeleteObject", key, lambda: self._inner.delete(key))
+
+    def delete_batch(self, keys: list[str]) -> DeleteOutcome:
+        if self._before_delete is not None:
+            self._before_delete(list(keys))
+        if keys and self._draw(self._plan.partial_delete):
+            self._count("partial_delete")
+            with self._lock:
+                failing = set(self._rng.sample(keys, self._rng.randint(1, len(keys))))
+            kept = [k for k in keys if k not in failing]
+            done = self._call("DeleteObjects", keys[0], lambda: self._inner.delete_batch(kept))
+            return DeleteOutcome(
+                done.deleted, {**done.failed, **dict.fromkeys(failing, "InternalError")}, 1
+            )
+        return self._call(
+            "DeleteObjects", keys[0] if keys else "", lambda: self._inner.delete_batch(keys)
+        )
+
+    def delete_many(self, keys: Iterable[str]) -> DeleteOutcome:
+        batch: list[str] = []
+        outcomes = []
+        for key in keys:
+            batch.append(key)
+            if len(batch) == MAX_KEYS_PER_DELETE:
+                outcomes.append(self._safe_batch(batch))
+                batch = []
+        if batch:
+            outcomes.append(self._safe_batch(batch))
+        return DeleteOutcome.merge(outcomes)
+
+    def _safe_batch(self, batch: list[str]) -> DeleteOutcome:
+        try:
+            return self.delete_batch(batch)
+        except RetriesExhaustedError as err:
+            return DeleteOutcome((), dict.fromkeys(batch, str(err)), 1)

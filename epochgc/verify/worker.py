@@ -1,0 +1,200 @@
+"""One process of an ``epochgc verify`` run: a reconciler node with its
+producers, or a GC daemon, talking to the bucket through a ``FaultyStore``.
+
+It writes what the checker needs into the run's folder, line by line and
+flushed, so a ``kill -9`` loses at most the line being written:
+
+* ``acks-{id}.jsonl``: every acknowledged record (topic, partition, offset,
+  record), written after ``produce`` returned;
+* ``deletes-{id}.jsonl``: every key a GC process is about to delete, with
+  the time;
+* ``m-{id}.jsonl``: the ``M`` a daemon used, over time;
+* ``faults-{id}.json``: faults injected so far.
+
+The files ``faults-off`` and ``producers-off`` in the folder switch faults
+and producing off (the checker's quiesce). SIGTERM stops the process
+cleanly. Run as ``python -m epochgc.verify.worker``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import random
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from epochgc.config import Config, load_config
+from epochgc.gc.daemon import GcDaemon
+from epochgc.gc.service import daemon_settings_of
+from epochgc.ingest.directory import LeaderDirectory
+from epochgc.ingest.producer import Producer
+from epochgc.logging_setup import setup_logging
+from epochgc.reconciler.service import build_node
+from epochgc.runtime import client_settings_of, store_from_settings
+from epochgc.storage.keys import parse_l0_key
+from epochgc.verify.faults import FaultPlan, FaultyStore
+from epochgc.watermarks.controller import Controller
+from epochgc.watermarks.epoch import EpochCache
+
+log = logging.getLogger("epochgc.verify.worker")
+
+
+class _Lines:
+    """An append-only JSON-lines file, flushed after every line."""
+
+    def __init__(self, path: Path) -> None:
+        self._file: TextIO = path.open("a", encoding="utf-8")
+        self._lock = threading.Lock()
+
+    def write(self, doc: dict[str, Any]) -> None:
+        with self._lock:
+            self._file.write(json.dumps(doc) + "\n")
+            self._file.flush()
+
+
+def _watch(folder: Path, store: FaultyStore, ident: str, stop: threading.Event) -> None:
+    """Follow the switches and publish the fault counts."""
+    faults_path = folder / f"faults-{ident}.json"
+    while not stop.wait(0.2):
+        if (folder / "faults-off").exists():
+            store.enabled = False
+        tmp = faults_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(dict(store.injected)))
+        tmp.replace(faults_path)
+
+
+async def _run_node(config: Config, store: FaultyStore, ident: str, folder: Path) -> None:
+    directory = LeaderDirectory()
+    node, leases = build_node(config, store, ident, directory)
+    controller = Controller(store, config.layout.root)
+    acks = _Lines(folder / f"acks-{ident}.jsonl")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    leases.start()
+    revisions: dict[str, int] = {}
+
+    def revision_of(topic: str) -> int:
+        return revisions[topic]
+
+    producer = Producer(
+        store,
+        config.layout.root,
+        directory,
+        EpochCache(controller.current_epoch, ttl_seconds=config.epoch.cache_ttl_seconds),
+        revision_of,
+        shards=config.layout.l0_shards,
+        linger_seconds=0.05,
+    )
+    rng = random.Random(ident)
+    sent = 0
+
+    async def produce() -> None:
+        nonlocal sent
+        while not stop.is_set():
+            await asyncio.sleep(0.05)
+            if (folder / "producers-off").exists():
+                continue
+            led = [k for k in node.led_partitions() if directory.current(*k) is not None]
+            if not led:
+                continue
+            topic, partition = rng.choice(led)
+            if topic not in revisions:
+                with contextlib.suppress(Exception):
+                    info = await asyncio.to_thread(controller.topic, topic)
+                    revisions[topic] = info.revision
+                continue
+            records = [f"{ident}:{sent + i}".encode() for i in range(5)]
+            sent += len(records)
+            try:
+                offsets = await asyncio.wait_for(
+                    producer.produce(topic, partition, records), timeout=20
+                )
+            except Exception as err:  # not acknowledged; the run goes on
+                log.debug("produce to %s/%d not acknowledged: %s", topic, partition, err)
+                continue
+            for offset, record in zip(offsets, records, strict=True):
+                acks.write({"t": topic, "p": partition, "o": offset, "r": record.decode()})
+
+    producing = asyncio.create_task(produce())
+    try:
+        await node.run(stop, round_interval_seconds=config.reconciler.round_interval_seconds)
+    finally:
+        stop.set()
+        producing.cancel()
+        with contextlib.suppress(BaseException):
+            await producing
+        leases.stop(release=True)
+
+
+def _run_daemon(config: Config, store: FaultyStore, stats: Any, ident: str, folder: Path) -> None:
+    daemon = GcDaemon(
+        store,
+        stats,
+        config.layout.root,
+        daemon_settings_of(config, node_id=ident, metrics_listen=""),
+    )
+    ms = _Lines(folder / f"m-{ident}.jsonl")
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    daemon.start()
+    try:
+        while not stop.wait(0.2):
+            current = daemon.collector.tracker.current
+            if current is not None:
+                ms.write({"t": time.time(), "m": current.safe_epoch, "pid": os.getpid()})
+    finally:
+        daemon.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--role", choices=["node", "daemon"], required=True)
+    parser.add_argument("--id", required=True)
+    parser.add_argument("--config", required=True)
+    parser.add_argument("--folder", required=True)
+    parser.add_argument("--seed", type=int, required=True)
+    args = parser.parse_args(argv)
+    setup_logging("WARNING")
+    config = load_config(args.config)
+    folder = Path(args.folder)
+    inner, stats = store_from_settings(config, client_settings_of(config))
+    deletes = _Lines(folder / f"deletes-{args.id}.jsonl")
+    root = config.layout.root
+
+    def before_delete(keys: list[str]) -> None:
+        now = time.time()
+        for key in keys:
+            parsed = parse_l0_key(key, root)
+            deletes.write(
+                {"t": now, "k": key, "e": parsed.epoch if parsed else None, "role": args.role}
+            )
+
+    store = FaultyStore(inner, FaultPlan(), args.seed, before_delete=before_delete)
+    stop = threading.Event()
+    watcher = threading.Thread(
+        target=_watch, args=(folder, store, args.id, stop), daemon=True, name="verify-watch"
+    )
+    watcher.start()
+    try:
+        if args.role == "node":
+            asyncio.run(_run_node(config, store, args.id, folder))
+        else:
+            _run_daemon(config, store, stats, args.id, folder)
+    finally:
+        stop.set()
+    print(f"{args.id} stopped (pid {os.getpid()})", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
