@@ -9,6 +9,7 @@ import asyncio
 from prometheus_client import CollectorRegistry
 
 from epochgc.config import Config
+from epochgc.errors import RetriesExhaustedError
 from epochgc.ingest.directory import LeaderDirectory
 from epochgc.ingest.producer import Producer
 from epochgc.ingest.telemetry import producer_sample
@@ -17,6 +18,7 @@ from epochgc.reconciler.service import NodeMetrics, build_node
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
+from tests.support.faults import HookedStore
 
 ROOT = "epochgc"
 
@@ -77,5 +79,50 @@ def test_node_and_producer_metrics_follow_the_work(store: S3ObjectStore) -> None
         ) + value(registry, "epochgc_fence_admissions_total", node="node-a", result="new_epoch")
         assert after == admitted
         assert value(registry, "epochgc_partition_appends_total", node="node-a") >= 2
+
+    asyncio.run(scenario())
+
+
+def test_a_term_spent_by_a_failed_reconciler_append_is_restarted(store: S3ObjectStore) -> None:
+    """Found by `epochgc verify`: a leader broken by the reconciler's own
+    append (not through the leader service) must not keep its partition."""
+    controller = Controller(store, ROOT)
+    revision = controller.create_topic("orders", 1).revision
+    failing = {"on": False}
+
+    def before_create(key: str, _body: bytes) -> None:
+        if failing["on"] and "/meta/partitions/" in key and "/log/" in key:
+            raise RetriesExhaustedError("injected: append lost", None)
+
+    hooked = HookedStore(store, before_create=before_create)
+
+    async def scenario() -> None:
+        directory = LeaderDirectory()
+        node, leases = build_node(Config(), hooked, "node-a", directory)  # type: ignore[arg-type]
+        await node.run_round()
+        (service,) = node.led_services()
+        first_term = service.term
+        producer = Producer(
+            store,
+            ROOT,
+            directory,
+            EpochCache(controller.current_epoch, ttl_seconds=0),
+            lambda _topic: revision,
+            shards=4,
+            linger_seconds=0.01,
+        )
+        offsets = await producer.produce("orders", 0, [b"a", b"b"])
+        await producer.close()
+        failing["on"] = True
+        await node.run_round()  # the reconciler's append fails: the term is spent
+        assert not service.is_open
+        failing["on"] = False
+        await node.run_round()  # steps down, bumps the term
+        await node.run_round()  # leads again and reconciles
+        (again,) = node.led_services()
+        assert again.term > first_term and again.is_open
+        assert again.leader.replica.state.lro >= offsets[-1]
+        await node.stop()
+        leases.stop()
 
     asyncio.run(scenario())
