@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install servers demo test lint typecheck unit bench wheel clean
+.PHONY: install servers demo test lint typecheck unit bench soak wheel clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -42,6 +42,14 @@ test: lint typecheck unit
 # misses its target; one table at the end; non-zero if any missed.
 bench: $(STAMP)
 	$(BIN)/python -m bench.run_all
+
+# The long proof under faults: 20 seeds of 60 s each, with a Spark GC job
+# mid-way in every run (about 35 minutes). SOAK_SEEDS / SOAK_SECONDS change it.
+SOAK_SEEDS ?= $(shell seq 1 20)
+SOAK_SECONDS ?= 60
+
+soak: $(STAMP)
+	$(BIN)/epochgc verify --seed $(SOAK_SEEDS) --duration $(SOAK_SECONDS) --spark --folder soak-runs
 
 # The package as a wheel, for spark-submit --py-files (see README).
 wheel: $(STAMP)

@@ -478,12 +478,15 @@ def _cmd_verify(config: Config, args: argparse.Namespace) -> int:
                 folder or Path(tmp),
                 spark=args.spark,
                 unsafe_safe_epoch=args.unsafe_test_build,
+                quiesce_timeout=args.quiesce_timeout,
             )
         print(summary(result), flush=True)
         if not result.ok:
             failed.append(seed)
+            if args.stop_on_failure:
+                break
     if len(args.seed) > 1:
-        print(f"{len(args.seed) - len(failed)} of {len(args.seed)} seeds OK; failed: {failed}")
+        print(f"{len(failed)} of {len(args.seed)} seeds failed: {failed}")
     return EXIT_OK if not failed else EXIT_FAILED
 
 
@@ -791,6 +794,15 @@ def _add_node_commands(
     verify.add_argument("--duration", type=float, default=60.0, help="seconds of faults")
     verify.add_argument("--spark", action="store_true", help="run a Spark GC job mid-way")
     verify.add_argument("--folder", help="keep each run's logs and records here")
+    verify.add_argument(
+        "--quiesce-timeout",
+        type=float,
+        default=90.0,
+        help="seconds allowed after the faults stop for everything <= M to go",
+    )
+    verify.add_argument(
+        "--stop-on-failure", action="store_true", help="stop at the first seed that fails"
+    )
     verify.add_argument(
         "--unsafe-test-build",
         action="store_true",

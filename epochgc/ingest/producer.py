@@ -196,8 +196,10 @@ class Producer:
             await self.upload_chunks(chunks)
             ready.set_result(None)
         except Exception as err:
+            # Delivered to every chunk's sender through ``ready``, which fails
+            # the chunks' produce calls; nothing else waits on this task.
             ready.set_exception(err)
-            raise
+            log.debug("L0 upload failed: %s", err)
 
     async def upload_chunks(self, chunks: list[_Chunk]) -> None:
         """Upload ``chunks`` as one L0 object at a fresh-enough epoch."""

@@ -1,0 +1,49 @@
+"""``epochgc verify`` in CI: a few seeds at a small scale pass, and a
+deliberately broken build (reports publishing M(p) = max_applied_epoch - 1)
+is caught. ``make soak`` runs the long version."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.support.cli import REPO
+
+
+def verify(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "epochgc.cli", "verify", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+
+
+def test_three_seeds_pass_under_faults() -> None:
+    done = verify("--seed", "11", "12", "13", "--duration", "15")
+    assert done.returncode == 0, done.stdout[-4000:]
+    assert "0 of 3 seeds failed" in done.stdout
+    assert done.stdout.count("\nOK") == 3
+    for kind in ("error", "unknown_outcome", "slowdown", "latency"):
+        assert kind in done.stdout, f"no {kind} faults were injected"
+
+
+def test_an_unsafe_build_is_caught_within_five_seeds() -> None:
+    done = verify(
+        "--seed",
+        "1",
+        "2",
+        "3",
+        "4",
+        "5",
+        "--duration",
+        "15",
+        "--unsafe-test-build",
+        "--stop-on-failure",
+        "--quiesce-timeout",
+        "30",
+    )
+    assert done.returncode == 1, done.stdout[-4000:]
+    assert "VIOLATION (a)" in done.stdout, done.stdout[-4000:]
