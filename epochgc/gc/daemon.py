@@ -28,6 +28,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -96,6 +97,7 @@ class GcDaemon:
         settings: DaemonSettings,
         *,
         registry: CollectorRegistry | None = None,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._store = store
         self._root = root
@@ -115,7 +117,12 @@ class GcDaemon:
             blocked_after=settings.blocked_after_failures,
         )
         self.leases = LeaseManager(
-            store, root, settings.node_id, policy=settings.lease, on_lost=self._on_lease_lost
+            store,
+            root,
+            settings.node_id,
+            policy=settings.lease,
+            on_lost=self._on_lease_lost,
+            now=now,
         )
         self._scheduler = BackgroundScheduler(
             timezone=UTC,

@@ -14,6 +14,7 @@ import os
 import signal
 import socket
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 from epochgc.config import Config
 from epochgc.ingest.directory import LeaderDirectory
@@ -70,12 +71,14 @@ def build_node(
     directory: LeaderDirectory,
     *,
     metrics: NodeMetrics | None = None,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> tuple[ReconcilerNode, LeaseManager]:
     """A node and its lease manager from the configuration (not started);
-    with ``metrics``, the node reports to them."""
+    with ``metrics``, the node reports to them. ``now`` is the wall clock of
+    the node and its leases (``epochgc verify`` skews it)."""
     node_id = node_id or config.reconciler.node_id or default_node_id()
     root = config.layout.root
-    leases = LeaseManager(store, root, node_id, policy=lease_policy_of(config))
+    leases = LeaseManager(store, root, node_id, policy=lease_policy_of(config), now=now)
     node = ReconcilerNode(
         store,
         root,
@@ -83,6 +86,7 @@ def build_node(
         leases,
         directory,
         settings=node_settings_of(config),
+        now=now,
         on_round=metrics.round_observer(node_id) if metrics is not None else None,
     )
     if metrics is not None:

@@ -135,7 +135,7 @@ class _Processes:
         self.roles: dict[str, str] = {}
         self._generation: Counter[str] = Counter()
 
-    def start(self, ident: str, role: str) -> None:
+    def start(self, ident: str, role: str, clock_skew: float = 0.0) -> None:
         self.roles[ident] = role
         self._generation[ident] += 1
         logfile = (self._folder / f"{ident}.log").open("ab")
@@ -154,6 +154,8 @@ class _Processes:
                 str(self._folder),
                 "--seed",
                 str(self._seed * 1000 + self._generation[ident]),
+                "--clock-skew",
+                str(clock_skew),
             ],
             stdout=logfile,
             stderr=logfile,
@@ -277,7 +279,11 @@ def _disturb(
             procs.kill(ident)
             result.process_faults[f"kill_{procs.roles[ident]}"] += 1
             time.sleep(rng.uniform(0.2, 1.0))
-            procs.start(ident, procs.roles[ident])
+            skew = 0.0
+            if rng.random() < 0.3:  # restart it with its clock minutes off
+                skew = rng.choice([-1, 1]) * rng.uniform(30, 120)
+                result.process_faults[f"clock_skew_{procs.roles[ident]}"] += 1
+            procs.start(ident, procs.roles[ident], skew)
         elif action == "pause":
             proc = procs.procs[ident]
             proc.send_signal(signal.SIGSTOP)

@@ -29,6 +29,8 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -72,9 +74,11 @@ def _watch(folder: Path, store: FaultyStore, ident: str, stop: threading.Event) 
         tmp.replace(faults_path)
 
 
-async def _run_node(config: Config, store: FaultyStore, ident: str, folder: Path) -> None:
+async def _run_node(
+    config: Config, store: FaultyStore, ident: str, folder: Path, now: Callable[[], datetime]
+) -> None:
     directory = LeaderDirectory()
-    node, leases = build_node(config, store, ident, directory)
+    node, leases = build_node(config, store, ident, directory, now=now)
     controller = Controller(store, config.layout.root)
     acks = _Lines(folder / f"acks-{ident}.jsonl")
     stop = asyncio.Event()
@@ -136,12 +140,20 @@ async def _run_node(config: Config, store: FaultyStore, ident: str, folder: Path
         leases.stop(release=True)
 
 
-def _run_daemon(config: Config, store: FaultyStore, stats: Any, ident: str, folder: Path) -> None:
+def _run_daemon(
+    config: Config,
+    store: FaultyStore,
+    stats: Any,
+    ident: str,
+    folder: Path,
+    now: Callable[[], datetime],
+) -> None:
     daemon = GcDaemon(
         store,
         stats,
         config.layout.root,
         daemon_settings_of(config, node_id=ident, metrics_listen=""),
+        now=now,
     )
     ms = _Lines(folder / f"m-{ident}.jsonl")
     stop = threading.Event()
@@ -163,7 +175,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", required=True)
     parser.add_argument("--folder", required=True)
     parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument(
+        "--clock-skew", type=float, default=0.0, help="seconds added to this process's clock"
+    )
     args = parser.parse_args(argv)
+    skew = timedelta(seconds=args.clock_skew)
+
+    def now() -> datetime:
+        return datetime.now(UTC) + skew
+
     setup_logging("WARNING")
     config = load_config(args.config)
     folder = Path(args.folder)
@@ -187,9 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     watcher.start()
     try:
         if args.role == "node":
-            asyncio.run(_run_node(config, store, args.id, folder))
+            asyncio.run(_run_node(config, store, args.id, folder, now))
         else:
-            _run_daemon(config, store, stats, args.id, folder)
+            _run_daemon(config, store, stats, args.id, folder, now)
     finally:
         stop.set()
     print(f"{args.id} stopped (pid {os.getpid()})", file=sys.stderr)
