@@ -33,7 +33,13 @@ from epochgc.gc.control import (
     resume,
 )
 from epochgc.gc.daemon import GC_LEASE
-from epochgc.gc.run_report import decode_summary, encode_summary, list_runs, run_figures
+from epochgc.gc.run_report import (
+    RunSummary,
+    decode_summary,
+    encode_summary,
+    list_runs,
+    run_figures,
+)
 from epochgc.gc.service import collect_settings_of, run_daemon
 from epochgc.logging_setup import setup_logging
 from epochgc.metrics.push import COLLECT_JOB, push_run
@@ -141,23 +147,36 @@ def _cmd_gc_collect(config: Config, args: argparse.Namespace) -> int:
             s.skipped,
             job=COLLECT_JOB,
         )
-    data = {
-        **json.loads(encode_summary(s)),
-        "summary_key": outcome.summary_key,
-        "plan_key": outcome.plan_key,
-        "stopped": outcome.stopped_by_guard,
-    }
-    human = (
-        f"run {s.run_id}{' (dry run)' if s.dry_run else ''}: M={s.safe_epoch} "
-        f"(controller offset {s.controller_offset}); listed {s.listed}, eligible {s.eligible}, "
-        f"deleted {s.deleted} ({s.bytes_deleted} bytes), errors {s.errors}; "
-        f"skipped {dict(s.skipped)}"
+    return _print_run(
+        s,
+        args,
+        {"summary_key": outcome.summary_key, "plan_key": outcome.plan_key},
+        plan=outcome.plan_key,
+        stopped=outcome.stopped_by_guard,
     )
-    if outcome.plan_key:
-        human += f"\nplan: {outcome.plan_key}"
-    if outcome.stopped_by_guard:
-        human += f"\nSTOPPED: {outcome.stopped_by_guard}"
-    _print(data, args, human)
+
+
+def _print_run(
+    s: RunSummary,
+    args: argparse.Namespace,
+    extra: dict[str, object],
+    *,
+    plan: str | None = None,
+    stopped: str | None = None,
+    details: str = "",
+) -> int:
+    """A run summary as a table line (or JSON); exit 0 only if it succeeded."""
+    human = (
+        f"run {s.run_id} ({s.engine}{', dry run' if s.dry_run else ''}{details}): "
+        f"M={s.safe_epoch} (controller offset {s.controller_offset}); listed {s.listed}, "
+        f"eligible {s.eligible}, deleted {s.deleted} ({s.bytes_deleted} bytes), "
+        f"errors {s.errors}; skipped {dict(s.skipped)}"
+    )
+    if plan:
+        human += f"\nplan: {plan}"
+    if stopped:
+        human += f"\nSTOPPED: {stopped}"
+    _print({**json.loads(encode_summary(s)), **extra, "stopped": stopped}, args, human)
     return EXIT_OK if s.success else EXIT_FAILED
 
 
@@ -402,27 +421,20 @@ def _cmd_gc_spark(config: Config, args: argparse.Namespace) -> int:
         finally:
             spark.stop()
     s = outcome.summary
-    data = {
-        **json.loads(encode_summary(s)),
-        "summary_key": outcome.summary_key,
-        "plan_prefix": outcome.plan_prefix,
-        "manifest": outcome.manifest_key,
-        "tasks": outcome.tasks,
-        "stopped": outcome.stopped_by_guard,
-    }
-    human = (
-        f"run {s.run_id} ({s.engine}{', dry run' if s.dry_run else ''}, {outcome.tasks} tasks): "
-        f"M={s.safe_epoch}; listed {s.listed}, eligible {s.eligible}, deleted {s.deleted} "
-        f"({s.bytes_deleted} bytes), errors {s.errors}; skipped {dict(s.skipped)}"
+    return _print_run(
+        s,
+        args,
+        {
+            "summary_key": outcome.summary_key,
+            "plan_prefix": outcome.plan_prefix,
+            "manifest": outcome.manifest_key,
+            "tasks": outcome.tasks,
+        },
+        plan=f"{outcome.plan_prefix}part-*.parquet" if outcome.plan_prefix else None,
+        stopped=outcome.stopped_by_guard,
+        details=f", {outcome.tasks} tasks"
+        + (f", inventory {outcome.manifest_key}" if outcome.manifest_key else ""),
     )
-    if outcome.manifest_key:
-        human += f"\ninventory: {outcome.manifest_key}"
-    if outcome.plan_prefix:
-        human += f"\nplan: {outcome.plan_prefix}part-*.parquet"
-    if outcome.stopped_by_guard:
-        human += f"\nSTOPPED: {outcome.stopped_by_guard}"
-    _print(data, args, human)
-    return EXIT_OK if s.success else EXIT_FAILED
 
 
 def _cmd_inventory_build(config: Config, args: argparse.Namespace) -> int:
