@@ -28,6 +28,7 @@ Exit 1 on any violation, with the seed to reproduce it.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import itertools
 import json
 import logging
@@ -44,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from epochgc.config import load_config
+from epochgc.errors import EpochGCError
 from epochgc.reconciler.reader import PartitionReader
 from epochgc.runtime import client_settings_of, store_from_settings
 from epochgc.storage.embedded import EMBEDDED_ACCESS_KEY, EMBEDDED_SECRET_KEY, EmbeddedS3
@@ -51,6 +53,7 @@ from epochgc.storage.keys import l0_prefix, parse_l0_key
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.aggregate import SafeEpochTracker
 from epochgc.watermarks.controller import Controller
+from epochgc.watermarks.replica import PartitionReplica
 from epochgc.watermarks.safe_epoch import compute_safe_epoch
 
 log = logging.getLogger("epochgc.verify")
@@ -314,10 +317,37 @@ def _quiesce(
         if not any(True for _ in store.list_objects(l0_prefix(ROOT))):
             return
     left = sum(1 for _ in store.list_objects(l0_prefix(ROOT)))
+    _dump_state(store, folder)
     result.violations.append(
         f"(c) did not quiesce: {left} L0 objects still there {timeout:.0f}s after the faults "
         "stopped (M stuck?)"
     )
+
+
+def _dump_state(store: S3ObjectStore, folder: Path) -> None:
+    """What a stuck run looks like, for whoever debugs it: every node
+    report, lease and partition state, into ``final-state.json``."""
+    state: dict[str, object] = {}
+    for prefix in (f"{ROOT}/meta/reports/", f"{ROOT}/meta/leases/", f"{ROOT}/gc/status.json"):
+        for info in store.list_objects(prefix):
+            try:
+                state[info.key] = json.loads(store.get(info.key).body)
+            except (ValueError, EpochGCError) as err:
+                state[info.key] = f"unreadable: {err}"
+    view = Controller(store, ROOT).snapshot()
+    for topic in view.topics.values():
+        for partition in range(topic.partitions):
+            replica = PartitionReplica(store, ROOT, topic.name, partition, revision=topic.revision)
+            try:
+                replica.open()
+                state[f"partition {topic.name}/{partition}"] = {
+                    **dataclasses.asdict(replica.state),
+                    "safe_epoch": replica.state.safe_epoch,
+                    "hole": replica.hole,
+                }
+            except EpochGCError as err:
+                state[f"partition {topic.name}/{partition}"] = f"cannot open: {err}"
+    (folder / "final-state.json").write_text(json.dumps(state, indent=2, default=str))
 
 
 def _read_lines(folder: Path, pattern: str) -> list[dict[str, object]]:
