@@ -37,6 +37,7 @@ from epochgc.watermarks.leases import LeaseManager, LeasePolicy
 from tests.support.cli import REPO, run_cli
 from tests.support.config_files import write_server_config
 from tests.support.moto_seed import seed_objects
+from tests.support.waiting import wait_for
 
 ROOT = "epochgc"
 SHARDS = 4
@@ -81,15 +82,6 @@ def epochs_left(store: S3ObjectStore) -> set[int]:
         for o in store.list_objects(f"{ROOT}/l0/")
         if (parsed := parse_l0_key(o.key, ROOT)) is not None
     }
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 15.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what or condition}")
 
 
 def exists(store: S3ObjectStore, key: str) -> bool:

@@ -4,12 +4,12 @@ promtool on the alert rules, and bounded series with 10,000 partitions."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import subprocess
 import sys
-import time
 import urllib.request
 import uuid
 from collections.abc import Callable
@@ -33,19 +33,15 @@ from epochgc.watermarks.reports import NodeReport, PartitionReport
 from tests.support.cli import REPO
 from tests.support.moto_seed import seed_objects
 from tests.support.servers import prometheus, query
+from tests.support.waiting import wait_for as wait_for_condition
 
 ROOT = "epochgc"
 DASHBOARDS = REPO / "dashboards"
 DEMO = (sys.executable, "-m", "epochgc.cli", "demo")
 
 
-def wait_for(condition: Callable[[], bool], timeout: float = 30.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+# Prometheus scrapes every second: wait longer, poll less often.
+wait_for = functools.partial(wait_for_condition, timeout=30.0, poll=0.2)
 
 
 def daemon_settings() -> DaemonSettings:
