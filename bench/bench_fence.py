@@ -93,7 +93,7 @@ async def run_window(steps: list[list[tuple[int, int]]], producers: int) -> tupl
                 rejected += 1
                 continue
             await asyncio.sleep(0)  # the append is queued while access is held
-            await fence.release()
+            fence.release()
 
     started = time.perf_counter()
     for requests in steps:

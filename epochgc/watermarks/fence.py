@@ -61,7 +61,7 @@ class EpochFence:
         self._window = window
         self._shared = 0
         self._slides_waiting = 0
-        self._changed = asyncio.Condition()
+        self._waiters: list[asyncio.Future[None]] = []
         self.stats = FenceStats()
 
     @property
@@ -84,47 +84,70 @@ class EpochFence:
     async def acquire(self, epoch: int) -> EpochWindow:
         """Take shared access for ``epoch``; return the window it was admitted under.
 
+        Every decision runs without an await between the check and the
+        state change (one event loop, so no lock is needed); a request that
+        must wait parks on a future and re-checks when woken.
+
         Raises:
             StaleEpochError: ``epoch`` is below the window (now, or after waiting).
         """
-        async with self._changed:
-            while True:
-                position = self._window.position(epoch)
-                if position is Position.BELOW:
-                    self._reject(epoch)
-                if position is Position.INSIDE:
+        while True:
+            position = self._window.position(epoch)
+            if position is Position.BELOW:
+                self._reject(epoch)
+            if position is Position.INSIDE:
+                if self._slides_waiting == 0:
+                    self._shared += 1
+                    self.stats.accepted_same_epoch += 1
+                    return self._window
+                await self._changed()
+                continue
+            # Above the window: exclusive access (no shared holder left),
+            # then re-check, since the window may have moved meanwhile.
+            if self._shared:
+                self._slides_waiting += 1
+                try:
+                    await self._changed()
+                finally:
+                    self._slides_waiting -= 1
                     if self._slides_waiting == 0:
-                        self._shared += 1
-                        self.stats.accepted_same_epoch += 1
-                        return self._window
-                    await self._changed.wait()
-                    continue
-                # Above the window: exclusive access (no shared holder left),
-                # then re-check, since the window may have moved meanwhile.
-                if self._shared:
-                    self._slides_waiting += 1
-                    try:
-                        await self._changed.wait()
-                    finally:
-                        self._slides_waiting -= 1
-                    continue
-                self._window = self._window.slide(epoch)
-                self.stats.window_slides += 1
-                self.stats.accepted_new_epoch += 1
-                # The slide is the exclusive step; it runs under the lock with
-                # no await, then the request demotes to shared at once.
-                self._shared += 1
-                self._changed.notify_all()
-                return self._window
+                        self._wake_all()  # shared requests held back by this slide
+                continue
+            self._window = self._window.slide(epoch)
+            self.stats.window_slides += 1
+            self.stats.accepted_new_epoch += 1
+            # The slide is the exclusive step; it runs with no await, then
+            # the request demotes to shared at once.
+            self._shared += 1
+            self._wake_all()
+            return self._window
 
-    async def release(self) -> None:
-        """Give back shared access."""
-        async with self._changed:
-            if self._shared <= 0:
-                raise RuntimeError("release without acquire")
-            self._shared -= 1
-            if self._shared == 0:
-                self._changed.notify_all()
+    def release(self) -> None:
+        """Give back shared access. Synchronous on purpose: it cannot be
+        cancelled half-way, so a caller cancelled while it held access (a
+        producer's timeout) never leaks a holder that would block every
+        later slide of the window."""
+        if self._shared <= 0:
+            raise RuntimeError("release without acquire")
+        self._shared -= 1
+        if self._shared == 0:
+            self._wake_all()
+
+    async def _changed(self) -> None:
+        """Wait until the next change of the window or of the holders."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        finally:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+
+    def _wake_all(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     @asynccontextmanager
     async def admit(self, epoch: int) -> AsyncIterator[EpochWindow]:
@@ -133,7 +156,7 @@ class EpochFence:
         try:
             yield window
         finally:
-            await self.release()
+            self.release()
 
     def _reject(self, epoch: int) -> None:
         self.stats.rejected_below += 1

@@ -216,3 +216,56 @@ def test_reset_to_the_applied_window_after_a_leadership_change() -> None:
                 fence.reset(EpochWindow(0, 0))
 
     run(scenario())
+
+
+def test_cancelled_requests_leave_no_holder_and_block_nothing() -> None:
+    """Producers time out (``wait_for``) while they hold access, while they
+    wait to slide and while they wait behind a slide; afterwards the fence
+    is as if they had never come, so housekeeping can still slide it."""
+
+    async def scenario() -> EpochFence:
+        fence = EpochFence(EpochWindow(N, N))
+        holding = asyncio.Event()
+
+        async def hold_forever() -> None:
+            async with fence.admit(N):
+                holding.set()
+                await asyncio.Event().wait()
+
+        holder = asyncio.create_task(hold_forever())
+        await holding.wait()
+        slider = asyncio.create_task(fence.acquire(N + 1))  # waits for the holder
+        await asyncio.sleep(0)
+        behind = asyncio.create_task(fence.acquire(N))  # waits behind the slide
+        await asyncio.sleep(0)
+        for task in (slider, behind, holder):
+            task.cancel()
+        await asyncio.gather(slider, behind, holder, return_exceptions=True)
+        assert fence.holders == 0
+        # Nothing left behind: a slide and a same-epoch request get through at once.
+        async with asyncio.timeout(1):
+            async with fence.admit(N + 2) as window:
+                assert window == EpochWindow(N, N + 2)
+            async with fence.admit(N + 2):
+                pass
+        return fence
+
+    fence = run(scenario())
+    assert fence.holders == 0
+
+
+def test_a_cancelled_slide_lets_the_requests_behind_it_in() -> None:
+    async def scenario() -> None:
+        fence = EpochFence(EpochWindow(N, N))
+        await fence.acquire(N)  # a holder that stays
+        slider = asyncio.create_task(fence.acquire(N + 1))
+        await asyncio.sleep(0)
+        behind = asyncio.create_task(fence.acquire(N))
+        await asyncio.sleep(0)
+        assert not behind.done()  # held back by the waiting slide
+        slider.cancel()
+        async with asyncio.timeout(1):
+            assert await behind == EpochWindow(N, N)
+        assert fence.holders == 2
+
+    run(scenario())
