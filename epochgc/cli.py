@@ -270,7 +270,10 @@ def _cmd_gc_status(config: Config, args: argparse.Namespace) -> int:
             "holder": lease.holder,
             "term": lease.term,
             "expires_at": lease.expires_at,
-            "valid": lease.expires_at > now,
+            # By this machine's clock against the holder's: a hint for
+            # people; the lease itself never compares clocks.
+            "valid": not lease.released and lease.expires_at > now,
+            "released": lease.released,
         }
     )
     status_data = (
@@ -491,6 +494,7 @@ def _cmd_verify(config: Config, args: argparse.Namespace) -> int:
                 spark=args.spark,
                 unsafe_safe_epoch=args.unsafe_test_build,
                 quiesce_timeout=args.quiesce_timeout,
+                worker_log_level=args.worker_log_level,
             )
         print(summary(result), flush=True)
         if not result.ok:
@@ -819,6 +823,12 @@ def _add_node_commands(
         "--unsafe-test-build",
         action="store_true",
         help="publish M(p) = max_applied_epoch - 1 (a broken build the checks must catch)",
+    )
+    verify.add_argument(
+        "--worker-log-level",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        default="WARNING",
+        help="log level of the node and daemon processes (their logs are in --folder)",
     )
     verify.set_defaults(handler=_cmd_verify)
     demo = sub.add_parser(

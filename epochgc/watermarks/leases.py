@@ -8,12 +8,27 @@ one heartbeat loop per process renews all its leases. ``term`` grows on
 every change of holder (and when a holder restarts its term after a failed
 append) and is the fencing token every partition-log entry carries.
 
-Timing, and why it is safe under bounded clock skew: a holder considers its
-lease valid only until ``expires_at - skew_margin`` by its own clock and
-stops writing after that; another process takes over only after
-``expires_at`` by its clock. As long as clocks differ by less than the
-margin, the two never write at once; and if they do, the term in every log
-entry still fences the old holder on replay.
+Timing never compares wall clocks across processes (the approach of the
+AWS DynamoDB lock client): a wall clock minutes off, which ``epochgc verify``
+injects, must neither keep a dead holder's lease alive for minutes nor let
+a live holder lose it at once.
+
+* The holder counts validity on its own monotonic clock: a grant is valid
+  until ``sent + ttl - skew_margin``, where ``sent`` is when the acquiring
+  or renewing request was sent. It stops writing after that.
+* Another process takes over only after it has seen the *same version* of
+  the lease object (same ETag) for a whole ``ttl`` on its own monotonic
+  clock: every renewal changes the ETag and restarts the watch. The watch
+  starts after the holder's request was sent, so the holder has stopped
+  before anyone takes over, whatever the wall clocks say, as long as
+  monotonic clocks run at about the same rate (``skew_margin`` covers rate
+  drift and request latency).
+* A released lease (``"released": true``) is free at once.
+
+``expires_at`` is written from the holder's wall clock for people and
+status displays; no decision uses it. Were both processes to write anyway
+(a holder frozen between its validity check and its write), the term in
+every log entry still fences the old holder on replay.
 
 ``decide_acquire`` is the pure decision; ``LeaseManager`` does the I/O.
 """
@@ -22,6 +37,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +47,7 @@ from enum import Enum
 from epochgc.errors import (
     EpochGCError,
     LeaseLostError,
+    MalformedRecordError,
     NotFoundError,
     PreconditionFailedError,
 )
@@ -57,19 +74,24 @@ class LeaseDocument:
     holder: str
     term: int
     expires_at: datetime
+    """The holder's wall-clock estimate, for display only."""
+    released: bool = False
+    """Given up by its holder: anyone may take it at once."""
 
 
 def encode_lease(doc: LeaseDocument) -> bytes:
-    """Lease object bytes (millisecond RFC 3339 UTC expiry)."""
+    """Lease object bytes (millisecond RFC 3339 UTC expiry; ``released``
+    only when true, so a held lease reads as it always did)."""
     expires = doc.expires_at.astimezone(UTC).isoformat(timespec="milliseconds")
-    return dump_document(
-        {
-            "v": LEASE_VERSION,
-            "holder": doc.holder,
-            "term": doc.term,
-            "expires_at": expires.replace("+00:00", "Z"),
-        }
-    )
+    fields: dict[str, object] = {
+        "v": LEASE_VERSION,
+        "holder": doc.holder,
+        "term": doc.term,
+        "expires_at": expires.replace("+00:00", "Z"),
+    }
+    if doc.released:
+        fields["released"] = True
+    return dump_document(fields)
 
 
 def decode_lease(data: bytes, where: str) -> LeaseDocument:
@@ -79,10 +101,14 @@ def decode_lease(data: bytes, where: str) -> LeaseDocument:
         MalformedRecordError, UnsupportedVersionError.
     """
     doc = load_document(data, where, LEASE_VERSION)
+    released = doc.get("released", False)
+    if not isinstance(released, bool):
+        raise MalformedRecordError(f"{where}: 'released' must be true or false")
     return LeaseDocument(
         holder=get_str(doc, "holder", where),
         term=get_int(doc, "term", where, 1),
         expires_at=parse_time(get_str(doc, "expires_at", where), where),
+        released=released,
     )
 
 
@@ -92,21 +118,38 @@ class AcquireDecision(Enum):
     CREATE = "create"
     """No object: create it (create-only) with term 1."""
     TAKE_OVER = "take_over"
-    """Expired or released: CAS it to us with term + 1."""
+    """Released, unchanged for a whole TTL, or an old grant of ours that
+    we no longer hold: CAS it to us with term + 1."""
     RENEW = "renew"
-    """Ours and still valid: renew with the same term."""
+    """Ours and still held: renew with the same term."""
     WAIT = "wait"
-    """Held by someone else until it expires."""
+    """Someone else's, renewed within the last TTL (as far as we know)."""
 
 
-def decide_acquire(current: LeaseDocument | None, me: str, now: datetime) -> AcquireDecision:
-    """Pure: how ``me`` may get the lease whose object holds ``current``."""
+def decide_acquire(
+    current: LeaseDocument | None,
+    me: str,
+    *,
+    holding: bool,
+    unchanged_for: float | None,
+    ttl_seconds: float,
+) -> AcquireDecision:
+    """Pure: how ``me`` may get the lease whose object holds ``current``.
+
+    Args:
+        holding: ``me`` holds a valid grant of this lease.
+        unchanged_for: seconds (our monotonic clock) this exact version of
+            the object has been seen unchanged; ``None`` on first sight.
+        ttl_seconds: the lease TTL.
+    """
     if current is None:
         return AcquireDecision.CREATE
-    if now >= current.expires_at:
-        return AcquireDecision.TAKE_OVER
     if current.holder == me:
-        return AcquireDecision.RENEW
+        return AcquireDecision.RENEW if holding else AcquireDecision.TAKE_OVER
+    if current.released:
+        return AcquireDecision.TAKE_OVER
+    if unchanged_for is not None and unchanged_for >= ttl_seconds:
+        return AcquireDecision.TAKE_OVER
     return AcquireDecision.WAIT
 
 
@@ -119,6 +162,8 @@ class LeaseGrant:
     term: int
     expires_at: datetime
     etag: str
+    valid_until: float
+    """Monotonic time after which the holder must not write any more."""
 
 
 @dataclass(frozen=True)
@@ -130,8 +175,10 @@ class LeasePolicy:
             after a crash).
         renew_interval_seconds: heartbeat period; well under the TTL so a
             couple of failed renewals are survivable.
-        skew_margin_seconds: a holder stops writing this long before its
-            lease expires; must exceed the clock skew between processes.
+        skew_margin_seconds: a holder stops writing this long before a
+            TTL has passed since it sent its last renewal; covers request
+            latency and monotonic clocks running at slightly different
+            rates (wall-clock skew does not matter).
     """
 
     ttl_seconds: float = 15.0
@@ -164,7 +211,10 @@ class LeaseManager:
             is added so a restarted process never mistakes an old grant for
             its own.
         on_lost: called with the lease name when a lease is lost.
-        now: injected wall clock (aware UTC).
+        now: injected wall clock (aware UTC); only written into
+            ``expires_at`` for display.
+        monotonic: injected monotonic clock (seconds); every timing
+            decision uses it.
     """
 
     def __init__(
@@ -176,6 +226,7 @@ class LeaseManager:
         policy: LeasePolicy | None = None,
         on_lost: Callable[[str], None] = lambda _name: None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._store = store
         self._root = root
@@ -183,8 +234,12 @@ class LeaseManager:
         self._policy = policy or LeasePolicy()
         self._on_lost = on_lost
         self._now = now
+        self._monotonic = monotonic
         self._lock = threading.Lock()
         self._grants: dict[str, LeaseGrant] = {}
+        self._name_locks: dict[str, threading.Lock] = {}
+        self._watched: dict[str, tuple[str, float]] = {}
+        """Lease name -> (ETag last seen, monotonic time it was first seen)."""
         self._heartbeat = PeriodicThread(
             "lease-heartbeat", self._policy.renew_interval_seconds, self.renew_all
         )
@@ -232,19 +287,52 @@ class LeaseManager:
             names = list(self._grants)
         return [n for n in names if self.grant(n) is not None]
 
+    def _serial(self, name: str) -> threading.Lock:
+        """The lock that orders every write of one lease by this process, so
+        a heartbeat's renewal can never land after (and undo) a release."""
+        with self._lock:
+            return self._name_locks.setdefault(name, threading.Lock())
+
     def _is_valid(self, grant: LeaseGrant) -> bool:
-        margin = timedelta(seconds=self._policy.skew_margin_seconds)
-        return self._now() < grant.expires_at - margin
+        return self._monotonic() < grant.valid_until
+
+    def _valid_until(self, sent: float) -> float:
+        return sent + self._policy.ttl_seconds - self._policy.skew_margin_seconds
+
+    def _unchanged_for(self, name: str, etag: str | None) -> float | None:
+        """Watch the version of a lease object: how long ``etag`` has been
+        seen unchanged, or ``None`` when it is new to us."""
+        now = self._monotonic()
+        with self._lock:
+            if etag is None:
+                self._watched.pop(name, None)
+                return None
+            seen = self._watched.get(name)
+            if seen is None or seen[0] != etag:
+                self._watched[name] = (etag, now)
+                return None
+            return now - seen[1]
 
     # --- acquire / renew / release -------------------------------------------
 
     def try_acquire(self, name: str) -> LeaseGrant | None:
-        """Take the lease if it is free, expired or already ours; else None."""
+        """Take the lease if it is missing, released, unchanged for a whole
+        TTL (its holder is gone) or ours; else None."""
+        with self._serial(name):
+            return self._try_acquire(name)
+
+    def _try_acquire(self, name: str) -> LeaseGrant | None:
         key = lease_key(self._root, name)
         current, etag = self._read(key)
-        now = self._now()
-        decision = decide_acquire(current, self.holder, now)
-        expires = now + timedelta(seconds=self._policy.ttl_seconds)
+        decision = decide_acquire(
+            current,
+            self.holder,
+            holding=self.grant(name) is not None,
+            unchanged_for=self._unchanged_for(name, etag),
+            ttl_seconds=self._policy.ttl_seconds,
+        )
+        expires = self._now() + timedelta(seconds=self._policy.ttl_seconds)
+        sent = self._monotonic()
         try:
             if decision is AcquireDecision.WAIT:
                 return None
@@ -258,9 +346,12 @@ class LeaseManager:
                 new_etag = self._store.put_if_match(key, encode_lease(doc), etag)
         except (PreconditionFailedError, NotFoundError):
             return None  # someone else moved first; try again later
-        grant = LeaseGrant(name, self.holder, doc.term, expires, new_etag)
+        grant = LeaseGrant(
+            name, self.holder, doc.term, expires, new_etag, self._valid_until(sent)
+        )
         with self._lock:
             self._grants[name] = grant
+            self._watched.pop(name, None)
         if decision is not AcquireDecision.RENEW:
             self.stats["acquired"] += 1
             log.info("acquired lease %s at term %d", name, doc.term)
@@ -284,15 +375,21 @@ class LeaseManager:
         return self._rewrite(name, term_delta=0)
 
     def _rewrite(self, name: str, term_delta: int) -> LeaseGrant:
+        with self._serial(name):
+            return self._rewrite_serial(name, term_delta)
+
+    def _rewrite_serial(self, name: str, term_delta: int) -> LeaseGrant:
         with self._lock:
             held = self._grants.get(name)
         if held is not None and not self._is_valid(held):
             self._lose(name, "expired before it could be renewed")
         grant = self.check(name)
-        now = self._now()
         doc = LeaseDocument(
-            self.holder, grant.term + term_delta, now + timedelta(seconds=self._policy.ttl_seconds)
+            self.holder,
+            grant.term + term_delta,
+            self._now() + timedelta(seconds=self._policy.ttl_seconds),
         )
+        sent = self._monotonic()
         key = lease_key(self._root, name)
         try:
             etag = self._store.put_if_match(key, encode_lease(doc), grant.etag)
@@ -303,24 +400,33 @@ class LeaseManager:
                 and current_etag is not None
                 and current.holder == self.holder
                 and current.term == doc.term
+                and not current.released
             ):
                 etag = current_etag  # our write landed; only the answer was lost
                 doc = current
             else:
                 self._lose(name, f"taken by {current.holder if current else 'nobody'}")
                 raise LeaseLostError(f"lease {name!r} lost") from err
-        new = LeaseGrant(name, self.holder, doc.term, doc.expires_at, etag)
+        new = LeaseGrant(
+            name, self.holder, doc.term, doc.expires_at, etag, self._valid_until(sent)
+        )
         with self._lock:
             self._grants[name] = new
         return new
 
     def release(self, name: str) -> None:
-        """Give the lease up now (expires at once, so failover is immediate)."""
+        """Give the lease up now (marked released, so failover is immediate)."""
+        with self._serial(name):
+            self._release(name)
+
+    def _release(self, name: str) -> None:
         with self._lock:
             grant = self._grants.pop(name, None)
         if grant is None:
             return
-        doc = LeaseDocument(self.holder, grant.term, self._now() - timedelta(seconds=1))
+        doc = LeaseDocument(
+            self.holder, grant.term, self._now() - timedelta(seconds=1), released=True
+        )
         try:
             self._store.put_if_match(lease_key(self._root, name), encode_lease(doc), grant.etag)
             log.info("released lease %s (term %d)", name, grant.term)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -23,23 +24,42 @@ POLICY = LeasePolicy(ttl_seconds=15, renew_interval_seconds=5, skew_margin_secon
 
 
 class Clock:
-    def __init__(self) -> None:
+    """A wall clock (``clock()``) and a monotonic one (``clock.monotonic()``)
+    moving together; ``skew`` shifts only the wall clock."""
+
+    def __init__(self, skew: timedelta = timedelta(0)) -> None:
         self.now = datetime(2026, 11, 22, 3, 0, 0, tzinfo=UTC)
+        self.elapsed = 0.0
+        self.skew = skew
 
     def __call__(self) -> datetime:
-        return self.now
+        return self.now + self.skew
+
+    def monotonic(self) -> float:
+        return self.elapsed
 
     def advance(self, seconds: float) -> None:
         self.now += timedelta(seconds=seconds)
+        self.elapsed += seconds
+
+
+def manager(store: S3ObjectStore, node: str, clock: Clock, **kwargs: object) -> LeaseManager:
+    return LeaseManager(
+        store,
+        ROOT,
+        node,
+        policy=POLICY,
+        now=clock,
+        monotonic=clock.monotonic,
+        **kwargs,  # type: ignore[arg-type]
+    )
 
 
 def two_nodes(store: S3ObjectStore) -> tuple[Clock, LeaseManager, LeaseManager]:
     """A topic "orders" with one partition, and two nodes sharing a clock."""
     Controller(store, ROOT).create_topic("orders", 1)
     clock = Clock()
-    a = LeaseManager(store, ROOT, "node-a", policy=POLICY, now=clock)
-    b = LeaseManager(store, ROOT, "node-b", policy=POLICY, now=clock)
-    return clock, a, b
+    return clock, manager(store, "node-a", clock), manager(store, "node-b", clock)
 
 
 def batch(i: int) -> tuple[PlaceholderBatch, ...]:
@@ -49,29 +69,29 @@ def batch(i: int) -> tuple[PlaceholderBatch, ...]:
 def test_acquire_renew_expire_and_take_over(store: S3ObjectStore) -> None:
     clock = Clock()
     lost: list[str] = []
-    a = LeaseManager(store, ROOT, "node-a", policy=POLICY, now=clock, on_lost=lost.append)
-    b = LeaseManager(store, ROOT, "node-b", policy=POLICY, now=clock)
+    a = manager(store, "node-a", clock, on_lost=lost.append)
+    b = manager(store, "node-b", clock)
     grant = a.try_acquire(NAME)
     assert grant is not None and grant.term == 1
     assert b.try_acquire(NAME) is None, "held by a"
     clock.advance(10)
-    a.renew(NAME)
+    a.renew(NAME)  # t=10: valid until 10 + 15 - 2 = 23 on a's clock
     clock.advance(10)
-    assert b.try_acquire(NAME) is None, "renewed: still a's"
-    clock.advance(3.5)  # 1.5 s before expiry
-    assert a.grant(NAME) is None, "a stops writing before expiry (skew margin)"
+    assert b.try_acquire(NAME) is None, "renewed: b starts watching the new version"
+    clock.advance(3.5)  # t=23.5
+    assert a.grant(NAME) is None, "a stops writing TTL - margin after it renewed"
     with pytest.raises(LeaseLostError):
         a.check(NAME)
-    assert b.try_acquire(NAME) is None, "not yet expired for b"
-    clock.advance(2)
+    assert b.try_acquire(NAME) is None, "b has seen this version for 3.5 s only"
+    clock.advance(11.5)  # t=35: the version b saw at t=20 is 15 s old
     taken = b.try_acquire(NAME)
     assert taken is not None and taken.term == 2, "term grows on a change of holder"
     with pytest.raises(LeaseLostError):
         a.renew(NAME)  # a's own grant ran out: reported lost
     assert lost == [NAME]
-    # With a clock running slow, a still believes in its grant: the CAS
-    # tells it the truth.
-    a._grants[NAME] = dataclasses.replace(grant, expires_at=clock.now + timedelta(hours=1))
+    # Were a to believe in its grant still (frozen between its check and
+    # its write), the CAS tells it the truth.
+    a._grants[NAME] = dataclasses.replace(grant, valid_until=clock.monotonic() + 3600)
     with pytest.raises(LeaseLostError):
         a.renew(NAME)
     assert lost == [NAME, NAME]
@@ -80,8 +100,7 @@ def test_acquire_renew_expire_and_take_over(store: S3ObjectStore) -> None:
 
 def test_graceful_release_gives_immediate_failover(store: S3ObjectStore) -> None:
     clock = Clock()
-    a = LeaseManager(store, ROOT, "node-a", policy=POLICY, now=clock)
-    b = LeaseManager(store, ROOT, "node-b", policy=POLICY, now=clock)
+    a, b = manager(store, "node-a", clock), manager(store, "node-b", clock)
     assert a.try_acquire(NAME) is not None
     a.release(NAME)
     grant = b.try_acquire(NAME)
@@ -90,12 +109,75 @@ def test_graceful_release_gives_immediate_failover(store: S3ObjectStore) -> None
 
 
 def test_bump_term_keeps_the_holder(store: S3ObjectStore) -> None:
-    clock = Clock()
-    a = LeaseManager(store, ROOT, "node-a", policy=POLICY, now=clock)
+    a = manager(store, "node-a", Clock())
     first = a.try_acquire(NAME)
     assert first is not None
     bumped = a.bump_term(NAME)
     assert (bumped.term, bumped.holder) == (first.term + 1, first.holder)
+
+
+def test_a_dead_holder_with_a_clock_minutes_ahead_is_replaced_after_one_ttl(
+    store: S3ObjectStore,
+) -> None:
+    """Its ``expires_at`` says two minutes from now; b does not care: the
+    version has not changed for a TTL on b's own clock."""
+    ahead, clock = Clock(skew=timedelta(minutes=2)), Clock()
+    a, b = manager(store, "node-a", ahead), manager(store, "node-b", clock)
+    assert a.try_acquire(NAME) is not None  # then a dies: no more renewals
+    assert b.try_acquire(NAME) is None
+    clock.advance(POLICY.ttl_seconds - 1)
+    assert b.try_acquire(NAME) is None
+    clock.advance(1)
+    taken = b.try_acquire(NAME)
+    assert taken is not None and taken.term == 2
+
+
+def test_a_live_holder_with_a_clock_minutes_behind_keeps_its_lease(
+    store: S3ObjectStore,
+) -> None:
+    """Its ``expires_at`` is always in b's past; renewals alone count."""
+    behind, clock = Clock(skew=-timedelta(minutes=2)), Clock()
+    a, b = manager(store, "node-a", behind), manager(store, "node-b", clock)
+    assert a.try_acquire(NAME) is not None
+    for _ in range(6):
+        assert b.try_acquire(NAME) is None, "a renews: never taken from it"
+        for c in (behind, clock):
+            c.advance(POLICY.renew_interval_seconds)
+        a.renew(NAME)
+    assert a.grant(NAME) is not None
+
+
+def test_a_renewal_racing_a_release_never_resurrects_the_lease(store: S3ObjectStore) -> None:
+    """The heartbeat renews while the owner releases: whichever runs first,
+    the lease ends released and free for b at once."""
+    clock = Clock()
+    a, b = manager(store, "node-a", clock), manager(store, "node-b", clock)
+    assert a.try_acquire(NAME) is not None
+    renewing = threading.Event()
+    may_finish = threading.Event()
+    real_put = store.put_if_match
+
+    def slow_renewal(key: str, body: bytes, etag: str) -> str:
+        new_etag = real_put(key, body, etag)
+        if b'"released"' not in body:  # the renewal landed; its answer is slow
+            renewing.set()
+            may_finish.wait(5)
+        return new_etag
+
+    store.put_if_match = slow_renewal  # type: ignore[method-assign]
+    heartbeat = threading.Thread(target=a.renew_all)
+    heartbeat.start()
+    assert renewing.wait(5)
+    releaser = threading.Thread(target=a.release, args=(NAME,))
+    releaser.start()
+    releaser.join(0.3)
+    may_finish.set()
+    heartbeat.join(5)
+    releaser.join(5)
+    store.put_if_match = real_put  # type: ignore[method-assign]
+    assert a.held() == []
+    taken = b.try_acquire(NAME)
+    assert taken is not None and taken.term == 2
 
 
 def test_heartbeat_keeps_leases_alive_and_stop_releases(store: S3ObjectStore) -> None:
@@ -139,7 +221,8 @@ def test_failover_after_expiry_fences_the_old_leader(store: S3ObjectStore) -> No
     old = _leader(store, a)
     old.start()
     old.append_placeholders(1, batch(1))
-    clock.advance(16)  # a crashed (no renewals); its lease expires
+    assert b.try_acquire(NAME) is None  # b starts watching a's lease
+    clock.advance(16)  # a crashed (no renewals): unchanged for a TTL
     assert b.try_acquire(NAME) is not None
     new = _leader(store, b)
     window = new.start()
@@ -165,6 +248,7 @@ def test_stale_leaders_pipelined_appends_after_new_term_start_change_nothing(
     pipeline of 8: nothing the old leader wrote after it counts."""
     clock, a, b = two_nodes(store)
     a.try_acquire(NAME)
+    assert b.try_acquire(NAME) is None  # b starts watching a's lease
     old = _leader(store, a)
     old.start()  # term_start at offset 0
     takeover_done: list[int] = []

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from epochgc.watermarks.epoch import EpochCache
 from epochgc.watermarks.leases import (
@@ -17,19 +20,63 @@ from epochgc.watermarks.leases import (
 NOW = datetime(2026, 11, 22, 3, 0, 0, tzinfo=UTC)
 
 
+OTHERS = LeaseDocument("other", 3, NOW + timedelta(seconds=5))
+MINE = LeaseDocument("me", 3, NOW + timedelta(seconds=5))
+TTL = 15.0
+
+
 @pytest.mark.parametrize(
-    ("current", "decision"),
+    ("current", "holding", "unchanged_for", "decision"),
     [
-        (None, AcquireDecision.CREATE),
-        (LeaseDocument("other", 3, NOW + timedelta(seconds=5)), AcquireDecision.WAIT),
-        (LeaseDocument("other", 3, NOW), AcquireDecision.TAKE_OVER),
-        (LeaseDocument("other", 3, NOW - timedelta(seconds=1)), AcquireDecision.TAKE_OVER),
-        (LeaseDocument("me", 3, NOW + timedelta(seconds=5)), AcquireDecision.RENEW),
-        (LeaseDocument("me", 3, NOW - timedelta(seconds=5)), AcquireDecision.TAKE_OVER),
+        (None, False, None, AcquireDecision.CREATE),
+        (OTHERS, False, None, AcquireDecision.WAIT),
+        (OTHERS, False, TTL - 0.1, AcquireDecision.WAIT),
+        (OTHERS, False, TTL, AcquireDecision.TAKE_OVER),
+        # Its expires_at is not what decides, in either direction:
+        (replace(OTHERS, expires_at=NOW - timedelta(hours=1)), False, 1.0, AcquireDecision.WAIT),
+        (
+            replace(OTHERS, expires_at=NOW + timedelta(hours=1)),
+            False,
+            TTL,
+            AcquireDecision.TAKE_OVER,
+        ),
+        (replace(OTHERS, released=True), False, None, AcquireDecision.TAKE_OVER),
+        (MINE, True, None, AcquireDecision.RENEW),
+        (MINE, False, None, AcquireDecision.TAKE_OVER),
     ],
 )
-def test_decide_acquire(current: LeaseDocument | None, decision: AcquireDecision) -> None:
-    assert decide_acquire(current, "me", NOW) is decision
+def test_decide_acquire(
+    current: LeaseDocument | None,
+    holding: bool,
+    unchanged_for: float | None,
+    decision: AcquireDecision,
+) -> None:
+    assert (
+        decide_acquire(current, "me", holding=holding, unchanged_for=unchanged_for, ttl_seconds=TTL)
+        is decision
+    )
+
+
+@given(
+    holder=st.sampled_from(["me", "other"]),
+    released=st.booleans(),
+    holding=st.booleans(),
+    unchanged_for=st.none() | st.floats(min_value=0, max_value=10 * TTL),
+    skew_hours=st.integers(min_value=-48, max_value=48),
+)
+def test_no_take_over_of_a_live_holder_whatever_its_clock(
+    holder: str, released: bool, holding: bool, unchanged_for: float | None, skew_hours: int
+) -> None:
+    """Someone else's unreleased lease is taken only after a whole TTL
+    unchanged; its expires_at (any skew) never matters."""
+    doc = LeaseDocument(holder, 3, NOW + timedelta(hours=skew_hours), released=released)
+    decision = decide_acquire(
+        doc, "me", holding=holding, unchanged_for=unchanged_for, ttl_seconds=TTL
+    )
+    if holder == "other" and not released:
+        expected_take = unchanged_for is not None and unchanged_for >= TTL
+        assert (decision is AcquireDecision.TAKE_OVER) is expected_take
+    assert decision is not AcquireDecision.CREATE
 
 
 def test_lease_policy_refuses_timings_that_lose_healthy_leases() -> None:
