@@ -90,6 +90,17 @@ class Reconciler:
         log_end = state.applied_log_offset
         pending = pending_placeholders(replica, state.lro, self._max_records)
         if not pending:
+            if state.lro < state.next_offset - 1:
+                log.warning(
+                    "%s/%d: records %d..%d are not reconciled but no retained placeholder "
+                    "holds them (%d retained, log offset %d)",
+                    replica.topic,
+                    replica.partition,
+                    state.lro + 1,
+                    state.next_offset - 1,
+                    len(replica.retained),
+                    log_end,
+                )
             if state.window_offset > state.reconciled_log_offset:
                 leader.advance_reconciled(state.lro, log_end)
             return self._result(leader, 0, 0, None, started)

@@ -84,8 +84,10 @@ class VerifyResult:
         return not self.violations and self.records_acked > 0
 
 
-def _config_text(endpoint: str, bucket: str) -> str:
+def _config_text(endpoint: str, bucket: str, log_level: str) -> str:
     return f"""
+[logging]
+level = "{log_level}"
 [store]
 bucket = "{bucket}"
 endpoint_url = "{endpoint}"
@@ -191,8 +193,10 @@ def run_verify(
     spark: bool = False,
     unsafe_safe_epoch: bool = False,
     quiesce_timeout: float = 90.0,
+    worker_log_level: str = "WARNING",
 ) -> VerifyResult:
-    """One run (see the module docstring)."""
+    """One run (see the module docstring); the worker processes log at
+    ``worker_log_level`` into ``folder``."""
     rng = random.Random(seed)
     folder.mkdir(parents=True, exist_ok=True)
     result = VerifyResult(seed)
@@ -202,7 +206,7 @@ def run_verify(
     bucket = f"{BUCKET}-{seed}-{uuid.uuid4().hex[:8]}"  # moto's state outlives a server
     with EmbeddedS3(bucket=bucket) as s3:
         config_path = folder / "verify.toml"
-        config_path.write_text(_config_text(s3.endpoint_url, bucket))
+        config_path.write_text(_config_text(s3.endpoint_url, bucket, worker_log_level))
         config = load_config(config_path)
         store, _stats = store_from_settings(config, client_settings_of(config))
         controller = Controller(store, ROOT)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import io
 import json
 import logging
 import os
@@ -34,18 +35,20 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
-from epochgc.config import Config, load_config
+from epochgc.config import Config, load_config, log_level_of
 from epochgc.gc.daemon import GcDaemon
 from epochgc.gc.service import daemon_settings_of
 from epochgc.ingest.directory import LeaderDirectory
 from epochgc.ingest.producer import Producer
 from epochgc.logging_setup import setup_logging
+from epochgc.reconciler.node import ReconcilerNode
 from epochgc.reconciler.service import build_node
 from epochgc.runtime import client_settings_of, store_from_settings
 from epochgc.storage.keys import parse_l0_key
 from epochgc.verify.faults import FaultPlan, FaultyStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
+from epochgc.watermarks.leases import LeaseManager
 
 log = logging.getLogger("epochgc.verify.worker")
 
@@ -72,6 +75,58 @@ def _watch(folder: Path, store: FaultyStore, ident: str, stop: threading.Event) 
         tmp = faults_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(dict(store.injected)))
         tmp.replace(faults_path)
+
+
+STALL_SECONDS = 15.0
+"""A node whose rounds have not moved this long is stuck: its tasks'
+stacks go to the log (where verify's reader finds them)."""
+
+
+def _node_status(node: ReconcilerNode, leases: LeaseManager) -> str:
+    """One line: rounds so far and each led partition's leader state."""
+    parts = []
+    for service in node.led_services():
+        state = service.leader.replica.state
+        parts.append(
+            f"{service.topic}/{service.partition} term {service.term} "
+            f"{'open' if service.is_open else 'closed'} lro {state.lro} "
+            f"next {state.next_offset} epochs {state.previous_applied_epoch}.."
+            f"{state.max_applied_epoch} M(p) {state.safe_epoch}"
+        )
+    return (
+        f"pid {os.getpid()} holder {leases.holder} round {node.stats.rounds}, "
+        f"errors {node.stats.errors}, leases {','.join(sorted(leases.held())) or '-'}, "
+        f"leading: {'; '.join(parts) or 'nothing'}"
+    )
+
+
+async def _watch_rounds(node: ReconcilerNode, leases: LeaseManager, stop: asyncio.Event) -> None:
+    """Log every task's stack once per stall, so a hung round shows
+    where it waits without attaching a debugger to the process."""
+    seen, since, reported = node.stats.rounds, time.monotonic(), False
+    ticks = 0
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 1.0)
+        ticks += 1
+        if ticks % 5 == 0 or ticks < 3:
+            log.info("%s: %s", node.node_id, _node_status(node, leases))
+        if node.stats.rounds != seen:
+            seen, since, reported = node.stats.rounds, time.monotonic(), False
+            continue
+        if reported or time.monotonic() - since < STALL_SECONDS:
+            continue
+        reported = True
+        stacks = io.StringIO()
+        for task in asyncio.all_tasks():
+            print(f"--- task {task.get_name()}", file=stacks)
+            task.print_stack(file=stacks)
+        log.warning(
+            "%s: no round finished for %.0fs; tasks:\n%s",
+            node.node_id,
+            time.monotonic() - since,
+            stacks.getvalue(),
+        )
 
 
 async def _run_node(
@@ -130,13 +185,15 @@ async def _run_node(
                 acks.write({"t": topic, "p": partition, "o": offset, "r": record.decode()})
 
     producing = asyncio.create_task(produce())
+    watchdog = asyncio.create_task(_watch_rounds(node, leases, stop))
     try:
         await node.run(stop, round_interval_seconds=config.reconciler.round_interval_seconds)
     finally:
         stop.set()
-        producing.cancel()
-        with contextlib.suppress(BaseException):
-            await producing
+        for task in (producing, watchdog):
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
         leases.stop(release=True)
 
 
@@ -184,8 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     def now() -> datetime:
         return datetime.now(UTC) + skew
 
-    setup_logging("WARNING")
     config = load_config(args.config)
+    setup_logging(log_level_of(config))
     folder = Path(args.folder)
     inner, stats = store_from_settings(config, client_settings_of(config))
     deletes = _Lines(folder / f"deletes-{args.id}.jsonl")
