@@ -346,9 +346,7 @@ class LeaseManager:
                 new_etag = self._store.put_if_match(key, encode_lease(doc), etag)
         except (PreconditionFailedError, NotFoundError):
             return None  # someone else moved first; try again later
-        grant = LeaseGrant(
-            name, self.holder, doc.term, expires, new_etag, self._valid_until(sent)
-        )
+        grant = LeaseGrant(name, self.holder, doc.term, expires, new_etag, self._valid_until(sent))
         with self._lock:
             self._grants[name] = grant
             self._watched.pop(name, None)
@@ -407,9 +405,7 @@ class LeaseManager:
             else:
                 self._lose(name, f"taken by {current.holder if current else 'nobody'}")
                 raise LeaseLostError(f"lease {name!r} lost") from err
-        new = LeaseGrant(
-            name, self.holder, doc.term, doc.expires_at, etag, self._valid_until(sent)
-        )
+        new = LeaseGrant(name, self.holder, doc.term, doc.expires_at, etag, self._valid_until(sent))
         with self._lock:
             self._grants[name] = new
         return new
