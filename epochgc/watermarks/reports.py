@@ -212,23 +212,36 @@ def carried_entries(
     lower ``M``: until the new leader reports it, no report covers it and
     it counts as ``revision - 1``. So a node carries its last entry for a
     lost partition until another node's report covers it with at least the
-    same ``M(p)``, or the partition stops being live. Safe: the value was
-    true when published, and ``M(p)`` only grows.
+    same ``M(p)`` *under a newer term*, or the partition stops being live.
+    Safe: the value was true when published, and ``M(p)`` only grows.
+
+    The newer term is what keeps two carriers from dropping the partition
+    together: two nodes carrying the same value, each reading the other's
+    report before the other's drop lands, would both see themselves
+    covered. Terms of one partition are unique to a leadership, so the
+    entry with the highest term is never dropped until a newer leader
+    reports.
     """
     led_keys, live_keys = set(led), set(live)
-    covered: dict[PartitionKey, int] = {}
+    covers: dict[PartitionKey, list[tuple[int, int]]] = {}
     for report in reports:
         if report.node == node:
             continue
         for entry in report.partitions:
-            key = (entry.topic, entry.partition)
-            covered[key] = max(covered.get(key, entry.safe_epoch), entry.safe_epoch)
+            covers.setdefault((entry.topic, entry.partition), []).append(
+                (entry.term, entry.safe_epoch)
+            )
+
+    def covered(key: PartitionKey, entry: PartitionReport) -> bool:
+        return any(
+            term > entry.term and safe_epoch >= entry.safe_epoch
+            for term, safe_epoch in covers.get(key, [])
+        )
+
     return {
         key: entry
         for key, entry in previous.items()
-        if key not in led_keys
-        and key in live_keys
-        and covered.get(key, entry.safe_epoch - 1) < entry.safe_epoch
+        if key not in led_keys and key in live_keys and not covered(key, entry)
     }
 
 

@@ -6,6 +6,8 @@ import json
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from epochgc.errors import MalformedRecordError, UnsupportedVersionError
 from epochgc.watermarks.reports import (
@@ -67,8 +69,8 @@ def test_unknown_fields_are_ignored() -> None:
     assert decode_report(json.dumps(doc).encode()).partitions[0].safe_epoch == 41
 
 
-def _entry(topic: str, partition: int, safe_epoch: int) -> PartitionReport:
-    return PartitionReport(topic, partition, 1, safe_epoch, 0, safe_epoch + 1, safe_epoch)
+def _entry(topic: str, partition: int, safe_epoch: int, term: int = 1) -> PartitionReport:
+    return PartitionReport(topic, partition, term, safe_epoch, 0, safe_epoch + 1, safe_epoch)
 
 
 def test_a_lost_partition_is_carried_until_another_node_covers_it() -> None:
@@ -81,10 +83,44 @@ def test_a_lost_partition_is_carried_until_another_node_covers_it() -> None:
     # Another node reports it lower: still keep ours.
     lower = NodeReport("b", now, (_entry("t", 0, 6),))
     assert set(carried_entries("a", previous, [("t", 1)], live, [lower])) == {("t", 0)}
-    # Covered at least as high: drop it.
-    covered = NodeReport("b", now, (_entry("t", 0, 7),))
+    # Covered at least as high, but by an entry of the same (or an older)
+    # term: another carrier, which may be dropping it right now: keep it.
+    carrier = NodeReport("b", now, (_entry("t", 0, 7),))
+    assert set(carried_entries("a", previous, [("t", 1)], live, [carrier])) == {("t", 0)}
+    # Covered at least as high by a newer leadership: drop it.
+    covered = NodeReport("b", now, (_entry("t", 0, 7, term=2),))
     assert carried_entries("a", previous, [("t", 1)], live, [covered]) == {}
     # Our own report never covers us; a partition no longer live is dropped.
     own = NodeReport("a", now, (_entry("t", 0, 9),))
     assert set(carried_entries("a", previous, [], live, [own])) == {("t", 0), ("t", 1)}
     assert carried_entries("a", previous, [], [("t", 1)], []) == {("t", 1): previous[("t", 1)]}
+
+
+@given(
+    terms=st.lists(st.integers(1, 5), min_size=2, max_size=4, unique=True),
+    values=st.lists(st.integers(0, 3), min_size=4, max_size=4),
+    stale_reads=st.lists(st.booleans(), min_size=4, max_size=4),
+)
+def test_carriers_never_all_drop_a_partition_at_once(
+    terms: list[int], values: list[int], stale_reads: list[bool]
+) -> None:
+    """Nodes carrying the same partition (none leads it) publish at once,
+    each from the others' reports as they were before this round, or as
+    after (stale or fresh reads): at least one of them keeps it."""
+    now = datetime(2026, 11, 22, tzinfo=UTC)
+    nodes = [f"n{i}" for i in range(len(terms))]
+    # M(p) only grows with the term: a newer leadership never reports less.
+    by_term = sorted(terms)
+    entries = {
+        node: _entry("t", 0, sum(values[: by_term.index(term) + 1]), term=term)
+        for node, term in zip(nodes, terms, strict=True)
+    }
+    before = [NodeReport(n, now, (entries[n],)) for n in nodes]
+    kept = {}
+    for i, node in enumerate(nodes):
+        seen = before if stale_reads[i] else [r for r in before if r.node < node]
+        kept[node] = carried_entries(node, {("t", 0): entries[node]}, [], [("t", 0)], seen)
+    assert any(kept.values())
+    # The newest leadership's entry is always among the kept.
+    newest = max(nodes, key=lambda n: entries[n].term)
+    assert kept[newest]
