@@ -226,7 +226,10 @@ def run_verify(
         samples: list[tuple[float, int]] = []
         sampling = threading.Event()
         sampler = threading.Thread(
-            target=_sample_m, args=(store, samples, sampling), daemon=True, name="verify-m"
+            target=_sample_m,
+            args=(store, samples, sampling, folder),
+            daemon=True,
+            name="verify-m",
         )
         sampler.start()
         try:
@@ -241,13 +244,21 @@ def run_verify(
 
 
 def _sample_m(
-    store: S3ObjectStore, samples: list[tuple[float, int]], stop: threading.Event
+    store: S3ObjectStore, samples: list[tuple[float, int]], stop: threading.Event, folder: Path
 ) -> None:
+    """The true ``M`` twice a second, each sample with the partitions that
+    pinned it into ``sampled-m.jsonl`` (where a drop comes from)."""
     controller = Controller(store, ROOT)
-    while not stop.wait(0.5):
-        safe = compute_safe_epoch(controller, store, ROOT, SafeEpochTracker(blocked_after=1))
-        if safe is not None:
-            samples.append((time.time(), safe.safe_epoch))
+    with (folder / "sampled-m.jsonl").open("a", encoding="utf-8") as out:
+        while not stop.wait(0.5):
+            safe = compute_safe_epoch(controller, store, ROOT, SafeEpochTracker(blocked_after=1))
+            if safe is None:
+                continue
+            now = time.time()
+            samples.append((now, safe.safe_epoch))
+            pinning = [[w.topic, w.partition, w.safe_epoch, w.node] for w in safe.pinning[:3]]
+            out.write(json.dumps({"t": now, "m": safe.safe_epoch, "pinning": pinning}) + "\n")
+            out.flush()
 
 
 def _disturb(
@@ -449,7 +460,7 @@ def _check_deletions(folder: Path, samples: list[tuple[float, int]], result: Ver
 def _check_monotone(folder: Path, samples: list[tuple[float, int]], result: VerifyResult) -> None:
     """This process's samples, and each daemon process's own values (a
     restarted daemon is a new observer: its floor starts again)."""
-    series: dict[str, list[int]] = {"verify": [m for _, m in samples]}
+    series: dict[str, list[int]] = {"verify (sampled-m.jsonl)": [m for _, m in samples]}
     for doc in _read_lines(folder, "m-*.jsonl"):
         series.setdefault(f"daemon pid {doc.get('pid')}", []).append(int(doc["m"]))  # type: ignore[call-overload]
     for name, values in series.items():
