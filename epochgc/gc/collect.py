@@ -24,9 +24,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from epochgc.errors import EpochGCError
 from epochgc.gc.run_report import RunSummary, new_run_id, write_summary
 from epochgc.gc.sweeper import Sweeper, SweepPolicy, SweepResult
@@ -169,6 +166,11 @@ def collect_once(
 
 
 def _write_plan(store: ObjectStore, root: str, run_id: str, result: SweepResult) -> str:
+    # Imported here: only dry runs write a plan, and pyarrow (with its
+    # allocator's background thread) has no business in every daemon.
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
     table = pa.table(
         {
             "key": pa.array([o.key for o in result.plan], pa.string()),
