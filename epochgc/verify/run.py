@@ -200,11 +200,12 @@ def run_verify(
     rng = random.Random(seed)
     folder.mkdir(parents=True, exist_ok=True)
     result = VerifyResult(seed)
-    # The embedded server's traceback for each 500 it answers (a moto race
-    # the store retries) would drown the summary.
-    logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
     bucket = f"{BUCKET}-{seed}-{uuid.uuid4().hex[:8]}"  # moto's state outlives a server
     with EmbeddedS3(bucket=bucket) as s3:
+        # The embedded server's traceback for each 500 it answers (a moto
+        # race the store retries) would drown the summary; set after the
+        # start, which sets its own level.
+        logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
         config_path = folder / "verify.toml"
         config_path.write_text(_config_text(s3.endpoint_url, bucket, worker_log_level))
         config = load_config(config_path)
