@@ -87,6 +87,10 @@ def fold_controller(view: ControllerView, offset: int, entry: ControllerEntry) -
     return ControllerView(offset, topics)
 
 
+SNAPSHOT_CHUNK = 64
+"""Controller entries read (one LIST, parallel GETs) and folded at a time."""
+
+
 class Controller:
     """Reads and appends the controller log; keeps an incrementally updated view.
 
@@ -132,17 +136,25 @@ class Controller:
                 rather than compute ``M`` from a partial view.
         """
         with self._lock:
-            view = self._view
-            read = self._log.read(view.offset + 1)
-            for entry in read.entries:
-                where = f"controller entry {entry.offset}"
-                decoded = decode_controller_entry(entry.payload, where)
-                view = fold_controller(view, entry.offset, decoded)
-                self._epoch_started_at[entry.offset] = decoded.ts
-            if read.hole is not None:
-                log.warning("controller log has a hole at offset %d; view stops there", read.hole)
-            self._view = view
-            return view
+            while True:
+                # In chunks, each kept as soon as it is folded: a process
+                # starting on a long log under a flaky store makes progress
+                # across failed attempts instead of starting over each time.
+                read = self._log.read(self._view.offset + 1, limit=SNAPSHOT_CHUNK)
+                view = self._view
+                for entry in read.entries:
+                    where = f"controller entry {entry.offset}"
+                    decoded = decode_controller_entry(entry.payload, where)
+                    view = fold_controller(view, entry.offset, decoded)
+                    self._epoch_started_at[entry.offset] = decoded.ts
+                self._view = view
+                if read.hole is not None:
+                    log.warning(
+                        "controller log has a hole at offset %d; view stops there", read.hole
+                    )
+                    return view
+                if len(read.entries) < SNAPSHOT_CHUNK:
+                    return view
 
     def epoch_started_at(self, epoch: int) -> datetime | None:
         """When ``epoch`` began (its controller entry's ``ts``), if this

@@ -12,9 +12,10 @@ from epochgc.errors import (
     MalformedRecordError,
     TopicExistsError,
     TopicNotFoundError,
+    TransientStorageError,
 )
 from epochgc.storage.s3 import S3ObjectStore
-from epochgc.watermarks.controller import Controller
+from epochgc.watermarks.controller import SNAPSHOT_CHUNK, Controller
 from epochgc.watermarks.epoch import EpochCache, EpochTicker
 from epochgc.watermarks.replica import PartitionReplica
 
@@ -143,3 +144,40 @@ def test_guarded_epoch_advance(store: S3ObjectStore) -> None:
     with pytest.raises(InvalidArgumentError, match="more than 10"):
         controller.advance_to(100, max_steps=10)
     assert controller.current_epoch() == 5
+
+
+class _FailingGets:
+    """The store, with GetObject failing for chosen controller offsets."""
+
+    def __init__(self, store: S3ObjectStore, failing: set[int]) -> None:
+        self._store = store
+        self.failing = failing
+        self.gets: list[str] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+    def get(self, key: str, **kwargs: object) -> object:
+        self.gets.append(key)
+        if int(key.rsplit("/", 1)[1]) in self.failing:
+            raise TransientStorageError(f"injected: GetObject {key}")
+        return self._store.get(key, **kwargs)  # type: ignore[arg-type]
+
+
+def test_a_failed_read_keeps_the_chunks_already_folded(store: S3ObjectStore) -> None:
+    """A process starting on a long log under a flaky store resumes where
+    its failed attempt stopped, instead of reading everything again."""
+    writer = Controller(store, ROOT)
+    writer.create_topic("orders", 1)
+    writer.advance_to(SNAPSHOT_CHUNK * 2 + 10)
+    flaky = _FailingGets(store, failing={SNAPSHOT_CHUNK * 2 - 1})
+    reader = Controller(flaky, ROOT)  # type: ignore[arg-type]
+    with pytest.raises(TransientStorageError):
+        reader.snapshot()
+    flaky.failing.clear()
+    flaky.gets.clear()
+    view = reader.snapshot()
+    assert view.offset == SNAPSHOT_CHUNK * 2 + 10 and set(view.topics) == {"orders"}
+    # Offsets start at 1: the first chunk (1..64) was kept; the second
+    # chunk (the one that failed) and the rest are read again.
+    assert len(flaky.gets) == view.offset - SNAPSHOT_CHUNK
