@@ -101,6 +101,8 @@ class NodeStats:
     """Counters for metrics."""
 
     rounds: int = 0
+    round_failures: int = 0
+    """Rounds that ended early on an error (the round is retried next time)."""
     records_reconciled: int = 0
     bytes_reconciled: int = 0
     l1_objects: int = 0
@@ -194,6 +196,7 @@ class ReconcilerNode:
                     await self.run_round()
                 except EpochGCError as err:
                     self.stats.errors += 1
+                    self.stats.round_failures += 1
                     log.warning("%s: round failed: %s", self.node_id, err)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), round_interval_seconds)

@@ -30,6 +30,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -101,9 +102,14 @@ def _node_status(node: ReconcilerNode, leases: LeaseManager) -> str:
 
 
 async def _watch_rounds(node: ReconcilerNode, leases: LeaseManager, stop: asyncio.Event) -> None:
-    """Log every task's stack once per stall, so a hung round shows
-    where it waits without attaching a debugger to the process."""
-    seen, since, reported = node.stats.rounds, time.monotonic(), False
+    """Log every task's and thread's stack once per stall, so a hung round
+    shows where it waits without attaching a debugger to the process. A
+    round that fails (the store's injected errors) still counts as one."""
+
+    def ended() -> int:
+        return node.stats.rounds + node.stats.round_failures
+
+    seen, since, reported = ended(), time.monotonic(), False
     ticks = 0
     while not stop.is_set():
         with contextlib.suppress(TimeoutError):
@@ -111,8 +117,8 @@ async def _watch_rounds(node: ReconcilerNode, leases: LeaseManager, stop: asynci
         ticks += 1
         if ticks % 5 == 0 or ticks < 3:
             log.info("%s: %s", node.node_id, _node_status(node, leases))
-        if node.stats.rounds != seen:
-            seen, since, reported = node.stats.rounds, time.monotonic(), False
+        if ended() != seen:
+            seen, since, reported = ended(), time.monotonic(), False
             continue
         if reported or time.monotonic() - since < STALL_SECONDS:
             continue
@@ -121,8 +127,12 @@ async def _watch_rounds(node: ReconcilerNode, leases: LeaseManager, stop: asynci
         for task in asyncio.all_tasks():
             print(f"--- task {task.get_name()}", file=stacks)
             task.print_stack(file=stacks)
+        names = {t.ident: t.name for t in threading.enumerate()}
+        for ident, frame in sys._current_frames().items():
+            print(f"--- thread {names.get(ident, ident)}", file=stacks)
+            traceback.print_stack(frame, file=stacks)
         log.warning(
-            "%s: no round finished for %.0fs; tasks:\n%s",
+            "%s: no round ended for %.0fs; tasks and threads:\n%s",
             node.node_id,
             time.monotonic() - since,
             stacks.getvalue(),
