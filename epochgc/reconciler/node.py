@@ -352,8 +352,11 @@ class ReconcilerNode:
         ]
         carried = await asyncio.to_thread(self._carried, [(t, p) for t, p, _ in led])
         report = report_of(self.node_id, self._now(), led, carried.values())
-        await asyncio.to_thread(publish_report, self._store, self._root, report)
+        # Remembered before the PUT: its entries are true whether or not the
+        # PUT lands, and one that lands with its answer lost must not be
+        # followed by a report carrying the older entries (M would dip).
         self._reported = {(e.topic, e.partition): e for e in report.partitions}
+        await asyncio.to_thread(publish_report, self._store, self._root, report)
         self._last_report = now
         self.stats.reports_published += 1
 

@@ -257,7 +257,7 @@ def _sample_m(
                 continue
             now = time.time()
             samples.append((now, safe.safe_epoch))
-            pinning = [[w.topic, w.partition, w.safe_epoch, w.node] for w in safe.pinning[:3]]
+            pinning = [[w.topic, w.partition, w.safe_epoch, w.node] for w in safe.pinning]
             out.write(json.dumps({"t": now, "m": safe.safe_epoch, "pinning": pinning}) + "\n")
             out.flush()
 

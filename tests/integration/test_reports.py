@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 
+import pytest
+
+from epochgc.errors import TransientStorageError
+from epochgc.ingest.directory import LeaderDirectory
+from epochgc.reconciler.node import NodeSettings, ReconcilerNode
 from epochgc.storage.s3 import S3ObjectStore
+from epochgc.watermarks.controller import Controller
+from epochgc.watermarks.leases import LeaseManager
 from epochgc.watermarks.reports import encode_report, publish_report, read_reports, report_of
 from epochgc.watermarks.state import PartitionState
 
+ROOT = "epochgc"
 NOW = datetime(2026, 11, 22, 3, 0, 5, tzinfo=UTC)
 
 
@@ -30,3 +39,72 @@ def test_a_report_under_another_nodes_key_is_skipped(store: S3ObjectStore) -> No
     reports, skipped = read_reports(store, "epochgc")
     assert reports == []
     assert "names node 'node-1'" in skipped[0].reason
+
+
+class _LosesOneReportAnswer:
+    """The store; the next report PUT lands, then its answer is lost."""
+
+    def __init__(self, store: S3ObjectStore) -> None:
+        self._store = store
+        self.armed = False
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+    def put(self, key: str, body: bytes, **kwargs: object) -> object:
+        etag = self._store.put(key, body, **kwargs)  # type: ignore[arg-type]
+        if self.armed and "/meta/reports/" in key:
+            self.armed = False
+            raise TransientStorageError(f"injected: timeout after PutObject {key} was applied")
+        return etag
+
+
+def _published(store: S3ObjectStore, node: str) -> dict[tuple[str, int], int]:
+    reports, _ = read_reports(store, ROOT)
+    return {
+        (e.topic, e.partition): e.safe_epoch
+        for r in reports
+        if r.node == node
+        for e in r.partitions
+    }
+
+
+def test_a_report_whose_answer_was_lost_is_never_followed_by_older_values(
+    store: S3ObjectStore,
+) -> None:
+    """The PUT of a report lands but answers with an error; the node then
+    stops leading: what it carries next is what landed, not the report
+    before it (the true M dipped in verify seed 4 before this)."""
+
+    async def scenario() -> None:
+        controller = Controller(store, ROOT)
+        controller.create_topic("orders", 1)
+        flaky = _LosesOneReportAnswer(store)
+        leases = LeaseManager(flaky, ROOT, "node-a")  # type: ignore[arg-type]
+        node = ReconcilerNode(
+            flaky,  # type: ignore[arg-type]
+            ROOT,
+            "node-a",
+            leases,
+            LeaderDirectory(),
+            settings=NodeSettings(idle_interval_seconds=0.0, report_interval_seconds=0.0),
+        )
+        await node.run_round()
+        for _ in range(3):  # each tick: housekeeping's advance_epoch, then M(p) rises
+            controller.tick()
+            await node.run_round()
+            await node.run_round()
+        controller.tick()
+        await node.run_round()  # housekeeping appends advance_epoch
+        before = _published(store, "node-a")[("orders", 0)]
+        flaky.armed = True
+        with pytest.raises(TransientStorageError):
+            await node.run_round()  # reconciling lifts M(p); its report's answer is lost
+        landed = _published(store, "node-a")[("orders", 0)]
+        assert landed > before
+        await node.crash()  # leads nothing now: the next report carries
+        await node.publish_report_now()
+        assert _published(store, "node-a")[("orders", 0)] == landed
+        leases.stop(release=False)
+
+    asyncio.run(scenario())
