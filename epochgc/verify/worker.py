@@ -79,8 +79,8 @@ def _watch(folder: Path, store: FaultyStore, ident: str, stop: threading.Event) 
 
 
 STALL_SECONDS = 15.0
-"""A node whose rounds have not moved this long is stuck: its tasks'
-stacks go to the log (where verify's reader finds them)."""
+"""A node none of whose rounds has ended (succeeded or failed) this long is
+stuck: its tasks' and threads' stacks go to its log."""
 
 
 def _node_status(node: ReconcilerNode, leases: LeaseManager) -> str:
