@@ -151,6 +151,8 @@ def parse_manifest(data: bytes, key: str) -> InventoryManifest:
         created = datetime.fromtimestamp(int(created_ms) / 1000, UTC)
     except (TypeError, ValueError) as err:
         raise InventoryError(f"{key}: creationTimestamp {created_ms!r} is not a number") from err
+    except (OverflowError, OSError) as err:  # beyond what the platform's time can hold
+        raise InventoryError(f"{key}: creationTimestamp {created_ms!r} is out of range") from err
     return InventoryManifest(
         key=key,
         source_bucket=_field(doc, "sourceBucket", key),

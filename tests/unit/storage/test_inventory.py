@@ -70,6 +70,7 @@ def test_parquet_schemas_name_their_columns() -> None:
         (manifest(files=[]), "non-empty"),
         (b"{", "not a JSON"),
         (manifest(creationTimestamp="soon"), "not a number"),
+        (manifest(creationTimestamp=67768036191676796000), "out of range"),
     ],
 )
 def test_bad_manifests_are_refused(data: bytes, message: str) -> None:
