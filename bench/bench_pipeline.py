@@ -29,15 +29,15 @@ from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.commands import PlaceholderBatch
-from epochgc.watermarks.controller import Controller
+from epochgc.watermarks.controller import Controller, TopicInfo
 from epochgc.watermarks.replica import PartitionLeader, PartitionReplica
 
 TARGET_RATIO = 5.0
 ROOT = "epochgc"
 
 
-async def append_many(store: S3ObjectStore, topic: str, count: int, depth: int) -> float:
-    replica = PartitionReplica(store, ROOT, topic, 0)
+async def append_many(store: S3ObjectStore, topic: TopicInfo, count: int, depth: int) -> float:
+    replica = PartitionReplica(store, ROOT, topic.partition_id(0))
     await asyncio.to_thread(replica.open)
     leader = PartitionLeader(replica, 1, depth=depth)
     await asyncio.to_thread(leader.start)
@@ -80,9 +80,9 @@ def main() -> int:
         for round_no in range(args.rounds):
             for depth in (1, 8):
                 topic = f"depth{depth}-round{round_no}"
-                controller.create_topic(topic, 1)
+                info = controller.create_topic(topic, 1)
                 stats.reset()
-                seconds = asyncio.run(append_many(store, topic, args.appends, depth))
+                seconds = asyncio.run(append_many(store, info, args.appends, depth))
                 rates[depth].append(args.appends / seconds)
                 print(
                     f"round {round_no} depth {depth}: {rates[depth][-1]:8.1f} appends/s  "

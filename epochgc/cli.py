@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from epochgc.config import Config, load_config, log_level_of
-from epochgc.errors import ConfigError, EpochGCError, TopicNotFoundError
+from epochgc.errors import ConfigError, EpochGCError
 from epochgc.gc.collect import collect_once
 from epochgc.gc.control import (
     ControlDocument,
@@ -573,13 +573,7 @@ def _cmd_epoch_tick(config: Config, args: argparse.Namespace) -> int:
 
 def _open_replica(config: Config, store: ObjectStore, args: argparse.Namespace) -> PartitionReplica:
     topic = Controller(store, config.layout.root).topic(args.topic)
-    if not 0 <= args.partition < topic.partitions:
-        raise TopicNotFoundError(
-            f"topic {args.topic!r} has partitions 0..{topic.partitions - 1}, not {args.partition}"
-        )
-    replica = PartitionReplica(
-        store, config.layout.root, args.topic, args.partition, revision=topic.revision
-    )
+    replica = PartitionReplica(store, config.layout.root, topic.partition_id(args.partition))
     replica.open()
     return replica
 

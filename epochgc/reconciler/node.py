@@ -4,7 +4,8 @@ moving, and publishes its node report.
 Each round (``run_round``):
 
 1. Catch up with the controller; try to take the lease of every live
-   partition not yet led (``partition.{topic}.{p}``); for each new grant,
+   partition not yet led (``partition.{topic}.{revision}.{p}``: a recreated
+   topic is a new incarnation with leases of its own); for each new grant,
    open the replica, start a leader at the lease term (a fresh term, so
    whatever a previous leader left in flight is superseded) and register
    its leader service with the directory.
@@ -39,7 +40,7 @@ from epochgc.ingest.directory import LeaderDirectory
 from epochgc.ingest.leader_service import PartitionLeaderService
 from epochgc.reconciler.reconcile import Reconciler
 from epochgc.reconciler.retention import RetentionTargets, update_retention_hint
-from epochgc.storage.keys import report_key
+from epochgc.storage.keys import PartitionId, report_key
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.controller import Controller, TopicInfo
 from epochgc.watermarks.fence import FenceStats
@@ -57,9 +58,9 @@ from epochgc.watermarks.reports import (
 log = logging.getLogger("epochgc.reconciler.node")
 
 
-def partition_lease_name(topic: str, partition: int) -> str:
+def partition_lease_name(pid: PartitionId) -> str:
     """The lease that makes its holder the partition's leader."""
-    return f"partition.{topic}.{partition}"
+    return f"partition.{pid.topic}.{pid.revision}.{pid.partition}"
 
 
 @dataclass(frozen=True)
@@ -151,36 +152,36 @@ class ReconcilerNode:
         self._now = now
         self._controller = Controller(store, root)
         self._reconciler = Reconciler(store, root, max_records=self._settings.max_records_per_pass)
-        self._led: dict[tuple[str, int], _Led] = {}
+        self._led: dict[PartitionId, _Led] = {}
         self._last_report = float("-inf")
         self._on_round = on_round
-        self._reported: dict[tuple[str, int], PartitionReport] | None = None
-        self._live: set[tuple[str, int]] = set()
+        self._reported: dict[PartitionId, PartitionReport] | None = None
+        self._live: set[PartitionId] = set()
         self.stats = NodeStats()
 
     @property
     def controller(self) -> Controller:
         return self._controller
 
-    def led_partitions(self) -> list[tuple[str, int]]:
+    def led_partitions(self) -> list[PartitionId]:
         return sorted(self._led)
 
     async def run_round(self) -> None:
         """One round of every duty (see the module docstring)."""
         started = self._monotonic()
         view = await asyncio.to_thread(self._controller.snapshot)
-        self._live = {(t.name, p) for t in view.topics.values() for p in range(t.partitions)}
+        self._live = view.live_partitions()
         await self._drop_lost(self._live)
         for topic in view.topics.values():
-            for partition in range(topic.partitions):
-                if (topic.name, partition) not in self._led:
-                    await self._try_lead(topic.name, partition, topic.revision)
+            for pid in topic.partition_ids():
+                if pid not in self._led:
+                    await self._try_lead(pid)
         await self._reconcile_all(view.topics)
         await self._housekeep(view.offset)
         await self._publish_report()
         self.stats.rounds += 1
         self.stats.last_round_seconds = self._monotonic() - started
-        self.stats.led = [f"{t}/{p}" for t, p in self.led_partitions()]
+        self.stats.led = [f"{pid.topic}/{pid.partition}" for pid in self.led_partitions()]
         if self._on_round is not None:
             self._on_round(self.stats.last_round_seconds)
 
@@ -219,13 +220,13 @@ class ReconcilerNode:
 
     # --- leadership --------------------------------------------------------------
 
-    async def _try_lead(self, topic: str, partition: int, revision: int) -> None:
-        name = partition_lease_name(topic, partition)
+    async def _try_lead(self, pid: PartitionId) -> None:
+        name = partition_lease_name(pid)
         grant = await asyncio.to_thread(self._leases.try_acquire, name)
         if grant is None:
             return
         try:
-            replica = PartitionReplica(self._store, self._root, topic, partition, revision=revision)
+            replica = PartitionReplica(self._store, self._root, pid)
             await asyncio.to_thread(replica.open)
             if replica.state.term >= grant.term:
                 grant = await asyncio.to_thread(self._leases.bump_term, name)
@@ -238,20 +239,20 @@ class ReconcilerNode:
             await asyncio.to_thread(leader.start)
         except EpochGCError as err:
             self.stats.errors += 1
-            log.warning("%s: could not lead %s/%d: %s", self.node_id, topic, partition, err)
+            log.warning("%s: could not lead %s: %s", self.node_id, pid, err)
             await asyncio.to_thread(self._leases.release, name)
             return
         service = PartitionLeaderService(leader)
         service.start()
         await self._directory.register(service)
         state = replica.state
-        self._led[(topic, partition)] = _Led(service, state.safe_epoch, self._monotonic())
+        self._led[pid] = _Led(service, state.safe_epoch, self._monotonic())
         self.stats.leaderships += 1
-        log.info("%s: leading %s/%d at term %d", self.node_id, topic, partition, grant.term)
+        log.info("%s: leading %s at term %d", self.node_id, pid, grant.term)
 
-    async def _drop_lost(self, live: set[tuple[str, int]]) -> None:
+    async def _drop_lost(self, live: set[PartitionId]) -> None:
         for key, led in list(self._led.items()):
-            name = partition_lease_name(*key)
+            name = partition_lease_name(key)
             if key not in live:
                 await self._step_down(key, "topic deleted", release=True)
             elif self._leases.grant(name) is None:
@@ -263,7 +264,7 @@ class ReconcilerNode:
                 await self._step_down(key, "leader failed", release=False)
                 await asyncio.to_thread(self._leases.bump_term, name)
 
-    async def _step_down(self, key: tuple[str, int], reason: str, *, release: bool) -> None:
+    async def _step_down(self, key: PartitionId, reason: str, *, release: bool) -> None:
         led = self._led.pop(key, None)
         if led is None:
             return
@@ -271,8 +272,8 @@ class ReconcilerNode:
         await led.service.stop(reason)
         self._retire(led.service)
         if release:
-            await asyncio.to_thread(self._leases.release, partition_lease_name(*key))
-        log.info("%s: stopped leading %s/%d: %s", self.node_id, key[0], key[1], reason)
+            await asyncio.to_thread(self._leases.release, partition_lease_name(key))
+        log.info("%s: stopped leading %s: %s", self.node_id, key, reason)
 
     def _retire(self, service: PartitionLeaderService) -> None:
         fence, retired = service.fence.stats, self.stats.retired_fence
@@ -287,10 +288,10 @@ class ReconcilerNode:
     async def _reconcile_all(self, topics: Mapping[str, TopicInfo]) -> None:
         limit = asyncio.Semaphore(self._settings.reconcile_concurrency)
 
-        async def one(key: tuple[str, int], led: _Led) -> None:
+        async def one(key: PartitionId, led: _Led) -> None:
             async with limit:
-                topic = topics.get(key[0])
-                if not led.service.is_open or topic is None:
+                topic = topics.get(key.topic)
+                if not led.service.is_open or topic is None or topic.revision != key.revision:
                     return
                 leader = led.service.leader
                 try:
@@ -309,7 +310,7 @@ class ReconcilerNode:
                     )
                 except EpochGCError as err:
                     self.stats.errors += 1
-                    log.warning("%s: reconciling %s/%d failed: %s", self.node_id, *key, err)
+                    log.warning("%s: reconciling %s failed: %s", self.node_id, key, err)
                     return
                 self.stats.records_reconciled += result.records
                 self.stats.bytes_reconciled += result.bytes_written
@@ -336,7 +337,7 @@ class ReconcilerNode:
                     await led.service.advance_epoch(cluster_epoch)
                 except EpochGCError as err:
                     self.stats.errors += 1
-                    log.warning("%s: housekeeping %s/%d failed: %s", self.node_id, *key, err)
+                    log.warning("%s: housekeeping %s failed: %s", self.node_id, key, err)
                     continue
                 self.stats.housekeeping_advances += 1
                 led.safe_epoch_moved_at = now
@@ -346,21 +347,21 @@ class ReconcilerNode:
         if not force and now - self._last_report < self._settings.report_interval_seconds:
             return
         led = [
-            (t, p, led.service.leader.replica.state)
-            for (t, p), led in sorted(self._led.items())
+            (pid, led.service.leader.replica.state)
+            for pid, led in sorted(self._led.items())
             if led.service.is_open
         ]
-        carried = await asyncio.to_thread(self._carried, [(t, p) for t, p, _ in led])
+        carried = await asyncio.to_thread(self._carried, [pid for pid, _ in led])
         report = report_of(self.node_id, self._now(), led, carried.values())
         # Remembered before the PUT: its entries are true whether or not the
         # PUT lands, and one that lands with its answer lost must not be
         # followed by a report carrying the older entries (M would dip).
-        self._reported = {(e.topic, e.partition): e for e in report.partitions}
+        self._reported = {e.pid: e for e in report.partitions}
         await asyncio.to_thread(publish_report, self._store, self._root, report)
         self._last_report = now
         self.stats.reports_published += 1
 
-    def _carried(self, led: list[tuple[str, int]]) -> dict[tuple[str, int], PartitionReport]:
+    def _carried(self, led: list[PartitionId]) -> dict[PartitionId, PartitionReport]:
         """Entries of partitions this node reported before but leads no
         more, kept until another node covers them (``carried_entries``).
         The first time, the node's own last report (from a previous run of
@@ -368,7 +369,7 @@ class ReconcilerNode:
         if self._reported is None:
             try:
                 own = decode_report(self._store.get(report_key(self._root, self.node_id)).body)
-                self._reported = {(e.topic, e.partition): e for e in own.partitions}
+                self._reported = {e.pid: e for e in own.partitions}
             except NotFoundError:
                 self._reported = {}
             except RecordError as err:

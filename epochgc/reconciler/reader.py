@@ -13,8 +13,15 @@ from __future__ import annotations
 from epochgc.errors import CorruptLogError
 from epochgc.ingest.l0_format import decode_records
 from epochgc.reconciler.fetch import fetch_records, pending_placeholders
-from epochgc.storage.keys import L1Key, encode_l1_key, parse_l1_key, partition_l1_prefix
+from epochgc.storage.keys import (
+    L1Key,
+    PartitionId,
+    encode_l1_key,
+    parse_l1_key,
+    partition_l1_prefix,
+)
 from epochgc.storage.object_store import ObjectStore
+from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.replica import PartitionReplica
 
 
@@ -34,16 +41,31 @@ class PartitionReader:
     def read(
         self, topic: str, partition: int, from_offset: int = 0, *, revision: int | None = None
     ) -> list[tuple[int, bytes]]:
-        """Every record from ``from_offset`` to the end, as (offset, record).
+        """Every record from ``from_offset`` to the end, as (offset, record),
+        of the live incarnation of ``topic`` (or of ``revision`` when given).
+
+        Raises:
+            TopicNotFoundError: no live topic of that name or partition.
+            CorruptLogError: a gap in L1 below ``lro``.
+            NotFoundError: an L0 object a placeholder needs is gone.
+        """
+        if revision is None:
+            pid = Controller(self._store, self._root).topic(topic).partition_id(partition)
+        else:
+            pid = PartitionId(topic, revision, partition)
+        return self.read_partition(pid, from_offset)
+
+    def read_partition(self, pid: PartitionId, from_offset: int = 0) -> list[tuple[int, bytes]]:
+        """Every record of one partition incarnation from ``from_offset``.
 
         Raises:
             CorruptLogError: a gap in L1 below ``lro``.
             NotFoundError: an L0 object a placeholder needs is gone.
         """
-        replica = PartitionReplica(self._store, self._root, topic, partition, revision=revision)
+        replica = PartitionReplica(self._store, self._root, pid)
         state = replica.open()
         start = max(from_offset, state.start_offset)
-        out = self._read_l1(topic, partition, start, state.lro)
+        out = self._read_l1(pid, start, state.lro)
         above = max(start - 1, state.lro)
         pending = pending_placeholders(replica, above)
         records = fetch_records(self._store, pending)
@@ -54,10 +76,10 @@ class PartitionReader:
             offset += 1
         return out
 
-    def _read_l1(self, topic: str, partition: int, start: int, lro: int) -> list[tuple[int, bytes]]:
+    def _read_l1(self, pid: PartitionId, start: int, lro: int) -> list[tuple[int, bytes]]:
         if start > lro:
             return []
-        prefix = partition_l1_prefix(self._root, topic, partition)
+        prefix = partition_l1_prefix(self._root, pid)
         objects = [
             parsed
             for info in self._store.list_objects(prefix)
@@ -70,11 +92,9 @@ class PartitionReader:
         while offset <= lro:
             best = _covering(objects, offset)
             if best is None:
-                raise CorruptLogError(
-                    f"{topic}/{partition}: no L1 object holds offset {offset} (lro {lro})"
-                )
+                raise CorruptLogError(f"{pid}: no L1 object holds offset {offset} (lro {lro})")
             key = encode_l1_key(
-                self._root, topic, partition, best.first_offset, best.last_offset, best.object_id
+                self._root, pid, best.first_offset, best.last_offset, best.object_id
             )
             records = decode_records(
                 self._store.get(key).body, expected=best.last_offset - best.first_offset + 1

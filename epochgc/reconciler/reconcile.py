@@ -4,7 +4,7 @@
    ``lro`` (whole placeholders, up to ``max_records`` records).
 2. Fetch their records from L0 (one ranged GET per L0 object).
 3. Write them, in offset order, as one L1 object
-   ``{root}/l1/{topic}/{partition}/{first}-{last}-{uuid}``.
+   ``{root}/l1/{topic}/{revision}/{partition}/{first}-{last}-{uuid}``.
 4. Append ``advance_reconciled(lro=last, log_offset)`` where ``log_offset``
    is just below the next unreconciled placeholder, or the log end this
    pass saw when none is left: every placeholder at or below it is in L1.
@@ -112,9 +112,7 @@ class Reconciler:
                 f"{pending[0].first_record}..{last} but lro is {state.lro}"
             )
         body = encode_records(records)
-        key = encode_l1_key(
-            self._root, replica.topic, replica.partition, first, last, str(uuid.uuid4())
-        )
+        key = encode_l1_key(self._root, replica.pid, first, last, str(uuid.uuid4()))
         self._store.put(key, body)
         following = [
             r.log_offset for r in replica.retained if r.log_offset > pending[-1].log_offset

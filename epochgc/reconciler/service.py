@@ -26,6 +26,7 @@ from epochgc.metrics.instruments import (
 from epochgc.metrics.server import MetricsServer
 from epochgc.reconciler.node import NodeSettings, ReconcilerNode
 from epochgc.reconciler.telemetry import sample_node
+from epochgc.storage.keys import PartitionId
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
 from epochgc.watermarks.controller import Controller
@@ -219,7 +220,8 @@ async def produce_and_verify(
     finally:
         await node.stop()
         leases.stop(release=True)
-    rows = await asyncio.to_thread(PartitionReader(store, root).read, topic, partition, offsets[0])
+    pid = PartitionId(topic, revision, partition)
+    rows = await asyncio.to_thread(PartitionReader(store, root).read_partition, pid, offsets[0])
     read_back = dict(rows)
     ok = all(read_back.get(o) == r for o, r in zip(offsets, records, strict=True))
     return offsets, ok

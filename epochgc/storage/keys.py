@@ -33,6 +33,7 @@ _SHARD = re.compile(r"[0-9]{3}")
 _EPOCH = re.compile(r"[0-9]{18}")
 _OFFSET = re.compile(r"[0-9]{20}")
 _PARTITION = re.compile(r"0|[1-9][0-9]{0,9}")
+_REVISION = re.compile(r"[1-9][0-9]{0,19}")
 
 
 def is_valid_root(root: str) -> bool:
@@ -142,28 +143,57 @@ def _check_epoch(epoch: int) -> None:
 # --- L1 -------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class L1Key:
-    """A parsed L1 key:
-    ``{root}/l1/{topic}/{partition}/{first:020d}-{last:020d}-{uuid}``."""
+@dataclass(frozen=True, order=True)
+class PartitionId:
+    """One incarnation of one partition: ``(topic, revision, partition)``.
+
+    A topic's revision is the controller offset of its ``create_topic``, so
+    deleting a topic and creating one with the same name gives new
+    partitions whose logs, snapshots, leases, L1 objects and report entries
+    share nothing with the old ones. Keying anything by the name alone would
+    let a new incarnation inherit the old one's state (and lose data).
+    """
 
     topic: str
+    revision: int
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}/{self.partition}@{self.revision}"
+
+
+def is_valid_revision(revision: int) -> bool:
+    """Revisions are controller offsets, which start at 1."""
+    return bool(1 <= revision <= OFFSET_MAX)
+
+
+@dataclass(frozen=True)
+class L1Key:
+    """A parsed L1 key: ``{root}/l1/{topic}/{revision}/{partition}/``
+    ``{first:020d}-{last:020d}-{uuid}``."""
+
+    topic: str
+    revision: int
     partition: int
     first_offset: int
     last_offset: int
     object_id: str
     root: str
 
+    @property
+    def partition_id(self) -> PartitionId:
+        return PartitionId(self.topic, self.revision, self.partition)
+
 
 def encode_l1_key(
-    root: str, topic: str, partition: int, first_offset: int, last_offset: int, object_id: str
+    root: str, pid: PartitionId, first_offset: int, last_offset: int, object_id: str
 ) -> str:
     """Build an L1 key.
 
     Raises:
-        ValueError: an invalid root, topic, partition, offset range or id.
+        ValueError: an invalid root, topic, revision, partition, offset range or id.
     """
-    prefix = partition_l1_prefix(root, topic, partition)
+    prefix = partition_l1_prefix(root, pid)
     _check_offset(first_offset)
     _check_offset(last_offset)
     if first_offset > last_offset:
@@ -173,9 +203,20 @@ def encode_l1_key(
     return f"{prefix}{first_offset:020d}-{last_offset:020d}-{object_id}"
 
 
-def partition_l1_prefix(root: str, topic: str, partition: int) -> str:
+def l1_prefix(root: str) -> str:
+    """Prefix (with slash) of every L1 object."""
+    _require_root(root)
+    return f"{root}/l1/"
+
+
+def topic_l1_prefix(root: str, topic: str, revision: int) -> str:
+    """Listing prefix of one topic incarnation's L1 objects."""
+    return f"{root}/l1/{_topic_revision(root, topic, revision)}/"
+
+
+def partition_l1_prefix(root: str, pid: PartitionId) -> str:
     """Listing prefix of one partition's L1 objects (they sort by offset)."""
-    return f"{root}/l1/{_topic_partition(root, topic, partition)}/"
+    return f"{root}/l1/{_partition_path(root, pid)}/"
 
 
 def parse_l1_key(key: str, root: str) -> L1Key | None:
@@ -186,10 +227,12 @@ def parse_l1_key(key: str, root: str) -> L1Key | None:
     if not key.startswith(prefix):
         return None
     parts = key[len(prefix) :].split("/")
-    if len(parts) != 3:
+    if len(parts) != 4:
         return None
-    topic, partition_text, name = parts
+    topic, revision_text, partition_text, name = parts
     if not is_valid_topic(topic) or _PARTITION.fullmatch(partition_text) is None:
+        return None
+    if _REVISION.fullmatch(revision_text) is None:
         return None
     pieces = name.split("-", 2)
     if len(pieces) != 3:
@@ -202,16 +245,22 @@ def parse_l1_key(key: str, root: str) -> L1Key | None:
     first, last = int(first_text), int(last_text)
     if first > last:
         return None
-    return L1Key(topic, int(partition_text), first, last, object_id, root)
+    return L1Key(topic, int(revision_text), int(partition_text), first, last, object_id, root)
 
 
-def _topic_partition(root: str, topic: str, partition: int) -> str:
+def _topic_revision(root: str, topic: str, revision: int) -> str:
     _require_root(root)
     if not is_valid_topic(topic):
         raise ValueError(f"invalid topic name topic={topic!r}: must match [A-Za-z0-9._-]{{1,249}}")
-    if not 0 <= partition <= 9_999_999_999:
-        raise ValueError(f"partition must be a non-negative integer, got {partition}")
-    return f"{topic}/{partition}"
+    if not is_valid_revision(revision):
+        raise ValueError(f"revision must be in 1..{OFFSET_MAX}, got {revision}")
+    return f"{topic}/{revision}"
+
+
+def _partition_path(root: str, pid: PartitionId) -> str:
+    if not 0 <= pid.partition <= 9_999_999_999:
+        raise ValueError(f"partition must be a non-negative integer, got {pid.partition}")
+    return f"{_topic_revision(root, pid.topic, pid.revision)}/{pid.partition}"
 
 
 def _check_offset(offset: int) -> None:
@@ -228,19 +277,49 @@ def controller_log_prefix(root: str) -> str:
     return f"{root}/meta/controller/"
 
 
-def partition_meta_prefix(root: str, topic: str, partition: int) -> str:
+def partitions_prefix(root: str) -> str:
+    """Prefix (with slash) of every partition's metadata."""
+    _require_root(root)
+    return f"{root}/meta/partitions/"
+
+
+def topic_meta_prefix(root: str, topic: str, revision: int) -> str:
+    """Prefix (with slash) of one topic incarnation's partition metadata."""
+    return f"{root}/meta/partitions/{_topic_revision(root, topic, revision)}/"
+
+
+def partition_meta_prefix(root: str, pid: PartitionId) -> str:
     """Prefix (with slash) of one partition's metadata (log and snapshot)."""
-    return f"{root}/meta/partitions/{_topic_partition(root, topic, partition)}/"
+    return f"{root}/meta/partitions/{_partition_path(root, pid)}/"
 
 
-def partition_log_prefix(root: str, topic: str, partition: int) -> str:
+def partition_log_prefix(root: str, pid: PartitionId) -> str:
     """Prefix (with slash) of one partition's command log."""
-    return f"{partition_meta_prefix(root, topic, partition)}log/"
+    return f"{partition_meta_prefix(root, pid)}log/"
 
 
-def partition_snapshot_key(root: str, topic: str, partition: int) -> str:
+def partition_snapshot_key(root: str, pid: PartitionId) -> str:
     """Key of one partition's state snapshot."""
-    return f"{partition_meta_prefix(root, topic, partition)}snapshot"
+    return f"{partition_meta_prefix(root, pid)}snapshot"
+
+
+def parse_partition_meta_key(key: str, root: str) -> PartitionId | None:
+    """The partition a key under ``{root}/meta/partitions/`` belongs to, or
+    ``None`` when the key is not ``.../{topic}/{revision}/{partition}/...``."""
+    if not is_valid_root(root):
+        return None
+    prefix = f"{root}/meta/partitions/"
+    if not key.startswith(prefix):
+        return None
+    parts = key[len(prefix) :].split("/")
+    if len(parts) < 4:
+        return None
+    topic, revision_text, partition_text = parts[:3]
+    if not is_valid_topic(topic) or _REVISION.fullmatch(revision_text) is None:
+        return None
+    if _PARTITION.fullmatch(partition_text) is None:
+        return None
+    return PartitionId(topic, int(revision_text), int(partition_text))
 
 
 def encode_log_entry_key(log_prefix: str, offset: int) -> str:

@@ -49,7 +49,7 @@ from epochgc.errors import EpochGCError
 from epochgc.reconciler.reader import PartitionReader
 from epochgc.runtime import client_settings_of, store_from_settings
 from epochgc.storage.embedded import EMBEDDED_ACCESS_KEY, EMBEDDED_SECRET_KEY, EmbeddedS3
-from epochgc.storage.keys import l0_prefix, parse_l0_key
+from epochgc.storage.keys import PartitionId, l0_prefix, parse_l0_key
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.aggregate import SafeEpochTracker
 from epochgc.watermarks.controller import Controller
@@ -351,18 +351,17 @@ def _dump_state(store: S3ObjectStore, folder: Path) -> None:
             except (ValueError, EpochGCError) as err:
                 state[info.key] = f"unreadable: {err}"
     view = Controller(store, ROOT).snapshot()
-    for topic in view.topics.values():
-        for partition in range(topic.partitions):
-            replica = PartitionReplica(store, ROOT, topic.name, partition, revision=topic.revision)
-            try:
-                replica.open()
-                state[f"partition {topic.name}/{partition}"] = {
-                    **dataclasses.asdict(replica.state),
-                    "safe_epoch": replica.state.safe_epoch,
-                    "hole": replica.hole,
-                }
-            except EpochGCError as err:
-                state[f"partition {topic.name}/{partition}"] = f"cannot open: {err}"
+    for pid in sorted(view.live_partitions()):
+        replica = PartitionReplica(store, ROOT, pid)
+        try:
+            replica.open()
+            state[f"partition {pid}"] = {
+                **dataclasses.asdict(replica.state),
+                "safe_epoch": replica.state.safe_epoch,
+                "hole": replica.hole,
+            }
+        except EpochGCError as err:
+            state[f"partition {pid}"] = f"cannot open: {err}"
     (folder / "final-state.json").write_text(json.dumps(state, indent=2, default=str))
 
 
@@ -406,22 +405,24 @@ def _check(
 
 
 def _check_records(store: S3ObjectStore, folder: Path, result: VerifyResult) -> None:
-    acked: dict[tuple[str, int], dict[int, str]] = {}
+    acked: dict[PartitionId, dict[int, str]] = {}
     for doc in _read_lines(folder, "acks-*.jsonl"):
-        key = (str(doc["t"]), int(doc["p"]))  # type: ignore[call-overload]
+        key = PartitionId(
+            str(doc["t"]),
+            int(doc["rv"]),  # type: ignore[call-overload]
+            int(doc["p"]),  # type: ignore[call-overload]
+        )
         offset, record = int(doc["o"]), str(doc["r"])  # type: ignore[call-overload]
         previous = acked.setdefault(key, {}).setdefault(offset, record)
         if previous != record:
-            result.violations.append(
-                f"(a) {key[0]}/{key[1]} offset {offset} acknowledged for two records"
-            )
+            result.violations.append(f"(a) {key} offset {offset} acknowledged for two records")
     reader = PartitionReader(store, ROOT)
-    for (topic, partition), rows in sorted(acked.items()):
+    for pid, rows in sorted(acked.items()):
         result.records_acked += len(rows)
         try:
-            stored = reader.read(topic, partition, 0)
+            stored = reader.read_partition(pid, 0)
         except Exception as err:
-            result.violations.append(f"(a) {topic}/{partition} cannot be read back: {err}")
+            result.violations.append(f"(a) {pid} cannot be read back: {err}")
             continue
         by_offset = {offset: record.decode() for offset, record in stored}
         payloads = Counter(by_offset.values())
@@ -430,7 +431,7 @@ def _check_records(store: S3ObjectStore, folder: Path, result: VerifyResult) -> 
         result.records_verified += len(rows) - len(wrong)
         if wrong:
             result.violations.append(
-                f"(a) {topic}/{partition}: {len(wrong)} acknowledged records missing or "
+                f"(a) {pid}: {len(wrong)} acknowledged records missing or "
                 f"different (first at offset {min(wrong)})"
             )
 

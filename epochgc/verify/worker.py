@@ -173,10 +173,11 @@ async def _run_node(
             await asyncio.sleep(0.05)
             if (folder / "producers-off").exists():
                 continue
-            led = [k for k in node.led_partitions() if directory.current(*k) is not None]
+            led = [k for k in node.led_partitions() if directory.current(k.topic, k.partition)]
             if not led:
                 continue
-            topic, partition = rng.choice(led)
+            pid = rng.choice(led)
+            topic, partition = pid.topic, pid.partition
             if topic not in revisions:
                 with contextlib.suppress(Exception):
                     info = await asyncio.to_thread(controller.topic, topic)
@@ -192,7 +193,15 @@ async def _run_node(
                 log.debug("produce to %s/%d not acknowledged: %s", topic, partition, err)
                 continue
             for offset, record in zip(offsets, records, strict=True):
-                acks.write({"t": topic, "p": partition, "o": offset, "r": record.decode()})
+                acks.write(
+                    {
+                        "t": topic,
+                        "rv": pid.revision,
+                        "p": partition,
+                        "o": offset,
+                        "r": record.decode(),
+                    }
+                )
 
     producing = asyncio.create_task(produce())
     watchdog = asyncio.create_task(_watch_rounds(node, leases, stop))

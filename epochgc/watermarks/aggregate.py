@@ -7,10 +7,10 @@ is the freshest and a stale one is merely conservative), and a partition
 with no report counts as ``revision - 1`` (nothing of it can be collected
 before it exists). With no live topics, ``M = snap``: objects of deleted
 topics are still collected. Report entries for partitions that are not live
-(deleted topics, partitions beyond the count, topics created after the
-snapshot) are ignored: they cannot lower ``M`` wrongly and must not raise
-it. A topic created after ``snap`` has revision ``> snap >= M``, so its data
-is protected without being listed.
+(deleted topics, another incarnation of a live name, partitions beyond the
+count, topics created after the snapshot) are ignored: they cannot lower
+``M`` wrongly and must not raise it. A topic created after ``snap`` has
+revision ``> snap >= M``, so its data is protected without being listed.
 
 ``SafeEpochTracker`` keeps ``M`` monotone within a process: an input that
 would lower it is logged and ignored, and repeated unreadable inputs put
@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from epochgc.storage.keys import PartitionId
 from epochgc.watermarks.controller import ControllerView
 from epochgc.watermarks.reports import NodeReport
 
@@ -39,6 +40,8 @@ class PartitionWatermark:
     safe_epoch: int
     node: str | None
     """The reporting node; ``None`` when no node reported it (revision - 1)."""
+    revision: int = 0
+    """The topic incarnation (0 only in hand-built test values)."""
 
 
 @dataclass(frozen=True)
@@ -58,33 +61,43 @@ def join_safe_epoch(
     view: ControllerView, reports: Iterable[NodeReport], *, k: int = 10
 ) -> SafeEpoch:
     """Compute ``M`` from a controller snapshot and node reports. Pure."""
-    best: dict[tuple[str, int], tuple[int, str]] = {}
+    best: dict[PartitionId, tuple[int, str]] = {}
     oldest: datetime | None = None
     for report in reports:
         if oldest is None or report.generated_at < oldest:
             oldest = report.generated_at
         for entry in report.partitions:
             topic = view.topics.get(entry.topic)
-            if topic is None or not 0 <= entry.partition < topic.partitions:
+            if (
+                topic is None
+                or topic.revision != entry.revision
+                or not 0 <= entry.partition < topic.partitions
+            ):
                 continue
-            key = (entry.topic, entry.partition)
+            key = entry.pid
             if key not in best or entry.safe_epoch > best[key][0]:
                 best[key] = (entry.safe_epoch, report.node)
     watermarks: list[PartitionWatermark] = []
     unreported = 0
     for topic in view.topics.values():
-        for partition in range(topic.partitions):
-            reported = best.get((topic.name, partition))
+        for pid in topic.partition_ids():
+            reported = best.get(pid)
             if reported is None:
                 unreported += 1
                 watermarks.append(
-                    PartitionWatermark(topic.name, partition, topic.revision - 1, None)
+                    PartitionWatermark(
+                        topic.name, pid.partition, topic.revision - 1, None, topic.revision
+                    )
                 )
             else:
                 # A report can never vouch for less than the floor every
                 # partition starts at; never more than the snapshot either.
                 value = max(reported[0], topic.revision - 1)
-                watermarks.append(PartitionWatermark(topic.name, partition, value, reported[1]))
+                watermarks.append(
+                    PartitionWatermark(
+                        topic.name, pid.partition, value, reported[1], topic.revision
+                    )
+                )
     watermarks.sort(key=lambda w: (w.safe_epoch, w.topic, w.partition))
     lowest = watermarks[0].safe_epoch if watermarks else view.offset
     return SafeEpoch(

@@ -14,7 +14,6 @@ told so (``TopicExistsError``), which every reader agrees on.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -23,13 +22,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from epochgc.errors import (
+    CorruptLogError,
     InvalidArgumentError,
     PreconditionFailedError,
     TopicExistsError,
     TopicNotFoundError,
 )
 from epochgc.storage.cas_log import ConditionalAppendLog
-from epochgc.storage.keys import controller_log_prefix, is_valid_topic
+from epochgc.storage.keys import PartitionId, controller_log_prefix, is_valid_topic
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.records import (
     ControllerEntry,
@@ -38,6 +38,7 @@ from epochgc.watermarks.records import (
     EpochTick,
     PartitionSnapshot,
     decode_controller_entry,
+    decode_snapshot,
     encode_controller_entry,
     encode_snapshot,
 )
@@ -59,6 +60,22 @@ class TopicInfo:
     revision: int
     config: Mapping[str, Any] = field(default_factory=dict)
 
+    def partition_ids(self) -> list[PartitionId]:
+        """Every partition of this incarnation, in order."""
+        return [PartitionId(self.name, self.revision, p) for p in range(self.partitions)]
+
+    def partition_id(self, partition: int) -> PartitionId:
+        """One partition of this incarnation.
+
+        Raises:
+            TopicNotFoundError: ``partition`` is not below the partition count.
+        """
+        if not 0 <= partition < self.partitions:
+            raise TopicNotFoundError(
+                f"topic {self.name!r} has partitions 0..{self.partitions - 1}, not {partition}"
+            )
+        return PartitionId(self.name, self.revision, partition)
+
 
 @dataclass(frozen=True)
 class ControllerView:
@@ -70,6 +87,10 @@ class ControllerView:
     @staticmethod
     def empty() -> ControllerView:
         return ControllerView(CONTROLLER_FIRST_OFFSET - 1, {})
+
+    def live_partitions(self) -> set[PartitionId]:
+        """Every partition of every live topic incarnation."""
+        return {pid for info in self.topics.values() for pid in info.partition_ids()}
 
 
 def fold_controller(view: ControllerView, offset: int, entry: ControllerEntry) -> ControllerView:
@@ -257,11 +278,28 @@ class Controller:
         return view
 
     def _write_initial_snapshot(self, info: TopicInfo, partition: int) -> None:
-        """A fresh partition's snapshot at its revision; a partition whose
-        snapshot exists already (a retry) is left alone."""
+        """A fresh partition's snapshot at its revision.
+
+        The snapshot lives under the revision, so one that exists already can
+        only be this incarnation's (a leader that started first); anything
+        else is a corrupt bucket, reported rather than swallowed.
+
+        Raises:
+            CorruptLogError: the existing snapshot holds another revision.
+        """
+        pid = PartitionId(info.name, info.revision, partition)
         state = PartitionState.new(info.revision)
-        partition_log = open_partition_log(self._store, self._root, info.name, partition)
-        with contextlib.suppress(PreconditionFailedError):
+        partition_log = open_partition_log(self._store, self._root, pid)
+        try:
             partition_log.write_snapshot(
                 encode_snapshot(PartitionSnapshot(state)), state.applied_log_offset, None
             )
+        except PreconditionFailedError:
+            existing = partition_log.read_snapshot()
+            if existing is None:
+                return
+            held = decode_snapshot(existing.payload, f"snapshot of {pid}").state.revision
+            if held != info.revision:
+                raise CorruptLogError(
+                    f"snapshot of {pid} holds revision {held}; refusing to reuse it"
+                ) from None

@@ -31,7 +31,7 @@ from epochgc.errors import (
     StaleEpochError,
 )
 from epochgc.storage.cas_log import ConditionalAppendLog, LogEntry, LogSnapshot
-from epochgc.storage.keys import partition_log_prefix, partition_snapshot_key
+from epochgc.storage.keys import PartitionId, partition_log_prefix, partition_snapshot_key
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.commands import (
     AdvanceEpoch,
@@ -65,15 +65,13 @@ from epochgc.watermarks.window import EpochWindow
 log = logging.getLogger("epochgc.watermarks.replica")
 
 
-def open_partition_log(
-    store: ObjectStore, root: str, topic: str, partition: int
-) -> ConditionalAppendLog:
+def open_partition_log(store: ObjectStore, root: str, pid: PartitionId) -> ConditionalAppendLog:
     """The conditional-append log (with its snapshot) of one partition."""
     return ConditionalAppendLog(
         store,
-        partition_log_prefix(root, topic, partition),
+        partition_log_prefix(root, pid),
         first_offset=0,
-        snapshot_key=partition_snapshot_key(root, topic, partition),
+        snapshot_key=partition_snapshot_key(root, pid),
     )
 
 
@@ -99,13 +97,14 @@ class PartitionReplica:
 
     Example::
 
-        replica = PartitionReplica(store, "epochgc", "orders", 0)
+        replica = PartitionReplica(store, "epochgc", PartitionId("orders", 7, 0))
         state = replica.open()
         replica.state.safe_epoch
 
     Args:
-        revision: the topic's revision, used only when the partition has no
-            snapshot yet (its creator crashed before writing one).
+        pid: the partition incarnation; its log and snapshot live under its
+            revision, and a partition with no snapshot yet (its creator
+            crashed before writing one) starts from ``PartitionState.new``.
         rules: test-only; production always uses ``SAFE``.
     """
 
@@ -113,16 +112,14 @@ class PartitionReplica:
         self,
         store: ObjectStore,
         root: str,
-        topic: str,
-        partition: int,
+        pid: PartitionId,
         *,
-        revision: int | None = None,
         rules: SafetyRules = SAFE,
     ) -> None:
-        self.topic = topic
-        self.partition = partition
-        self._log = open_partition_log(store, root, topic, partition)
-        self._revision = revision
+        self.pid = pid
+        self.topic = pid.topic
+        self.partition = pid.partition
+        self._log = open_partition_log(store, root, pid)
         self._rules = rules
         self._state: PartitionState | None = None
         self._retained: list[RetainedPlaceholder] = []
@@ -153,7 +150,7 @@ class PartitionReplica:
         """Load the snapshot (or the initial state) and replay the log.
 
         Raises:
-            CorruptLogError: no snapshot and no revision, or a snapshot whose
+            CorruptLogError: a snapshot of another revision, or one whose
                 metadata disagrees with its content.
             MalformedRecordError, UnsupportedVersionError: an entry or a
                 snapshot this reader cannot trust.
@@ -163,14 +160,20 @@ class PartitionReplica:
         return self.state
 
     def _load_snapshot(self) -> None:
-        where = f"snapshot of {self.topic}/{self.partition}"
+        where = f"snapshot of {self.pid}"
         snapshot = self._log.read_snapshot()
         if snapshot is None:
-            if self._revision is None:
-                raise CorruptLogError(f"{where}: missing, and no topic revision to start from")
-            decoded = PartitionSnapshot(PartitionState.new(self._revision))
+            decoded = PartitionSnapshot(PartitionState.new(self.pid.revision))
         else:
             decoded = decode_snapshot(snapshot.payload, where)
+            if decoded.state.revision != self.pid.revision:
+                # Never adopt another incarnation's state: its placeholders
+                # point into L0 objects the collector may already have
+                # deleted under this incarnation's floor.
+                raise CorruptLogError(
+                    f"{where}: holds revision {decoded.state.revision}, "
+                    f"not {self.pid.revision}; refusing another incarnation's state"
+                )
             if decoded.state.applied_log_offset != snapshot.covered_offset:
                 raise CorruptLogError(
                     f"{where}: covers offset {snapshot.covered_offset} but its state is at "

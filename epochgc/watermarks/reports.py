@@ -5,6 +5,13 @@ The document shape is a public contract: other streaming systems may write
 reports themselves. ``safe_epoch`` is ``M(p)``. A report that does not parse
 is skipped and counted by the reader, never guessed at: skipping can only
 leave ``M`` lower (safer), never higher.
+
+Version 2 names each entry's topic ``revision``: an entry counts only for
+the incarnation it was measured on. A version 1 report (no revision) is
+still read, but its entries count for nothing (``ignored_entries``): they
+cannot be matched to an incarnation, and counting them for a recreated
+topic could raise ``M`` above what the new incarnation allows. Its
+partitions fall back to ``revision - 1``, which is safe.
 """
 
 from __future__ import annotations
@@ -18,7 +25,9 @@ from datetime import datetime
 
 from epochgc.errors import MalformedRecordError, NotFoundError, RecordError
 from epochgc.storage.keys import (
+    PartitionId,
     is_valid_node_id,
+    is_valid_revision,
     is_valid_topic,
     parse_report_key,
     report_key,
@@ -37,7 +46,9 @@ from epochgc.watermarks.state import PartitionState
 
 log = logging.getLogger("epochgc.watermarks.reports")
 
-REPORT_VERSION = 1
+REPORT_VERSION = 2
+LEGACY_REPORT_VERSION = 1
+"""Reports without revisions: read, but their entries count for nothing."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +56,7 @@ class PartitionReport:
     """One led partition's watermark facts."""
 
     topic: str
+    revision: int
     partition: int
     term: int
     safe_epoch: int
@@ -52,11 +64,16 @@ class PartitionReport:
     max_applied_epoch: int
     previous_applied_epoch: int
 
+    @property
+    def pid(self) -> PartitionId:
+        return PartitionId(self.topic, self.revision, self.partition)
+
     @staticmethod
-    def of(topic: str, partition: int, state: PartitionState) -> PartitionReport:
+    def of(pid: PartitionId, state: PartitionState) -> PartitionReport:
         return PartitionReport(
-            topic,
-            partition,
+            pid.topic,
+            pid.revision,
+            pid.partition,
             state.term,
             _published_safe_epoch(state),
             state.lro,
@@ -72,6 +89,9 @@ class NodeReport:
     node: str
     generated_at: datetime
     partitions: tuple[PartitionReport, ...]
+    ignored_entries: int = 0
+    """Entries of a version 1 report, which name no revision and count for
+    nothing (see the module docstring)."""
 
 
 def encode_report(report: NodeReport) -> bytes:
@@ -84,6 +104,7 @@ def encode_report(report: NodeReport) -> bytes:
             "partitions": [
                 {
                     "topic": p.topic,
+                    "revision": p.revision,
                     "partition": p.partition,
                     "term": p.term,
                     "safe_epoch": p.safe_epoch,
@@ -106,6 +127,7 @@ def decode_report(data: bytes, where: str = "node report") -> NodeReport:
             of its values are trustworthy).
     """
     doc = load_document(data, where, REPORT_VERSION)
+    legacy = doc["v"] == LEGACY_REPORT_VERSION
     node = get_str(doc, "node", where)
     if not is_valid_node_id(node):
         raise MalformedRecordError(f"{where}: invalid node id {node!r}")
@@ -120,9 +142,13 @@ def decode_report(data: bytes, where: str = "node report") -> NodeReport:
         topic = get_str(item, "topic", where)
         if not is_valid_topic(topic):
             raise MalformedRecordError(f"{where}: invalid topic {topic!r}")
+        revision = 1 if legacy else get_int(item, "revision", where, 1)
+        if not is_valid_revision(revision):
+            raise MalformedRecordError(f"{where}: revision out of range: {revision}")
         entries.append(
             PartitionReport(
                 topic=topic,
+                revision=revision,
                 partition=get_int(item, "partition", where, 0),
                 term=get_int(item, "term", where, 0),
                 safe_epoch=get_int(item, "safe_epoch", where, -1),
@@ -131,6 +157,8 @@ def decode_report(data: bytes, where: str = "node report") -> NodeReport:
                 previous_applied_epoch=get_int(item, "previous_applied_epoch", where, 0),
             )
         )
+    if legacy:
+        return NodeReport(node, generated_at, (), ignored_entries=len(entries))
     return NodeReport(node, generated_at, tuple(entries))
 
 
@@ -195,16 +223,13 @@ def _published_safe_epoch(state: PartitionState) -> int:
     return state.safe_epoch
 
 
-PartitionKey = tuple[str, int]
-
-
 def carried_entries(
     node: str,
-    previous: Mapping[PartitionKey, PartitionReport],
-    led: Iterable[PartitionKey],
-    live: Iterable[PartitionKey],
+    previous: Mapping[PartitionId, PartitionReport],
+    led: Iterable[PartitionId],
+    live: Iterable[PartitionId],
     reports: Iterable[NodeReport],
-) -> dict[PartitionKey, PartitionReport]:
+) -> dict[PartitionId, PartitionReport]:
     """The entries a node keeps publishing for partitions it no longer
     leads. Pure.
 
@@ -223,16 +248,14 @@ def carried_entries(
     reports.
     """
     led_keys, live_keys = set(led), set(live)
-    covers: dict[PartitionKey, list[tuple[int, int]]] = {}
+    covers: dict[PartitionId, list[tuple[int, int]]] = {}
     for report in reports:
         if report.node == node:
             continue
         for entry in report.partitions:
-            covers.setdefault((entry.topic, entry.partition), []).append(
-                (entry.term, entry.safe_epoch)
-            )
+            covers.setdefault(entry.pid, []).append((entry.term, entry.safe_epoch))
 
-    def covered(key: PartitionKey, entry: PartitionReport) -> bool:
+    def covered(key: PartitionId, entry: PartitionReport) -> bool:
         return any(
             term > entry.term and safe_epoch >= entry.safe_epoch
             for term, safe_epoch in covers.get(key, [])
@@ -248,12 +271,10 @@ def carried_entries(
 def report_of(
     node: str,
     now: datetime,
-    partitions: Iterable[tuple[str, int, PartitionState]],
+    partitions: Iterable[tuple[PartitionId, PartitionState]],
     carried: Iterable[PartitionReport] = (),
 ) -> NodeReport:
     """Build a report from the states of the partitions ``node`` leads, plus
     the ``carried`` entries of partitions it led before."""
-    led = [PartitionReport.of(topic, partition, state) for topic, partition, state in partitions]
-    return NodeReport(
-        node, now, tuple(sorted([*led, *carried], key=lambda e: (e.topic, e.partition)))
-    )
+    led = [PartitionReport.of(pid, state) for pid, state in partitions]
+    return NodeReport(node, now, tuple(sorted([*led, *carried], key=lambda e: e.pid)))

@@ -45,7 +45,7 @@ def world(store: S3ObjectStore, bucket: str) -> list[str]:
     publish_report(
         store,
         ROOT,
-        NodeReport("node-1", datetime.now(UTC), (PartitionReport("orders", 0, 1, 6, 0, 7, 7),)),
+        NodeReport("node-1", datetime.now(UTC), (PartitionReport("orders", 3, 0, 1, 6, 0, 7, 7),)),
     )
     keys = [
         encode_l0_key(ROOT, s, e, str(uuid.uuid4()))

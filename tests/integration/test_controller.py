@@ -40,7 +40,7 @@ def test_create_topic_sets_revision_and_partition_state(store: S3ObjectStore) ->
     assert view.offset == 2 and set(view.topics) == {"orders"}
     assert view.topics["orders"].config == {"retention.local.target.ms": 60000}
     for partition in range(3):
-        state = PartitionReplica(store, ROOT, "orders", partition).open()
+        state = PartitionReplica(store, ROOT, orders.partition_id(partition)).open()
         assert (state.max_applied_epoch, state.previous_applied_epoch) == (2, 2)
         assert state.min_epoch_lower_bound == 2 and state.safe_epoch == 1
 

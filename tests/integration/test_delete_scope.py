@@ -18,7 +18,7 @@ from tests.support.moto_seed import seed_objects
 ROOT = "epochgc"
 OLD = datetime(2020, 1, 1, tzinfo=UTC)
 STRANGERS = [
-    f"{ROOT}/l1/orders/0/{0:020d}-{9:020d}-{uuid.uuid4()}",
+    f"{ROOT}/l1/orders/1/0/{0:020d}-{9:020d}-{uuid.uuid4()}",
     f"{ROOT}/meta/controller/{1:020d}",
     f"{ROOT}2/l0/000/{1:018d}/{uuid.uuid4()}",
     f"{ROOT}/l0/000/{1:018d}/{uuid.uuid4()}/extra",

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from epochgc.errors import FencedError, LeaseLostError, TransientStorageError
+from epochgc.storage.keys import PartitionId
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.commands import PlaceholderBatch, Placeholders
 from epochgc.watermarks.controller import Controller
@@ -19,6 +20,7 @@ from epochgc.watermarks.state import Outcome
 from tests.support.faults import HookedStore
 
 ROOT = "epochgc"
+ORDERS0 = PartitionId("orders", 1, 0)  # the first controller entry: revision 1
 NAME = "partition.orders.0"
 POLICY = LeasePolicy(ttl_seconds=15, renew_interval_seconds=5, skew_margin_seconds=2)
 
@@ -198,7 +200,7 @@ def test_heartbeat_keeps_leases_alive_and_stop_releases(store: S3ObjectStore) ->
 def _leader(
     store: object, leases: LeaseManager, name: str = NAME, depth: int = 8
 ) -> PartitionLeader:
-    replica = PartitionReplica(store, ROOT, "orders", 0)  # type: ignore[arg-type]
+    replica = PartitionReplica(store, ROOT, ORDERS0)  # type: ignore[arg-type]
     replica.open()
     term = leases.check(name).term
     return PartitionLeader(replica, term, check_lease=lambda: leases.check(name), depth=depth)
@@ -227,18 +229,18 @@ def test_failover_after_expiry_fences_the_old_leader(store: S3ObjectStore) -> No
     new = _leader(store, b)
     window = new.start()
     assert new.term == 2 and window.max == 1
-    before = PartitionReplica(store, ROOT, "orders", 0)
+    before = PartitionReplica(store, ROOT, ORDERS0)
     before.open()
     # The old leader wakes up and, skipping its lease check, keeps appending.
     old._check_lease = lambda: None
     with pytest.raises(FencedError):
         old.append_placeholders(1, batch(2))
-    after = PartitionReplica(store, ROOT, "orders", 0)
+    after = PartitionReplica(store, ROOT, ORDERS0)
     after.open()
     assert after.state.next_offset == before.state.next_offset == 1
     assert after.state.term == 2
     new.append_placeholders(1, batch(3))
-    assert PartitionReplica(store, ROOT, "orders", 0).open().next_offset == 2
+    assert PartitionReplica(store, ROOT, ORDERS0).open().next_offset == 2
 
 
 def test_stale_leaders_pipelined_appends_after_new_term_start_change_nothing(
@@ -268,7 +270,7 @@ def test_stale_leaders_pipelined_appends_after_new_term_start_change_nothing(
     with pytest.raises(FencedError):
         old.append_all(commands)
     assert takeover_done
-    final = PartitionReplica(store, ROOT, "orders", 0)
+    final = PartitionReplica(store, ROOT, ORDERS0)
     final.open()
     assert final.state.term == 2
     # Only the old leader's entries before the new term_start count; those

@@ -199,7 +199,9 @@ def test_series_stay_bounded_with_10000_partitions(store: S3ObjectStore) -> None
         report = NodeReport(
             "node-1",
             datetime.now(UTC),
-            tuple(PartitionReport("big", p, 1, 10 + p % 30, 0, 40, 39) for p in range(partitions)),
+            tuple(
+                PartitionReport("big", 5, p, 1, 10 + p % 30, 0, 40, 39) for p in range(partitions)
+            ),
         )
         daemon = GcDaemon(store, RequestStats(), ROOT, daemon_settings())
         daemon.collector.tracker.observe(join_safe_epoch(view, [report], k=10))

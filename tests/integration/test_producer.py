@@ -10,7 +10,7 @@ from epochgc.ingest.directory import LeaderDirectory
 from epochgc.ingest.leader_service import PartitionLeaderService
 from epochgc.ingest.producer import Producer
 from epochgc.reconciler.reader import PartitionReader
-from epochgc.storage.keys import parse_l0_key
+from epochgc.storage.keys import PartitionId, parse_l0_key
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
@@ -18,13 +18,14 @@ from epochgc.watermarks.replica import PartitionLeader, PartitionReplica
 from tests.support.faults import HookedStore
 
 ROOT = "epochgc"
-LOG_PREFIX = f"{ROOT}/meta/partitions/orders/0/log/"
+ORDERS0 = PartitionId("orders", 1, 0)  # the first controller entry: revision 1
+LOG_PREFIX = f"{ROOT}/meta/partitions/orders/1/0/log/"
 
 
 async def start_service(
     store: object, term: int, directory: LeaderDirectory
 ) -> PartitionLeaderService:
-    replica = PartitionReplica(store, ROOT, "orders", 0)  # type: ignore[arg-type]
+    replica = PartitionReplica(store, ROOT, ORDERS0)  # type: ignore[arg-type]
     await asyncio.to_thread(replica.open)
     leader = PartitionLeader(replica, term, depth=8)
     await asyncio.to_thread(leader.start)

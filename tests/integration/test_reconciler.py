@@ -28,10 +28,10 @@ class Cluster:
         self.store = store
         self.controller = Controller(store, ROOT)
         self.controller.tick()
-        self.controller.create_topic("orders", 2)
+        self.topic = self.controller.create_topic("orders", 2)
         self.leaders = []
         for partition in range(2):
-            replica = PartitionReplica(store, ROOT, "orders", partition)
+            replica = PartitionReplica(store, ROOT, self.topic.partition_id(partition))
             replica.open()
             leader = PartitionLeader(replica, term=1)
             leader.start()
@@ -95,7 +95,7 @@ def test_records_read_back_before_and_after_reconciliation(
     assert reconciler.reconcile_once(cluster.leaders[0]).records == 0
     assert read_all(store, 0) == cluster.written[0], "served from L1"
     assert read_all(store, 1) == cluster.written[1], "partition 1 still from L0"
-    l1 = [o.key for o in store.list_objects(f"{ROOT}/l1/orders/0/")]
+    l1 = [o.key for o in store.list_objects(f"{ROOT}/l1/orders/2/0/")]
     assert len(l1) == 2
 
 
@@ -129,7 +129,7 @@ def test_an_unrecorded_l1_object_is_ignored_and_redone(
     an object with the same records; readers ignore it until lro covers it,
     then either copy serves."""
     cluster.write(3)
-    orphan = encode_l1_key(ROOT, "orders", 0, 0, 3, str(uuid.uuid4()))
+    orphan = encode_l1_key(ROOT, cluster.topic.partition_id(0), 0, 3, str(uuid.uuid4()))
     store.put(orphan, encode_records([b"beyond", b"lro", b"never", b"read"]))
     assert read_all(store, 0) == cluster.written[0], "L1 above lro is not read"
     Reconciler(store, ROOT).reconcile_once(cluster.leaders[0])

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from epochgc.errors import StaleEpochError
+from epochgc.storage.keys import PartitionId
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.commands import PlaceholderBatch, Placeholders, TermStart
 from epochgc.watermarks.controller import Controller
@@ -23,7 +24,7 @@ def batch(i: int, records: int = 1) -> tuple[PlaceholderBatch, ...]:
 
 
 def open_replica(store: S3ObjectStore) -> PartitionReplica:
-    replica = PartitionReplica(store, ROOT, "orders", 0)
+    replica = PartitionReplica(store, ROOT, PartitionId("orders", 2, 0))  # see `topic`
     replica.open()
     return replica
 

@@ -10,6 +10,7 @@ import pytest
 from epochgc.errors import TransientStorageError
 from epochgc.ingest.directory import LeaderDirectory
 from epochgc.reconciler.node import NodeSettings, ReconcilerNode
+from epochgc.storage.keys import PartitionId
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.leases import LeaseManager
@@ -22,8 +23,12 @@ NOW = datetime(2026, 11, 22, 3, 0, 5, tzinfo=UTC)
 
 def test_reports_round_trip_and_bad_ones_are_skipped(store: S3ObjectStore) -> None:
     state = PartitionState.new(4)
-    publish_report(store, "epochgc", report_of("node-1", NOW, [("orders", 0, state)]))
-    publish_report(store, "epochgc", report_of("node-2", NOW, [("orders", 1, state)]))
+    publish_report(
+        store, "epochgc", report_of("node-1", NOW, [(PartitionId("orders", 4, 0), state)])
+    )
+    publish_report(
+        store, "epochgc", report_of("node-2", NOW, [(PartitionId("orders", 4, 1), state)])
+    )
     store.put("epochgc/meta/reports/node-3", b"{not json")
     store.put("epochgc/meta/reports/node-4", b'{"v": 7}')
     store.put("epochgc/meta/reports/node-5", b"NodeReport")

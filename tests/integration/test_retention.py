@@ -30,7 +30,7 @@ def placeholder_offsets(replica: PartitionReplica) -> list[int]:
 def test_hint_truncation_pressure_and_clearing(store: S3ObjectStore) -> None:
     controller = Controller(store, ROOT)
     topic = controller.create_topic("orders", 1, {"retention.local.target.bytes": 40})
-    replica = PartitionReplica(store, ROOT, "orders", 0)
+    replica = PartitionReplica(store, ROOT, topic.partition_id(0))
     replica.open()
     leader = PartitionLeader(replica, 1)
     leader.start()

@@ -15,8 +15,12 @@ ROOT = "epochgc"
 NOW = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
 
 
-def publish(store: S3ObjectStore, node: str, *entries: tuple[str, int, int]) -> None:
-    partitions = tuple(PartitionReport(t, p, 1, m, 0, m + 1, m + 1) for t, p, m in entries)
+def publish(
+    store: S3ObjectStore, node: str, *entries: tuple[str, int, int], revision: int = 6
+) -> None:
+    partitions = tuple(
+        PartitionReport(t, revision, p, 1, m, 0, m + 1, m + 1) for t, p, m in entries
+    )
     publish_report(store, ROOT, NodeReport(node, NOW, partitions))
 
 

@@ -34,6 +34,7 @@ from epochgc.storage.inventory import (
     read_data_file,
 )
 from epochgc.storage.keys import (
+    PartitionId,
     encode_l0_key,
     encode_l1_key,
     encode_log_entry_key,
@@ -213,7 +214,7 @@ def test_only_canonical_l0_keys_parse(key: str) -> None:
 @given(
     key=st.text(max_size=120)
     | st.builds(
-        lambda a, b: encode_l1_key(ROOT, "orders", 3, a, a + b, str(uuid.uuid4())),
+        lambda a, b: encode_l1_key(ROOT, PartitionId("orders", 7, 3), a, a + b, str(uuid.uuid4())),
         st.integers(0, 10**9),
         st.integers(0, 10**9),
     )
@@ -222,12 +223,10 @@ def test_only_canonical_l1_log_and_report_keys_parse(key: str) -> None:
     l1 = parse_l1_key(key, ROOT)
     if l1 is not None:
         assert (
-            encode_l1_key(
-                ROOT, l1.topic, l1.partition, l1.first_offset, l1.last_offset, l1.object_id
-            )
+            encode_l1_key(ROOT, l1.partition_id, l1.first_offset, l1.last_offset, l1.object_id)
             == key
         )
-    prefix = f"{ROOT}/meta/partitions/orders/3/log/"
+    prefix = f"{ROOT}/meta/partitions/orders/7/3/log/"
     offset = parse_log_entry_key(key, prefix)
     if offset is not None:
         assert encode_log_entry_key(prefix, offset) == key

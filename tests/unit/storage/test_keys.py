@@ -106,6 +106,7 @@ def test_invalid_roots_are_refused(root: str) -> None:
 def test_parse_never_raises(text: str, root: str) -> None:
     parse_l0_key(text, root)
     parse_l1_key(text, root)
+    keys.parse_partition_meta_key(text, root)
     parse_log_entry_key(text, f"{root}/meta/controller/")
     keys.parse_report_key(text, root)
 
@@ -134,32 +135,33 @@ def test_encode_refuses_out_of_range(shard: int, epoch: int, object_id: str) -> 
         encode_l0_key(ROOT, shard, epoch, object_id)
 
 
-@given(roots, topics, st.integers(0, 10_000), offsets, offsets, uuids)
+@given(roots, topics, st.integers(1, 10**12), st.integers(0, 10_000), offsets, offsets, uuids)
 def test_l1_round_trip(
-    root: str, topic: str, partition: int, a: int, b: int, object_id: str
+    root: str, topic: str, revision: int, partition: int, a: int, b: int, object_id: str
 ) -> None:
     first, last = min(a, b), max(a, b)
-    key = encode_l1_key(root, topic, partition, first, last, object_id)
+    pid = keys.PartitionId(topic, revision, partition)
+    key = encode_l1_key(root, pid, first, last, object_id)
     parsed = parse_l1_key(key, root)
     assert parsed is not None
-    assert (parsed.topic, parsed.partition, parsed.first_offset, parsed.last_offset) == (
-        topic,
-        partition,
-        first,
-        last,
-    )
+    assert (parsed.partition_id, parsed.first_offset, parsed.last_offset) == (pid, first, last)
     assert parse_l0_key(key, root) is None
+    assert key.startswith(keys.partition_l1_prefix(root, pid))
+    assert key.startswith(keys.topic_l1_prefix(root, topic, revision))
 
 
 @pytest.mark.parametrize(
     "key",
     [
-        f"epochgc/l1/orders/01/{0:020d}-{5:020d}-{UUID}",  # padded partition
-        f"epochgc/l1/orders/1/{9:020d}-{5:020d}-{UUID}",  # first > last
-        f"epochgc/l1/ord ers/1/{0:020d}-{5:020d}-{UUID}",  # bad topic
-        f"epochgc/l1/../1/{0:020d}-{5:020d}-{UUID}",  # dot-dot topic
-        f"epochgc/l1/orders/1/{0:019d}-{5:020d}-{UUID}",  # short offset
-        f"epochgc/l1/orders/1/x/{0:020d}-{5:020d}-{UUID}",  # extra segment
+        f"epochgc/l1/orders/3/01/{0:020d}-{5:020d}-{UUID}",  # padded partition
+        f"epochgc/l1/orders/03/1/{0:020d}-{5:020d}-{UUID}",  # padded revision
+        f"epochgc/l1/orders/0/1/{0:020d}-{5:020d}-{UUID}",  # revision 0
+        f"epochgc/l1/orders/3/1/{9:020d}-{5:020d}-{UUID}",  # first > last
+        f"epochgc/l1/ord ers/3/1/{0:020d}-{5:020d}-{UUID}",  # bad topic
+        f"epochgc/l1/../3/1/{0:020d}-{5:020d}-{UUID}",  # dot-dot topic
+        f"epochgc/l1/orders/3/1/{0:019d}-{5:020d}-{UUID}",  # short offset
+        f"epochgc/l1/orders/3/1/x/{0:020d}-{5:020d}-{UUID}",  # extra segment
+        f"epochgc/l1/orders/1/{0:020d}-{5:020d}-{UUID}",  # layout 1: no revision
     ],
 )
 def test_l1_near_misses_are_rejected(key: str) -> None:
@@ -175,13 +177,31 @@ def test_log_entry_keys_round_trip_and_sort_numerically(values: list[int]) -> No
 
 
 def test_log_entry_key_rejects_other_logs_and_bad_offsets() -> None:
-    prefix = keys.partition_log_prefix(ROOT, "orders", 3)
-    assert prefix == "epochgc/meta/partitions/orders/3/log/"
+    pid = keys.PartitionId("orders", 12, 3)
+    prefix = keys.partition_log_prefix(ROOT, pid)
+    assert prefix == "epochgc/meta/partitions/orders/12/3/log/"
     assert parse_log_entry_key(f"{prefix}{7:019d}", prefix) is None
     assert parse_log_entry_key(f"{prefix}-{7:019d}", prefix) is None
-    assert parse_log_entry_key(keys.partition_snapshot_key(ROOT, "orders", 3), prefix) is None
-    other = keys.partition_log_prefix(ROOT, "orders", 33)
+    assert parse_log_entry_key(keys.partition_snapshot_key(ROOT, pid), prefix) is None
+    other = keys.partition_log_prefix(ROOT, keys.PartitionId("orders", 12, 33))
     assert parse_log_entry_key(encode_log_entry_key(other, 1), prefix) is None
+    again = keys.partition_log_prefix(ROOT, keys.PartitionId("orders", 13, 3))
+    assert parse_log_entry_key(encode_log_entry_key(again, 1), prefix) is None
+
+
+def test_partition_meta_keys_name_their_incarnation() -> None:
+    pid = keys.PartitionId("orders", 12, 3)
+    assert keys.parse_partition_meta_key(keys.partition_snapshot_key(ROOT, pid), ROOT) == pid
+    log_key = encode_log_entry_key(keys.partition_log_prefix(ROOT, pid), 5)
+    assert keys.parse_partition_meta_key(log_key, ROOT) == pid
+    assert keys.topic_meta_prefix(ROOT, "orders", 12) == "epochgc/meta/partitions/orders/12/"
+    for near_miss in (
+        "epochgc/meta/partitions/orders/3/log/00000000000000000005",  # layout 1
+        "epochgc/meta/partitions/orders/012/3/snapshot",
+        "epochgc/meta/partitions/orders/12/03/snapshot",
+        "epochgc2/meta/partitions/orders/12/3/snapshot",
+    ):
+        assert keys.parse_partition_meta_key(near_miss, ROOT) is None
 
 
 def test_layout_paths_match_the_design() -> None:
@@ -198,7 +218,7 @@ def test_layout_paths_match_the_design() -> None:
 def test_invalid_topics_are_refused(topic: str) -> None:
     assert not keys.is_valid_topic(topic)
     with pytest.raises(ValueError, match="topic"):
-        keys.partition_log_prefix(ROOT, topic, 0)
+        keys.partition_log_prefix(ROOT, keys.PartitionId(topic, 1, 0))
 
 
 def test_uuid4_strings_are_valid_object_ids() -> None:

@@ -18,11 +18,15 @@ def view(offset: int, *topics: tuple[str, int, int]) -> ControllerView:
     return ControllerView(offset, {n: TopicInfo(n, p, r) for n, p, r in topics})
 
 
-def report(node: str, *entries: tuple[str, int, int], age: int = 0) -> NodeReport:
+def report(
+    node: str, *entries: tuple[str, int, int], age: int = 0, revision: int = 10
+) -> NodeReport:
+    """A report whose entries all name ``revision`` (the views below create
+    their topics at revision 10 unless they say otherwise)."""
     return NodeReport(
         node,
         T0 - timedelta(seconds=age),
-        tuple(PartitionReport(t, p, 1, m, 0, m + 1, m + 1) for t, p, m in entries),
+        tuple(PartitionReport(t, revision, p, 1, m, 0, m + 1, m + 1) for t, p, m in entries),
     )
 
 
@@ -67,6 +71,17 @@ def test_deleted_topics_no_longer_pin_and_new_topics_are_protected() -> None:
     assert result.safe_epoch == 30 < 51
 
 
+def test_entries_of_another_incarnation_of_a_live_name_are_ignored() -> None:
+    """``orders`` was deleted and created again at revision 40: the old
+    incarnation's high M(p) says nothing about the new one, whose
+    unreported partition counts as 39."""
+    v = view(50, ("orders", 1, 40))
+    old = report("a", ("orders", 0, 45), revision=10)
+    result = join_safe_epoch(v, [old])
+    assert result.safe_epoch == 39 and result.unreported == 1
+    assert join_safe_epoch(v, [old, report("b", ("orders", 0, 44), revision=40)]).safe_epoch == 44
+
+
 def test_reports_for_partitions_beyond_the_count_are_ignored() -> None:
     result = join_safe_epoch(
         view(50, ("orders", 1, 10)), [report("a", ("orders", 5, 1), ("orders", 0, 40))]
@@ -82,7 +97,7 @@ def test_m_is_at_most_every_partitions_floor_and_the_snapshot(
     entries: list[tuple[int, int]], snap: int
 ) -> None:
     v = view(snap, ("orders", 4, 5))
-    result = join_safe_epoch(v, [report("a", *[("orders", p, m) for p, m in entries])])
+    result = join_safe_epoch(v, [report("a", *[("orders", p, m) for p, m in entries], revision=5)])
     assert result.safe_epoch <= snap
     for partition in range(4):
         reported = [m for p, m in entries if p == partition]

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from epochgc.errors import MalformedRecordError, UnsupportedVersionError
+from epochgc.storage.keys import PartitionId
 from epochgc.watermarks.reports import (
     NodeReport,
     PartitionReport,
@@ -20,33 +21,54 @@ from epochgc.watermarks.reports import (
 )
 from epochgc.watermarks.state import PartitionState
 
-CONTRACT_EXAMPLE = b"""{"v": 1, "node": "reconciler-1", "generated_at": "2026-11-22T03:00:05Z",
+CONTRACT_EXAMPLE = b"""{"v": 2, "node": "reconciler-1", "generated_at": "2026-11-22T03:00:05Z",
+ "partitions": [
+   {"topic": "orders", "revision": 7, "partition": 0, "term": 3, "safe_epoch": 41,
+    "lro": 1234, "max_applied_epoch": 45, "previous_applied_epoch": 43}
+ ]}"""
+
+V1_EXAMPLE = b"""{"v": 1, "node": "reconciler-1", "generated_at": "2026-11-22T03:00:05Z",
  "partitions": [
    {"topic": "orders", "partition": 0, "term": 3, "safe_epoch": 41,
     "lro": 1234, "max_applied_epoch": 45, "previous_applied_epoch": 43}
  ]}"""
 
+P0 = PartitionId("t", 1, 0)
+P1 = PartitionId("t", 1, 1)
 
-def test_the_design_example_parses_and_round_trips() -> None:
+
+def test_the_contract_example_parses_and_round_trips() -> None:
     report = decode_report(CONTRACT_EXAMPLE)
     assert report == NodeReport(
         "reconciler-1",
         datetime(2026, 11, 22, 3, 0, 5, tzinfo=UTC),
-        (PartitionReport("orders", 0, 3, 41, 1234, 45, 43),),
+        (PartitionReport("orders", 7, 0, 3, 41, 1234, 45, 43),),
     )
     assert json.loads(encode_report(report)) == json.loads(CONTRACT_EXAMPLE)
 
 
+def test_a_v1_report_is_read_but_its_entries_count_for_nothing() -> None:
+    """v1 entries name no revision: they cannot be matched to a topic
+    incarnation, so they must not vouch for any."""
+    report = decode_report(V1_EXAMPLE)
+    assert report.node == "reconciler-1"
+    assert report.partitions == () and report.ignored_entries == 1
+
+
 def test_report_of_publishes_m_of_p() -> None:
     state = PartitionState.new(7)
-    report = report_of("node-1", datetime(2026, 1, 1, tzinfo=UTC), [("orders", 2, state)])
+    pid = PartitionId("orders", 7, 2)
+    report = report_of("node-1", datetime(2026, 1, 1, tzinfo=UTC), [(pid, state)])
     assert report.partitions[0].safe_epoch == 6 == state.safe_epoch
+    assert report.partitions[0].pid == pid
 
 
 @pytest.mark.parametrize(
     ("mutate", "error"),
     [
-        (lambda d: d.update(v=2), UnsupportedVersionError),
+        (lambda d: d.update(v=3), UnsupportedVersionError),
+        (lambda d: d["partitions"][0].pop("revision"), MalformedRecordError),
+        (lambda d: d["partitions"][0].update(revision=0), MalformedRecordError),
         (lambda d: d.update(node="a/b"), MalformedRecordError),
         (lambda d: d.update(generated_at="soon"), MalformedRecordError),
         (lambda d: d.update(partitions={}), MalformedRecordError),
@@ -70,30 +92,30 @@ def test_unknown_fields_are_ignored() -> None:
 
 
 def _entry(topic: str, partition: int, safe_epoch: int, term: int = 1) -> PartitionReport:
-    return PartitionReport(topic, partition, term, safe_epoch, 0, safe_epoch + 1, safe_epoch)
+    return PartitionReport(topic, 1, partition, term, safe_epoch, 0, safe_epoch + 1, safe_epoch)
 
 
 def test_a_lost_partition_is_carried_until_another_node_covers_it() -> None:
-    previous = {("t", 0): _entry("t", 0, 7), ("t", 1): _entry("t", 1, 5)}
-    live = [("t", 0), ("t", 1)]
+    previous = {P0: _entry("t", 0, 7), P1: _entry("t", 1, 5)}
+    live = [P0, P1]
     now = datetime(2026, 11, 22, tzinfo=UTC)
     # Nobody else reports t/0 yet: keep it (dropping it would lower M).
-    nobody = carried_entries("a", previous, [("t", 1)], live, [])
-    assert set(nobody) == {("t", 0)}
+    nobody = carried_entries("a", previous, [P1], live, [])
+    assert set(nobody) == {P0}
     # Another node reports it lower: still keep ours.
     lower = NodeReport("b", now, (_entry("t", 0, 6),))
-    assert set(carried_entries("a", previous, [("t", 1)], live, [lower])) == {("t", 0)}
+    assert set(carried_entries("a", previous, [P1], live, [lower])) == {P0}
     # Covered at least as high, but by an entry of the same (or an older)
     # term: another carrier, which may be dropping it right now: keep it.
     carrier = NodeReport("b", now, (_entry("t", 0, 7),))
-    assert set(carried_entries("a", previous, [("t", 1)], live, [carrier])) == {("t", 0)}
+    assert set(carried_entries("a", previous, [P1], live, [carrier])) == {P0}
     # Covered at least as high by a newer leadership: drop it.
     covered = NodeReport("b", now, (_entry("t", 0, 7, term=2),))
-    assert carried_entries("a", previous, [("t", 1)], live, [covered]) == {}
+    assert carried_entries("a", previous, [P1], live, [covered]) == {}
     # Our own report never covers us; a partition no longer live is dropped.
     own = NodeReport("a", now, (_entry("t", 0, 9),))
-    assert set(carried_entries("a", previous, [], live, [own])) == {("t", 0), ("t", 1)}
-    assert carried_entries("a", previous, [], [("t", 1)], []) == {("t", 1): previous[("t", 1)]}
+    assert set(carried_entries("a", previous, [], live, [own])) == {P0, P1}
+    assert carried_entries("a", previous, [], [P1], []) == {P1: previous[P1]}
 
 
 @given(
@@ -119,7 +141,7 @@ def test_carriers_never_all_drop_a_partition_at_once(
     kept = {}
     for i, node in enumerate(nodes):
         seen = before if stale_reads[i] else [r for r in before if r.node < node]
-        kept[node] = carried_entries(node, {("t", 0): entries[node]}, [], [("t", 0)], seen)
+        kept[node] = carried_entries(node, {P0: entries[node]}, [], [P0], seen)
     assert any(kept.values())
     # The newest leadership's entry is always among the kept.
     newest = max(nodes, key=lambda n: entries[n].term)
