@@ -9,16 +9,23 @@ failure mode lives: every eligible process ticking on its own.
 from __future__ import annotations
 
 import asyncio
+import itertools
+import threading
 import time
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
 import pytest
 
 from epochgc.config import Config, EpochConfig, LeaseConfig, MetricsConfig, ReconcilerConfig
 from epochgc.reconciler.service import run_reconciler
+from epochgc.storage.keys import lease_key
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks import records
 from epochgc.watermarks.controller import Controller
+from epochgc.watermarks.leases import LeaseDocument, LeaseManager, LeasePolicy, encode_lease
+from epochgc.watermarks.ticker import TICKER_LEASE, EpochTicker
+from tests.support.waiting import wait_for
 
 ROOT = "epochgc"
 INTERVAL = 0.3
@@ -44,7 +51,6 @@ def distinct_ticks(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("distinct_ticks")
-@pytest.mark.xfail(strict=True, reason="today every reconciler node ticks on its own")
 def test_three_reconciler_nodes_tick_about_once_per_interval_not_three_times(
     store: S3ObjectStore,
 ) -> None:
@@ -73,3 +79,150 @@ def test_three_reconciler_nodes_tick_about_once_per_interval_not_three_times(
     # edges). Three independent tickers give about three times that.
     assert ticks <= elapsed / INTERVAL + 2, f"{ticks} ticks in {elapsed:.1f}s"
     assert ticks >= 3, f"the epoch hardly moved: {ticks} ticks in {elapsed:.1f}s"
+
+
+# --- ticker drivers in threads, as separate processes would run them ---------------
+
+POLICY = LeasePolicy(ttl_seconds=5.0, renew_interval_seconds=0.2, skew_margin_seconds=0.5)
+
+
+class Eligible:
+    """One ticker-eligible "process": its own lease manager, controller and
+    ticker. Every tick it appends is recorded as (started, ended, name) on
+    the shared monotonic clock of the test."""
+
+    def __init__(self, store: S3ObjectStore, name: str, ticks: list[tuple[float, float, str]]):
+        self.name = name
+        self.lost_at: float | None = None
+        self.leases = LeaseManager(store, ROOT, name, policy=POLICY, on_lost=self._on_lost)
+        controller = Controller(store, ROOT)
+        lock = threading.Lock()
+
+        def tick() -> int:
+            started = time.monotonic()
+            epoch = controller.tick()
+            with lock:
+                ticks.append((started, time.monotonic(), name))
+            return epoch
+
+        self.ticker = EpochTicker(
+            self.leases,
+            tick,
+            interval_seconds=INTERVAL,
+            poll_seconds=POLICY.renew_interval_seconds,
+        )
+
+    def _on_lost(self, _name: str) -> None:
+        self.lost_at = time.monotonic()
+
+    def start(self) -> None:
+        self.leases.start()
+        self.ticker.start()
+
+    def stop(self) -> None:
+        self.ticker.stop(release=True)
+        self.leases.stop(release=True)
+
+
+@pytest.fixture
+def cluster(
+    store: S3ObjectStore, distinct_ticks: None
+) -> Iterator[Callable[[int], tuple[list[Eligible], list[tuple[float, float, str]]]]]:
+    started: list[Eligible] = []
+
+    def start(n: int) -> tuple[list[Eligible], list[tuple[float, float, str]]]:
+        ticks: list[tuple[float, float, str]] = []
+        procs = [Eligible(store, f"proc-{i}", ticks) for i in range(n)]
+        for proc in procs:
+            proc.start()
+            started.append(proc)
+        return procs, ticks
+
+    yield start
+    for proc in started:
+        proc.stop()
+
+
+def assert_ticks_an_interval_apart(ticks: list[tuple[float, float, str]]) -> None:
+    """Each tick starts at least one interval after the previous one ended,
+    whoever appended them: one epoch per interval, across hand-overs too."""
+    ordered = sorted(ticks)
+    for (_s0, ended, a), (started, _e1, b) in itertools.pairwise(ordered):
+        assert started - ended >= INTERVAL - 1e-6, f"{a} then {b} {started - ended:.3f}s apart"
+
+
+def holder(procs: list[Eligible]) -> Eligible | None:
+    held = [p for p in procs if p.ticker.held]
+    assert len(held) <= 1, f"two holders: {[p.name for p in held]}"
+    return held[0] if held else None
+
+
+def test_three_eligible_processes_give_one_tick_per_interval(
+    store: S3ObjectStore,
+    cluster: Callable[[int], tuple[list[Eligible], list[tuple[float, float, str]]]],
+) -> None:
+    before = Controller(store, ROOT).current_epoch()
+    started = time.monotonic()
+    procs, ticks = cluster(3)
+    time.sleep(3.0)
+    for proc in procs:
+        proc.stop()
+    elapsed = time.monotonic() - started
+    appended = Controller(store, ROOT).current_epoch() - before
+    assert appended == len(ticks) == sum(p.ticker.ticks for p in procs)
+    assert appended <= elapsed / INTERVAL + 1, f"{appended} ticks in {elapsed:.1f}s"
+    assert appended >= 3, f"the epoch hardly moved: {appended} ticks in {elapsed:.1f}s"
+    assert_ticks_an_interval_apart(ticks)
+    lease = LeaseManager.read_holder(store, ROOT, TICKER_LEASE)
+    assert lease is not None and lease.released, "stop() released the role"
+
+
+def test_a_stopping_holder_hands_the_role_over_at_once(
+    store: S3ObjectStore,
+    cluster: Callable[[int], tuple[list[Eligible], list[tuple[float, float, str]]]],
+) -> None:
+    procs, ticks = cluster(3)
+    wait_for(lambda: (h := holder(procs)) is not None and h.ticker.ticks >= 2, what="ticks")
+    first = holder(procs)
+    assert first is not None
+    stopped_at = time.monotonic()
+    first.stop()
+    rest = [p for p in procs if p is not first]
+    wait_for(lambda: holder(rest) is not None, timeout=10, what="a new holder")
+    # Released, not expired: a takeover after expiry needs a whole TTL.
+    assert time.monotonic() - stopped_at < POLICY.ttl_seconds - 1.0
+    second = holder(rest)
+    assert second is not None
+    wait_for(lambda: second.ticker.ticks >= 2, what="ticks from the new holder")
+    assert first.ticker.ticks >= 2 and not first.ticker.held
+    assert_ticks_an_interval_apart(ticks)
+
+
+def test_a_holder_that_loses_the_lease_stops_ticking(
+    store: S3ObjectStore,
+    cluster: Callable[[int], tuple[list[Eligible], list[tuple[float, float, str]]]],
+) -> None:
+    procs, ticks = cluster(3)
+    wait_for(lambda: (h := holder(procs)) is not None and h.ticker.ticks >= 2, what="ticks")
+    first = holder(procs)
+    assert first is not None
+    # Another process takes the lease, as it would once the holder had been
+    # frozen past the TTL: the lease object now names it.
+    thief = Eligible(store, "thief", ticks)
+    current = LeaseManager.read_holder(store, ROOT, TICKER_LEASE)
+    assert current is not None
+    stolen = LeaseDocument(thief.leases.holder, current.term + 1, datetime.now(UTC))
+    store.put(lease_key(ROOT, TICKER_LEASE), encode_lease(stolen))
+    thief.start()
+    try:
+        wait_for(lambda: first.lost_at is not None, what="the holder noticing its loss")
+        wait_for(lambda: thief.ticker.ticks >= 3, what="ticks from the new holder")
+    finally:
+        thief.stop()
+    assert not first.ticker.held
+    assert first.lost_at is not None
+    mine = [started for started, _ended, name in ticks if name == first.name]
+    assert len(mine) == first.ticker.ticks >= 2
+    # The grant is checked right before each append, so no tick starts after
+    # the loss, but for one whose check raced with it.
+    assert max(mine) < first.lost_at + 0.25, "ticked after losing the lease"
