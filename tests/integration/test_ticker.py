@@ -10,21 +10,30 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
 from epochgc.config import Config, EpochConfig, LeaseConfig, MetricsConfig, ReconcilerConfig
+from epochgc.gc.collect import CollectSettings
+from epochgc.gc.collector import ScheduleSettings
+from epochgc.gc.daemon import DaemonSettings, GcDaemon
 from epochgc.reconciler.service import run_reconciler
+from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import lease_key
+from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks import records
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.leases import LeaseDocument, LeaseManager, LeasePolicy, encode_lease
 from epochgc.watermarks.ticker import TICKER_LEASE, EpochTicker
+from tests.support.cli import run_cli
+from tests.support.config_files import write_server_config
 from tests.support.waiting import wait_for
 
 ROOT = "epochgc"
@@ -226,3 +235,40 @@ def test_a_holder_that_loses_the_lease_stops_ticking(
     # The grant is checked right before each append, so no tick starts after
     # the loss, but for one whose check raced with it.
     assert max(mine) < first.lost_at + 0.25, "ticked after losing the lease"
+
+
+def test_the_daemon_ticks_while_it_holds_the_role_and_says_so(
+    tmp_path: Path, s3_server: EmbeddedS3, bucket: str, store: S3ObjectStore
+) -> None:
+    settings = DaemonSettings(
+        node_id="gc-ticker",
+        collect=CollectSettings(shards=2, min_object_age=timedelta(0), max_delete_fraction=1.0),
+        schedule=ScheduleSettings(
+            interval=timedelta(seconds=5), epoch_interval=timedelta(seconds=INTERVAL)
+        ),
+        lease=POLICY,
+        ticker=True,
+        metrics_listen="",
+    )
+    daemon = GcDaemon(store, RequestStats(), ROOT, settings)
+    registry = daemon.registry
+    daemon.start()
+    try:
+        wait_for(
+            lambda: (registry.get_sample_value("epochgc_ticker_ticks_total") or 0) >= 2,
+            what="the daemon's ticks",
+        )
+        assert registry.get_sample_value("epochgc_ticker_leader") == 1
+        assert registry.get_sample_value("epochgc_ticker_eligible") == 1
+        config = write_server_config(tmp_path / "c.toml", s3_server.endpoint_url, bucket)
+        shown = run_cli("gc", "status", "--config", str(config), "--json")
+        assert shown.returncode == 0, shown.stderr
+        status = json.loads(shown.stdout)
+        assert status["ticker"]["holder"] == daemon.leases.holder
+        assert status["ticker"]["valid"] is True
+    finally:
+        daemon.stop()
+    assert registry.get_sample_value("epochgc_ticker_leader") == 0
+    lease = LeaseManager.read_holder(store, ROOT, TICKER_LEASE)
+    assert lease is not None and lease.released
+    assert Controller(store, ROOT).current_epoch() == daemon.ticker.ticks  # type: ignore[union-attr]
