@@ -51,9 +51,10 @@ from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.probe import format_probe_table, run_probes
 from epochgc.watermarks.aggregate import SafeEpochTracker
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.leases import LeaseManager
+from epochgc.watermarks.leases import LeaseDocument, LeaseManager
 from epochgc.watermarks.replica import PartitionReplica
 from epochgc.watermarks.safe_epoch import compute_safe_epoch
+from epochgc.watermarks.ticker import TICKER_LEASE
 
 log = logging.getLogger("epochgc.cli")
 
@@ -256,26 +257,31 @@ def _control_data(control: ControlDocument) -> dict[str, object]:
     }
 
 
+def _lease_data(lease: LeaseDocument | None, now: datetime) -> dict[str, object] | None:
+    """A lease object for ``gc status``; ``valid`` compares the holder's
+    ``expires_at`` with this machine's clock: a hint for people, as the
+    lease itself never compares clocks."""
+    if lease is None:
+        return None
+    return {
+        "holder": lease.holder,
+        "term": lease.term,
+        "expires_at": lease.expires_at,
+        "valid": not lease.released and lease.expires_at > now,
+        "released": lease.released,
+    }
+
+
 def _cmd_gc_status(config: Config, args: argparse.Namespace) -> int:
     root = config.layout.root
     with open_store(config) as handle:
         control, _etag = read_control(handle.store, root)
         status = read_status(handle.store, root)
         lease = LeaseManager.read_holder(handle.store, root, GC_LEASE)
+        ticker = LeaseManager.read_holder(handle.store, root, TICKER_LEASE)
     now = datetime.now(UTC)
-    lease_data = (
-        None
-        if lease is None
-        else {
-            "holder": lease.holder,
-            "term": lease.term,
-            "expires_at": lease.expires_at,
-            # By this machine's clock against the holder's: a hint for
-            # people; the lease itself never compares clocks.
-            "valid": not lease.released and lease.expires_at > now,
-            "released": lease.released,
-        }
-    )
+    lease_data = _lease_data(lease, now)
+    ticker_data = _lease_data(ticker, now)
     status_data = (
         None
         if status is None
@@ -292,7 +298,12 @@ def _cmd_gc_status(config: Config, args: argparse.Namespace) -> int:
             "detail": status.detail,
         }
     )
-    data = {"control": _control_data(control), "lease": lease_data, "daemon": status_data}
+    data = {
+        "control": _control_data(control),
+        "lease": lease_data,
+        "ticker": ticker_data,
+        "daemon": status_data,
+    }
     lines = [
         "requested:  "
         + (
@@ -306,6 +317,12 @@ def _cmd_gc_status(config: Config, args: argparse.Namespace) -> int:
             "nobody holds it (no daemon running?)"
             if lease_data is None or not lease_data["valid"]
             else f"{lease.holder} (term {lease.term})"  # type: ignore[union-attr]
+        ),
+        "ticker:     "
+        + (
+            "nobody holds it: the epoch is not moving (no process with [epoch] ticker?)"
+            if ticker is None or ticker_data is None or not ticker_data["valid"]
+            else f"{ticker.holder} (term {ticker.term})"
         ),
     ]
     if status is None:
@@ -676,7 +693,9 @@ def _add_gc_commands(
     runs.add_argument("--limit", type=int, default=20)
     runs.set_defaults(handler=_cmd_gc_runs)
     gc_sub.add_parser(
-        "status", parents=[reporting], help="requested state, lease holder, daemon state, M"
+        "status",
+        parents=[reporting],
+        help="requested state, gc and ticker lease holders, daemon state, M",
     ).set_defaults(handler=_cmd_gc_status)
     paused = gc_sub.add_parser(
         "pause", parents=[reporting], help="stop every collector deleting (kept in the bucket)"

@@ -146,6 +146,12 @@ class EpochConfig:
     """How long writers reuse a cluster epoch they read. A stale epoch is
     tolerated by the partitions' windows; keep it below ``interval_seconds``
     so a cached epoch lags by at most one."""
+    ticker: bool = _check(_no_check, default=True)
+    """This process (a GC daemon or a reconciler node) may hold the
+    cluster's one ticker role (the lease ``ticker``); its holder ticks every
+    ``interval_seconds``, the others stand by. Turn it off where a process
+    must never write the controller log; keep it on in at least one process,
+    or the epoch (and so ``M``) stops moving."""
 
 
 @dataclass(frozen=True)
@@ -195,9 +201,6 @@ class ReconcilerConfig:
     max_log_entries: int = _check(_between(0, 10**12), default=0)
     """A partition log longer than this is under space pressure: it is
     truncated up to lro whatever the retention hint asks (0: no cap)."""
-    run_ticker: bool = _check(_no_check, default=True)
-    """Also append epoch ticks every [epoch] interval_seconds (concurrent
-    tickers are harmless)."""
 
 
 @dataclass(frozen=True)
@@ -270,9 +273,6 @@ class DaemonConfig:
     control_poll_seconds: float = _check(_at_least(0.1), default=5.0)
     """How often pause/resume/reset requests are read from the bucket (a
     pause stops a sweep in progress after its batches in flight)."""
-    run_ticker: bool = _check(_no_check, default=True)
-    """Tick the cluster epoch every ``[epoch] interval_seconds`` while this
-    daemon holds the GC lease (turn off where another process ticks)."""
     report_stale_seconds: float = _check(_at_least(0.0), default=120.0)
     """A node report older than this is logged as stale (M may be stuck)."""
     blocked_after_failures: int = _check(_between(1, 1000), default=3)
@@ -375,6 +375,25 @@ _SECTIONS: dict[str, type[Any]] = {
     for f in dataclasses.fields(Config)
 }
 
+_REPLACED_KEYS: dict[str, str] = {
+    "reconciler.run_ticker": "[epoch] ticker",
+    "daemon.run_ticker": "[epoch] ticker",
+}
+"""Keys that were removed, and what replaced them: an old file gets an
+error that says what to write instead, not just "unknown key"."""
+
+
+def _unknown_key(source: str, dotted: str, fields: Mapping[str, str]) -> ConfigError:
+    replaced = _REPLACED_KEYS.get(dotted)
+    if replaced is not None:
+        return ConfigError(
+            source,
+            dotted,
+            f"removed: replaced by {replaced} (whether this process may hold the "
+            "cluster's single ticker role; one holder ticks for everyone); delete this key",
+        )
+    return ConfigError(source, dotted, f"unknown key (known: {', '.join(fields)})")
+
 
 def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:
     """Load and validate the configuration.
@@ -415,7 +434,7 @@ def _merge_file(path: Path, raw: dict[str, dict[str, tuple[Any, str]]]) -> None:
         for key, value in values.items():
             dotted = f"{section}.{key}"
             if key not in fields:
-                raise ConfigError(source, dotted, f"unknown key (known: {', '.join(fields)})")
+                raise _unknown_key(source, dotted, fields)
             raw[section][key] = (_coerce_typed(value, fields[key], source, dotted), source)
 
 
@@ -430,7 +449,7 @@ def _merge_env(env: Mapping[str, str], raw: dict[str, dict[str, tuple[Any, str]]
         fields = _field_types(_SECTIONS[section])
         dotted = f"{section}.{key}"
         if key not in fields:
-            raise ConfigError(source, dotted, f"unknown key (known: {', '.join(fields)})")
+            raise _unknown_key(source, dotted, fields)
         raw[section][key] = (_parse_text(text, fields[key], source, dotted), source)
 
 

@@ -1,10 +1,10 @@
-"""A background thread that runs one function every interval, for the
-epoch ticker, lease heartbeats and (later) report publishing.
+"""A background thread that runs one function every interval, for lease
+heartbeats and (later) report publishing.
 
 It waits on a ``threading.Event``, so ``stop()`` returns promptly instead of
 sleeping out the interval. The function handles its own errors; one that
 escapes is logged and the loop goes on, because a periodic duty that dies
-silently (a heartbeat, a ticker) is worse than one that keeps trying.
+silently (a heartbeat) is worse than one that keeps trying.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ class PeriodicThread:
 
     Example::
 
-        loop = PeriodicThread("epoch-ticker", 60.0, controller.tick)
+        loop = PeriodicThread("lease-heartbeat", 5.0, leases.renew_all)
         loop.start()
         ...
         loop.stop()

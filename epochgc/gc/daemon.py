@@ -13,13 +13,15 @@ Jobs (all in one ``BackgroundScheduler``):
   ``gc`` job fires at once. The lease manager's heartbeat renews it.
 * ``control``: reads ``{root}/gc/control.json`` (pause / resume / reset); a
   pause stops a sweep in progress after its batches in flight.
-* ``ticker``: ticks the cluster epoch while this daemon holds the lease.
+* The epoch ticker (``watermarks.ticker``, its own thread, not a job): with
+  ``ticker`` on, this daemon competes for the cluster's one ``ticker``
+  lease, independently of the ``gc`` lease, and ticks while it holds it.
 * ``reports``: logs node reports older than ``report_stale_seconds``.
 
 ``stop()`` (SIGTERM in ``epochgc daemon``): state ``stopping``, the round in
 progress finishes its DeleteObjects batches in flight and stops, the
-scheduler shuts down, the lease is released (a standby takes over at once),
-state ``stopped``.
+scheduler shuts down, the ticker stops, the leases are released (a standby
+takes over at once), state ``stopped``.
 """
 
 from __future__ import annotations
@@ -46,12 +48,19 @@ from epochgc.gc.collector import (
 )
 from epochgc.gc.control import CollectorState, StatusDocument, read_control, write_status
 from epochgc.metrics.collectors import PinningCollector, PinningSample
-from epochgc.metrics.instruments import CollectorRegistry, GcMetrics, register_s3_requests
+from epochgc.metrics.instruments import (
+    CollectorRegistry,
+    GcMetrics,
+    TickerSample,
+    register_s3_requests,
+    register_ticker,
+)
 from epochgc.metrics.server import MetricsServer
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
 from epochgc.watermarks.leases import LeaseManager, LeasePolicy
 from epochgc.watermarks.reports import read_reports
+from epochgc.watermarks.ticker import EpochTicker
 
 log = logging.getLogger("epochgc.gc.daemon")
 
@@ -68,7 +77,9 @@ class DaemonSettings:
     lease: LeasePolicy
     misfire_grace_seconds: float = 30.0
     control_poll_seconds: float = 5.0
-    run_ticker: bool = True
+    ticker: bool = True
+    """May hold the cluster's one ticker role (``[epoch] ticker``); ticks
+    every ``schedule.epoch_interval`` while it does."""
     reports_check_seconds: float = 10.0
     report_stale_seconds: float = 120.0
     blocked_after_failures: int = 3
@@ -124,6 +135,17 @@ class GcDaemon:
             on_lost=self._on_lease_lost,
             now=now,
         )
+        self.ticker = (
+            EpochTicker(
+                self.leases,
+                self.collector.controller.tick,
+                interval_seconds=settings.schedule.epoch_interval.total_seconds(),
+                poll_seconds=settings.lease.renew_interval_seconds,
+            )
+            if settings.ticker
+            else None
+        )
+        register_ticker(self.registry, self._ticker_sample)
         self._scheduler = BackgroundScheduler(
             timezone=UTC,
             executors={"default": JobThreadPool(max_workers=6)},
@@ -191,14 +213,9 @@ class GcDaemon:
             id="reports",
             next_run_time=now,
         )
-        if s.run_ticker:
-            self._scheduler.add_job(
-                self._ticker_job,
-                "interval",
-                seconds=s.schedule.epoch_interval.total_seconds(),
-                id="ticker",
-            )
         self._scheduler.start()
+        if self.ticker is not None:
+            self.ticker.start()
         log.info(
             "gc daemon %s started (round interval %.0fs, metrics %s)",
             self.leases.holder,
@@ -221,6 +238,8 @@ class GcDaemon:
         self.metrics.set_state(CollectorState.STOPPED.value)
         if was_leader:
             self._publish_status(None)
+        if self.ticker is not None:
+            self.ticker.stop(release=True)
         self.leases.stop(release=True)
         self.metrics.leader.set(0)
         if self._metrics_server is not None:
@@ -244,6 +263,7 @@ class GcDaemon:
             "state": state.value,
             "leader": self.is_leader,
             "holder": self.leases.holder,
+            "ticker": self.ticker is not None and self.ticker.held,
             "safe_epoch": self.collector.tracker.current.safe_epoch
             if self.collector.tracker.current
             else None,
@@ -311,14 +331,11 @@ class GcDaemon:
         if before is not after and self.is_leader:
             self._publish_status(self.last_report)
 
-    def _ticker_job(self) -> None:
-        if self._stopping.is_set() or not self.is_leader:
-            return
-        try:
-            epoch = self.collector.controller.tick()
-            log.debug("epoch tick -> %d", epoch)
-        except EpochGCError as err:
-            log.warning("epoch tick failed: %s", err)
+    def _ticker_sample(self) -> TickerSample:
+        t = self.ticker
+        if t is None:
+            return TickerSample(eligible=False, held=False, ticks=0, failures=0)
+        return TickerSample(eligible=True, held=t.held, ticks=t.ticks, failures=t.failures)
 
     def _reports_job(self) -> None:
         try:

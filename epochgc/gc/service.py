@@ -36,8 +36,8 @@ def collect_settings_of(config: Config) -> CollectSettings:
 def daemon_settings_of(
     config: Config, *, node_id: str | None = None, metrics_listen: str | None = None
 ) -> DaemonSettings:
-    """``DaemonSettings`` from ``[daemon]``, ``[gc]``, ``[epoch]``,
-    ``[lease]``, ``[reports]`` and ``[metrics]``."""
+    """``DaemonSettings`` from ``[daemon]``, ``[gc]``, ``[epoch]`` (interval
+    and ticker), ``[lease]``, ``[reports]`` and ``[metrics]``."""
     d = config.daemon
     return DaemonSettings(
         node_id=node_id or d.node_id or f"gc-{default_node_id()}",
@@ -51,7 +51,7 @@ def daemon_settings_of(
         lease=lease_policy_of(config),
         misfire_grace_seconds=d.misfire_grace_seconds,
         control_poll_seconds=d.control_poll_seconds,
-        run_ticker=d.run_ticker,
+        ticker=config.epoch.ticker,
         reports_check_seconds=max(1.0, config.reports.interval_seconds),
         report_stale_seconds=d.report_stale_seconds,
         blocked_after_failures=d.blocked_after_failures,

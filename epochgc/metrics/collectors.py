@@ -211,3 +211,49 @@ class PinningCollector(Collector):
         for s in self._sample():
             family.add_metric([s.topic, str(s.partition), s.node], s.safe_epoch)
         yield family
+
+
+@dataclass(frozen=True)
+class TickerSample:
+    """This process's part in the cluster's one epoch ticker."""
+
+    eligible: bool
+    """``[epoch] ticker`` is on: this process competes for the role."""
+    held: bool
+    ticks: int
+    failures: int
+
+
+class TickerCollector(Collector):
+    """Whether this process holds the ticker role, and the ticks it appended.
+
+    Summed over every process of a cluster, ``epochgc_ticker_leader`` should
+    be 1 (0: the epoch and ``M`` stand still; 2 only briefly around a
+    hand-over) and ``rate(epochgc_ticker_ticks_total)`` one per interval.
+    """
+
+    def __init__(self, sample: Callable[[], TickerSample]) -> None:
+        self._sample = sample
+
+    def collect(self) -> Iterator[Metric]:
+        s = self._sample()
+        yield GaugeMetricFamily(
+            "epochgc_ticker_eligible",
+            "1 if this process may hold the cluster's epoch ticker role ([epoch] ticker).",
+            value=1 if s.eligible else 0,
+        )
+        yield GaugeMetricFamily(
+            "epochgc_ticker_leader",
+            "1 while this process holds the epoch ticker role (lease 'ticker') and ticks.",
+            value=1 if s.held else 0,
+        )
+        yield CounterMetricFamily(
+            "epochgc_ticker_ticks",
+            "epoch_tick entries this process appended to the controller log.",
+            value=s.ticks,
+        )
+        yield CounterMetricFamily(
+            "epochgc_ticker_tick_failures",
+            "Ticks that failed (retried one interval later; the append may have landed).",
+            value=s.failures,
+        )

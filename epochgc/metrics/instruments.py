@@ -23,6 +23,8 @@ from epochgc.metrics.collectors import (
     NodeSample,
     ProducerCollector,
     ProducerSample,
+    TickerCollector,
+    TickerSample,
 )
 from epochgc.storage.request_stats import RequestStats
 
@@ -33,7 +35,9 @@ __all__ = [
     "ProducerMetrics",
     "ReconcilerMetrics",
     "S3RequestCollector",
+    "TickerSample",
     "register_s3_requests",
+    "register_ticker",
 ]
 
 ROUND_OUTCOMES = ("collected", "idle", "paused", "safety_blocked", "guard_stopped", "failed")
@@ -200,6 +204,16 @@ class S3RequestCollector(Collector):
 def register_s3_requests(registry: CollectorRegistry, stats: RequestStats) -> None:
     """Expose ``stats`` on ``registry``."""
     registry.register(S3RequestCollector(stats))
+
+
+def register_ticker(registry: CollectorRegistry, sample: Callable[[], TickerSample]) -> None:
+    """Expose this process's part in the epoch ticker (read at scrape time).
+
+    Example::
+
+        register_ticker(registry, lambda: TickerSample(True, ticker.held, ticker.ticks, 0))
+    """
+    registry.register(TickerCollector(sample))
 
 
 class ReconcilerMetrics:

@@ -1,9 +1,11 @@
 """Running a reconciler node as a process: ``epochgc reconciler``.
 
 The composition root for the node: builds the lease manager (one heartbeat
-thread for all its leases), the node, and optionally the epoch ticker, runs
-rounds until SIGTERM/SIGINT or ``--duration``, then releases every lease so
-another node takes over at once.
+thread for all its leases), the node, and, with ``[epoch] ticker``, the
+epoch ticker (which ticks only while this node holds the cluster's one
+``ticker`` lease), runs rounds until SIGTERM/SIGINT or ``--duration``, then
+stops the ticker and releases every lease so another node takes over at
+once.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from epochgc.ingest.directory import LeaderDirectory
 from epochgc.metrics.instruments import (
     CollectorRegistry,
     ReconcilerMetrics,
+    TickerSample,
     register_s3_requests,
+    register_ticker,
 )
 from epochgc.metrics.server import MetricsServer
 from epochgc.reconciler.node import NodeSettings, ReconcilerNode
@@ -30,8 +34,8 @@ from epochgc.storage.keys import PartitionId
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.epoch import EpochTicker
 from epochgc.watermarks.leases import LeaseManager, LeasePolicy
+from epochgc.watermarks.ticker import EpochTicker
 
 log = logging.getLogger("epochgc.reconciler.service")
 
@@ -126,18 +130,39 @@ async def run_reconciler(
     node, leases = build_node(
         config, store, node_id, LeaderDirectory(), metrics=NodeMetrics(registry)
     )
+    ticker = (
+        EpochTicker(
+            leases,
+            Controller(store, root).tick,
+            interval_seconds=config.epoch.interval_seconds,
+            poll_seconds=config.lease.renew_interval_seconds,
+        )
+        if config.epoch.ticker
+        else None
+    )
+
+    def ticker_sample() -> TickerSample:
+        if ticker is None:
+            return TickerSample(eligible=False, held=False, ticks=0, failures=0)
+        return TickerSample(
+            eligible=True, held=ticker.held, ticks=ticker.ticks, failures=ticker.failures
+        )
+
+    register_ticker(registry, ticker_sample)
     server = (
         MetricsServer(
             registry,
             config.metrics.listen,
-            lambda: (True, {"node": node.node_id, "led_partitions": len(node.led_partitions())}),
+            lambda: (
+                True,
+                {
+                    "node": node.node_id,
+                    "led_partitions": len(node.led_partitions()),
+                    "ticker": ticker is not None and ticker.held,
+                },
+            ),
         )
         if config.metrics.listen
-        else None
-    )
-    ticker = (
-        EpochTicker(Controller(store, root).tick, interval_seconds=config.epoch.interval_seconds)
-        if config.reconciler.run_ticker
         else None
     )
     stop = asyncio.Event()
@@ -161,7 +186,7 @@ async def run_reconciler(
         await node.run(stop, round_interval_seconds=config.reconciler.round_interval_seconds)
     finally:
         if ticker is not None:
-            ticker.stop()
+            ticker.stop(release=True)
         leases.stop(release=True)
         if server is not None:
             server.stop()

@@ -103,6 +103,8 @@ l0_shards = 8
 [epoch]
 interval_seconds = 1.0
 cache_ttl_seconds = 0.5
+# The daemons compete for the one ticker role (the nodes here run no ticker).
+ticker = true
 [lease]
 ttl_seconds = {LEASE_TTL}
 renew_interval_seconds = 0.5
@@ -111,7 +113,6 @@ skew_margin_seconds = 0.5
 round_interval_seconds = 0.2
 idle_interval_seconds = 1.0
 snapshot_every_entries = 50
-run_ticker = false
 [reports]
 interval_seconds = 0.5
 [gc]

@@ -1,25 +1,19 @@
-"""Reading the cluster epoch cheaply, and moving it forward.
+"""Reading the cluster epoch cheaply.
 
 Writers stamp L0 objects with the cluster epoch read through ``EpochCache``
 (one LIST per TTL instead of one per write). A stale cached value is
 tolerated by the partitions' epoch windows; a writer whose fence is rejected
 as stale calls ``invalidate(below=window.previous)`` and reads afresh.
 
-``EpochTicker`` appends an ``epoch_tick`` every interval so that the epoch
-moves even when no topic changes; any number of processes may tick.
+What moves the epoch forward is ``watermarks.ticker``: one ticker per
+cluster, so a cached epoch lags by at most one.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable
-
-from epochgc.errors import EpochGCError
-from epochgc.periodic import PeriodicThread
-
-log = logging.getLogger("epochgc.watermarks.epoch")
 
 
 class EpochCache:
@@ -72,39 +66,3 @@ class EpochCache:
         with self._lock:
             if self._value is not None and (below is None or self._value < below):
                 self._value = None
-
-
-class EpochTicker:
-    """Appends ``epoch_tick`` every ``interval_seconds`` on a thread.
-
-    Failures are logged and counted; the next interval tries again.
-    """
-
-    def __init__(self, tick: Callable[[], int], *, interval_seconds: float = 60.0) -> None:
-        self._tick = tick
-        self._loop = PeriodicThread("epoch-ticker", interval_seconds, self.tick_once)
-        self.ticks = 0
-        self.failures = 0
-
-    def tick_once(self) -> int | None:
-        """One tick now; the new epoch, or None if it failed."""
-        try:
-            epoch = self._tick()
-        except EpochGCError as err:
-            self.failures += 1
-            log.warning("epoch tick failed: %s", err)
-            return None
-        self.ticks += 1
-        return epoch
-
-    def start(self) -> None:
-        """Start ticking.
-
-        Raises:
-            RuntimeError: already started.
-        """
-        self._loop.start()
-
-    def stop(self) -> None:
-        """Stop ticking; idempotent."""
-        self._loop.stop()

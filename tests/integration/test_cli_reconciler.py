@@ -74,6 +74,8 @@ def test_reconciler_node_reports_and_hands_over_on_sigterm(
     # The leases were released, not left to expire (TTL is 30 s here).
     other = LeaseManager(store, "epochgc", "recon-2", policy=LeasePolicy(30.0, 1.0, 1.0))
     assert other.try_acquire("partition.orders.1.0") is not None  # revision 1
+    ticker = LeaseManager.read_holder(store, "epochgc", "ticker")
+    assert ticker is not None and ticker.released, "the ticker role was released too"
     assert controller.current_epoch() >= 3, "the node's ticker moved the epoch"
 
 

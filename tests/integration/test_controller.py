@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -16,7 +15,7 @@ from epochgc.errors import (
 )
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import SNAPSHOT_CHUNK, Controller
-from epochgc.watermarks.epoch import EpochCache, EpochTicker
+from epochgc.watermarks.epoch import EpochCache
 from epochgc.watermarks.replica import PartitionReplica
 
 ROOT = "epochgc"
@@ -116,21 +115,6 @@ def test_epoch_cache_over_the_controller(store: S3ObjectStore) -> None:
     assert cache.get() == 1, "cached"
     cache.invalidate(below=2)
     assert cache.get() == 2
-
-
-def test_ticker_moves_the_epoch(store: S3ObjectStore) -> None:
-    controller = Controller(store, ROOT)
-    ticker = EpochTicker(controller.tick, interval_seconds=0.05)
-    ticker.start()
-    try:
-        deadline = time.monotonic() + 10
-        while controller.current_epoch() < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
-    finally:
-        ticker.stop()
-    assert controller.current_epoch() >= 3
-    assert ticker.failures == 0
-    ticker.stop()  # idempotent
 
 
 def test_guarded_epoch_advance(store: S3ObjectStore) -> None:

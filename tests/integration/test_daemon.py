@@ -57,7 +57,7 @@ def settings(node_id: str, **overrides: object) -> DaemonSettings:
         ),
         "lease": LeasePolicy(ttl_seconds=3.0, renew_interval_seconds=0.2, skew_margin_seconds=0.5),
         "control_poll_seconds": 0.2,
-        "run_ticker": False,
+        "ticker": False,
         "reports_check_seconds": 1.0,
         "metrics_listen": "127.0.0.1:0",
     }
@@ -207,7 +207,7 @@ def test_sigterm_mid_sweep_exits_cleanly_within_10_seconds(
         # 1,000 keys/s: the sweep needs ~20 s, so SIGTERM lands in the middle.
         "[gc]\nmin_object_age_seconds = 0.0\nmax_delete_fraction = 1.0\n"
         "rate_limit_keys_per_second = 1000.0\n"
-        "[daemon]\nrun_ticker = false\ninterval_seconds = 1.0\n"
+        "[epoch]\nticker = false\n[daemon]\ninterval_seconds = 1.0\n"
         '[metrics]\nlisten = "127.0.0.1:0"\n',
     )
     proc = subprocess.Popen(

@@ -54,7 +54,7 @@ def daemon_settings() -> DaemonSettings:
             epoch_interval=timedelta(seconds=60),
         ),
         lease=LeasePolicy(ttl_seconds=3.0, renew_interval_seconds=0.2, skew_margin_seconds=0.5),
-        run_ticker=False,
+        ticker=False,
         metrics_listen="127.0.0.1:0",
     )
 

@@ -114,3 +114,16 @@ def test_secrets_never_appear_in_repr_or_describe() -> None:
     assert "s3cr3t" not in repr(config)
     assert "s3cr3t" not in str(config.describe())
     assert config.describe()["store"]["secret_access_key"] == "***"
+
+
+@pytest.mark.parametrize("section", ["reconciler", "daemon"])
+def test_removed_run_ticker_says_what_replaced_it(tmp_path: Path, section: str) -> None:
+    path = tmp_path / "old.toml"
+    path.write_text(f"[{section}]\nrun_ticker = false\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, env={})
+    assert info.value.key == f"{section}.run_ticker"
+    assert "replaced by [epoch] ticker" in info.value.reason
+    with pytest.raises(ConfigError, match=r"replaced by \[epoch\] ticker"):
+        load_config(None, env={f"EPOCHGC_{section.upper()}__RUN_TICKER": "false"})
+    assert load_config(None, env={"EPOCHGC_EPOCH__TICKER": "false"}).epoch.ticker is False
