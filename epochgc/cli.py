@@ -51,7 +51,9 @@ from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.probe import format_probe_table, run_probes
 from epochgc.watermarks.aggregate import SafeEpochTracker
 from epochgc.watermarks.controller import Controller
+from epochgc.watermarks.layout import LAYOUT
 from epochgc.watermarks.leases import LeaseDocument, LeaseManager
+from epochgc.watermarks.migrate import migrate_layout
 from epochgc.watermarks.replica import PartitionReplica
 from epochgc.watermarks.safe_epoch import compute_safe_epoch
 from epochgc.watermarks.ticker import TICKER_LEASE
@@ -64,7 +66,7 @@ EXIT_CONFIG = 2
 
 
 def _cmd_check_store(config: Config, args: argparse.Namespace) -> int:
-    with open_store(config) as handle:
+    with open_store(config, check_layout=False) as handle:
         results = run_probes(handle.store, config.layout.root)
     if args.json:
         print(
@@ -82,6 +84,22 @@ def _cmd_check_store(config: Config, args: argparse.Namespace) -> int:
     else:
         print(format_probe_table(results, config.store.bucket))
     return EXIT_OK if all(r.passed for r in results) else EXIT_FAILED
+
+
+def _cmd_migrate(config: Config, args: argparse.Namespace) -> int:
+    with open_store(config, check_layout=False) as handle:
+        report = migrate_layout(handle.store, config.layout.root)
+    if report.already_current:
+        human = f"root {config.layout.root!r} is already in layout {LAYOUT}: nothing to do"
+    else:
+        abandoned = "".join(f"\n  not migrated: {a}" for a in report.partitions_abandoned)
+        human = (
+            f"migrated {len(report.partitions_migrated)} partitions to layout {LAYOUT}: "
+            f"{report.objects_copied} objects copied, {report.objects_deleted} layout-1 "
+            f"objects and {report.leases_deleted} partition leases deleted{abandoned}"
+        )
+    _print(dataclasses.asdict(report), args, human)
+    return EXIT_OK
 
 
 def _cmd_config_show(config: Config, args: argparse.Namespace) -> int:
@@ -750,6 +768,12 @@ def _add_store_commands(
         help="probe the bucket for conditional writes, batch deletes and list order",
     )
     check.set_defaults(handler=_cmd_check_store)
+    sub.add_parser(
+        "migrate",
+        parents=[reporting],
+        help="rewrite a bucket written by an older epochgc (layout 1) to layout 2; "
+        "stop every node and daemon first",
+    ).set_defaults(handler=_cmd_migrate)
     config_cmd = sub.add_parser("config", help="configuration tools")
     config_sub = config_cmd.add_subparsers(dest="config_command", required=True, metavar="ACTION")
     show = config_sub.add_parser(

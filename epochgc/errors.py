@@ -125,3 +125,9 @@ class LeaseLostError(FencedError):
 class InvalidArgumentError(EpochGCError, ValueError):
     """A caller passed a value the operation refuses (a topic name outside
     the allowed alphabet, a partition count below 1, ...)."""
+
+
+class LayoutMismatchError(EpochGCError):
+    """The bucket was written in a layout this code does not read (an older
+    epochgc's, before topic incarnations): running on it could delete data
+    nobody has reconciled, so every command refuses and names the upgrade."""

@@ -18,6 +18,7 @@ from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.retry import RetryPolicy
 from epochgc.storage.s3 import S3ObjectStore
+from epochgc.watermarks.layout import ensure_layout
 
 log = logging.getLogger("epochgc.runtime")
 
@@ -70,8 +71,17 @@ def store_from_settings(
 
 
 @contextmanager
-def open_store(config: Config) -> Iterator[StoreHandle]:
-    """Yield a ready store; start (and finally stop) the embedded S3 if configured."""
+def open_store(config: Config, *, check_layout: bool = True) -> Iterator[StoreHandle]:
+    """Yield a ready store; start (and finally stop) the embedded S3 if configured.
+
+    Args:
+        check_layout: refuse a root written in another bucket layout
+            (``ensure_layout``); only commands that work below the layout
+            (``check-store``, ``migrate``) turn it off.
+
+    Raises:
+        LayoutMismatchError: the root was written by an older epochgc.
+    """
     embedded: EmbeddedS3 | None = None
     try:
         if config.store.embedded:
@@ -83,6 +93,8 @@ def open_store(config: Config) -> Iterator[StoreHandle]:
         store, stats = store_from_settings(config, settings)
         endpoint = settings.endpoint_url or f"aws:{settings.region}"
         log.info("object store: bucket=%s endpoint=%s", config.store.bucket, endpoint)
+        if check_layout:
+            ensure_layout(store, config.layout.root)
         yield StoreHandle(store, stats, endpoint, settings)
     finally:
         if embedded is not None:
