@@ -18,7 +18,7 @@ import socket
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from epochgc.config import Config, load_config, log_level_of
@@ -54,6 +54,7 @@ from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.layout import LAYOUT
 from epochgc.watermarks.leases import LeaseDocument, LeaseManager
 from epochgc.watermarks.migrate import migrate_layout
+from epochgc.watermarks.nodes import forget_node, list_nodes
 from epochgc.watermarks.replica import PartitionReplica
 from epochgc.watermarks.safe_epoch import compute_safe_epoch
 from epochgc.watermarks.ticker import TICKER_LEASE
@@ -592,6 +593,44 @@ def _cmd_topic_list(config: Config, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_node_list(config: Config, args: argparse.Namespace) -> int:
+    with open_store(config) as handle:
+        rows = list_nodes(handle.store, config.layout.root)
+    lines = [f"{'node':40} {'report age':>11} {'entries':>8} {'ignored':>8} {'leases':>7}"]
+    for r in rows:
+        age = "-" if r.report_age_seconds is None else f"{r.report_age_seconds:.0f}s"
+        lines.append(
+            f"{r.node:40} {age:>11} {r.entries:>8} {r.ignored_entries:>8} {r.leases_held:>7}"
+        )
+    if not rows:
+        lines.append("(no node has a report or a lease)")
+    _print([dataclasses.asdict(r) for r in rows], args, "\n".join(lines))
+    return EXIT_OK
+
+
+def _cmd_node_forget(config: Config, args: argparse.Namespace) -> int:
+    dead_after = timedelta(seconds=config.reports.dead_after_seconds)
+    with open_store(config) as handle:
+        impact = forget_node(handle.store, config.layout.root, args.node, dead_after=dead_after)
+    if impact.lowers_m:
+        lowered = ", ".join(str(p) for p in impact.partitions_lowered[:10])
+        human = (
+            f"forgot node {args.node}: M drops from {impact.safe_epoch_now} to "
+            f"{impact.safe_epoch_without} until these partitions are reported again: {lowered}"
+        )
+    else:
+        human = f"forgot node {args.node}: M stays at {impact.safe_epoch_now}"
+    data = {
+        "node": args.node,
+        "safe_epoch_before": impact.safe_epoch_now,
+        "safe_epoch_after": impact.safe_epoch_without,
+        "lowers_m": impact.lowers_m,
+        "partitions_lowered": [str(p) for p in impact.partitions_lowered],
+    }
+    _print(data, args, human)
+    return EXIT_OK
+
+
 def _cmd_epoch_show(config: Config, args: argparse.Namespace) -> int:
     with open_store(config) as handle:
         epoch = Controller(handle.store, config.layout.root).current_epoch()
@@ -882,6 +921,18 @@ def _add_watermark_commands(
     sub: argparse._SubParsersAction[argparse.ArgumentParser],
     reporting: argparse.ArgumentParser,
 ) -> None:
+    node = sub.add_parser("node", help="nodes known by their reports and leases")
+    node_sub = node.add_subparsers(dest="node_command", required=True, metavar="ACTION")
+    node_sub.add_parser(
+        "list", parents=[reporting], help="nodes: report age, entries, leases held"
+    ).set_defaults(handler=_cmd_node_list)
+    forget = node_sub.add_parser(
+        "forget",
+        parents=[reporting],
+        help="delete a gone node's report (refuses a live node; says whether M drops)",
+    )
+    forget.add_argument("node")
+    forget.set_defaults(handler=_cmd_node_forget)
     topic = sub.add_parser("topic", help="create, list and delete topics (controller log)")
     topic_sub = topic.add_subparsers(dest="topic_command", required=True, metavar="ACTION")
     create = topic_sub.add_parser("create", parents=[reporting], help="create a topic")

@@ -177,7 +177,7 @@ class LeaseConfig:
 def _node_id_or_empty(value: str) -> str | None:
     if value == "" or is_valid_node_id(value):
         return None
-    return f"must be empty (hostname-pid) or match [A-Za-z0-9._-]{{1,64}}, got {value!r}"
+    return f"must be empty (the host name) or match [A-Za-z0-9._-]{{1,64}}, got {value!r}"
 
 
 @dataclass(frozen=True)
@@ -185,7 +185,8 @@ class ReconcilerConfig:
     """A reconciler node (``epochgc reconciler``)."""
 
     node_id: str = _check(_node_id_or_empty, default="")
-    """This node's id in reports and lease holders; empty uses hostname-pid."""
+    """This node's id in reports and lease holders; empty uses the host name.
+    Keep it stable across restarts: it names the node's report."""
     round_interval_seconds: float = _check(_at_least(0.01), default=1.0)
     """Pause between rounds (lead, reconcile, housekeep, report)."""
     idle_interval_seconds: float = _check(_at_least(0.0), default=30.0)
@@ -233,6 +234,11 @@ class GcConfig:
     rate_limit_keys_per_second: float = _check(_at_least(0.0), default=0.0)
     """A hard cap on deletions per second (0: none; SlowDown still halves
     the rate)."""
+    maintenance_interval_seconds: float = _check(_at_least(1.0), default=300.0)
+    """How often the GC leader deletes reports of gone nodes (when that
+    costs M nothing) and expired run summaries."""
+    runs_retention_days: float = _check(_at_least(0.0), default=30.0)
+    """Run summaries (and dry-run plans) older than this are deleted."""
 
 
 @dataclass(frozen=True)
@@ -242,6 +248,9 @@ class ReportsConfig:
     interval_seconds: float = _check(_at_least(0.01), default=10.0)
     """How often a node rewrites its report. The collector's M lags by up to
     this much."""
+    dead_after_seconds: float = _check(_at_least(1.0), default=600.0)
+    """A report unchanged this long (as the GC leader saw it) is a gone
+    node's; it is deleted once live nodes' reports cover all it says."""
 
 
 def _gateway_or_empty(value: str) -> str | None:
@@ -262,7 +271,7 @@ class DaemonConfig:
     """``epochgc daemon``: when rounds run and what else it does."""
 
     node_id: str = _check(_node_id_or_empty, default="")
-    """Readable id of this daemon in its GC lease; empty: hostname-pid."""
+    """Readable id of this daemon in its GC lease; empty: gc-{host name}."""
     interval_seconds: float = _check(_at_least(0.1), default=60.0)
     """Longest wait between GC rounds."""
     after_progress_seconds: float = _check(_at_least(0.0), default=1.0)

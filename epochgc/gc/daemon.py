@@ -17,6 +17,9 @@ Jobs (all in one ``BackgroundScheduler``):
   ``ticker`` on, this daemon competes for the cluster's one ``ticker``
   lease, independently of the ``gc`` lease, and ticks while it holds it.
 * ``reports``: logs node reports older than ``report_stale_seconds``.
+* ``maintenance``: while this daemon holds the lease, deletes the reports of
+  gone nodes (when that costs ``M`` nothing) and expired run summaries
+  (``gc.maintenance``).
 
 ``stop()`` (SIGTERM in ``epochgc daemon``): state ``stopping``, the round in
 progress finishes its DeleteObjects batches in flight and stops, the
@@ -31,7 +34,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from apscheduler.executors.pool import ThreadPoolExecutor as JobThreadPool
@@ -47,6 +50,7 @@ from epochgc.gc.collector import (
     next_round_delay,
 )
 from epochgc.gc.control import CollectorState, StatusDocument, read_control, write_status
+from epochgc.gc.maintenance import LeaderMaintenance, MaintenanceSettings
 from epochgc.metrics.collectors import PinningCollector, PinningSample
 from epochgc.metrics.instruments import (
     CollectorRegistry,
@@ -84,6 +88,8 @@ class DaemonSettings:
     report_stale_seconds: float = 120.0
     blocked_after_failures: int = 3
     metrics_listen: str = ""
+    maintenance: MaintenanceSettings = field(default_factory=MaintenanceSettings)
+    maintenance_interval_seconds: float = 300.0
 
 
 class GcDaemon:
@@ -127,6 +133,7 @@ class GcDaemon:
             settings.collect,
             blocked_after=settings.blocked_after_failures,
         )
+        self.maintenance = LeaderMaintenance(store, root, settings.maintenance)
         self.leases = LeaseManager(
             store,
             root,
@@ -212,6 +219,12 @@ class GcDaemon:
             seconds=s.reports_check_seconds,
             id="reports",
             next_run_time=now,
+        )
+        self._scheduler.add_job(
+            self._maintenance_job,
+            "interval",
+            seconds=s.maintenance_interval_seconds,
+            id="maintenance",
         )
         self._scheduler.start()
         if self.ticker is not None:
@@ -357,6 +370,18 @@ class GcDaemon:
             )
         if skipped:
             log.warning("%d node reports could not be read and were skipped", skipped)
+
+    def _maintenance_job(self) -> None:
+        if self._stopping.is_set() or not self.is_leader:
+            return
+        try:
+            view = self.collector.controller.snapshot()
+            result = self.maintenance.run_once(view)
+        except EpochGCError as err:
+            log.warning("maintenance pass failed (retried next time): %s", err)
+            return
+        self.metrics.maintenance_deleted.labels("report").inc(len(result.reports_deleted))
+        self.metrics.maintenance_deleted.labels("run").inc(result.runs_deleted)
 
     def _on_lease_lost(self, name: str) -> None:
         if name == GC_LEASE:

@@ -8,9 +8,9 @@ runs prefix in key order lists runs oldest first.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from epochgc.errors import MalformedRecordError
@@ -167,6 +167,37 @@ def _run_files(store: ObjectStore, root: str) -> dict[str, list[str]]:
         run_id = info.key[len(prefix) :].split("/", 1)[0]
         runs.setdefault(run_id, []).append(info.key)
     return runs
+
+
+def run_started_at(run_id: str) -> datetime | None:
+    """When a run started, from its id; ``None`` for an id not of this shape."""
+    try:
+        return datetime.strptime(run_id.split("-", 1)[0], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+def expired_runs(run_ids: Iterable[str], now: datetime, retention: timedelta) -> list[str]:
+    """Runs that started more than ``retention`` before ``now``. Pure. An id
+    that does not name its start time (written by something else) is kept."""
+    return sorted(
+        run_id
+        for run_id in run_ids
+        if (started := run_started_at(run_id)) is not None and now - started > retention
+    )
+
+
+def delete_expired_runs(
+    store: ObjectStore, root: str, now: datetime, retention: timedelta, *, limit: int = 1000
+) -> int:
+    """Delete every file of up to ``limit`` runs older than ``retention``
+    (oldest first); return how many runs went."""
+    files = _run_files(store, root)
+    victims = expired_runs(files, now, retention)[:limit]
+    keys = [key for run_id in victims for key in files[run_id]]
+    if keys:
+        store.delete_many(keys).raise_for_failures()
+    return len(victims)
 
 
 def list_runs(store: ObjectStore, root: str, limit: int = 20) -> list[str]:

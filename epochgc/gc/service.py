@@ -12,6 +12,7 @@ from epochgc.config import Config
 from epochgc.gc.collect import CollectSettings
 from epochgc.gc.collector import ScheduleSettings
 from epochgc.gc.daemon import DaemonSettings, GcDaemon
+from epochgc.gc.maintenance import MaintenanceSettings
 from epochgc.metrics.instruments import CollectorRegistry
 from epochgc.reconciler.service import default_node_id, lease_policy_of
 from epochgc.storage.object_store import ObjectStore
@@ -40,7 +41,7 @@ def daemon_settings_of(
     and ticker), ``[lease]``, ``[reports]`` and ``[metrics]``."""
     d = config.daemon
     return DaemonSettings(
-        node_id=node_id or d.node_id or f"gc-{default_node_id()}",
+        node_id=node_id or d.node_id or f"gc-{default_node_id()}"[:64],
         collect=collect_settings_of(config),
         schedule=ScheduleSettings(
             interval=timedelta(seconds=d.interval_seconds),
@@ -56,6 +57,11 @@ def daemon_settings_of(
         report_stale_seconds=d.report_stale_seconds,
         blocked_after_failures=d.blocked_after_failures,
         metrics_listen=config.metrics.listen if metrics_listen is None else metrics_listen,
+        maintenance=MaintenanceSettings(
+            dead_after_seconds=config.reports.dead_after_seconds,
+            runs_retention=timedelta(days=config.gc.runs_retention_days),
+        ),
+        maintenance_interval_seconds=config.gc.maintenance_interval_seconds,
     )
 
 

@@ -79,6 +79,13 @@ class GcMetrics:
             ["outcome"],
             registry=registry,
         )
+        self.maintenance_deleted = Counter(
+            "epochgc_collector_maintenance_deleted_total",
+            "Objects the GC leader's maintenance deleted, by kind: report (of a gone "
+            "node, covered by live ones), run (summary past the retention).",
+            ["kind"],
+            registry=registry,
+        )
         self.objects_listed = Counter(
             "epochgc_collector_objects_listed_total",
             "L0 objects listed by the sweeper.",

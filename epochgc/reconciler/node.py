@@ -79,6 +79,7 @@ class NodeSettings:
         max_log_entries: a partition log longer than this is under space
             pressure and is truncated up to ``lro`` whatever the retention
             hint says (0: no cap).
+        publish_reports: write the node report (off for one-shot commands).
     """
 
     idle_interval_seconds: float = 30.0
@@ -88,6 +89,8 @@ class NodeSettings:
     max_records_per_pass: int = 100_000
     append_depth: int = 8
     max_log_entries: int = 0
+    publish_reports: bool = True
+    """Off for one-shot commands: their report would outlive them."""
 
 
 @dataclass
@@ -343,6 +346,8 @@ class ReconcilerNode:
                 led.safe_epoch_moved_at = now
 
     async def _publish_report(self, *, force: bool = False) -> None:
+        if not self._settings.publish_reports:
+            return
         now = self._monotonic()
         if not force and now - self._last_report < self._settings.report_interval_seconds:
             return

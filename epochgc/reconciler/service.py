@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import signal
 import socket
 from collections.abc import Callable
@@ -41,15 +40,26 @@ log = logging.getLogger("epochgc.reconciler.service")
 
 
 def default_node_id() -> str:
-    """``hostname-pid``, trimmed to the node-id alphabet."""
+    """The host name, in the node-id alphabet and at most 64 characters.
+
+    Stable across restarts on purpose: the node id names the node's report,
+    and an id that changed at every start (``hostname-pid``) left a report
+    behind per restart that nothing deleted and the stale-reports alert
+    fired on. Two reconcilers on one host need ``--node-id`` (or
+    ``[reconciler] node_id``) each; lease holders stay unique per process
+    anyway (a random suffix).
+    """
     host = "".join(c if c.isalnum() or c in "._-" else "-" for c in socket.gethostname())
-    return f"{host[:50]}-{os.getpid()}"
+    host = host.strip(".") or "node"
+    return host[:64]
 
 
-def node_settings_of(config: Config) -> NodeSettings:
-    """``NodeSettings`` from the ``[reconciler]`` and ``[reports]`` sections."""
+def node_settings_of(config: Config, *, publish_reports: bool = True) -> NodeSettings:
+    """``NodeSettings`` from the ``[reconciler]`` and ``[reports]`` sections;
+    one-shot commands pass ``publish_reports=False``."""
     r = config.reconciler
     return NodeSettings(
+        publish_reports=publish_reports,
         idle_interval_seconds=r.idle_interval_seconds,
         report_interval_seconds=config.reports.interval_seconds,
         snapshot_every_entries=r.snapshot_every_entries,
@@ -77,10 +87,13 @@ def build_node(
     *,
     metrics: NodeMetrics | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    one_shot: bool = False,
 ) -> tuple[ReconcilerNode, LeaseManager]:
     """A node and its lease manager from the configuration (not started);
     with ``metrics``, the node reports to them. ``now`` is the wall clock of
-    the node and its leases (``epochgc verify`` skews it)."""
+    the node and its leases (``epochgc verify`` skews it). A ``one_shot``
+    node (``epochgc produce``) publishes no report: it would outlive the
+    command as a report of a node that never comes back."""
     node_id = node_id or config.reconciler.node_id or default_node_id()
     root = config.layout.root
     leases = LeaseManager(store, root, node_id, policy=lease_policy_of(config), now=now)
@@ -90,7 +103,7 @@ def build_node(
         node_id,
         leases,
         directory,
-        settings=node_settings_of(config),
+        settings=node_settings_of(config, publish_reports=not one_shot),
         now=now,
         on_round=metrics.round_observer(node_id) if metrics is not None else None,
     )
@@ -224,7 +237,7 @@ async def produce_and_verify(
     controller = Controller(store, root)
     revision = (await asyncio.to_thread(controller.topic, topic)).revision
     directory = LeaderDirectory()
-    node, leases = build_node(config, store, node_id, directory)
+    node, leases = build_node(config, store, node_id, directory, one_shot=True)
     leases.start()
     try:
         await node.run_round()

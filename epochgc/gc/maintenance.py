@@ -1,0 +1,131 @@
+"""What the GC leader tidies besides L0 objects, so that nothing grows
+without bound over years: node reports of nodes that are gone (when it
+costs ``M`` nothing, ``watermarks.report_lifecycle``) and run summaries
+older than ``gc.runs_retention_days``.
+
+The daemon runs ``LeaderMaintenance.run_once`` every
+``gc.maintenance_interval_seconds`` while it holds the ``gc`` lease. The
+silence of a report is measured here, on this process's monotonic clock,
+from the ETags the reports LIST returns: a leader that just took over has
+seen nothing yet, so it deletes no report before it has watched one stay
+unchanged for ``reports.dead_after_seconds`` itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from epochgc.gc.run_report import delete_expired_runs
+from epochgc.storage.keys import parse_report_key, report_key, reports_prefix
+from epochgc.storage.object_store import ObjectInfo, ObjectStore
+from epochgc.watermarks.controller import ControllerView
+from epochgc.watermarks.report_lifecycle import removable_reports
+from epochgc.watermarks.reports import read_reports
+
+log = logging.getLogger("epochgc.gc.maintenance")
+
+
+class ReportWatch:
+    """Remembers since when each node's report has looked the same.
+
+    Example::
+
+        watch = ReportWatch()
+        silent = watch.observe(store.list_objects(reports_prefix(root)), time.monotonic())
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[str, tuple[str, float]] = {}
+
+    def observe(self, listing: Iterable[ObjectInfo], root: str, now: float) -> dict[str, float]:
+        """Record one listing; return each node's seconds without change."""
+        current: dict[str, tuple[str, float]] = {}
+        for info in listing:
+            node = parse_report_key(info.key, root)
+            if node is None:
+                continue
+            etag, since = self._seen.get(node, (info.etag, now))
+            current[node] = (info.etag, since) if etag == info.etag else (info.etag, now)
+        self._seen = current
+        return {node: now - since for node, (_etag, since) in current.items()}
+
+
+@dataclass(frozen=True)
+class MaintenanceSettings:
+    """How the leader tidies.
+
+    Attributes:
+        dead_after_seconds: a report unchanged this long (as this process
+            saw it) belongs to a node that is gone. Safety does not depend
+            on it: a report is only deleted when others cover it.
+        runs_retention: run summaries (and plans) older than this go.
+        max_runs_per_pass: bounds one pass's deletions.
+    """
+
+    dead_after_seconds: float = 600.0
+    runs_retention: timedelta = timedelta(days=30)
+    max_runs_per_pass: int = 1000
+
+
+@dataclass
+class MaintenanceResult:
+    """What one pass deleted."""
+
+    reports_deleted: list[str] = field(default_factory=list)
+    runs_deleted: int = 0
+
+
+class LeaderMaintenance:
+    """The GC leader's tidying pass (see the module docstring)."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        root: str,
+        settings: MaintenanceSettings,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._store = store
+        self._root = root
+        self._settings = settings
+        self._monotonic = monotonic
+        self._now = now
+        self._watch = ReportWatch()
+
+    def run_once(self, view: ControllerView) -> MaintenanceResult:
+        """One pass against the controller view ``view``.
+
+        Raises:
+            StorageError: the store failed; the next pass tries again.
+        """
+        result = MaintenanceResult()
+        listing = list(self._store.list_objects(reports_prefix(self._root)))
+        silent = self._watch.observe(listing, self._root, self._monotonic())
+        if any(s >= self._settings.dead_after_seconds for s in silent.values()):
+            reports, _skipped = read_reports(self._store, self._root)
+            victims = removable_reports(
+                reports,
+                silent,
+                view.live_partitions(),
+                dead_after_seconds=self._settings.dead_after_seconds,
+            )
+            for node in victims:
+                self._store.delete(report_key(self._root, node))
+                log.info("deleted the report of node %s: gone, and covered by live nodes", node)
+            result.reports_deleted = victims
+        result.runs_deleted = delete_expired_runs(
+            self._store,
+            self._root,
+            self._now(),
+            self._settings.runs_retention,
+            limit=self._settings.max_runs_per_pass,
+        )
+        if result.runs_deleted:
+            log.info("deleted %d run summaries older than the retention", result.runs_deleted)
+        return result
