@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from epochgc.errors import EpochGCError
+from epochgc.gc.janitor import Janitor, JanitorResult
 from epochgc.gc.run_report import RunSummary, new_run_id, write_summary
 from epochgc.gc.sweeper import Sweeper, SweepPolicy, SweepResult
 from epochgc.storage.keys import gc_run_prefix
@@ -82,11 +83,15 @@ def collect_once(
     now: datetime | None = None,
     stop: threading.Event | None = None,
     controller: Controller | None = None,
+    janitor: Janitor | None = None,
 ) -> CollectOutcome:
     """Run one round (see the module docstring).
 
     A long-lived caller passes its ``controller`` so each round reads only
-    the controller log's new entries. A set ``stop`` event ends the round
+    the controller log's new entries. The GC leader passes a ``janitor``
+    when one is due: after the sweep (not in a dry run, nor when the guard
+    stopped the round) it removes what deleted topic incarnations left, as
+    judged against the controller view at that moment. A set ``stop`` event ends the round
     after the DeleteObjects batches in flight; the summary then says what
     was done (the next round finishes the job: nothing is lost).
 
@@ -136,6 +141,9 @@ def collect_once(
             result = sweeper.delete_planned(result, stop=stop)
     else:
         result = sweeper.sweep(shards, safe.safe_epoch, started, stop=stop)
+    cleaned = JanitorResult()
+    if janitor is not None and not dry_run and stopped is None:
+        cleaned = janitor.run_once(controller.snapshot())
     finished = datetime.now(UTC)
     requests = _delta(before, stats.by_operation())
     summary = RunSummary.of_sweep(
@@ -148,6 +156,7 @@ def collect_once(
         dry_run=dry_run,
         requests=requests,
     )
+    summary = dataclasses.replace(summary, janitor=cleaned)
     if stopped is not None:
         summary = dataclasses.replace(summary, success=False)
     key = write_summary(store, root, summary)

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import Enum
@@ -25,6 +27,7 @@ from enum import Enum
 from epochgc.errors import EpochGCError
 from epochgc.gc.collect import CollectOutcome, CollectSettings, SafetyBlockedError, collect_once
 from epochgc.gc.control import CollectorState, ControlDocument
+from epochgc.gc.janitor import Janitor
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
 from epochgc.watermarks.aggregate import SafeEpochTracker
@@ -131,7 +134,14 @@ class Collector:
         settings: CollectSettings,
         *,
         blocked_after: int = 3,
+        janitor: Janitor | None = None,
+        janitor_interval_seconds: float = 300.0,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
+        self._janitor = janitor
+        self._janitor_interval = janitor_interval_seconds
+        self._monotonic = monotonic
+        self._janitor_ran_at: float | None = None
         self._store = store
         self._stats = stats
         self._root = root
@@ -200,6 +210,10 @@ class Collector:
                 RoundOutcome.PAUSED if state is CollectorState.PAUSED else RoundOutcome.BLOCKED
             )
             return RoundReport(outcome, state, finished_at=datetime.now(UTC))
+        started = self._monotonic()
+        due = self._janitor is not None and (
+            self._janitor_ran_at is None or started - self._janitor_ran_at >= self._janitor_interval
+        )
         try:
             collected = collect_once(
                 self._store,
@@ -209,6 +223,7 @@ class Collector:
                 tracker=self.tracker,
                 stop=stop,
                 controller=self.controller,
+                janitor=self._janitor if due else None,
             )
         except SafetyBlockedError as err:
             return self._untrusted(str(err))
@@ -219,6 +234,8 @@ class Collector:
             )
         summary = collected.summary
         finished = summary.finished_at
+        if due and summary.janitor.complete and collected.stopped_by_guard is None:
+            self._janitor_ran_at = started
         if collected.stopped_by_guard is not None:
             outcome = RoundOutcome.GUARD_STOPPED
         elif not summary.success:

@@ -50,6 +50,7 @@ from epochgc.gc.collector import (
     next_round_delay,
 )
 from epochgc.gc.control import CollectorState, StatusDocument, read_control, write_status
+from epochgc.gc.janitor import Janitor
 from epochgc.gc.maintenance import LeaderMaintenance, MaintenanceSettings
 from epochgc.metrics.collectors import PinningCollector, PinningSample
 from epochgc.metrics.instruments import (
@@ -132,6 +133,8 @@ class GcDaemon:
             root,
             settings.collect,
             blocked_after=settings.blocked_after_failures,
+            janitor=Janitor(store, root),
+            janitor_interval_seconds=settings.maintenance_interval_seconds,
         )
         self.maintenance = LeaderMaintenance(store, root, settings.maintenance)
         self.leases = LeaseManager(

@@ -15,6 +15,7 @@ from typing import Any
 
 from epochgc.errors import MalformedRecordError
 from epochgc.gc.eligibility import Verdict
+from epochgc.gc.janitor import JanitorResult
 from epochgc.gc.sweeper import SweepResult
 from epochgc.storage.keys import gc_run_summary_key
 from epochgc.storage.object_store import ObjectStore
@@ -27,7 +28,9 @@ from epochgc.watermarks.records import (
     parse_time,
 )
 
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2
+"""2 adds the ``janitor`` object; a version 1 summary reads as a run whose
+janitor did nothing."""
 ENGINES = ("local", "spark-listing", "spark-inventory")
 _SKIP_NAMES = {
     Verdict.TOO_YOUNG: "too_young",
@@ -61,6 +64,8 @@ class RunSummary:
     skipped: Mapping[str, int]
     errors: int
     requests: Mapping[str, int] = field(default_factory=dict)
+    janitor: JanitorResult = field(default_factory=JanitorResult)
+    """What the janitor removed of deleted topic incarnations in this run."""
 
     @staticmethod
     def of_sweep(
@@ -116,6 +121,11 @@ def encode_summary(summary: RunSummary) -> bytes:
         "skipped": {name: int(summary.skipped.get(name, 0)) for name in _SKIP_NAMES.values()},
         "errors": summary.errors,
         "requests": dict(summary.requests),
+        "janitor": {
+            "incarnations": summary.janitor.incarnations,
+            "objects_deleted": summary.janitor.objects_deleted,
+            "complete": summary.janitor.complete,
+        },
     }
     return dump_document(doc)
 
@@ -134,6 +144,14 @@ def decode_summary(data: bytes, where: str = "gc run summary") -> RunSummary:
     for name in ("dry_run", "success"):
         if not isinstance(doc.get(name), bool):
             raise MalformedRecordError(f"{where}: {name!r} must be true or false")
+    raw_janitor = doc.get("janitor", {})
+    if not isinstance(raw_janitor, dict) or not isinstance(raw_janitor.get("complete", True), bool):
+        raise MalformedRecordError(f"{where}: 'janitor' must be an object")
+    janitor = JanitorResult(
+        incarnations=get_int(raw_janitor, "incarnations", where, 0) if raw_janitor else 0,
+        objects_deleted=get_int(raw_janitor, "objects_deleted", where, 0) if raw_janitor else 0,
+        complete=bool(raw_janitor.get("complete", True)),
+    )
     return RunSummary(
         run_id=get_str(doc, "run_id", where),
         engine=get_str(doc, "engine", where),
@@ -150,6 +168,7 @@ def decode_summary(data: bytes, where: str = "gc run summary") -> RunSummary:
         skipped={str(k): get_int(skipped, k, where, 0) for k in skipped},
         errors=get_int(doc, "errors", where, 0),
         requests={str(k): get_int(requests, k, where, 0) for k in requests},
+        janitor=janitor,
     )
 
 

@@ -154,6 +154,12 @@ class ObjectStore(Protocol):
         """Lazily list keys under ``prefix`` in lexicographic order."""
         ...
 
+    def list_prefixes(self, prefix: str) -> list[str]:
+        """The distinct next path segments under ``prefix`` (a delimiter
+        listing on ``/``: each returned prefix ends with ``/``), sorted. One
+        LIST page per 1000 prefixes, however many keys sit below them."""
+        ...
+
     def delete(self, key: str) -> None:
         """Delete one key (missing keys are not an error)."""
         ...

@@ -168,6 +168,19 @@ class S3ObjectStore:
             if not token:
                 return
 
+    def list_prefixes(self, prefix: str) -> list[str]:
+        found: list[str] = []
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"Bucket": self._bucket, "Prefix": prefix, "Delimiter": "/"}
+            if token is not None:
+                kwargs["ContinuationToken"] = token
+            response = self._list_page(prefix, kwargs)
+            found += [p["Prefix"] for p in response.get("CommonPrefixes", []) if "Prefix" in p]
+            token = response.get("NextContinuationToken")
+            if not response.get("IsTruncated") or not token:
+                return sorted(found)
+
     def _list_page(self, prefix: str, kwargs: dict[str, Any]) -> ListObjectsV2OutputTypeDef:
         return self._call("ListObjectsV2", prefix, lambda: self._client.list_objects_v2(**kwargs))
 

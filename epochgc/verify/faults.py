@@ -160,6 +160,9 @@ class FaultyStore:
         for page in self.list_pages(prefix, start_after=start_after, page_size=page_size):
             yield from page
 
+    def list_prefixes(self, prefix: str) -> list[str]:
+        return self._call("ListObjectsV2", prefix, lambda: self._inner.list_prefixes(prefix))
+
     def delete(self, key: str) -> None:
         if self._before_delete is not None:
             self._before_delete([key])

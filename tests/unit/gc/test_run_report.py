@@ -10,24 +10,36 @@ import pytest
 from epochgc.errors import MalformedRecordError, UnsupportedVersionError
 from epochgc.gc.run_report import decode_summary, encode_summary, new_run_id
 
-CONTRACT = b"""{"v": 1, "run_id": "r-1", "engine": "local",
+V1 = b"""{"v": 1, "run_id": "r-1", "engine": "local",
  "dry_run": false, "safe_epoch": 80, "controller_offset": 97,
  "started_at": "2026-11-22T03:00:00Z", "finished_at": "2026-11-22T03:01:00Z", "success": true,
  "listed": 50000, "eligible": 40000, "deleted": 40000, "bytes_deleted": 40960000,
  "skipped": {"too_young": 0, "above_safe_epoch": 10000, "unparseable": 0, "outside_root": 0},
  "errors": 0, "requests": {"ListObjectsV2": 52, "DeleteObjects": 40}}"""
 
+CONTRACT = V1.replace(b'"v": 1', b'"v": 2').replace(
+    b"}}", b'}, "janitor": {"incarnations": 1, "objects_deleted": 12, "complete": true}}'
+)
 
-def test_the_design_example_round_trips_field_for_field() -> None:
+
+def test_the_contract_example_round_trips_field_for_field() -> None:
     summary = decode_summary(CONTRACT)
     assert summary.safe_epoch == 80 and summary.skipped["above_safe_epoch"] == 10000
+    assert summary.janitor.objects_deleted == 12 and summary.janitor.incarnations == 1
     assert json.loads(encode_summary(summary)) == json.loads(CONTRACT)
+
+
+def test_a_v1_summary_reads_as_a_run_whose_janitor_did_nothing() -> None:
+    summary = decode_summary(V1)
+    assert summary.janitor.objects_deleted == 0 and summary.janitor.complete
 
 
 @pytest.mark.parametrize(
     ("change", "error"),
     [
-        ({"v": 2}, UnsupportedVersionError),
+        ({"v": 3}, UnsupportedVersionError),
+        ({"janitor": []}, MalformedRecordError),
+        ({"janitor": {"objects_deleted": -1}}, MalformedRecordError),
         ({"success": "yes"}, MalformedRecordError),
         ({"deleted": -1}, MalformedRecordError),
         ({"started_at": "today"}, MalformedRecordError),
