@@ -15,6 +15,10 @@ Jobs (all in one ``BackgroundScheduler``):
   pause stops a sweep in progress after its batches in flight.
 * ``ticker``: ticks the cluster epoch while this daemon holds the lease.
 * ``reports``: logs node reports older than ``report_stale_seconds``.
+* ``compact``: while this daemon holds the lease, every
+  ``[controller] compact_interval_seconds``, snapshots the controller log
+  and deletes the entries the snapshot covers (``Controller.compact``), so
+  opening the controller stays cheap however long the cluster runs.
 
 ``stop()`` (SIGTERM in ``epochgc daemon``): state ``stopping``, the round in
 progress finishes its DeleteObjects batches in flight and stops, the
@@ -29,7 +33,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from apscheduler.executors.pool import ThreadPoolExecutor as JobThreadPool
@@ -50,6 +54,7 @@ from epochgc.metrics.instruments import CollectorRegistry, GcMetrics, register_s
 from epochgc.metrics.server import MetricsServer
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
+from epochgc.watermarks.controller import CompactionPolicy, CompactionResult, Controller
 from epochgc.watermarks.leases import LeaseManager, LeasePolicy
 from epochgc.watermarks.reports import read_reports
 
@@ -73,6 +78,7 @@ class DaemonSettings:
     report_stale_seconds: float = 120.0
     blocked_after_failures: int = 3
     metrics_listen: str = ""
+    compaction: CompactionPolicy = field(default_factory=CompactionPolicy)
 
 
 class GcDaemon:
@@ -134,6 +140,10 @@ class GcDaemon:
             if settings.metrics_listen
             else None
         )
+        # Its own controller: it keeps the configured epoch history, which
+        # the snapshots it writes carry.
+        self._compactor = Controller(store, root, epoch_history=settings.compaction.epoch_history)
+        self.last_compaction: CompactionResult | None = None
         self._round_stop = threading.Event()
         self._stopping = threading.Event()
         self._started = False
@@ -198,6 +208,13 @@ class GcDaemon:
                 seconds=s.schedule.epoch_interval.total_seconds(),
                 id="ticker",
             )
+        self._scheduler.add_job(
+            self._compact_job,
+            "interval",
+            seconds=s.compaction.interval_seconds,
+            id="compact",
+            misfire_grace_time=max(1, int(s.misfire_grace_seconds)),
+        )
         self._scheduler.start()
         log.info(
             "gc daemon %s started (round interval %.0fs, metrics %s)",
@@ -319,6 +336,21 @@ class GcDaemon:
             log.debug("epoch tick -> %d", epoch)
         except EpochGCError as err:
             log.warning("epoch tick failed: %s", err)
+
+    def _compact_job(self) -> None:
+        if self._stopping.is_set() or not self.is_leader:
+            return
+        try:
+            result = self._compactor.compact(min_entries=self._settings.compaction.min_entries)
+        except EpochGCError as err:
+            log.warning("controller compaction failed (the next one retries): %s", err)
+            return
+        self.last_compaction = result
+        if result.skipped:
+            log.debug(
+                "controller compaction skipped: %d entries above the snapshot",
+                result.entries_above_snapshot,
+            )
 
     def _reports_job(self) -> None:
         try:

@@ -16,6 +16,7 @@ from epochgc.metrics.instruments import CollectorRegistry
 from epochgc.reconciler.service import default_node_id, lease_policy_of
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
+from epochgc.watermarks.controller import CompactionPolicy
 
 log = logging.getLogger("epochgc.gc.service")
 
@@ -37,7 +38,7 @@ def daemon_settings_of(
     config: Config, *, node_id: str | None = None, metrics_listen: str | None = None
 ) -> DaemonSettings:
     """``DaemonSettings`` from ``[daemon]``, ``[gc]``, ``[epoch]``,
-    ``[lease]``, ``[reports]`` and ``[metrics]``."""
+    ``[lease]``, ``[reports]``, ``[metrics]`` and ``[controller]``."""
     d = config.daemon
     return DaemonSettings(
         node_id=node_id or d.node_id or f"gc-{default_node_id()}",
@@ -56,6 +57,17 @@ def daemon_settings_of(
         report_stale_seconds=d.report_stale_seconds,
         blocked_after_failures=d.blocked_after_failures,
         metrics_listen=config.metrics.listen if metrics_listen is None else metrics_listen,
+        compaction=compaction_policy_of(config),
+    )
+
+
+def compaction_policy_of(config: Config) -> CompactionPolicy:
+    """``CompactionPolicy`` from ``[controller]``."""
+    c = config.controller
+    return CompactionPolicy(
+        interval_seconds=c.compact_interval_seconds,
+        min_entries=c.compact_min_entries,
+        epoch_history=c.epoch_history,
     )
 
 

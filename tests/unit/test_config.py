@@ -10,6 +10,7 @@ import pytest
 
 from epochgc.config import Config, load_config
 from epochgc.errors import ConfigError
+from epochgc.gc.service import daemon_settings_of
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -114,3 +115,14 @@ def test_secrets_never_appear_in_repr_or_describe() -> None:
     assert "s3cr3t" not in repr(config)
     assert "s3cr3t" not in str(config.describe())
     assert config.describe()["store"]["secret_access_key"] == "***"
+
+
+def test_controller_section_reaches_the_daemon(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text("[controller]\ncompact_interval_seconds = 60\ncompact_min_entries = 5\n")
+    config = load_config(path, env={"EPOCHGC_CONTROLLER__EPOCH_HISTORY": "500"})
+    policy = daemon_settings_of(config, node_id="gc-1").compaction
+    assert (policy.interval_seconds, policy.min_entries, policy.epoch_history) == (60.0, 5, 500)
+    path.write_text("[controller]\nepoch_history = 0\n")
+    with pytest.raises(ConfigError, match=r"controller\.epoch_history"):
+        load_config(path, env={})
