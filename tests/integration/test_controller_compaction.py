@@ -2,17 +2,20 @@
 costs a constant number of requests plus the tail, readers racing a
 truncation re-read the snapshot and end with the right view, the newest
 entry (the cluster epoch) survives, epoch start times survive for recent
-epochs, and concurrent compactors agree."""
+epochs, concurrent compactors agree, and ``epochgc controller compact``."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from epochgc.errors import MalformedRecordError, UnsupportedVersionError
 from epochgc.storage.cas_log import COVERED_OFFSET_METADATA
+from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import (
     controller_log_prefix,
     controller_snapshot_key,
@@ -23,6 +26,8 @@ from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller, ControllerView
 from epochgc.watermarks.records import DeletedTopic, EpochTick, encode_controller_entry
+from tests.support.cli import run_cli
+from tests.support.config_files import write_server_config
 from tests.support.moto_seed import seed_objects
 
 ROOT = "epochgc"
@@ -236,3 +241,19 @@ def test_an_untrusted_snapshot_stops_the_reader(
     store.put(controller_snapshot_key(ROOT), body, metadata={COVERED_OFFSET_METADATA: "5"})
     with pytest.raises(error):
         Controller(store, ROOT).snapshot()
+
+
+def test_controller_compact_command(tmp_path: Path, s3_server: EmbeddedS3, bucket: str) -> None:
+    config = str(write_server_config(tmp_path / "cli.toml", s3_server.endpoint_url, bucket))
+    seed_ticks(bucket, 1, 30)
+    done = run_cli("controller", "compact", "--config", config)
+    assert done.returncode == 0, done.stderr
+    assert "snapshot at offset 30 (written); 29 log entries deleted" in done.stdout
+    again = run_cli("controller", "compact", "--config", config, "--json")
+    assert again.returncode == 0, again.stderr
+    doc = json.loads(again.stdout)
+    assert doc["skipped"] is True and doc["snapshot_offset"] == 30 and doc["requests"] > 0
+    listed = json.loads(run_cli("epoch", "show", "--config", config, "--json").stdout)
+    assert listed == {"cluster_epoch": 30}
+    bad = run_cli("controller", "compact", "--config", str(tmp_path / "missing.toml"))
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
