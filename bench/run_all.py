@@ -26,6 +26,7 @@ BENCHES = (
     "bench_pipeline",
     "bench_sweep",
     "bench_inventory",
+    "bench_startup",
 )
 VERDICT = re.compile(r"^bench (\S+): (.*) \(target (.*)\) (PASS|FAIL)$")
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -667,6 +667,30 @@ def _cmd_partition_compact(config: Config, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_controller_compact(config: Config, args: argparse.Namespace) -> int:
+    with open_store(config) as handle:
+        controller = Controller(
+            handle.store, config.layout.root, epoch_history=config.controller.epoch_history
+        )
+        before = handle.stats.total()
+        result = controller.compact(min_entries=args.min_entries)
+        requests = handle.stats.total() - before
+    if result.skipped:
+        human = (
+            f"controller compaction skipped: {result.entries_above_snapshot} entries above the "
+            f"snapshot at offset {result.snapshot_offset} (fewer than --min-entries "
+            f"{args.min_entries}); {requests} requests"
+        )
+    else:
+        whose = "written" if result.snapshot_written else "written by another compactor"
+        human = (
+            f"controller snapshot at offset {result.snapshot_offset} ({whose}); "
+            f"{result.entries_deleted} log entries deleted; {requests} requests"
+        )
+    _print({**dataclasses.asdict(result), "requests": requests}, args, human)
+    return EXIT_OK
+
+
 def _cmd_epoch_advance(config: Config, args: argparse.Namespace) -> int:
     with open_store(config) as handle:
         epoch = Controller(handle.store, config.layout.root).advance_to(args.to)
@@ -960,6 +984,25 @@ def _add_watermark_commands(
     )
     advance.add_argument("--to", type=int, required=True, metavar="EPOCH")
     advance.set_defaults(handler=_cmd_epoch_advance)
+
+    controller = sub.add_parser("controller", help="the controller log")
+    controller_sub = controller.add_subparsers(
+        dest="controller_command", required=True, metavar="ACTION"
+    )
+    compact = controller_sub.add_parser(
+        "compact",
+        parents=[reporting],
+        help="snapshot the controller log now and delete the entries the snapshot covers "
+        "(never the newest)",
+    )
+    compact.add_argument(
+        "--min-entries",
+        type=int,
+        default=1,
+        metavar="N",
+        help="do nothing while fewer than N entries are above the snapshot (default 1)",
+    )
+    compact.set_defaults(handler=_cmd_controller_compact)
 
     partition = sub.add_parser("partition", help="partition state machines")
     partition_sub = partition.add_subparsers(

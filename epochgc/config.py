@@ -290,6 +290,24 @@ class DaemonConfig:
 
 
 @dataclass(frozen=True)
+class ControllerConfig:
+    """Controller-log compaction (DESIGN.md section 13), run by the GC
+    daemon holding the ``gc`` lease and by ``epochgc controller compact``."""
+
+    compact_interval_seconds: float = _check(_at_least(1.0), default=3600.0)
+    """Time between compactions: snapshot the controller log's fold, then
+    delete the entries it covers (never the newest). Opening the controller
+    costs one GET per entry written since the last compaction."""
+    compact_min_entries: int = _check(_between(0, 10**9), default=1000)
+    """Skip a scheduled compaction while fewer entries than this are above
+    the snapshot (each compaction rewrites the whole snapshot)."""
+    epoch_history: int = _check(_between(1, 10_000_000), default=10_000)
+    """Epoch start times a snapshot keeps (10,000 one-minute ticks: about a
+    week). Retention ages records of older epochs by an upper bound of their
+    start, so a smaller value can keep records longer, never drop them early."""
+
+
+@dataclass(frozen=True)
 class MetricsConfig:
     """Prometheus exposition."""
 
@@ -353,6 +371,7 @@ class Config:
     gc: GcConfig = field(default_factory=GcConfig)
     reports: ReportsConfig = field(default_factory=ReportsConfig)
     daemon: DaemonConfig = field(default_factory=DaemonConfig)
+    controller: ControllerConfig = field(default_factory=ControllerConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     inventory: InventoryConfig = field(default_factory=InventoryConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)

@@ -20,6 +20,10 @@ Jobs (all in one ``BackgroundScheduler``):
 * ``maintenance``: while this daemon holds the lease, deletes the reports of
   gone nodes (when that costs ``M`` nothing) and expired run summaries
   (``gc.maintenance``).
+* ``compact``: while this daemon holds the lease, every
+  ``[controller] compact_interval_seconds``, snapshots the controller log
+  and deletes the entries the snapshot covers (``Controller.compact``), so
+  opening the controller stays cheap however long the cluster runs.
 
 ``stop()`` (SIGTERM in ``epochgc daemon``): state ``stopping``, the round in
 progress finishes its DeleteObjects batches in flight and stops, the
@@ -63,6 +67,7 @@ from epochgc.metrics.instruments import (
 from epochgc.metrics.server import MetricsServer
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
+from epochgc.watermarks.controller import CompactionPolicy, CompactionResult, Controller
 from epochgc.watermarks.leases import LeaseManager, LeasePolicy
 from epochgc.watermarks.reports import read_reports
 from epochgc.watermarks.ticker import EpochTicker
@@ -91,6 +96,7 @@ class DaemonSettings:
     metrics_listen: str = ""
     maintenance: MaintenanceSettings = field(default_factory=MaintenanceSettings)
     maintenance_interval_seconds: float = 300.0
+    compaction: CompactionPolicy = field(default_factory=CompactionPolicy)
 
 
 class GcDaemon:
@@ -166,6 +172,10 @@ class GcDaemon:
             if settings.metrics_listen
             else None
         )
+        # Its own controller: it keeps the configured epoch history, which
+        # the snapshots it writes carry.
+        self._compactor = Controller(store, root, epoch_history=settings.compaction.epoch_history)
+        self.last_compaction: CompactionResult | None = None
         self._round_stop = threading.Event()
         self._stopping = threading.Event()
         self._started = False
@@ -228,6 +238,13 @@ class GcDaemon:
             "interval",
             seconds=s.maintenance_interval_seconds,
             id="maintenance",
+        )
+        self._scheduler.add_job(
+            self._compact_job,
+            "interval",
+            seconds=s.compaction.interval_seconds,
+            id="compact",
+            misfire_grace_time=max(1, int(s.misfire_grace_seconds)),
         )
         self._scheduler.start()
         if self.ticker is not None:
@@ -352,6 +369,21 @@ class GcDaemon:
         if t is None:
             return TickerSample(eligible=False, held=False, ticks=0, failures=0)
         return TickerSample(eligible=True, held=t.held, ticks=t.ticks, failures=t.failures)
+
+    def _compact_job(self) -> None:
+        if self._stopping.is_set() or not self.is_leader:
+            return
+        try:
+            result = self._compactor.compact(min_entries=self._settings.compaction.min_entries)
+        except EpochGCError as err:
+            log.warning("controller compaction failed (the next one retries): %s", err)
+            return
+        self.last_compaction = result
+        if result.skipped:
+            log.debug(
+                "controller compaction skipped: %d entries above the snapshot",
+                result.entries_above_snapshot,
+            )
 
     def _reports_job(self) -> None:
         try:

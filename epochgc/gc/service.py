@@ -17,6 +17,7 @@ from epochgc.metrics.instruments import CollectorRegistry
 from epochgc.reconciler.service import default_node_id, lease_policy_of
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
+from epochgc.watermarks.controller import CompactionPolicy
 
 log = logging.getLogger("epochgc.gc.service")
 
@@ -38,7 +39,7 @@ def daemon_settings_of(
     config: Config, *, node_id: str | None = None, metrics_listen: str | None = None
 ) -> DaemonSettings:
     """``DaemonSettings`` from ``[daemon]``, ``[gc]``, ``[epoch]`` (interval
-    and ticker), ``[lease]``, ``[reports]`` and ``[metrics]``."""
+    and ticker), ``[lease]``, ``[reports]``, ``[metrics]`` and ``[controller]``."""
     d = config.daemon
     return DaemonSettings(
         node_id=node_id or d.node_id or f"gc-{default_node_id()}"[:64],
@@ -62,6 +63,17 @@ def daemon_settings_of(
             runs_retention=timedelta(days=config.gc.runs_retention_days),
         ),
         maintenance_interval_seconds=config.gc.maintenance_interval_seconds,
+        compaction=compaction_policy_of(config),
+    )
+
+
+def compaction_policy_of(config: Config) -> CompactionPolicy:
+    """``CompactionPolicy`` from ``[controller]``."""
+    c = config.controller
+    return CompactionPolicy(
+        interval_seconds=c.compact_interval_seconds,
+        min_entries=c.compact_min_entries,
+        epoch_history=c.epoch_history,
     )
 
 

@@ -324,22 +324,37 @@ class ConditionalAppendLog:
 
     def truncate(self, below_offset: int) -> int:
         """Delete entries below ``below_offset`` that the snapshot covers,
-        keeping the newest entry; return how many were deleted."""
+        keeping the newest entry; return how many were deleted.
+
+        Deletes page by page as it lists (one DeleteObjects of at most 1000
+        keys per LIST page), so memory stays bounded however long the log
+        grew before its first truncation.
+
+        Raises:
+            DeleteFailedError: some entries could not be deleted (those of
+                earlier pages are gone; a later truncation finishes).
+        """
         snapshot = self.read_snapshot()
         if snapshot is None:
             return 0
         limit = min(below_offset, snapshot.covered_offset + 1, self.tail())
-        victims: list[str] = []
-        for info in self._store.list_objects(self._prefix):
-            offset = parse_log_entry_key(info.key, self._prefix)
-            if offset is None:
-                continue
-            if offset >= limit:
+        deleted = 0
+        for page in self._store.list_pages(self._prefix):
+            victims: list[str] = []
+            done = False
+            for info in page:
+                offset = parse_log_entry_key(info.key, self._prefix)
+                if offset is None:
+                    continue
+                if offset >= limit:
+                    done = True
+                    break
+                victims.append(info.key)
+            if victims:
+                outcome = self._store.delete_many(victims)
+                outcome.raise_for_failures()
+                deleted += len(outcome.deleted)
+            if done:
                 break
-            victims.append(info.key)
-        if not victims:
-            return 0
-        outcome = self._store.delete_many(victims)
-        outcome.raise_for_failures()
-        log.debug("truncated %d entries of %s below %d", len(victims), self._prefix, limit)
-        return len(outcome.deleted)
+        log.debug("truncated %d entries of %s below %d", deleted, self._prefix, limit)
+        return deleted

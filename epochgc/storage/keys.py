@@ -277,6 +277,14 @@ def controller_log_prefix(root: str) -> str:
     return f"{root}/meta/controller/"
 
 
+def controller_snapshot_key(root: str) -> str:
+    """Key of the controller snapshot: the fold of the controller log up to
+    the offset in its metadata. It sits under the log's prefix but never
+    parses as an entry key (``snapshot`` is not 20 digits), so LIST-based
+    readers of the log skip it."""
+    return f"{controller_log_prefix(root)}snapshot"
+
+
 def partitions_prefix(root: str) -> str:
     """Prefix (with slash) of every partition's metadata."""
     _require_root(root)

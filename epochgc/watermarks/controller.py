@@ -10,36 +10,64 @@ least its revision.
 ``Controller`` class does the I/O. Concurrent creators of one name both
 append; the first live ``create_topic`` in log order wins and the loser is
 told so (``TopicExistsError``), which every reader agrees on.
+
+Compaction (DESIGN.md section 13): the snapshot ``{root}/meta/controller/snapshot``
+holds the fold up to an offset (live topics, deleted incarnations, the start
+times of the newest epochs), written by CAS; entries it covers are then
+deleted, except the newest entry, so the cluster epoch (the newest offset)
+never goes back. Opening the controller costs the snapshot plus the tail,
+whatever the history. Invariants:
+
+* A view is only ever replaced by a snapshot that covers more of the log
+  than the view itself (both are folds of the same immutable entries, so
+  the snapshot is the view a longer replay would have reached).
+* A reader that finds the entries after its view truncated (a hole where it
+  starts reading, or an entry gone between LIST and GET) re-reads the
+  snapshot, which then covers them: truncation only removes what a snapshot
+  covers.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from epochgc.errors import (
+    ConflictError,
     CorruptLogError,
     InvalidArgumentError,
+    NotFoundError,
     PreconditionFailedError,
     TopicExistsError,
     TopicNotFoundError,
 )
-from epochgc.storage.cas_log import ConditionalAppendLog
-from epochgc.storage.keys import PartitionId, controller_log_prefix, is_valid_topic
+from epochgc.storage.cas_log import ConditionalAppendLog, LogEntry, LogSnapshot
+from epochgc.storage.keys import (
+    PartitionId,
+    controller_log_prefix,
+    controller_snapshot_key,
+    is_valid_topic,
+)
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.records import (
     ControllerEntry,
+    ControllerSnapshot,
     CreateTopic,
+    DeletedTopic,
     DeleteTopic,
     EpochTick,
     PartitionSnapshot,
+    SnapshotTopic,
     decode_controller_entry,
+    decode_controller_snapshot,
     decode_snapshot,
     encode_controller_entry,
+    encode_controller_snapshot,
     encode_snapshot,
 )
 from epochgc.watermarks.replica import open_partition_log
@@ -79,10 +107,17 @@ class TopicInfo:
 
 @dataclass(frozen=True)
 class ControllerView:
-    """Live topics as of controller offset ``offset`` (the cluster epoch)."""
+    """Live topics as of controller offset ``offset`` (the cluster epoch),
+    and every deleted topic incarnation, keyed by ``(name, revision)``.
+
+    Deleted incarnations are all kept (a few dozen bytes each; topics are
+    deleted by operators, not per minute): a janitor finds in them what to
+    clean, and dropping one would orphan its partition logs for good.
+    """
 
     offset: int
     topics: Mapping[str, TopicInfo]
+    deleted: Mapping[tuple[str, int], DeletedTopic] = field(default_factory=dict)
 
     @staticmethod
     def empty() -> ControllerView:
@@ -100,16 +135,171 @@ def fold_controller(view: ControllerView, offset: int, entry: ControllerEntry) -
     is not live change nothing but the offset.
     """
     topics = view.topics
+    deleted = view.deleted
     if isinstance(entry, CreateTopic) and entry.topic not in topics:
         info = TopicInfo(entry.topic, entry.partitions, offset, dict(entry.config))
         topics = {**topics, entry.topic: info}
     elif isinstance(entry, DeleteTopic) and entry.topic in topics:
+        gone = topics[entry.topic]
         topics = {k: v for k, v in topics.items() if k != entry.topic}
-    return ControllerView(offset, topics)
+        deleted = {
+            **deleted,
+            (gone.name, gone.revision): DeletedTopic(gone.name, gone.revision, offset),
+        }
+    return ControllerView(offset, topics, deleted)
+
+
+DEFAULT_EPOCH_HISTORY = 10_000
+"""Epoch start times kept (about a week of one-minute ticks)."""
+
+
+class EpochStarts:
+    """When the newest epochs began, bounded to ``capacity`` epochs. Pure.
+
+    Retention ages records by their epoch's start. Keeping every epoch would
+    grow by one entry a minute forever, so only the newest ``capacity`` are
+    kept; for an older epoch ``started_at`` answers the latest start among
+    the epochs dropped: an upper bound of its true start (it began before
+    them), so an age computed from it is never overstated and retention
+    never drops a record early. It may keep one longer than asked.
+
+    Example::
+
+        starts = EpochStarts(capacity=2)
+        for epoch, ts in ((1, t1), (2, t2), (3, t3)):
+            starts.record(epoch, ts)
+        starts.started_at(3)  # t3
+        starts.started_at(1)  # t1 (the latest start dropped: an upper bound)
+    """
+
+    def __init__(
+        self,
+        capacity: int = DEFAULT_EPOCH_HISTORY,
+        starts: Sequence[tuple[int, datetime]] = (),
+        older_started_by: datetime | None = None,
+    ) -> None:
+        if capacity < 1:
+            raise ValueError(f"epoch history must be >= 1, got {capacity}")
+        self._capacity = capacity
+        self._starts: OrderedDict[int, datetime] = OrderedDict()
+        self._older_started_by = older_started_by
+        for epoch, started in starts:
+            self.record(epoch, started)
+
+    @property
+    def capacity(self) -> int:
+        return self._capacity
+
+    @property
+    def older_started_by(self) -> datetime | None:
+        """Every epoch below the kept ones started at or before this."""
+        return self._older_started_by
+
+    def items(self) -> tuple[tuple[int, datetime], ...]:
+        """The kept ``(epoch, started_at)``, ascending."""
+        return tuple(self._starts.items())
+
+    def record(self, epoch: int, started_at: datetime) -> None:
+        """Remember when ``epoch`` began, dropping the oldest beyond capacity.
+
+        Raises:
+            ValueError: ``epoch`` is not above every epoch already kept
+                (entries are folded in log order).
+        """
+        if self._starts and epoch <= next(reversed(self._starts)):
+            raise ValueError(f"epoch {epoch} recorded out of order")
+        self._starts[epoch] = started_at
+        while len(self._starts) > self._capacity:
+            _, dropped = self._starts.popitem(last=False)
+            if self._older_started_by is None or dropped > self._older_started_by:
+                self._older_started_by = dropped
+
+    def started_at(self, epoch: int) -> datetime | None:
+        """When ``epoch`` began; for an epoch older than those kept, an
+        upper bound of it; ``None`` when unknown (epoch 0, not read yet)."""
+        exact = self._starts.get(epoch)
+        if exact is not None:
+            return exact
+        oldest_kept = next(iter(self._starts), None)
+        if epoch >= CONTROLLER_FIRST_OFFSET and (oldest_kept is None or epoch < oldest_kept):
+            return self._older_started_by
+        return None
+
+
+def snapshot_of(view: ControllerView, starts: EpochStarts) -> ControllerSnapshot:
+    """The snapshot document of a fold. Pure."""
+    return ControllerSnapshot(
+        offset=view.offset,
+        topics=tuple(
+            SnapshotTopic(t.name, t.revision, t.partitions, dict(t.config))
+            for t in sorted(view.topics.values(), key=lambda t: t.name)
+        ),
+        deleted_topics=tuple(view.deleted[k] for k in sorted(view.deleted)),
+        epoch_starts=starts.items(),
+        older_epochs_started_by=starts.older_started_by,
+    )
+
+
+def restore_snapshot(
+    snapshot: ControllerSnapshot, capacity: int = DEFAULT_EPOCH_HISTORY
+) -> tuple[ControllerView, EpochStarts]:
+    """The fold a snapshot holds, keeping at most ``capacity`` epoch starts. Pure."""
+    topics = {
+        t.name: TopicInfo(t.name, t.partitions, t.revision, dict(t.config)) for t in snapshot.topics
+    }
+    deleted = {(d.name, d.revision): d for d in snapshot.deleted_topics}
+    starts = EpochStarts(capacity, snapshot.epoch_starts, snapshot.older_epochs_started_by)
+    return ControllerView(snapshot.offset, topics, deleted), starts
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    """What one ``Controller.compact`` did.
+
+    ``snapshot_offset`` is the offset the stored snapshot covers afterwards
+    (ours or a concurrent compactor's); ``skipped`` says fewer than
+    ``min_entries`` entries were above the snapshot, so nothing was done.
+    """
+
+    snapshot_offset: int
+    snapshot_written: bool
+    entries_deleted: int
+    entries_above_snapshot: int
+    skipped: bool = False
+
+
+@dataclass(frozen=True)
+class CompactionPolicy:
+    """When the GC leader compacts the controller log (``[controller]``).
+
+    Args:
+        interval_seconds: time between compactions.
+        min_entries: skip a compaction while fewer entries than this are
+            above the snapshot (each compaction rewrites the whole snapshot).
+        epoch_history: epoch start times the compactor keeps and writes
+            (``EpochStarts``); fewer can only make retention keep records
+            longer, never drop them early.
+    """
+
+    interval_seconds: float = 3600.0
+    min_entries: int = 1000
+    epoch_history: int = DEFAULT_EPOCH_HISTORY
+
+    def __post_init__(self) -> None:
+        if self.interval_seconds <= 0:
+            raise ValueError(f"interval_seconds must be > 0, got {self.interval_seconds}")
+        if self.min_entries < 0:
+            raise ValueError(f"min_entries must be >= 0, got {self.min_entries}")
+        if self.epoch_history < 1:
+            raise ValueError(f"epoch_history must be >= 1, got {self.epoch_history}")
 
 
 SNAPSHOT_CHUNK = 64
 """Controller entries read (one LIST, parallel GETs) and folded at a time."""
+
+SNAPSHOT_CAS_ATTEMPTS = 3
+"""Snapshot writes tried by one compaction before leaving it to the next:
+each lost race means another compactor wrote a snapshot, which does the job."""
 
 
 class Controller:
@@ -125,6 +315,8 @@ class Controller:
         store: the bucket.
         root: the layout root.
         now: wall clock for entry timestamps (injected for tests).
+        epoch_history: epoch start times kept in memory (and written by
+            ``compact``); see ``EpochStarts``.
     """
 
     def __init__(
@@ -133,16 +325,21 @@ class Controller:
         root: str,
         *,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        epoch_history: int = DEFAULT_EPOCH_HISTORY,
     ) -> None:
         self._store = store
         self._root = root
         self._now = now
         self._log = ConditionalAppendLog(
-            store, controller_log_prefix(root), first_offset=CONTROLLER_FIRST_OFFSET
+            store,
+            controller_log_prefix(root),
+            first_offset=CONTROLLER_FIRST_OFFSET,
+            snapshot_key=controller_snapshot_key(root),
         )
         self._lock = threading.Lock()
         self._view = ControllerView.empty()
-        self._epoch_started_at: dict[int, datetime] = {}
+        self._epochs = EpochStarts(epoch_history)
+        self._snapshot_looked_up = False
 
     @property
     def log(self) -> ConditionalAppendLog:
@@ -151,37 +348,154 @@ class Controller:
     def snapshot(self) -> ControllerView:
         """Catch up with the log and return the view at its tail.
 
+        The first call reads the stored snapshot (one GET), then every call
+        reads the entries after the view in chunks. Entries truncated under
+        this reader are found in a newer snapshot, which is read again.
+
         Raises:
-            MalformedRecordError, UnsupportedVersionError: an entry this
-                reader cannot trust; a collector must stop (``safety_blocked``)
-                rather than compute ``M`` from a partial view.
+            MalformedRecordError, UnsupportedVersionError: an entry or the
+                snapshot is one this reader cannot trust; a collector must
+                stop (``safety_blocked``) rather than compute ``M`` from a
+                partial view.
+            CorruptLogError: the snapshot's metadata and body disagree.
         """
         with self._lock:
+            if not self._snapshot_looked_up:
+                self._load_stored_snapshot()
             while True:
+                start = self._view.offset + 1
                 # In chunks, each kept as soon as it is folded: a process
                 # starting on a long log under a flaky store makes progress
                 # across failed attempts instead of starting over each time.
-                read = self._log.read(self._view.offset + 1, limit=SNAPSHOT_CHUNK)
-                view = self._view
-                for entry in read.entries:
-                    where = f"controller entry {entry.offset}"
-                    decoded = decode_controller_entry(entry.payload, where)
-                    view = fold_controller(view, entry.offset, decoded)
-                    self._epoch_started_at[entry.offset] = decoded.ts
-                self._view = view
+                try:
+                    read = self._log.read(start, limit=SNAPSHOT_CHUNK)
+                except NotFoundError:
+                    # Listed, then gone before its GET: truncated by a compaction.
+                    if self._load_stored_snapshot():
+                        continue
+                    raise
+                self._fold(read.entries)
                 if read.hole is not None:
+                    if read.entries:
+                        continue  # decide at the hole, where the next read starts
+                    if self._load_stored_snapshot():
+                        log.info(
+                            "controller log truncated past offset %d; reread the snapshot", start
+                        )
+                        continue
                     log.warning(
                         "controller log has a hole at offset %d; view stops there", read.hole
                     )
-                    return view
+                    return self._view
                 if len(read.entries) < SNAPSHOT_CHUNK:
-                    return view
+                    return self._view
+
+    def _fold(self, entries: Sequence[LogEntry]) -> None:
+        """Fold a chunk; keep it only if every entry decodes (under the lock)."""
+        decoded = [
+            (e.offset, decode_controller_entry(e.payload, f"controller entry {e.offset}"))
+            for e in entries
+        ]
+        view = self._view
+        for offset, entry in decoded:
+            view = fold_controller(view, offset, entry)
+            self._epochs.record(offset, entry.ts)
+        self._view = view
+
+    def _load_stored_snapshot(self) -> bool:
+        """Read the stored snapshot (one GET) and adopt it if it covers more
+        than the view; return whether it did (under the lock).
+
+        Raises:
+            MalformedRecordError, UnsupportedVersionError: an untrusted body.
+            CorruptLogError: its covered-offset metadata is not its offset.
+        """
+        stored = self._log.read_snapshot()
+        self._snapshot_looked_up = True
+        if stored is None or stored.covered_offset <= self._view.offset:
+            return False
+        self._view, self._epochs = self._decode_stored(stored)
+        return True
+
+    def _decode_stored(self, stored: LogSnapshot) -> tuple[ControllerView, EpochStarts]:
+        where = f"controller snapshot {controller_snapshot_key(self._root)}"
+        decoded = decode_controller_snapshot(stored.payload, where)
+        if decoded.offset != stored.covered_offset:
+            raise CorruptLogError(
+                f"{where}: metadata covers offset {stored.covered_offset} but the body is at "
+                f"{decoded.offset}"
+            )
+        return restore_snapshot(decoded, self._epochs.capacity)
+
+    def compact(self, *, min_entries: int = 0) -> CompactionResult:
+        """Snapshot the view at the log's tail and delete the entries it covers.
+
+        Steps:
+
+        1. Catch up with the log (the view at its tail, offset ``T``).
+        2. Read the stored snapshot; if fewer than ``min_entries`` entries
+           are above it, stop (``skipped``).
+        3. Write the snapshot of the view at ``T`` by CAS against the one
+           read (create-only if there is none). On a lost race, re-read: a
+           concurrent snapshot covering ``T`` or more does the job; else
+           try again, at most ``SNAPSHOT_CAS_ATTEMPTS`` times.
+        4. Delete the entries the stored snapshot covers (DeleteObjects of
+           at most 1000 keys), never the newest entry: readers that start
+           below find a hole and re-read the snapshot of step 3.
+
+        Raises:
+            MalformedRecordError, UnsupportedVersionError: the log or the
+                stored snapshot cannot be trusted (nothing is written).
+            DeleteFailedError: some entries could not be deleted (the
+                snapshot is written; the next compaction deletes them).
+        """
+        view = self.snapshot()
+        stored = self._log.read_snapshot()
+        covered = stored.covered_offset if stored is not None else CONTROLLER_FIRST_OFFSET - 1
+        above = max(0, view.offset - covered)
+        if above < max(1, min_entries):
+            return CompactionResult(covered, False, 0, above, skipped=True)
+        with self._lock:
+            payload = encode_controller_snapshot(snapshot_of(self._view, self._epochs))
+            target = self._view.offset
+        written = False
+        for attempt in range(1, SNAPSHOT_CAS_ATTEMPTS + 1):
+            try:
+                stored = self._log.write_snapshot(payload, target, stored)
+            except (PreconditionFailedError, ConflictError):
+                stored = self._log.read_snapshot()
+                if stored is not None and stored.covered_offset >= target:
+                    break  # a concurrent compactor covered as much
+                log.info("controller snapshot race lost (attempt %d); retrying", attempt)
+                continue
+            written = True
+            break
+        if stored is None or (not written and stored.covered_offset < target):
+            log.warning(
+                "controller snapshot not written after %d lost races; the next compaction retries",
+                SNAPSHOT_CAS_ATTEMPTS,
+            )
+        covered = stored.covered_offset if stored is not None else covered
+        deleted = self._log.truncate(covered + 1) if stored is not None else 0
+        log.info(
+            "controller compacted: snapshot at offset %d (%s), %d entries deleted",
+            covered,
+            "written" if written else "another compactor's",
+            deleted,
+        )
+        return CompactionResult(covered, written, deleted, above)
 
     def epoch_started_at(self, epoch: int) -> datetime | None:
-        """When ``epoch`` began (its controller entry's ``ts``), if this
-        controller has read that entry: the clock retention ages records by."""
+        """When ``epoch`` began (its controller entry's ``ts``): the clock
+        retention ages records by.
+
+        Known for the newest epochs this controller read (``epoch_history``
+        of them); an older epoch answers an upper bound of its start (see
+        ``EpochStarts``); ``None`` for an epoch not read yet, which
+        retention treats as new (kept).
+        """
         with self._lock:
-            return self._epoch_started_at.get(epoch)
+            return self._epochs.started_at(epoch)
 
     def current_epoch(self) -> int:
         """The cluster epoch: the controller log's newest offset (one LIST)."""

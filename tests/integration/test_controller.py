@@ -143,7 +143,8 @@ class _FailingGets:
 
     def get(self, key: str, **kwargs: object) -> object:
         self.gets.append(key)
-        if int(key.rsplit("/", 1)[1]) in self.failing:
+        name = key.rsplit("/", 1)[1]
+        if name.isdigit() and int(name) in self.failing:
             raise TransientStorageError(f"injected: GetObject {key}")
         return self._store.get(key, **kwargs)  # type: ignore[arg-type]
 

@@ -32,7 +32,7 @@ from epochgc.storage.keys import (
 )
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
-from epochgc.watermarks.controller import Controller
+from epochgc.watermarks.controller import CompactionPolicy, Controller
 from epochgc.watermarks.leases import LeaseManager, LeasePolicy
 from tests.support.cli import REPO, run_cli
 from tests.support.config_files import write_server_config
@@ -192,6 +192,30 @@ def test_untrusted_controller_blocks_until_reset(
     wait_for(lambda: epochs_left(store) == set(), what="deletion after reset")
     assert daemon.collector.state is CollectorState.RUNNING
     assert urllib.request.urlopen(f"{daemon.metrics_url}/healthz", timeout=5).status == 200
+
+
+def test_the_leader_compacts_the_controller_log_on_schedule(
+    store: S3ObjectStore, daemons: Callable[..., GcDaemon]
+) -> None:
+    advance(store, 30)
+    policy = CompactionPolicy(interval_seconds=0.3, min_entries=10)
+    leader = daemons("gc-a", compaction=policy)
+    wait_for(lambda: leader.is_leader, what="the first daemon taking the lease")
+    standby = daemons("gc-b", compaction=policy)
+    wait_for(lambda: leader.last_compaction is not None, what="a compaction by the leader")
+    prefix = controller_log_prefix(ROOT)
+    wait_for(
+        lambda: (
+            [o.key for o in store.list_objects(prefix)]
+            == [encode_log_entry_key(prefix, 30), f"{prefix}snapshot"]
+        ),
+        what="entries below the newest deleted",
+    )
+    assert Controller(store, ROOT).snapshot().offset == 30
+    time.sleep(1.0)
+    assert standby.last_compaction is None, "a standby daemon never compacts"
+    last = leader.last_compaction
+    assert last is not None and last.skipped, "fewer than min_entries new entries: skipped"
 
 
 def test_sigterm_mid_sweep_exits_cleanly_within_10_seconds(

@@ -42,8 +42,8 @@ def test_m_from_reports_with_one_read_per_node(store: S3ObjectStore) -> None:
     assert result.partitions == 64 and result.unreported == 0
     assert {w.node for w in result.pinning} == {"a"}
     ops = stats.by_operation()
-    assert ops["GetObject"] == 16 + 3, (
-        "controller entries + one report per node, none per partition"
+    assert ops["GetObject"] == 1 + 16 + 3, (
+        "the controller snapshot (none yet), its entries, one report per node, none per partition"
     )
 
 

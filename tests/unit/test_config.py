@@ -10,6 +10,7 @@ import pytest
 
 from epochgc.config import Config, load_config
 from epochgc.errors import ConfigError
+from epochgc.gc.service import daemon_settings_of
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -127,3 +128,14 @@ def test_removed_run_ticker_says_what_replaced_it(tmp_path: Path, section: str) 
     with pytest.raises(ConfigError, match=r"replaced by \[epoch\] ticker"):
         load_config(None, env={f"EPOCHGC_{section.upper()}__RUN_TICKER": "false"})
     assert load_config(None, env={"EPOCHGC_EPOCH__TICKER": "false"}).epoch.ticker is False
+
+
+def test_controller_section_reaches_the_daemon(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text("[controller]\ncompact_interval_seconds = 60\ncompact_min_entries = 5\n")
+    config = load_config(path, env={"EPOCHGC_CONTROLLER__EPOCH_HISTORY": "500"})
+    policy = daemon_settings_of(config, node_id="gc-1").compaction
+    assert (policy.interval_seconds, policy.min_entries, policy.epoch_history) == (60.0, 5, 500)
+    path.write_text("[controller]\nepoch_history = 0\n")
+    with pytest.raises(ConfigError, match=r"controller\.epoch_history"):
+        load_config(path, env={})

@@ -44,7 +44,12 @@ from epochgc.storage.keys import (
     parse_report_key,
 )
 from epochgc.watermarks.leases import decode_lease
-from epochgc.watermarks.records import decode_command, decode_controller_entry, decode_snapshot
+from epochgc.watermarks.records import (
+    decode_command,
+    decode_controller_entry,
+    decode_controller_snapshot,
+    decode_snapshot,
+)
 from epochgc.watermarks.reports import decode_report
 
 ROOT = "epochgc"
@@ -64,6 +69,14 @@ VALID: dict[str, dict[str, Any]] = {
         "partitions": 4,
         "config": {},
         "ts": "2026-11-22T03:00:00Z",
+    },
+    "controller_snapshot": {
+        "v": 1,
+        "offset": 12,
+        "topics": [{"topic": "orders", "revision": 9, "partitions": 4, "config": {}}],
+        "deleted_topics": [{"topic": "orders", "revision": 3, "deleted_at": 7}],
+        "epoch_starts": [[11, "2026-11-22T03:00:00Z"], [12, "2026-11-22T03:01:00Z"]],
+        "older_epochs_started_by": "2026-11-22T02:59:00Z",
     },
     "report": {
         "v": 1,
@@ -149,6 +162,7 @@ def documents(kind: str) -> st.SearchStrategy[bytes]:
 
 PARSERS: list[tuple[str, Callable[[bytes], object], type[Exception]]] = [
     ("controller", decode_controller_entry, RecordError),
+    ("controller_snapshot", decode_controller_snapshot, RecordError),
     ("report", decode_report, RecordError),
     ("lease", lambda b: decode_lease(b, "lease"), RecordError),
     ("control", decode_control, RecordError),

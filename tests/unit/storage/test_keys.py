@@ -204,6 +204,14 @@ def test_partition_meta_keys_name_their_incarnation() -> None:
         assert keys.parse_partition_meta_key(near_miss, ROOT) is None
 
 
+def test_controller_snapshot_key_is_beside_the_log_but_never_an_entry() -> None:
+    prefix = keys.controller_log_prefix(ROOT)
+    snapshot = keys.controller_snapshot_key(ROOT)
+    assert snapshot == "epochgc/meta/controller/snapshot"
+    assert parse_log_entry_key(snapshot, prefix) is None
+    assert snapshot > encode_log_entry_key(prefix, OFFSET_MAX), "lists after every entry"
+
+
 def test_layout_paths_match_the_design() -> None:
     assert keys.lease_key(ROOT, "gc") == "epochgc/meta/leases/gc"
     assert keys.report_key(ROOT, "reconciler-1") == "epochgc/meta/reports/reconciler-1"
