@@ -255,7 +255,7 @@ def run_verify(
         try:
             # The churn has a random stream of its own (from the seed), so
             # it interleaves with the other faults without reshuffling them.
-            churn = _Churn(store, random.Random(f"churn-{seed}"), duration)
+            churn = _Churn(store, folder, random.Random(f"churn-{seed}"), duration)
             churn.start()
             try:
                 _disturb(procs, rng, duration, result, config_path if spark else None, folder)
@@ -348,8 +348,10 @@ class _Churn:
     random moments of the disturbed phase (every 3 to 7 seconds), on the
     clean store: the controller is an operator here, not a faulty process.
 
-    The nodes keep producing to it throughout and reconcile only once a
-    round, so a deleted incarnation has placeholders no reconciler will ever
+    The nodes keep producing to it throughout; from a moment before the
+    delete until a moment after the create, the ``reconcile-lag`` switch
+    slows every L1 write, so the reconcilers (of every topic) fall behind
+    and the deleted incarnation has placeholders no reconciler will ever
     get to (counted at each delete): exactly what made a recreated topic
     inherit the old log, whose L0 objects the collector then deleted, when
     partitions were keyed by name alone. The new incarnation comes at once
@@ -357,8 +359,11 @@ class _Churn:
     (the collector may run with the topic absent).
     """
 
-    def __init__(self, store: S3ObjectStore, rng: random.Random, duration: float) -> None:
+    def __init__(
+        self, store: S3ObjectStore, folder: Path, rng: random.Random, duration: float
+    ) -> None:
         self._store = store
+        self._lag_switch = folder / "reconcile-lag"
         self._controller = Controller(store, ROOT)
         self._rng = rng
         self._duration = duration
@@ -386,7 +391,16 @@ class _Churn:
             while not self._stop.wait(self._rng.uniform(3.0, 7.0)):
                 if time.monotonic() - started > self._duration:
                     return
-                self._recreate(self._rng.choice([0, 0, 1, 2]))
+                # All drawn first: the schedule is the seed's whatever fails.
+                lag_before, lag_after = self._rng.uniform(1.0, 2.5), self._rng.uniform(0.0, 1.0)
+                ticks = self._rng.choice([0, 0, 1, 2])
+                self._lag_switch.touch()
+                try:
+                    time.sleep(lag_before)  # placeholders pile up unreconciled
+                    self._recreate(ticks)
+                    time.sleep(lag_after)
+                finally:
+                    self._lag_switch.unlink(missing_ok=True)
         except Exception as err:  # a bug of this harness: say so, never hide it
             log.exception("the churn thread crashed")
             self.crashed = err
@@ -452,6 +466,8 @@ def _quiesce(
         behind = _partitions_behind(store, end) if left == 0 else behind
         if left == 0 and not behind:
             return
+    if left:  # the partitions behind say why
+        behind = _partitions_behind(store, end)
     _dump_state(store, folder)
     if left:
         result.violations.append(

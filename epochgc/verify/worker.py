@@ -15,7 +15,9 @@ flushed, so a ``kill -9`` loses at most the line being written:
 * ``faults-{id}.json``: faults injected so far.
 
 The files ``faults-off`` and ``producers-off`` in the folder switch faults
-and producing off (the checker's quiesce). SIGTERM stops the process
+and producing off (the checker's quiesce); while ``reconcile-lag`` exists,
+every L1 write takes two seconds longer, so the reconcilers fall behind the
+producers (the driver sets it around a topic delete-and-recreate). SIGTERM stops the process
 cleanly. Run as ``python -m epochgc.verify.worker``.
 """
 
@@ -48,7 +50,7 @@ from epochgc.logging_setup import setup_logging
 from epochgc.reconciler.node import ReconcilerNode
 from epochgc.reconciler.service import build_node
 from epochgc.runtime import client_settings_of, store_from_settings
-from epochgc.storage.keys import parse_l0_key
+from epochgc.storage.keys import l1_prefix, parse_l0_key
 from epochgc.verify.faults import FaultPlan, FaultyStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
@@ -70,12 +72,13 @@ class _Lines:
             self._file.flush()
 
 
-def _watch(folder: Path, store: FaultyStore, ident: str, stop: threading.Event) -> None:
+def _watch(folder: Path, store: FaultyStore, ident: str, root: str, stop: threading.Event) -> None:
     """Follow the switches and publish the fault counts."""
     faults_path = folder / f"faults-{ident}.json"
     while not stop.wait(0.2):
         if (folder / "faults-off").exists():
             store.enabled = False
+        store.slow_prefix = l1_prefix(root) if (folder / "reconcile-lag").exists() else None
         tmp = faults_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(dict(store.injected)))
         tmp.replace(faults_path)
@@ -292,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     store = FaultyStore(inner, FaultPlan(), args.seed, before_delete=before_delete)
     stop = threading.Event()
     watcher = threading.Thread(
-        target=_watch, args=(folder, store, args.id, stop), daemon=True, name="verify-watch"
+        target=_watch, args=(folder, store, args.id, root, stop), daemon=True, name="verify-watch"
     )
     watcher.start()
     try:
