@@ -19,6 +19,14 @@ unacknowledged chunk fails with it; the sender waits for the next leader
 and replays them in order. A chunk whose append outcome was unknown (the
 store failed after the write landed) may then appear twice: delivery is
 at-least-once in that case.
+
+Incarnations: leaders are found by topic name, but a chunk is bound to the
+incarnation ``revision_of(topic)`` named at its first upload. A chunk whose
+incarnation was deleted while it waited (a replay after the old leader
+stepped down) fails with ``TopicNotFoundError`` instead of being appended
+to the next topic of the same name: records produced to one incarnation
+never show up in another (DESIGN.md section 3), and an acknowledged offset
+always belongs to the incarnation the caller produced to.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from epochgc.errors import EpochGCError, StaleEpochError
+from epochgc.errors import EpochGCError, StaleEpochError, TopicNotFoundError
 from epochgc.ingest.directory import LeaderDirectory
 from epochgc.ingest.leader_service import NotLeaderError
 from epochgc.ingest.upload import upload_l0
@@ -54,6 +62,9 @@ class _Chunk:
     waiters: list[tuple[int, asyncio.Future[list[int]]]]
     epoch: int = -1
     batch: PlaceholderBatch | None = None
+    revision: int = -1
+    """The topic incarnation this chunk is for: ``revision_of(topic)`` at its
+    first upload; only a leader of that incarnation may append it."""
 
 
 @dataclass
@@ -134,6 +145,8 @@ class Producer:
 
         Raises:
             NotLeaderError: no leader for the partition within the timeout.
+            TopicNotFoundError: the topic incarnation the records were bound
+                to was deleted before they were appended (nothing written).
         """
         if not records:
             return []
@@ -204,8 +217,10 @@ class Producer:
     async def upload_chunks(self, chunks: list[_Chunk]) -> None:
         """Upload ``chunks`` as one L0 object at a fresh-enough epoch."""
         # Both may read S3 (an epoch refresh, a controller catch-up): keep
-        # them off the event loop.
-        epoch = await asyncio.to_thread(self._epoch_for, {c.topic for c in chunks})
+        # them off the event loop. A re-upload keeps the chunk's incarnation.
+        revisions, epoch = await asyncio.to_thread(self._bind, chunks)
+        for chunk, revision in zip(chunks, revisions, strict=True):
+            chunk.revision = revision
         uploaded = await asyncio.to_thread(
             upload_l0,
             self._store,
@@ -221,8 +236,13 @@ class Producer:
             chunk.epoch = epoch
             chunk.batch = uploaded.batch_for(chunk.topic, chunk.partition)
 
-    def _epoch_for(self, topics: set[str]) -> int:
-        floor = max(self._revision_of(t) for t in topics)
+    def _bind(self, chunks: list[_Chunk]) -> tuple[list[int], int]:
+        """Each chunk's incarnation (kept from a first upload) and an epoch
+        at least the revision of every one of them."""
+        revisions = [c.revision if c.revision >= 0 else self._revision_of(c.topic) for c in chunks]
+        return revisions, self._epoch_for(max(revisions))
+
+    def _epoch_for(self, floor: int) -> int:
         epoch = self._epochs.get()
         if epoch < floor:
             self._epochs.invalidate(below=floor)
@@ -250,6 +270,10 @@ class Producer:
             if not future.done():
                 future.set_exception(error)
 
+
+OLDER_LEADER_WAIT_SECONDS = 60.0
+"""How long a chunk waits for a leader of its incarnation while the leader
+of an older one is still registered (as ``wait_for_leader`` waits)."""
 
 _LATER = object()
 """``_Sender._submit``: not now; settle the chunks in flight first."""
@@ -317,6 +341,7 @@ class _Sender:
         ``only_term`` is given and that leader is gone (chunks of that term
         are still in flight and must settle before anything newer goes)."""
         producer = self._producer
+        older_since: float | None = None
         while True:
             if only_term is not None:
                 service = producer._directory.current(self._topic, self._partition)
@@ -331,6 +356,37 @@ class _Sender:
                     producer._fail(chunk, err)
                     return None
             assert chunk.batch is not None
+            serving = service.leader.replica.pid.revision
+            if serving > chunk.revision:
+                # The chunk's incarnation was deleted and the name created
+                # again: appending here would move its records into a topic
+                # they were never produced to.
+                producer._fail(
+                    chunk,
+                    TopicNotFoundError(
+                        f"{self._topic}/{self._partition}@{chunk.revision} was deleted "
+                        f"(the topic is now revision {serving}); records not written"
+                    ),
+                )
+                return None
+            if serving < chunk.revision:
+                # The leader of an older incarnation is still registered: its
+                # node has not seen the new one yet and will step down.
+                if only_term is not None:
+                    return _LATER
+                older_since = time.monotonic() if older_since is None else older_since
+                if time.monotonic() - older_since > OLDER_LEADER_WAIT_SECONDS:
+                    producer._fail(
+                        chunk,
+                        NotLeaderError(
+                            f"{self._topic}/{self._partition}: no leader of revision "
+                            f"{chunk.revision} within {OLDER_LEADER_WAIT_SECONDS:.0f}s "
+                            f"(revision {serving} still leads)"
+                        ),
+                    )
+                    return None
+                await asyncio.sleep(0.05)
+                continue
             try:
                 return await service.submit(service.term, chunk.epoch, chunk.batch), service.term
             except StaleEpochError as err:

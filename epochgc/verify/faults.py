@@ -1,7 +1,10 @@
 """Fault injection between epochgc and the bucket: an ``ObjectStore``
 wrapper, driven by a seed, that makes requests fail (as if retries ran
 out), answer SlowDown, apply and then lose their answer (unknown outcome),
-take longer, and delete only part of a DeleteObjects batch.
+take longer, and delete only part of a DeleteObjects batch; and, on
+demand, slow every write under one prefix (``slow_prefix``), which is how
+``epochgc verify`` makes the reconcilers (L1 writes) fall behind the
+producers without touching anything else.
 
 Used by ``epochgc verify``; never configured in production. Faults can be
 switched off at run time (``enabled``) so a run can quiesce on a clean
@@ -75,6 +78,10 @@ class FaultyStore:
         self.enabled = True
         self.injected: Counter[str] = Counter()
         self.on_throttle: Callable[[], None] | None = None
+        self.slow_prefix: str | None = None
+        """While set (and faults are enabled), each write of a key under it
+        waits ``slow_seconds`` first (counted as ``slow_write``)."""
+        self.slow_seconds = 2.0
 
     # --- plumbing ------------------------------------------------------------
 
@@ -127,12 +134,20 @@ class FaultyStore:
     def head(self, key: str) -> ObjectInfo:
         return self._call("HeadObject", key, lambda: self._inner.head(key))
 
+    def _slow_write(self, key: str) -> None:
+        prefix = self.slow_prefix
+        if self.enabled and prefix is not None and key.startswith(prefix):
+            self._count("slow_write")
+            time.sleep(self.slow_seconds)
+
     def put(self, key: str, body: bytes, *, metadata: Mapping[str, str] | None = None) -> str:
+        self._slow_write(key)
         return self._call("PutObject", key, lambda: self._inner.put(key, body, metadata=metadata))
 
     def put_if_absent(
         self, key: str, body: bytes, *, metadata: Mapping[str, str] | None = None
     ) -> str:
+        self._slow_write(key)
         return self._call(
             "PutObject", key, lambda: self._inner.put_if_absent(key, body, metadata=metadata)
         )

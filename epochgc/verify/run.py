@@ -8,18 +8,28 @@ partitions it leads) and two GC daemons as separate processes, all behind a
 requests, latency, partial DeleteObjects); process faults from here:
 ``kill -9`` of a node or daemon (restarted a moment later) and ``SIGSTOP``
 past the lease TTL (leases expire and are taken over, then the process
-wakes up fenced); optionally a Spark GC job mid-way. Meanwhile this process
-samples the true ``M`` (the join, on a clean store) every half second.
+wakes up fenced); deleting the ``churn`` topic while producers write to it
+and its reconcilers are behind, then creating it again under the same name
+(at once or an epoch tick or two later: a new incarnation, which must start
+empty and lose nothing of its own); optionally a Spark GC job mid-way.
+Meanwhile this process samples the true ``M`` (the join, on a clean store)
+every half second.
 
 Then it quiesces (faults off, producers off, wait for the reconcilers to
 catch up and the collectors to delete everything they may) and checks:
 
-(a) every acknowledged record reads back at its offset, byte for byte;
-    acknowledged offsets are distinct (payloads duplicated at other,
-    unacknowledged offsets by at-least-once replays are counted);
+(a) every record acknowledged to a live topic incarnation reads back at
+    its offset, byte for byte (records acknowledged to a deleted incarnation
+    went with it and are only counted); acknowledged offsets are distinct
+    (payloads duplicated at other, unacknowledged offsets by at-least-once
+    replays are counted); every live incarnation's records start at offset
+    0 and hold nothing produced to another incarnation of its name;
 (b) no deletion came before its time: every key a collector sent to
     DeleteObjects had an epoch at or below the true ``M`` of that moment;
-(c) after quiesce, no L0 object with epoch <= ``M`` is left;
+(c) after quiesce, no L0 object with epoch <= ``M`` is left, and every live
+    partition's ``M(p)`` reached the epoch at which the producers stopped
+    (a partition stuck behind, e.g. on an L0 object deleted under it, is
+    named);
 (d) ``M`` never decreased, for this process's samples and for each daemon.
 
 Exit 1 on any violation, with the seed to reproduce it.
@@ -61,6 +71,10 @@ log = logging.getLogger("epochgc.verify")
 ROOT = "epochgc"
 BUCKET = "epochgc-verify"
 TOPICS = {"orders": 3, "clicks": 2}
+CHURN = "churn"
+"""The topic ``_disturb`` deletes and recreates; the others keep their
+whole history, so a run has both long-lived partitions and fresh ones."""
+CHURN_PARTITIONS = 2
 LEASE_TTL = 3.0
 
 
@@ -71,6 +85,10 @@ class VerifyResult:
     seed: int
     records_acked: int = 0
     records_verified: int = 0
+    records_discarded: int = 0
+    """Acknowledged to an incarnation deleted since: not required back."""
+    unreconciled_at_delete: int = 0
+    """Records not yet in L1 when their incarnation was deleted."""
     duplicates: int = 0
     deletions: int = 0
     safe_epoch: int = 0
@@ -212,7 +230,7 @@ def run_verify(
         config = load_config(config_path)
         store, _stats = store_from_settings(config, client_settings_of(config))
         controller = Controller(store, ROOT)
-        for name, partitions in TOPICS.items():
+        for name, partitions in {**TOPICS, CHURN: CHURN_PARTITIONS}.items():
             controller.create_topic(name, partitions)
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         if unsafe_safe_epoch:
@@ -235,7 +253,14 @@ def run_verify(
         )
         sampler.start()
         try:
-            _disturb(procs, rng, duration, result, config_path if spark else None, folder)
+            # The churn has a random stream of its own (from the seed), so
+            # it interleaves with the other faults without reshuffling them.
+            churn = _Churn(store, folder, random.Random(f"churn-{seed}"), duration)
+            churn.start()
+            try:
+                _disturb(procs, rng, duration, result, config_path if spark else None, folder)
+            finally:
+                churn.finish(result)
             _quiesce(store, procs, folder, quiesce_timeout, result)
         finally:
             procs.stop_all()
@@ -258,7 +283,9 @@ def _sample_m(
                 continue
             now = time.time()
             samples.append((now, safe.safe_epoch))
-            pinning = [[w.topic, w.partition, w.safe_epoch, w.node] for w in safe.pinning]
+            pinning = [
+                [w.topic, w.revision, w.partition, w.safe_epoch, w.node] for w in safe.pinning
+            ]
             out.write(json.dumps({"t": now, "m": safe.safe_epoch, "pinning": pinning}) + "\n")
             out.flush()
 
@@ -316,6 +343,106 @@ def _disturb(
             result.violations.append(f"the Spark job crashed (exit {spark_proc.returncode})")
 
 
+class _Churn:
+    """Deletes ``CHURN`` and creates it again under the same name, at
+    random moments of the disturbed phase (every 3 to 7 seconds), on the
+    clean store: the controller is an operator here, not a faulty process.
+
+    The nodes keep producing to it throughout; from a moment before the
+    delete until a moment after the create, the ``reconcile-lag`` switch
+    slows every L1 write, so the reconcilers (of every topic) fall behind
+    and the deleted incarnation has placeholders no reconciler will ever
+    get to (counted at each delete): exactly what made a recreated topic
+    inherit the old log, whose L0 objects the collector then deleted, when
+    partitions were keyed by name alone. The new incarnation comes at once
+    (a node may never see the topic gone) or after an epoch tick or two
+    (the collector may run with the topic absent).
+    """
+
+    def __init__(
+        self, store: S3ObjectStore, folder: Path, rng: random.Random, duration: float
+    ) -> None:
+        self._store = store
+        self._lag_switch = folder / "reconcile-lag"
+        self._controller = Controller(store, ROOT)
+        self._rng = rng
+        self._duration = duration
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="verify-churn")
+        self.recreated = 0
+        self.unreconciled = 0
+        self.crashed: BaseException | None = None
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def finish(self, result: VerifyResult) -> None:
+        """Stop (a recreate in progress completes) and count into ``result``."""
+        self._stop.set()
+        self._thread.join()
+        result.process_faults["recreate"] += self.recreated
+        result.unreconciled_at_delete += self.unreconciled
+        if self.crashed is not None:
+            result.violations.append(f"verify itself: the churn thread crashed: {self.crashed!r}")
+
+    def _run(self) -> None:
+        started = time.monotonic()
+        try:
+            while not self._stop.wait(self._rng.uniform(3.0, 7.0)):
+                if time.monotonic() - started > self._duration:
+                    return
+                # All drawn first: the schedule is the seed's whatever fails.
+                lag_before, lag_after = self._rng.uniform(1.0, 2.5), self._rng.uniform(0.0, 1.0)
+                ticks = self._rng.choice([0, 0, 1, 2])
+                self._lag_switch.touch()
+                try:
+                    time.sleep(lag_before)  # placeholders pile up unreconciled
+                    self._recreate(ticks)
+                    time.sleep(lag_after)
+                finally:
+                    self._lag_switch.unlink(missing_ok=True)
+        except Exception as err:  # a bug of this harness: say so, never hide it
+            log.exception("the churn thread crashed")
+            self.crashed = err
+
+    def _recreate(self, ticks: int) -> None:
+        """Delete (if live), wait ``ticks`` epoch intervals, create. A step
+        that fails is logged; the next recreate finishes the job."""
+        controller = self._controller
+        try:
+            old = controller.snapshot().topics.get(CHURN)
+            if old is not None:
+                deleted_at = controller.delete_topic(CHURN)
+                behind = self._unreconciled(old.partition_ids())
+                self.unreconciled += behind
+                log.info(
+                    "deleted %s@%d at offset %d, %d records unreconciled",
+                    CHURN,
+                    old.revision,
+                    deleted_at,
+                    behind,
+                )
+                time.sleep(ticks * 1.0)  # [epoch] interval_seconds: about one tick each
+            info = controller.create_topic(CHURN, CHURN_PARTITIONS)
+        except EpochGCError as err:
+            log.warning("recreating %s did not finish (the next one will): %s", CHURN, err)
+            return
+        log.info("recreated %s at revision %d after %d ticks", CHURN, info.revision, ticks)
+        self.recreated += 1
+
+    def _unreconciled(self, pids: list[PartitionId]) -> int:
+        """Records of a just-deleted incarnation that are not in L1 (the
+        data in flight a recreate must not inherit); best effort."""
+        total = 0
+        for pid in pids:
+            try:
+                state = PartitionReplica(self._store, ROOT, pid).open()
+            except EpochGCError:
+                continue
+            total += state.next_offset - 1 - state.lro
+        return total
+
+
 def _quiesce(
     store: S3ObjectStore,
     procs: _Processes,
@@ -325,20 +452,58 @@ def _quiesce(
 ) -> None:
     (folder / "faults-off").touch()
     (folder / "producers-off").touch()
+    # Every record was written at an epoch at or below this one (a produce
+    # in flight may still land, at an epoch it already had).
+    end = Controller(store, ROOT).current_epoch()
     for ident, proc in list(procs.procs.items()):
         if proc.poll() is not None:  # a worker that died on its own: bring it back
             procs.start(ident, procs.roles[ident])
     deadline = time.monotonic() + timeout
+    left, behind = -1, ["not computed yet"]
     while time.monotonic() < deadline:
         time.sleep(1.0)
-        if not any(True for _ in store.list_objects(l0_prefix(ROOT))):
+        left = sum(1 for _ in store.list_objects(l0_prefix(ROOT)))
+        behind = _partitions_behind(store, end) if left == 0 else behind
+        if left == 0 and not behind:
             return
-    left = sum(1 for _ in store.list_objects(l0_prefix(ROOT)))
+    if left:  # the partitions behind say why
+        behind = _partitions_behind(store, end)
     _dump_state(store, folder)
-    result.violations.append(
-        f"(c) did not quiesce: {left} L0 objects still there {timeout:.0f}s after the faults "
-        "stopped (M stuck?)"
+    if left:
+        result.violations.append(
+            f"(c) did not quiesce: {left} L0 objects still there {timeout:.0f}s after the "
+            "faults stopped (M stuck?)"
+        )
+    if behind:
+        result.violations.append(
+            f"(c) M(p) of live partitions did not reach epoch {end} (the end of producing) "
+            f"{timeout:.0f}s after the faults stopped: {'; '.join(behind)}"
+        )
+
+
+def _partitions_behind(store: S3ObjectStore, end: int) -> list[str]:
+    """Each live partition whose ``M(p)`` (as the join sees it) is below
+    ``end``, with its reconciliation progress: a partition stuck on a
+    missing L0 object, or one that inherited another incarnation's log,
+    shows here by name rather than only as an ``M`` that stopped."""
+    controller = Controller(store, ROOT)
+    safe = compute_safe_epoch(
+        controller, store, ROOT, SafeEpochTracker(blocked_after=1), pinning=1_000_000
     )
+    if safe is None:
+        return ["M cannot be computed"]
+    behind = []
+    for w in safe.pinning:
+        if w.safe_epoch >= end:
+            continue
+        pid = PartitionId(w.topic, w.revision, w.partition)
+        try:
+            state = PartitionReplica(store, ROOT, pid).open()
+            progress = f"reconciled through {state.lro} of {state.next_offset} records"
+        except EpochGCError as err:
+            progress = f"cannot open: {err}"
+        behind.append(f"{pid} M(p) {w.safe_epoch} ({w.node or 'unreported'}; {progress})")
+    return behind
 
 
 def _dump_state(store: S3ObjectStore, folder: Path) -> None:
@@ -406,6 +571,7 @@ def _check(
 
 
 def _check_records(store: S3ObjectStore, folder: Path, result: VerifyResult) -> None:
+    live = Controller(store, ROOT).snapshot().live_partitions()
     acked: dict[PartitionId, dict[int, str]] = {}
     for doc in _read_lines(folder, "acks-*.jsonl"):
         key = PartitionId(
@@ -420,12 +586,24 @@ def _check_records(store: S3ObjectStore, folder: Path, result: VerifyResult) -> 
     reader = PartitionReader(store, ROOT)
     for pid, rows in sorted(acked.items()):
         result.records_acked += len(rows)
+        if pid not in live:  # deleted: its records went with it
+            result.records_discarded += len(rows)
+    for pid in sorted(live):
+        rows = acked.get(pid, {})
         try:
             stored = reader.read_partition(pid, 0)
         except Exception as err:
             result.violations.append(f"(a) {pid} cannot be read back: {err}")
             continue
         by_offset = {offset: record.decode() for offset, record in stored}
+        if by_offset and min(by_offset) != 0:
+            result.violations.append(f"(a) {pid}: records start at offset {min(by_offset)}, not 0")
+        foreign = [o for o, r in by_offset.items() if _produced_to(r) not in (None, pid.revision)]
+        if foreign:
+            result.violations.append(
+                f"(a) {pid}: {len(foreign)} records produced to another incarnation of "
+                f"{pid.topic} (first at offset {min(foreign)}: {by_offset[min(foreign)]!r})"
+            )
         payloads = Counter(by_offset.values())
         result.duplicates += sum(n - 1 for n in payloads.values() if n > 1)
         wrong = [o for o, r in rows.items() if by_offset.get(o) != r]
@@ -435,6 +613,14 @@ def _check_records(store: S3ObjectStore, folder: Path, result: VerifyResult) -> 
                 f"(a) {pid}: {len(wrong)} acknowledged records missing or "
                 f"different (first at offset {min(wrong)})"
             )
+
+
+def _produced_to(record: str) -> int | None:
+    """The revision a verify producer wrote ``record`` to (its payload is
+    ``{node}.{seed}@{revision}:{n}``), or ``None`` for any other payload."""
+    tag, _, _ = record.partition(":")
+    _, at, revision = tag.rpartition("@")
+    return int(revision) if at and revision.isdigit() else None
 
 
 def _check_deletions(folder: Path, samples: list[tuple[float, int]], result: VerifyResult) -> None:
@@ -476,12 +662,14 @@ def summary(result: VerifyResult) -> str:
     lines = [
         f"epochgc verify --seed {result.seed}",
         f"records acknowledged {result.records_acked}, read back {result.records_verified}, "
+        f"to deleted incarnations {result.records_discarded}, "
         f"duplicated by replays {result.duplicates}",
         f"deletions sent {result.deletions}; final M {result.safe_epoch}, cluster epoch "
         f"{result.cluster_epoch}",
         "store faults: " + ", ".join(f"{k} {v}" for k, v in sorted(result.store_faults.items())),
         "process faults: "
-        + ", ".join(f"{k} {v}" for k, v in sorted(result.process_faults.items())),
+        + ", ".join(f"{k} {v}" for k, v in sorted(result.process_faults.items()))
+        + f" (records unreconciled at topic deletes: {result.unreconciled_at_delete})",
     ]
     lines += [f"VIOLATION {v}" for v in result.violations]
     lines.append(

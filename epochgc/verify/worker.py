@@ -4,15 +4,20 @@ producers, or a GC daemon, talking to the bucket through a ``FaultyStore``.
 It writes what the checker needs into the run's folder, line by line and
 flushed, so a ``kill -9`` loses at most the line being written:
 
-* ``acks-{id}.jsonl``: every acknowledged record (topic, partition, offset,
-  record), written after ``produce`` returned;
+* ``acks-{id}.jsonl``: every acknowledged record (topic, revision,
+  partition, offset, record), written after ``produce`` returned; a record's
+  payload ``{id}.{seed}@{revision}:{n}`` is unique in the run and names the
+  incarnation it was produced to, so the checker can tell a record that
+  leaked into another incarnation of the same topic name;
 * ``deletes-{id}.jsonl``: every key a GC process is about to delete, with
   the time;
 * ``m-{id}.jsonl``: the ``M`` a daemon used, over time;
 * ``faults-{id}.json``: faults injected so far.
 
 The files ``faults-off`` and ``producers-off`` in the folder switch faults
-and producing off (the checker's quiesce). SIGTERM stops the process
+and producing off (the checker's quiesce); while ``reconcile-lag`` exists,
+every L1 write takes two seconds longer, so the reconcilers fall behind the
+producers (the driver sets it around a topic delete-and-recreate). SIGTERM stops the process
 cleanly. Run as ``python -m epochgc.verify.worker``.
 """
 
@@ -45,7 +50,7 @@ from epochgc.logging_setup import setup_logging
 from epochgc.reconciler.node import ReconcilerNode
 from epochgc.reconciler.service import build_node
 from epochgc.runtime import client_settings_of, store_from_settings
-from epochgc.storage.keys import parse_l0_key
+from epochgc.storage.keys import l1_prefix, parse_l0_key
 from epochgc.verify.faults import FaultPlan, FaultyStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
@@ -67,12 +72,13 @@ class _Lines:
             self._file.flush()
 
 
-def _watch(folder: Path, store: FaultyStore, ident: str, stop: threading.Event) -> None:
+def _watch(folder: Path, store: FaultyStore, ident: str, root: str, stop: threading.Event) -> None:
     """Follow the switches and publish the fault counts."""
     faults_path = folder / f"faults-{ident}.json"
     while not stop.wait(0.2):
         if (folder / "faults-off").exists():
             store.enabled = False
+        store.slow_prefix = l1_prefix(root) if (folder / "reconcile-lag").exists() else None
         tmp = faults_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(dict(store.injected)))
         tmp.replace(faults_path)
@@ -140,7 +146,12 @@ async def _watch_rounds(node: ReconcilerNode, leases: LeaseManager, stop: asynci
 
 
 async def _run_node(
-    config: Config, store: FaultyStore, ident: str, folder: Path, now: Callable[[], datetime]
+    config: Config,
+    store: FaultyStore,
+    ident: str,
+    folder: Path,
+    now: Callable[[], datetime],
+    seed: int,
 ) -> None:
     directory = LeaderDirectory()
     node, leases = build_node(config, store, ident, directory, now=now)
@@ -150,6 +161,11 @@ async def _run_node(
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     leases.start()
+    # The incarnation each topic is produced to: the revision of the led
+    # partition the produce loop picked last. The producer binds a chunk to
+    # ``revision_of(topic)`` (and floors its epoch there), so after a
+    # delete-and-recreate this must follow the node to the new incarnation,
+    # or every chunk would be bound to the deleted one and fail.
     revisions: dict[str, int] = {}
 
     def revision_of(topic: str) -> int:
@@ -178,12 +194,13 @@ async def _run_node(
                 continue
             pid = rng.choice(led)
             topic, partition = pid.topic, pid.partition
-            if topic not in revisions:
-                with contextlib.suppress(Exception):
-                    info = await asyncio.to_thread(controller.topic, topic)
-                    revisions[topic] = info.revision
-                continue
-            records = [f"{ident}:{sent + i}".encode() for i in range(5)]
+            if revisions.get(topic) != pid.revision:
+                # A new incarnation (or the first produce): the node leads
+                # it, so its controller view has it live.
+                log.info("%s: producing to %s at revision %d", ident, topic, pid.revision)
+                revisions[topic] = pid.revision
+            tag = f"{ident}.{seed}@{pid.revision}"
+            records = [f"{tag}:{sent + i}".encode() for i in range(5)]
             sent += len(records)
             try:
                 offsets = await asyncio.wait_for(
@@ -278,12 +295,12 @@ def main(argv: list[str] | None = None) -> int:
     store = FaultyStore(inner, FaultPlan(), args.seed, before_delete=before_delete)
     stop = threading.Event()
     watcher = threading.Thread(
-        target=_watch, args=(folder, store, args.id, stop), daemon=True, name="verify-watch"
+        target=_watch, args=(folder, store, args.id, root, stop), daemon=True, name="verify-watch"
     )
     watcher.start()
     try:
         if args.role == "node":
-            asyncio.run(_run_node(config, store, args.id, folder, now))
+            asyncio.run(_run_node(config, store, args.id, folder, now, args.seed))
         else:
             _run_daemon(config, store, stats, args.id, folder, now)
     finally:

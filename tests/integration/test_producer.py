@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import time
 
-from epochgc.errors import TransientStorageError
+import pytest
+
+from epochgc.errors import TopicNotFoundError, TransientStorageError
 from epochgc.ingest.directory import LeaderDirectory
 from epochgc.ingest.leader_service import PartitionLeaderService
 from epochgc.ingest.producer import Producer
@@ -23,9 +25,9 @@ LOG_PREFIX = f"{ROOT}/meta/partitions/orders/1/0/log/"
 
 
 async def start_service(
-    store: object, term: int, directory: LeaderDirectory
+    store: object, term: int, directory: LeaderDirectory, pid: PartitionId = ORDERS0
 ) -> PartitionLeaderService:
-    replica = PartitionReplica(store, ROOT, ORDERS0)  # type: ignore[arg-type]
+    replica = PartitionReplica(store, ROOT, pid)  # type: ignore[arg-type]
     await asyncio.to_thread(replica.open)
     leader = PartitionLeader(replica, term, depth=8)
     await asyncio.to_thread(leader.start)
@@ -115,3 +117,41 @@ def test_a_stale_epoch_is_refreshed_and_leaves_an_orphan(store: S3ObjectStore) -
     )
     assert epochs == [1, 4], "the orphan at the stale epoch, the accepted one at the fresh"
     assert PartitionReader(store, ROOT).read("orders", 0) == [(0, b"late")]
+
+
+def test_a_chunk_of_a_deleted_incarnation_fails_instead_of_moving(store: S3ObjectStore) -> None:
+    """Leaders are found by name; a chunk waiting for one while its topic is
+    deleted and created again must not land in the new incarnation (found
+    by ``epochgc verify``: such records were acknowledged at the new
+    topic's offsets, under the old one's revision)."""
+    controller = Controller(store, ROOT)
+    first = controller.create_topic("orders", 1)
+
+    async def scenario() -> tuple[PartitionId, list[int]]:
+        directory = LeaderDirectory()  # no leader yet: the chunk waits for one
+        producer = Producer(
+            store,
+            ROOT,
+            directory,
+            EpochCache(controller.current_epoch, ttl_seconds=0),
+            lambda topic: controller.topic(topic).revision,
+            shards=4,
+            linger_seconds=0.001,
+        )
+        waiting = asyncio.create_task(producer.produce("orders", 0, [b"old"]))
+        while not list(store.list_objects(f"{ROOT}/l0/")):
+            await asyncio.sleep(0.01)  # uploaded, bound to the first incarnation
+        await asyncio.to_thread(controller.delete_topic, "orders")
+        second = (await asyncio.to_thread(controller.create_topic, "orders", 1)).partition_id(0)
+        service = await start_service(store, 1, directory, second)
+        with pytest.raises(TopicNotFoundError):
+            await waiting
+        offsets = await producer.produce("orders", 0, [b"new"])
+        await producer.close()
+        await service.stop()
+        return second, offsets
+
+    second, offsets = asyncio.run(scenario())
+    assert second.revision > first.revision
+    assert offsets == [0], "the new incarnation starts at 0, with nothing of the old"
+    assert PartitionReader(store, ROOT).read_partition(second, 0) == [(0, b"new")]
