@@ -11,17 +11,17 @@ critical rests on that judgement: forgetting a report can only lower
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from epochgc.errors import InvalidArgumentError, NotFoundError, RecordError
 from epochgc.storage.keys import report_key
 from epochgc.storage.object_store import ObjectStore
-from epochgc.watermarks.controller import Controller
+from epochgc.watermarks.controller import Controller, ControllerView
 from epochgc.watermarks.leases import decode_lease
 from epochgc.watermarks.report_lifecycle import ForgetImpact, forget_impact
-from epochgc.watermarks.reports import read_reports
+from epochgc.watermarks.reports import NodeReport, read_reports
 
 
 @dataclass(frozen=True)
@@ -55,10 +55,20 @@ def list_nodes(
 ) -> list[NodeRow]:
     """Every node with a report or a lease, sorted by id (one LIST and GET
     per report and per lease)."""
-    moment = now()
-    live = Controller(store, root).snapshot().live_partitions()
+    view = Controller(store, root).snapshot()
     reports, _skipped = read_reports(store, root)
-    leases = _held_leases(store, root, moment)
+    moment = now()
+    return node_rows(view, reports, _held_leases(store, root, moment), moment)
+
+
+def node_rows(
+    view: ControllerView,
+    reports: Iterable[NodeReport],
+    leases: Mapping[str, int],
+    moment: datetime,
+) -> list[NodeRow]:
+    """The rows of ``node list`` from what was read. Pure."""
+    live = view.live_partitions()
     rows = {}
     for report in reports:
         counted = sum(1 for e in report.partitions if e.pid in live)
@@ -90,8 +100,11 @@ def forget_node(
             alive (it holds a lease or reported within ``dead_after``): it
             would only write its report again.
     """
-    rows = {row.node: row for row in list_nodes(store, root, now=now)}
-    row = rows.get(node)
+    view = Controller(store, root).snapshot()
+    reports, _skipped = read_reports(store, root)
+    moment = now()
+    rows = node_rows(view, reports, _held_leases(store, root, moment), moment)
+    row = next((r for r in rows if r.node == node), None)
     if row is None or row.report_age_seconds is None:
         raise InvalidArgumentError(f"node {node!r} has no report to forget")
     if row.looks_alive(dead_after):
@@ -100,8 +113,6 @@ def forget_node(
             f"{row.report_age_seconds:.0f}s old, dead after "
             f"{dead_after.total_seconds():.0f}s); stop it first"
         )
-    view = Controller(store, root).snapshot()
-    reports, _skipped = read_reports(store, root)
     impact = forget_impact(view, reports, node)
     store.delete(report_key(root, node))
     return impact
