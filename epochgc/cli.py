@@ -203,16 +203,13 @@ def _print_run(
 def _cmd_gc_epoch_info(config: Config, args: argparse.Namespace) -> int:
     with open_store(config) as handle:
         controller = Controller(handle.store, config.layout.root)
+        tracker = SafeEpochTracker(blocked_after=1)
         safe = compute_safe_epoch(
-            controller,
-            handle.store,
-            config.layout.root,
-            SafeEpochTracker(blocked_after=1),
-            pinning=args.top,
+            controller, handle.store, config.layout.root, tracker, pinning=args.top
         )
         cluster_epoch = controller.current_epoch()
     if safe is None:
-        print("safety_blocked: M cannot be computed from trusted inputs", file=sys.stderr)
+        print(f"safety_blocked: untrusted M inputs: {tracker.last_error}", file=sys.stderr)
         return EXIT_FAILED
     pinning = [
         {"topic": w.topic, "partition": w.partition, "safe_epoch": w.safe_epoch, "node": w.node}
