@@ -103,7 +103,15 @@ class CorruptLogError(StorageError):
 
 class StoreCapabilityError(StorageError):
     """The store lacks a feature epochgc's safety depends on (for example it
-    ignores ``If-None-Match``)."""
+    ignores ``If-None-Match``, or rejects the ETag it has just returned).
+
+    The message is one line; ``table`` holds the probe table for the
+    operator (empty when there is none).
+    """
+
+    def __init__(self, message: str, *, table: str = "") -> None:
+        super().__init__(message)
+        self.table = table
 
 
 class InvariantViolation(EpochGCError):

@@ -29,6 +29,7 @@ from epochgc.storage.client import ClientSettings, make_s3_client
 from epochgc.storage.embedded import EMBEDDED_ACCESS_KEY, EMBEDDED_SECRET_KEY, EmbeddedS3
 from epochgc.storage.retry import RetryPolicy
 from epochgc.storage.s3 import S3ObjectStore
+from tests.support.aws_env import clear_aws_credentials
 from tests.support.faults import inject_http_errors
 
 RETRIES = RetryPolicy(max_attempts=4, base_delay_seconds=0.001, max_delay_seconds=0.002)
@@ -91,34 +92,12 @@ def test_a_refused_connection_is_transient_and_retried() -> None:
 
 
 @pytest.fixture
-def no_aws_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
-    """An environment where the AWS credential chain finds nothing (and
-    does not wait for an instance-metadata service)."""
-    empty = tmp_path / "empty"
-    empty.write_text("")
-    for name in (
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
-        "AWS_PROFILE",
-        "AWS_DEFAULT_PROFILE",
-        "AWS_WEB_IDENTITY_TOKEN_FILE",
-        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-    ):
-        monkeypatch.delenv(name, raising=False)
-    env = {
-        "AWS_CONFIG_FILE": str(empty),
-        "AWS_SHARED_CREDENTIALS_FILE": str(empty),
-        "AWS_EC2_METADATA_DISABLED": "true",
-    }
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    return env
+def no_aws_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    clear_aws_credentials(monkeypatch, tmp_path)
 
 
 def test_missing_credentials_are_permanent(
-    s3_server: EmbeddedS3, bucket: str, no_aws_credentials: dict[str, str]
+    s3_server: EmbeddedS3, bucket: str, no_aws_credentials: None
 ) -> None:
     settings = ClientSettings(endpoint_url=s3_server.client_settings().endpoint_url)
     store, attempts = _store(settings, bucket)
