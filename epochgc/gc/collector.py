@@ -210,10 +210,15 @@ class Collector:
         store trouble: a failed round is a report, the next one retries."""
         state = self.state
         if state is not CollectorState.RUNNING:
-            outcome = (
-                RoundOutcome.PAUSED if state is CollectorState.PAUSED else RoundOutcome.BLOCKED
+            if state is CollectorState.PAUSED:
+                return RoundReport(RoundOutcome.PAUSED, state, finished_at=datetime.now(UTC))
+            # Blocked: every round's report keeps naming the cause.
+            return RoundReport(
+                RoundOutcome.BLOCKED,
+                state,
+                error=self.blocked_reason or None,
+                finished_at=datetime.now(UTC),
             )
-            return RoundReport(outcome, state, finished_at=datetime.now(UTC))
         started = self._monotonic()
         due = self._janitor is not None and (
             self._janitor_ran_at is None or started - self._janitor_ran_at >= self._janitor_interval

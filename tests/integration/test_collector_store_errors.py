@@ -91,3 +91,6 @@ def test_an_unparseable_controller_entry_blocks_and_says_why(
     assert second.outcome is RoundOutcome.BLOCKED
     assert collector.state is CollectorState.SAFETY_BLOCKED
     assert "controller entry 4: not UTF-8 JSON" in collector.blocked_reason
+    later = collector.run_round()
+    assert later.outcome is RoundOutcome.BLOCKED
+    assert later.error is not None and "controller entry 4" in later.error
