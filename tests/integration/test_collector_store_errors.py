@@ -12,8 +12,8 @@ from datetime import timedelta
 from epochgc.gc.collect import CollectSettings
 from epochgc.gc.collector import Collector, RoundOutcome
 from epochgc.gc.control import CollectorState
-from epochgc.storage.client import make_s3_client
-from epochgc.storage.embedded import EmbeddedS3
+from epochgc.storage.client import ClientSettings, make_s3_client
+from epochgc.storage.embedded import EMBEDDED_ACCESS_KEY, EMBEDDED_SECRET_KEY, EmbeddedS3
 from epochgc.storage.keys import controller_log_prefix, encode_l0_key, encode_log_entry_key
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
@@ -94,3 +94,18 @@ def test_an_unparseable_controller_entry_blocks_and_says_why(
     later = collector.run_round()
     assert later.outcome is RoundOutcome.BLOCKED
     assert later.error is not None and "controller entry 4" in later.error
+
+
+def test_a_refused_connection_fails_rounds_and_never_blocks() -> None:
+    settings = ClientSettings(
+        endpoint_url="http://127.0.0.1:1",
+        access_key_id=EMBEDDED_ACCESS_KEY,
+        secret_access_key=EMBEDDED_SECRET_KEY,
+    )
+    store = S3ObjectStore(make_s3_client(settings), "b-refused", retry_policy=FAST_RETRIES)
+    collector = _collector(store)
+    for _ in range(4):
+        report = collector.run_round()
+        assert report.outcome is RoundOutcome.FAILED, report
+        assert report.error is not None and "EndpointConnectionError" in report.error
+    assert collector.state is CollectorState.RUNNING
