@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from epochgc.config import Config, load_config, log_level_of
-from epochgc.errors import ConfigError, EpochGCError
+from epochgc.errors import ConfigError, EpochGCError, StoreCapabilityError
 from epochgc.gc.collect import collect_once
 from epochgc.gc.control import (
     ControlDocument,
@@ -67,7 +67,7 @@ EXIT_CONFIG = 2
 
 
 def _cmd_check_store(config: Config, args: argparse.Namespace) -> int:
-    with open_store(config, check_layout=False) as handle:
+    with open_store(config, check_layout=False, writes=False) as handle:
         results = run_probes(handle.store, config.layout.root)
     if args.json:
         print(
@@ -201,18 +201,15 @@ def _print_run(
 
 
 def _cmd_gc_epoch_info(config: Config, args: argparse.Namespace) -> int:
-    with open_store(config) as handle:
+    with open_store(config, writes=False) as handle:
         controller = Controller(handle.store, config.layout.root)
+        tracker = SafeEpochTracker(blocked_after=1)
         safe = compute_safe_epoch(
-            controller,
-            handle.store,
-            config.layout.root,
-            SafeEpochTracker(blocked_after=1),
-            pinning=args.top,
+            controller, handle.store, config.layout.root, tracker, pinning=args.top
         )
         cluster_epoch = controller.current_epoch()
     if safe is None:
-        print("safety_blocked: M cannot be computed from trusted inputs", file=sys.stderr)
+        print(f"safety_blocked: untrusted M inputs: {tracker.last_error}", file=sys.stderr)
         return EXIT_FAILED
     pinning = [
         {"topic": w.topic, "partition": w.partition, "safe_epoch": w.safe_epoch, "node": w.node}
@@ -245,7 +242,7 @@ def _cmd_gc_epoch_info(config: Config, args: argparse.Namespace) -> int:
 
 def _cmd_gc_runs(config: Config, args: argparse.Namespace) -> int:
     rows = []
-    with open_store(config) as handle:
+    with open_store(config, writes=False) as handle:
         for run_id in list_runs(handle.store, config.layout.root, args.limit):
             key = gc_run_summary_key(config.layout.root, run_id)
             try:
@@ -293,7 +290,7 @@ def _lease_data(lease: LeaseDocument | None, now: datetime) -> dict[str, object]
 
 def _cmd_gc_status(config: Config, args: argparse.Namespace) -> int:
     root = config.layout.root
-    with open_store(config) as handle:
+    with open_store(config, writes=False) as handle:
         control, _etag = read_control(handle.store, root)
         status = read_status(handle.store, root)
         lease = LeaseManager.read_holder(handle.store, root, GC_LEASE)
@@ -580,7 +577,7 @@ def _cmd_topic_delete(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_topic_list(config: Config, args: argparse.Namespace) -> int:
-    with open_store(config) as handle:
+    with open_store(config, writes=False) as handle:
         view = Controller(handle.store, config.layout.root).snapshot()
     rows = [
         {"topic": t.name, "partitions": t.partitions, "revision": t.revision}
@@ -594,7 +591,7 @@ def _cmd_topic_list(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_node_list(config: Config, args: argparse.Namespace) -> int:
-    with open_store(config) as handle:
+    with open_store(config, writes=False) as handle:
         rows = list_nodes(handle.store, config.layout.root)
     lines = [f"{'node':40} {'report age':>11} {'entries':>8} {'ignored':>8} {'leases':>7}"]
     for r in rows:
@@ -632,7 +629,7 @@ def _cmd_node_forget(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_epoch_show(config: Config, args: argparse.Namespace) -> int:
-    with open_store(config) as handle:
+    with open_store(config, writes=False) as handle:
         epoch = Controller(handle.store, config.layout.root).current_epoch()
     _print({"cluster_epoch": epoch}, args, f"cluster epoch: {epoch}")
     return EXIT_OK
@@ -699,7 +696,7 @@ def _cmd_epoch_advance(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_partition_show(config: Config, args: argparse.Namespace) -> int:
-    with open_store(config) as handle:
+    with open_store(config, writes=False) as handle:
         replica = _open_replica(config, handle.store, args)
         state = replica.state
     data = dataclasses.asdict(state)
@@ -1036,6 +1033,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(config, args)
     except EpochGCError as err:
         log.error("%s: %s", type(err).__name__, err)
+        if isinstance(err, StoreCapabilityError) and err.table:
+            print(err.table, file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
         log.warning("interrupted")

@@ -13,8 +13,9 @@ count, topics created after the snapshot) are ignored: they cannot lower
 revision ``> snap >= M``, so its data is protected without being listed.
 
 ``SafeEpochTracker`` keeps ``M`` monotone within a process: an input that
-would lower it is logged and ignored, and repeated unreadable inputs put
-the collector into ``safety_blocked``.
+would lower it is logged and ignored, and repeated untrusted inputs (content
+that does not parse, an unknown ``v``; never a store error) put the
+collector into ``safety_blocked``.
 """
 
 from __future__ import annotations
@@ -119,14 +120,16 @@ class SafeEpochTracker:
         m = tracker.observe(join_safe_epoch(view, reports)).safe_epoch
 
     Args:
-        blocked_after: consecutive failed computations (unreadable controller
-            entries, store errors) after which the collector is
-            ``safety_blocked``.
+        blocked_after: consecutive untrusted computations (a controller
+            entry that does not parse, an unknown ``v``) after which the
+            collector is ``safety_blocked``. Store errors are not counted:
+            they say nothing about the content.
     """
 
     def __init__(self, *, blocked_after: int = 3) -> None:
         self._highest: SafeEpoch | None = None
         self._failures = 0
+        self._last_error = ""
         self._blocked_after = blocked_after
         self.regressions_ignored = 0
 
@@ -141,6 +144,11 @@ class SafeEpochTracker:
     @property
     def consecutive_failures(self) -> int:
         return self._failures
+
+    @property
+    def last_error(self) -> str:
+        """The cause of the last untrusted computation (one line), or ``""``."""
+        return self._last_error
 
     def observe(self, result: SafeEpoch) -> SafeEpoch:
         """Accept a new join; return what the collector may use (never lower
@@ -168,6 +176,7 @@ class SafeEpochTracker:
     def failed(self, error: BaseException) -> None:
         """Record a computation that could not be trusted."""
         self._failures += 1
+        self._last_error = f"{type(error).__name__}: {error}"
         log.warning(
             "could not compute M (%d in a row%s): %s",
             self._failures,
