@@ -1,0 +1,120 @@
+"""The operator commands of DESIGN.md section 13, "Liveness without
+surgery": ``epochgc partition skip`` and ``epochgc gc explain``. Kept out of
+``cli.py`` (which only registers them) so each stays one small job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import logging
+import socket
+import sys
+from datetime import UTC, datetime
+
+from epochgc.config import Config
+from epochgc.reconciler.fetch import pending_placeholders
+from epochgc.runtime import open_store
+from epochgc.watermarks.controller import Controller
+from epochgc.watermarks.replica import PartitionReplica
+from epochgc.watermarks.reports import StuckCause
+from epochgc.watermarks.skip import plan_skip
+
+log = logging.getLogger("epochgc.cli")
+
+EXIT_OK = 0
+EXIT_REFUSED = 2
+DEFAULT_SKIP_REASON = "L0 data missing or corrupt before reconciliation"
+
+
+def operator() -> str:
+    """Who ran the command, for the record."""
+    return f"{getpass.getuser()}@{socket.gethostname()}"
+
+
+def stuck_line(stuck: StuckCause) -> str:
+    """One line for a stuck partition's cause."""
+    return (
+        f"stuck: {stuck.cause} L0 object {stuck.key} (records "
+        f"{stuck.first_offset}..{stuck.last_offset}) since {stuck.since:%Y-%m-%dT%H:%M:%SZ}"
+    )
+
+
+def _emit(data: object, args: argparse.Namespace, human: str) -> None:
+    print(json.dumps(data, indent=2, default=str) if args.json else human)
+
+
+def cmd_partition_skip(config: Config, args: argparse.Namespace) -> int:
+    """Record records ``lro+1..--through`` of a partition as lost, so its
+    reconciliation and ``M(p)`` move on. Shows the plan first; refuses
+    (exit 2) without ``--accept-data-loss``."""
+    root = config.layout.root
+    by = operator()
+    reason = args.reason or DEFAULT_SKIP_REASON
+    now = datetime.now(UTC)
+    with open_store(config) as handle:
+        store = handle.store
+        pid = Controller(store, root).topic(args.topic).partition_id(args.partition)
+        replica = PartitionReplica(store, root, pid)
+        replica.open()
+        command, covered = plan_skip(
+            replica.state, replica.retained, args.through, by=by, reason=reason, now=now
+        )
+        placeholders = pending_placeholders(replica, replica.state.lro)
+        keys = sorted(
+            {b.l0_key for p in placeholders if p.last_record <= command.last for b in p.batches}
+        )
+        plan = {
+            "topic": args.topic,
+            "partition": args.partition,
+            "revision": pid.revision,
+            "first_offset": command.first,
+            "last_offset": command.last,
+            "records": command.last - command.first + 1,
+            "placeholders": len(covered),
+            "l0_keys": keys,
+            "reason": reason,
+            "by": by,
+        }
+        human = [
+            f"{pid}: records {command.first}..{command.last} "
+            f"({plan['records']} records in {len(covered)} placeholders) are to be recorded "
+            "as lost; L0 objects concerned:",
+            *(f"  {key}" for key in keys),
+        ]
+        if not args.accept_data_loss:
+            _emit({**plan, "recorded": False}, args, "\n".join(human))
+            print(
+                "epochgc: refusing: this records data loss for good; "
+                "run again with --accept-data-loss",
+                file=sys.stderr,
+            )
+            return EXIT_REFUSED
+        entry = replica.append_records_lost(
+            lambda r: plan_skip(r.state, r.retained, args.through, by=by, reason=reason, now=now)[0]
+        )
+        state = replica.state
+    log.warning(
+        "%s: records %d..%d recorded as lost by %s at log offset %d (%s); L0 objects: %s",
+        pid,
+        command.first,
+        command.last,
+        by,
+        entry.offset,
+        reason,
+        ", ".join(keys),
+    )
+    human.append(
+        f"recorded at log offset {entry.offset}: lro {state.lro}, M(p) {state.safe_epoch}; "
+        "the partition's leader takes a new term and moves on"
+    )
+    data = {
+        **plan,
+        "recorded": True,
+        "log_offset": entry.offset,
+        "lro": state.lro,
+        "safe_epoch": state.safe_epoch,
+    }
+    _emit(data, args, "\n".join(human))
+    return EXIT_OK
