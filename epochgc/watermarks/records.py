@@ -166,6 +166,19 @@ def encode_command(command: Command) -> bytes:
     return dump_document(doc)
 
 
+_COMMAND_TYPES = frozenset(
+    {
+        "term_start",
+        "records_lost",
+        "placeholders",
+        "advance_epoch",
+        "advance_reconciled",
+        "set_allowed_local_start_offset",
+        "set_start_offset",
+    }
+)
+
+
 def decode_command(data: bytes, where: str = "partition log entry") -> Command:
     """Parse a log entry.
 
@@ -175,6 +188,8 @@ def decode_command(data: bytes, where: str = "partition log entry") -> Command:
     """
     doc = load_document(data, where, COMMAND_VERSION)
     kind = doc.get("type")
+    if kind not in _COMMAND_TYPES:
+        raise MalformedRecordError(f"{where}: unknown command type {kind!r}")
     term = get_int(doc, "term", where, 0)
     if kind == "term_start":
         return TermStart(term)
