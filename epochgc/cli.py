@@ -41,7 +41,7 @@ from epochgc.gc.run_report import (
     run_figures,
 )
 from epochgc.gc.service import collect_settings_of, run_daemon
-from epochgc.liveness_cli import cmd_partition_skip, stuck_line
+from epochgc.liveness_cli import cmd_gc_explain, cmd_partition_skip, stuck_line
 from epochgc.logging_setup import setup_logging
 from epochgc.metrics.push import COLLECT_JOB, push_run
 from epochgc.reconciler.service import produce_and_verify, run_reconciler
@@ -779,6 +779,18 @@ def _add_gc_commands(
     )
     info.add_argument("--top", type=int, default=10, help="pinning partitions to show")
     info.set_defaults(handler=_cmd_gc_epoch_info)
+    explained = gc_sub.add_parser(
+        "explain",
+        parents=[reporting],
+        help="whether one object is deletable now, and why (exit 0 whatever the answer)",
+    )
+    explained.add_argument(
+        "key", help="the object key, e.g. epochgc/l0/003/000000000000000042/UUID"
+    )
+    explained.add_argument(
+        "--top", type=int, default=10, metavar="K", help="pinning partitions considered (10)"
+    )
+    explained.set_defaults(handler=cmd_gc_explain)
     runs = gc_sub.add_parser("runs", parents=[reporting], help="recent run summaries")
     runs.add_argument("--limit", type=int, default=20)
     runs.set_defaults(handler=_cmd_gc_runs)

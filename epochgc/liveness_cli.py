@@ -14,11 +14,21 @@ import sys
 from datetime import UTC, datetime
 
 from epochgc.config import Config
+from epochgc.errors import EpochGCError, NotFoundError
+from epochgc.gc.control import read_control
+from epochgc.gc.explain import ExplainInputs, Explanation, PinningPartition, explain
+from epochgc.gc.service import collect_settings_of
 from epochgc.reconciler.fetch import pending_placeholders
+from epochgc.reconciler.node import partition_lease_name
 from epochgc.runtime import open_store
+from epochgc.storage.keys import PartitionId, parse_l0_key
+from epochgc.storage.object_store import ObjectStore
+from epochgc.watermarks.aggregate import PartitionWatermark, SafeEpochTracker
 from epochgc.watermarks.controller import Controller
+from epochgc.watermarks.leases import LeaseManager
 from epochgc.watermarks.replica import PartitionReplica
 from epochgc.watermarks.reports import StuckCause
+from epochgc.watermarks.safe_epoch import compute_safe_epoch
 from epochgc.watermarks.skip import plan_skip
 
 log = logging.getLogger("epochgc.cli")
@@ -118,3 +128,104 @@ def cmd_partition_skip(config: Config, args: argparse.Namespace) -> int:
     }
     _emit(data, args, "\n".join(human))
     return EXIT_OK
+
+
+def cmd_gc_explain(config: Config, args: argparse.Namespace) -> int:
+    """Say whether one object is deletable now and why. Exit 0 whatever the
+    verdict (it is a question); 1 only when the inputs cannot be read."""
+    root = config.layout.root
+    settings = collect_settings_of(config)
+    now = datetime.now(UTC)
+    with open_store(config) as handle:
+        store = handle.store
+        try:
+            last_modified = store.head(args.key).last_modified
+        except NotFoundError:
+            last_modified = None
+        safe = compute_safe_epoch(
+            Controller(store, root),
+            store,
+            root,
+            SafeEpochTracker(blocked_after=1),
+            pinning=args.top,
+        )
+        control, _etag = read_control(store, root)
+        parsed = parse_l0_key(args.key, root)
+        pinning: tuple[PinningPartition, ...] = ()
+        if safe is not None and parsed is not None:
+            pinning = tuple(
+                _pinning_detail(store, root, w) for w in safe.pinning if w.safe_epoch < parsed.epoch
+            )
+    result = explain(
+        ExplainInputs(
+            key=args.key,
+            root=root,
+            safe_epoch=None if safe is None else safe.safe_epoch,
+            pinning=pinning,
+            last_modified=last_modified,
+            min_object_age=settings.min_object_age,
+            now=now,
+            paused=control.paused,
+            paused_by=control.updated_by,
+            paused_reason=control.reason,
+            max_delete_fraction=settings.max_delete_fraction,
+        )
+    )
+    _emit(_explanation_data(args.key, result), args, _explanation_text(args.key, result))
+    return EXIT_OK
+
+
+def _pinning_detail(store: ObjectStore, root: str, w: PartitionWatermark) -> PinningPartition:
+    """What is known of one pinning partition: its lease holder and its
+    reconciliation lag (read from its log; ``None`` when unreadable)."""
+    pid = PartitionId(w.topic, w.revision, w.partition)
+    owner: str | None = None
+    lag: int | None = None
+    try:
+        lease = LeaseManager.read_holder(store, root, partition_lease_name(pid))
+        owner = None if lease is None or lease.released else lease.holder
+    except EpochGCError as err:
+        log.warning("%s: lease unreadable: %s", pid, err)
+    try:
+        replica = PartitionReplica(store, root, pid)
+        state = replica.open()
+        lag = max(0, state.next_offset - 1 - state.lro)
+    except EpochGCError as err:
+        log.warning("%s: partition log unreadable: %s", pid, err)
+    return PinningPartition(
+        w.topic, w.revision, w.partition, w.safe_epoch, w.node, owner, lag, w.stuck
+    )
+
+
+def _explanation_data(key: str, result: Explanation) -> dict[str, object]:
+    return {
+        "key": key,
+        "deletable": result.deletable,
+        "epoch": result.epoch,
+        "safe_epoch": result.safe_epoch,
+        "reasons": [
+            {"code": r.code, "text": r.text, "blocking": r.blocking} for r in result.reasons
+        ],
+        "pinning": [
+            {
+                "topic": p.topic,
+                "revision": p.revision,
+                "partition": p.partition,
+                "safe_epoch": p.safe_epoch,
+                "reported_by": p.reported_by,
+                "owner": p.owner,
+                "lag_records": p.lag_records,
+                "stuck": None if p.stuck is None else p.stuck.to_json(),
+            }
+            for p in result.pinning
+        ],
+    }
+
+
+def _explanation_text(key: str, result: Explanation) -> str:
+    verdict = "deletable" if result.deletable else "not deletable"
+    epoch = "-" if result.epoch is None else str(result.epoch)
+    safe = "unknown" if result.safe_epoch is None else str(result.safe_epoch)
+    lines = [f"{key}: {verdict} (epoch {epoch}, M {safe})"]
+    lines += [f"  {'x' if r.blocking else '-'} {r.code}: {r.text}" for r in result.reasons]
+    return "\n".join(lines)
