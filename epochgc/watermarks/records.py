@@ -188,7 +188,7 @@ def decode_command(data: bytes, where: str = "partition log entry") -> Command:
     """
     doc = load_document(data, where, COMMAND_VERSION)
     kind = doc.get("type")
-    if kind not in _COMMAND_TYPES:
+    if not isinstance(kind, str) or kind not in _COMMAND_TYPES:
         raise MalformedRecordError(f"{where}: unknown command type {kind!r}")
     term = get_int(doc, "term", where, 0)
     if kind == "term_start":
