@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from pathlib import Path
 
 import pytest
 
 from epochgc.ingest.directory import LeaderDirectory
 from epochgc.ingest.producer import Producer
-from epochgc.reconciler.fetch import pending_placeholders
+from epochgc.ingest.upload import upload_l0
+from epochgc.reconciler.fetch import L0UnreadableError, pending_placeholders
 from epochgc.reconciler.node import NodeSettings, ReconcilerNode
 from epochgc.reconciler.reader import PartitionReader, RecordsLostError
+from epochgc.reconciler.reconcile import Reconciler
 from epochgc.reconciler.telemetry import sample_node
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import parse_l0_key
@@ -26,7 +29,7 @@ from epochgc.watermarks.aggregate import SafeEpochTracker
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
 from epochgc.watermarks.leases import LeaseManager, LeasePolicy
-from epochgc.watermarks.replica import PartitionReplica
+from epochgc.watermarks.replica import PartitionLeader, PartitionReplica
 from epochgc.watermarks.reports import read_reports
 from epochgc.watermarks.safe_epoch import compute_safe_epoch
 from tests.support.cli import run_cli
@@ -35,18 +38,25 @@ from tests.support.config_files import write_server_config
 ROOT = "epochgc"
 POLICY = LeasePolicy(ttl_seconds=3.0, renew_interval_seconds=0.3, skew_margin_seconds=0.3)
 SETTINGS = NodeSettings(
-    idle_interval_seconds=0.0, report_interval_seconds=0.0, snapshot_every_entries=1000
+    idle_interval_seconds=0.0,
+    report_interval_seconds=0.0,
+    snapshot_every_entries=1000,
+    stuck_retry_seconds=0.0,
 )
 
 
 def test_missing_l0_object_stalls_visibly_and_skip_lets_m_move(
-    store: S3ObjectStore, s3_server: EmbeddedS3, bucket: str, tmp_path: Path
+    store: S3ObjectStore,
+    s3_server: EmbeddedS3,
+    bucket: str,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     config = str(write_server_config(tmp_path / "cli.toml", s3_server.endpoint_url, bucket))
-    asyncio.run(_scenario(store, config))
+    asyncio.run(_scenario(store, config, caplog))
 
 
-async def _scenario(store: S3ObjectStore, config: str) -> None:
+async def _scenario(store: S3ObjectStore, config: str, caplog: pytest.LogCaptureFixture) -> None:
     controller = Controller(store, ROOT)
     controller.tick()
     topic = controller.create_topic("orders", 1)
@@ -84,8 +94,14 @@ async def _scenario(store: S3ObjectStore, config: str) -> None:
         assert lost is not None and pending[1].first_record == 2
         store.delete(lost_key)
 
-        for _ in range(3):
-            await node.run_round()
+        with caplog.at_level(logging.WARNING, logger="epochgc.reconciler.node"):
+            for _ in range(3):
+                await node.run_round()  # retries every round (stuck_retry_seconds 0)
+        stuck_lines = [r.getMessage() for r in caplog.records if "is stuck" in r.getMessage()]
+        assert len(stuck_lines) == 1, "one WARNING per cause, not one per retry"
+        assert (
+            lost_key in stuck_lines[0] and "partition skip orders 0 --through 4" in stuck_lines[0]
+        )
         state = node.led_services()[0].leader.replica.state
         assert state.lro == 1, "the records before the missing object are reconciled"
         assert state.safe_epoch < lost.epoch
@@ -155,3 +171,31 @@ async def _scenario(store: S3ObjectStore, config: str) -> None:
     with pytest.raises(RecordsLostError):
         await asyncio.to_thread(reader.read, "orders", 0, 3)
     assert await asyncio.to_thread(reader.read, "orders", 0, 5) == [(5, b"c0")]
+
+
+def test_a_corrupt_l0_object_stops_the_pass_after_the_readable_placeholders(
+    store: S3ObjectStore,
+) -> None:
+    """A chunk that does not decode names the object and the placeholder's
+    records; the placeholders before it are still reconciled, none after."""
+    controller = Controller(store, ROOT)
+    controller.tick()
+    topic = controller.create_topic("orders", 1)
+    replica = PartitionReplica(store, ROOT, topic.partition_id(0))
+    replica.open()
+    leader = PartitionLeader(replica, term=1)
+    leader.start()
+    keys = []
+    for records in ([b"a0", b"a1"], [b"b0"], [b"c0", b"c1"]):
+        epoch = controller.current_epoch()
+        uploaded = upload_l0(store, ROOT, epoch, [("orders", 0, records)], shards=4)
+        leader.append_placeholders(epoch, [uploaded.batch_for("orders", 0)])
+        keys.append(uploaded.key)
+    size = store.head(keys[1]).size
+    store.put(keys[1], b"\xff" * size)
+    with pytest.raises(L0UnreadableError) as info:
+        Reconciler(store, ROOT).reconcile_once(leader)
+    err = info.value
+    assert (err.cause, err.key, err.first_record, err.last_record) == ("corrupt", keys[1], 2, 2)
+    assert replica.state.lro == 1, "the placeholder before it was reconciled"
+    leader.close()
