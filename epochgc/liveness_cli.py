@@ -75,6 +75,7 @@ def cmd_partition_skip(config: Config, args: argparse.Namespace) -> int:
         keys = sorted(
             {b.l0_key for p in placeholders if p.last_record <= command.last for b in p.batches}
         )
+        present = {key: _exists(store, key) for key in keys}
         plan = {
             "topic": args.topic,
             "partition": args.partition,
@@ -83,7 +84,7 @@ def cmd_partition_skip(config: Config, args: argparse.Namespace) -> int:
             "last_offset": command.last,
             "records": command.last - command.first + 1,
             "placeholders": len(covered),
-            "l0_keys": keys,
+            "l0_objects": [{"key": key, "present": present[key]} for key in keys],
             "reason": reason,
             "by": by,
         }
@@ -91,8 +92,13 @@ def cmd_partition_skip(config: Config, args: argparse.Namespace) -> int:
             f"{pid}: records {command.first}..{command.last} "
             f"({plan['records']} records in {len(covered)} placeholders) are to be recorded "
             "as lost; L0 objects concerned:",
-            *(f"  {key}" for key in keys),
+            *(f"  {key} ({'present' if present[key] else 'missing'})" for key in keys),
         ]
+        if all(present.values()):
+            human.append(
+                "  every object is present: is the partition stuck on a corrupt one, or is "
+                "this the wrong range?"
+            )
         if not args.accept_data_loss:
             _emit({**plan, "recorded": False}, args, "\n".join(human))
             print(
@@ -128,6 +134,14 @@ def cmd_partition_skip(config: Config, args: argparse.Namespace) -> int:
     }
     _emit(data, args, "\n".join(human))
     return EXIT_OK
+
+
+def _exists(store: ObjectStore, key: str) -> bool:
+    try:
+        store.head(key)
+    except NotFoundError:
+        return False
+    return True
 
 
 def cmd_gc_explain(config: Config, args: argparse.Namespace) -> int:
