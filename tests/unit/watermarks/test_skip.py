@@ -10,6 +10,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from epochgc.errors import InvalidArgumentError
+from epochgc.watermarks.commands import (
+    AdvanceEpoch,
+    AdvanceReconciled,
+    PlaceholderBatch,
+    Placeholders,
+    TermStart,
+)
 from epochgc.watermarks.records import RetainedPlaceholder
 from epochgc.watermarks.skip import plan_skip
 from epochgc.watermarks.state import Outcome, PartitionState, apply
@@ -79,3 +86,49 @@ def test_a_planned_loss_is_always_applied_as_planned(through: int) -> None:
     assert result.outcome is Outcome.APPLIED
     assert result.state.lro == through
     assert result.state.reconciled_log_offset == command.log_offset
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 2), st.integers(1, 3), st.booleans()), min_size=2),
+    st.data(),
+)
+def test_skips_keep_every_placeholder_after_them_above_m(
+    steps: list[tuple[int, int, bool]], data: st.DataObject
+) -> None:
+    """DESIGN 5's invariant through the planner: after a reconciled prefix
+    and a planned skip, every placeholder that is neither reconciled nor
+    lost has an epoch above ``M(p)``. ``plan_skip`` computes the
+    ``log_offset`` the state machine trusts, so this is where an
+    over-claim would let ``M`` pass unreconciled data."""
+    state = apply(PartitionState.new(2), TermStart(1), 0).state
+    retained: list[RetainedPlaceholder] = []
+    epoch, seq = 2, 0
+    for bump, records, slide_after in steps:
+        epoch += bump
+        seq += 1
+        offset = state.applied_log_offset + 1
+        placed = apply(
+            state, Placeholders(1, seq, epoch, (PlaceholderBatch("k", 0, 1, records),)), offset
+        )
+        assert placed.first_record_offset is not None
+        first = placed.first_record_offset
+        retained.append(RetainedPlaceholder(offset, first, first + records - 1, 1, epoch))
+        state = placed.state
+        if slide_after:
+            epoch += 1
+            seq += 1
+            state = apply(state, AdvanceEpoch(1, seq, epoch), state.applied_log_offset + 1).state
+    done = data.draw(st.integers(0, len(retained) - 1), label="reconciled placeholders")
+    if done:
+        following = retained[done].log_offset - 1
+        seq += 1
+        reconciled = AdvanceReconciled(1, seq, retained[done - 1].last_record, following)
+        state = apply(state, reconciled, state.applied_log_offset + 1).state
+    lost = data.draw(st.integers(1, len(retained) - done), label="lost placeholders")
+    through = retained[done + lost - 1].last_record
+    command, covered = plan_skip(state, retained, through, by="op", reason="gone", now=NOW)
+    assert covered == retained[done : done + lost]
+    result = apply(state, command, state.applied_log_offset + 1)
+    assert result.outcome is Outcome.APPLIED
+    for placeholder in retained[done + lost :]:
+        assert placeholder.epoch > result.state.safe_epoch, (placeholder, result.state)
