@@ -340,7 +340,7 @@ class ReconcilerNode:
                     log.warning("%s: reconciling %s failed: %s", self.node_id, key, err)
                     return
                 if led.stuck is not None:
-                    log.warning("%s: %s is no longer stuck", self.node_id, key)
+                    log.info("%s: %s is no longer stuck", self.node_id, key)
                     led.stuck = None
                 self.stats.records_reconciled += result.records
                 self.stats.bytes_reconciled += result.bytes_written
