@@ -41,6 +41,7 @@ from epochgc.gc.run_report import (
     run_figures,
 )
 from epochgc.gc.service import collect_settings_of, run_daemon
+from epochgc.liveness_cli import cmd_gc_explain, cmd_partition_skip, stuck_line
 from epochgc.logging_setup import setup_logging
 from epochgc.metrics.push import COLLECT_JOB, push_run
 from epochgc.reconciler.service import produce_and_verify, run_reconciler
@@ -212,7 +213,13 @@ def _cmd_gc_epoch_info(config: Config, args: argparse.Namespace) -> int:
         print(f"safety_blocked: untrusted M inputs: {tracker.last_error}", file=sys.stderr)
         return EXIT_FAILED
     pinning = [
-        {"topic": w.topic, "partition": w.partition, "safe_epoch": w.safe_epoch, "node": w.node}
+        {
+            "topic": w.topic,
+            "partition": w.partition,
+            "safe_epoch": w.safe_epoch,
+            "node": w.node,
+            "stuck": None if w.stuck is None else w.stuck.to_json(),
+        }
         for w in safe.pinning
     ]
     data = {
@@ -231,11 +238,13 @@ def _cmd_gc_epoch_info(config: Config, args: argparse.Namespace) -> int:
         f"{safe.partitions} live partitions, {safe.unreported} without a report",
         f"{'pinning partition':40} {'M(p)':>8}  reported by",
     ]
-    lines += [
-        f"{w.topic + '/' + str(w.partition):40} {w.safe_epoch:>8}  "
-        f"{w.node or '(no report: revision - 1)'}"
-        for w in safe.pinning
-    ]
+    for w in safe.pinning:
+        lines.append(
+            f"{w.topic + '/' + str(w.partition):40} {w.safe_epoch:>8}  "
+            f"{w.node or '(no report: revision - 1)'}"
+        )
+        if w.stuck is not None:
+            lines.append(f"    {stuck_line(w.stuck)}")
     _print(data, args, "\n".join(lines))
     return EXIT_OK
 
@@ -767,6 +776,18 @@ def _add_gc_commands(
     )
     info.add_argument("--top", type=int, default=10, help="pinning partitions to show")
     info.set_defaults(handler=_cmd_gc_epoch_info)
+    explained = gc_sub.add_parser(
+        "explain",
+        parents=[reporting],
+        help="whether one object is deletable now, and why (exit 0 whatever the answer)",
+    )
+    explained.add_argument(
+        "key", help="the object key, e.g. epochgc/l0/003/000000000000000042/UUID"
+    )
+    explained.add_argument(
+        "--top", type=int, default=10, metavar="K", help="pinning partitions considered (10)"
+    )
+    explained.set_defaults(handler=cmd_gc_explain)
     runs = gc_sub.add_parser("runs", parents=[reporting], help="recent run summaries")
     runs.add_argument("--limit", type=int, default=20)
     runs.set_defaults(handler=_cmd_gc_runs)
@@ -1017,6 +1038,27 @@ def _add_watermark_commands(
         action.add_argument("topic")
         action.add_argument("partition", type=int)
         action.set_defaults(handler=handler)
+    skip = partition_sub.add_parser(
+        "skip",
+        parents=[reporting],
+        help="record records lro+1..OFFSET of a stuck partition as lost, so it moves on",
+    )
+    skip.add_argument("topic")
+    skip.add_argument("partition", type=int)
+    skip.add_argument(
+        "--through",
+        type=int,
+        required=True,
+        metavar="OFFSET",
+        help="last record offset to record as lost (the end of a placeholder)",
+    )
+    skip.add_argument(
+        "--accept-data-loss",
+        action="store_true",
+        help="required: those records are gone for good (without it, only the plan is shown)",
+    )
+    skip.add_argument("--reason", default="", help="why, for the record readers are shown")
+    skip.set_defaults(handler=cmd_partition_skip)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

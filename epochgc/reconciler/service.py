@@ -67,6 +67,7 @@ def node_settings_of(config: Config, *, publish_reports: bool = True) -> NodeSet
         max_records_per_pass=r.max_records_per_pass,
         append_depth=r.append_depth,
         max_log_entries=r.max_log_entries,
+        stuck_retry_seconds=r.stuck_retry_seconds,
     )
 
 

@@ -27,7 +27,7 @@ from datetime import datetime
 
 from epochgc.storage.keys import PartitionId
 from epochgc.watermarks.controller import ControllerView
-from epochgc.watermarks.reports import NodeReport
+from epochgc.watermarks.reports import NodeReport, StuckCause
 
 log = logging.getLogger("epochgc.watermarks.aggregate")
 
@@ -43,6 +43,10 @@ class PartitionWatermark:
     """The reporting node; ``None`` when no node reported it (revision - 1)."""
     revision: int = 0
     """The topic incarnation (0 only in hand-built test values)."""
+    stuck: StuckCause | None = None
+    """Why its reconciliation cannot move, as the reporting node said."""
+    lro: int | None = None
+    """Its last reconciled record offset, as reported."""
 
 
 @dataclass(frozen=True)
@@ -62,7 +66,7 @@ def join_safe_epoch(
     view: ControllerView, reports: Iterable[NodeReport], *, k: int = 10
 ) -> SafeEpoch:
     """Compute ``M`` from a controller snapshot and node reports. Pure."""
-    best: dict[PartitionId, tuple[int, str]] = {}
+    best: dict[PartitionId, tuple[int, str, StuckCause | None, int]] = {}
     oldest: datetime | None = None
     for report in reports:
         if oldest is None or report.generated_at < oldest:
@@ -77,7 +81,7 @@ def join_safe_epoch(
                 continue
             key = entry.pid
             if key not in best or entry.safe_epoch > best[key][0]:
-                best[key] = (entry.safe_epoch, report.node)
+                best[key] = (entry.safe_epoch, report.node, entry.stuck, entry.lro)
     watermarks: list[PartitionWatermark] = []
     unreported = 0
     for topic in view.topics.values():
@@ -96,7 +100,13 @@ def join_safe_epoch(
                 value = max(reported[0], topic.revision - 1)
                 watermarks.append(
                     PartitionWatermark(
-                        topic.name, pid.partition, value, reported[1], topic.revision
+                        topic.name,
+                        pid.partition,
+                        value,
+                        reported[1],
+                        topic.revision,
+                        stuck=reported[2],
+                        lro=reported[3],
                     )
                 )
     watermarks.sort(key=lambda w: (w.safe_epoch, w.topic, w.partition))
