@@ -150,7 +150,7 @@ def cmd_gc_explain(config: Config, args: argparse.Namespace) -> int:
     root = config.layout.root
     settings = collect_settings_of(config)
     now = datetime.now(UTC)
-    with open_store(config) as handle:
+    with open_store(config, writes=False) as handle:
         store = handle.store
         try:
             last_modified = store.head(args.key).last_modified
