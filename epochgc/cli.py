@@ -44,6 +44,7 @@ from epochgc.gc.service import collect_settings_of, run_daemon
 from epochgc.liveness_cli import cmd_gc_explain, cmd_partition_skip, stuck_line
 from epochgc.logging_setup import setup_logging
 from epochgc.metrics.push import COLLECT_JOB, push_run
+from epochgc.progress import ProgressLog
 from epochgc.reconciler.service import produce_and_verify, run_reconciler
 from epochgc.runtime import open_store
 from epochgc.storage.embedded import EmbeddedS3
@@ -698,8 +699,28 @@ def _cmd_controller_compact(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_epoch_advance(config: Config, args: argparse.Namespace) -> int:
+    target: int = args.to
+    progress: list[ProgressLog] = []
+
+    def started(current: int) -> None:
+        # Each tick is one request: a long advance takes seconds, so say
+        # what is happening before the first one and then every few seconds.
+        steps = target - current
+        log.info(
+            "advancing the cluster epoch from %d to %d (%d ticks, one controller-log object each)",
+            current,
+            target,
+            steps,
+        )
+        progress.append(ProgressLog(log, "epoch advance", steps, unit="ticks"))
+
+    def ticked(_epoch: int) -> None:
+        progress[0].advance()
+
     with open_store(config) as handle:
-        epoch = Controller(handle.store, config.layout.root).advance_to(args.to)
+        epoch = Controller(handle.store, config.layout.root).advance_to(
+            target, on_start=started, on_tick=ticked
+        )
     _print({"cluster_epoch": epoch}, args, f"cluster epoch is now {epoch}")
     return EXIT_OK
 
