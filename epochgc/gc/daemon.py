@@ -391,6 +391,12 @@ class GcDaemon:
         except EpochGCError as err:
             log.warning("could not read node reports: %s", err)
             return
+        if skipped:
+            log.warning(
+                "%d node reports could not be read and were skipped: %s",
+                len(skipped),
+                ", ".join(item.key for item in skipped[:10]),
+            )
         if not reports:
             return
         now = datetime.now(UTC)
@@ -403,8 +409,6 @@ class GcDaemon:
                 self._settings.report_stale_seconds,
                 ", ".join(stale[:10]),
             )
-        if skipped:
-            log.warning("%d node reports could not be read and were skipped", skipped)
 
     def _maintenance_job(self) -> None:
         if self._stopping.is_set() or not self.is_leader:
