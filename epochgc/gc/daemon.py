@@ -201,9 +201,9 @@ class GcDaemon:
         """
         if self._started:
             raise RuntimeError("daemon already started")
-        self._started = True
         if self._metrics_server is not None:
-            self._metrics_server.start()
+            self._metrics_server.start()  # first: a port in use stops us before any lease
+        self._started = True
         self._poll_control()
         self.leases.start()
         s = self._settings

@@ -44,3 +44,37 @@ def test_reports_job_warns_naming_stale_and_skipped_reports(
     ), messages
     assert "1 node reports could not be read and were skipped" in " | ".join(messages), messages
     assert not any(r.exc_info for r in caplog.records), "a logging error, not a warning"
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    """A loopback port some other process already listens on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield int(sock.getsockname()[1])
+
+
+@pytest.mark.parametrize("command", ["daemon", "reconciler"])
+def test_a_metrics_port_in_use_is_one_line_naming_metrics_listen(
+    command: str, tmp_path: Path, s3_server: EmbeddedS3, bucket: str, busy_port: int
+) -> None:
+    config = write_server_config(
+        tmp_path / "node.toml",
+        s3_server.endpoint_url,
+        bucket,
+        f'[epoch]\nticker = false\n[metrics]\nlisten = "127.0.0.1:{busy_port}"\n',
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "epochgc.cli", command, "--config", str(config)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if "metrics.listen" in line]
+    assert len(errors) == 1, proc.stderr
+    assert f"127.0.0.1:{busy_port}" in errors[0], errors
