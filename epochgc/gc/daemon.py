@@ -54,6 +54,15 @@ from epochgc.gc.collector import (
     next_round_delay,
 )
 from epochgc.gc.control import CollectorState, StatusDocument, read_control, write_status
+from epochgc.gc.health import (
+    RENEWAL,
+    Contact,
+    HealthPolicy,
+    HealthSample,
+    assess_health,
+    record_failure,
+    record_ok,
+)
 from epochgc.gc.janitor import Janitor
 from epochgc.gc.maintenance import LeaderMaintenance, MaintenanceSettings
 from epochgc.metrics.collectors import PinningCollector, PinningSample
@@ -182,6 +191,17 @@ class GcDaemon:
         self.last_report: RoundReport | None = None
         self.rounds = 0
         self._next_round_at: datetime | None = None
+        # Liveness: the latest outcome of each kind of store contact, on the
+        # monotonic clock (``gc.health``). A store the daemon cannot reach
+        # for a lease TTL makes /healthz answer 503.
+        self._health_policy = HealthPolicy(
+            unreachable_after_seconds=settings.lease.ttl_seconds,
+            renewal_grace_seconds=settings.lease.renew_interval_seconds,
+        )
+        self._contacts: dict[str, Contact] = {}
+        self._contacts_lock = threading.Lock()
+        self._renew_failures_seen = 0
+        self._ticker_failures_seen = 0
 
     # --- lifecycle -----------------------------------------------------------
 
@@ -288,13 +308,32 @@ class GcDaemon:
             self._scheduler.modify_job("gc", next_run_time=datetime.now(UTC))
 
     def health(self) -> tuple[bool, dict[str, object]]:
-        """For ``/healthz``: healthy unless stopped, blocked or the scheduler
-        died."""
+        """For ``/healthz``: unhealthy (with the reasons, most important
+        first) when stopped, ``safety_blocked``, the scheduler died, a kind
+        of store contact has failed for a lease TTL, or the leader's lease
+        renewals keep failing (``gc.health.assess_health``)."""
         state = self.collector.state
         report = self.last_report
+        leader = self.is_leader
+        now = time.monotonic()
+        with self._contacts_lock:
+            contacts = dict(self._contacts)
+        reasons = assess_health(
+            HealthSample(
+                state=state.value,
+                blocked_reason=self.collector.blocked_reason,
+                scheduler_running=self._scheduler.running,
+                leader=leader,
+                contacts=contacts,
+            ),
+            now,
+            self._health_policy,
+        )
         details: dict[str, object] = {
+            "reason": reasons[0] if reasons else None,
+            "reasons": reasons,
             "state": state.value,
-            "leader": self.is_leader,
+            "leader": leader,
             "holder": self.leases.holder,
             "ticker": self.ticker is not None and self.ticker.held,
             "safe_epoch": self.collector.tracker.current.safe_epoch
@@ -303,12 +342,38 @@ class GcDaemon:
             "last_outcome": report.outcome.value if report else None,
             "last_success_at": self.collector.last_success_at,
             "next_round_at": self._next_round_at,
+            "store": {
+                kind: {
+                    "ok_seconds_ago": None
+                    if c.last_ok_at is None
+                    else round(now - c.last_ok_at, 1),
+                    "failing_for_seconds": None
+                    if c.failing_since is None
+                    else round(now - c.failing_since, 1),
+                    "last_error": c.last_error or None,
+                }
+                for kind, c in sorted(contacts.items())
+            },
         }
-        healthy = self._scheduler.running and state not in (
-            CollectorState.SAFETY_BLOCKED,
-            CollectorState.STOPPED,
-        )
-        return healthy, details
+        return not reasons, details
+
+    def _contact(self, kind: str, error: EpochGCError | str | None = None) -> None:
+        """Record the outcome of one store contact of ``kind`` (``None``: it
+        succeeded)."""
+        now = time.monotonic()
+        with self._contacts_lock:
+            current = self._contacts.get(kind, Contact())
+            self._contacts[kind] = (
+                record_ok(current, now)
+                if error is None
+                else record_failure(
+                    current,
+                    now,
+                    f"{type(error).__name__}: {error}"
+                    if isinstance(error, EpochGCError)
+                    else error,
+                )
+            )
 
     # --- jobs ----------------------------------------------------------------
 
@@ -324,6 +389,8 @@ class GcDaemon:
             return
         started = time.monotonic()
         report = self.collector.run_round(stop=self._round_stop)
+        failed = report.outcome is RoundOutcome.FAILED
+        self._contact("round", (report.error or "the round failed") if failed else None)
         self.rounds += 1
         self.last_report = report
         self._observe(report, time.monotonic() - started)
@@ -335,24 +402,56 @@ class GcDaemon:
         self._publish_status(report)
 
     def _lease_job(self) -> None:
-        if self._stopping.is_set() or self.is_leader:
+        if self._stopping.is_set():
+            return
+        self._sample_heartbeats()
+        if self.is_leader:
             return
         try:
             grant = self.leases.try_acquire(GC_LEASE)
         except EpochGCError as err:
+            self._contact("lease", err)
             log.warning("could not try the gc lease: %s", err)
             return
+        self._contact("lease")
         if grant is not None:
+            self._contact(RENEWAL)  # a fresh grant: earlier renewal failures are over
             log.info("gc daemon %s holds the gc lease (term %d)", self.leases.holder, grant.term)
             self.metrics.leader.set(1)
             self.trigger_round()
+
+    def _sample_heartbeats(self) -> None:
+        """Turn the lease heartbeat's and the ticker's failure counters into
+        store contacts: they run on their own threads and only count."""
+        failures = self.leases.stats["renew_failures"]
+        if failures > self._renew_failures_seen:
+            self._contact(
+                RENEWAL,
+                f"{failures - self._renew_failures_seen} lease renewals failed since the last "
+                "check (the daemon log has the errors)",
+            )
+        elif self.leases.held():
+            self._contact(RENEWAL)
+        self._renew_failures_seen = failures
+        if self.ticker is not None and self.ticker.held:
+            ticks_failed = self.ticker.failures
+            if ticks_failed > self._ticker_failures_seen:
+                self._contact("ticker", "epoch ticks failing (the daemon log has the errors)")
+            else:
+                self._contact("ticker")
+            self._ticker_failures_seen = ticks_failed
+        else:
+            with self._contacts_lock:
+                self._contacts.pop("ticker", None)  # not ticking: nothing of ours fails
 
     def _poll_control(self) -> None:
         try:
             control, _etag = read_control(self._store, self._root)
         except EpochGCError as err:
+            self._contact("control", err)
             log.warning("could not read the gc control document (keeping state): %s", err)
             return
+        self._contact("control")
         before = self.collector.state
         self.collector.apply_control(control)
         after = self.collector.state
@@ -389,8 +488,10 @@ class GcDaemon:
         try:
             reports, skipped = read_reports(self._store, self._root)
         except EpochGCError as err:
+            self._contact("reports", err)
             log.warning("could not read node reports: %s", err)
             return
+        self._contact("reports")
         if skipped:
             log.warning(
                 "%d node reports could not be read and were skipped: %s",

@@ -5,25 +5,35 @@ lease."""
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from epochgc.gc.daemon import GcDaemon
+from epochgc.storage.client import make_s3_client
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import report_key
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.reports import NodeReport, encode_report
+from tests.conftest import FAST_RETRIES
 from tests.integration.test_daemon import ROOT, settings
 from tests.support.cli import REPO
 from tests.support.config_files import write_server_config
+from tests.support.servers import free_port
+from tests.support.waiting import wait_for
 
 
 def test_reports_job_warns_naming_stale_and_skipped_reports(
@@ -78,3 +88,70 @@ def test_a_metrics_port_in_use_is_one_line_naming_metrics_listen(
     errors = [line for line in proc.stderr.splitlines() if "metrics.listen" in line]
     assert len(errors) == 1, proc.stderr
     assert f"127.0.0.1:{busy_port}" in errors[0], errors
+
+
+def healthz(daemon: GcDaemon) -> tuple[int, dict[str, object]]:
+    try:
+        with urllib.request.urlopen(f"{daemon.metrics_url}/healthz", timeout=5) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+@pytest.fixture
+def started() -> Iterator[list[GcDaemon]]:
+    daemons: list[GcDaemon] = []
+    yield daemons
+    for daemon in daemons:
+        daemon.stop()
+
+
+def unreachable_store(server: EmbeddedS3, endpoint: str, bucket: str) -> S3ObjectStore:
+    client = make_s3_client(
+        replace(
+            server.client_settings(),
+            endpoint_url=endpoint,
+            connect_timeout_seconds=0.5,
+            read_timeout_seconds=1.0,
+        )
+    )
+    return S3ObjectStore(client, bucket, retry_policy=FAST_RETRIES)
+
+
+@pytest.mark.parametrize("fault", ["missing bucket", "refused port"])
+def test_healthz_is_503_naming_the_cause_when_the_store_is_unreachable(
+    fault: str, s3_server: EmbeddedS3, started: list[GcDaemon]
+) -> None:
+    if fault == "missing bucket":
+        store = unreachable_store(
+            s3_server, s3_server.endpoint_url, f"t-missing-{uuid.uuid4().hex[:8]}"
+        )
+    else:
+        store = unreachable_store(s3_server, f"http://127.0.0.1:{free_port()}", "t-any")
+    daemon = GcDaemon(store, RequestStats(), ROOT, settings("gc-a"))
+    started.append(daemon)
+    daemon.start()
+    # The lease TTL (3 s here) is how long the store may stay unreachable.
+    wait_for(lambda: healthz(daemon)[0] == 503, timeout=15, what="/healthz turning 503")
+    _status, body = healthz(daemon)
+    assert body["healthy"] is False
+    reason = str(body["reason"])
+    assert reason.startswith("store unreachable for "), body
+    assert "\n" not in reason
+    assert (
+        ("NoSuchBucket" in reason or "not found" in reason)
+        if fault == "missing bucket"
+        else ("Could not connect" in reason or "refused" in reason.lower())
+    ), reason
+
+
+def test_healthz_is_200_with_a_reachable_store(
+    store: S3ObjectStore, started: list[GcDaemon]
+) -> None:
+    daemon = GcDaemon(store, RequestStats(), ROOT, settings("gc-a"))
+    started.append(daemon)
+    daemon.start()
+    wait_for(lambda: daemon.rounds > 0, what="a first round")
+    time.sleep(3.5)  # longer than the threshold: nothing failing shows up
+    status, body = healthz(daemon)
+    assert (status, body["healthy"], body.get("reason")) == (200, True, None), body
