@@ -70,6 +70,7 @@ from epochgc.metrics.instruments import (
     CollectorRegistry,
     GcMetrics,
     TickerSample,
+    register_report_ages,
     register_s3_requests,
     register_ticker,
 )
@@ -171,6 +172,8 @@ class GcDaemon:
             else None
         )
         register_ticker(self.registry, self._ticker_sample)
+        self._report_times: dict[str, datetime] = {}
+        register_report_ages(self.registry, self._report_ages)
         self._scheduler = BackgroundScheduler(
             timezone=UTC,
             executors={"default": JobThreadPool(max_workers=6)},
@@ -498,6 +501,7 @@ class GcDaemon:
                 len(skipped),
                 ", ".join(item.key for item in skipped[:10]),
             )
+        self._report_times = {r.node: r.generated_at for r in reports}
         if not reports:
             return
         now = datetime.now(UTC)
@@ -528,6 +532,10 @@ class GcDaemon:
             log.warning("gc lease lost: stopping the round in progress, going to standby")
             self.metrics.leader.set(0)
             self._round_stop.set()
+
+    def _report_ages(self) -> dict[str, float]:
+        now = datetime.now(UTC)
+        return {node: (now - at).total_seconds() for node, at in self._report_times.items()}
 
     def _pinning_sample(self) -> list[PinningSample]:
         current = self.collector.tracker.current

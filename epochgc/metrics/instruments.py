@@ -11,7 +11,7 @@ and each process builds its own; components receive it as a parameter.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -23,6 +23,7 @@ from epochgc.metrics.collectors import (
     NodeSample,
     ProducerCollector,
     ProducerSample,
+    ReportAgeCollector,
     TickerCollector,
     TickerSample,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "ReconcilerMetrics",
     "S3RequestCollector",
     "TickerSample",
+    "register_report_ages",
     "register_s3_requests",
     "register_ticker",
 ]
@@ -221,6 +223,14 @@ def register_ticker(registry: CollectorRegistry, sample: Callable[[], TickerSamp
         register_ticker(registry, lambda: TickerSample(True, ticker.held, ticker.ticks, 0))
     """
     registry.register(TickerCollector(sample))
+
+
+def register_report_ages(
+    registry: CollectorRegistry, sample: Callable[[], Mapping[str, float]]
+) -> None:
+    """Expose each node's report age (``{node: seconds}``, read at scrape
+    time) as ``epochgc_collector_report_age_seconds{node}``."""
+    registry.register(ReportAgeCollector(sample))
 
 
 class ReconcilerMetrics:

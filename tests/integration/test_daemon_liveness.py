@@ -155,3 +155,29 @@ def test_healthz_is_200_with_a_reachable_store(
     time.sleep(3.5)  # longer than the threshold: nothing failing shows up
     status, body = healthz(daemon)
     assert (status, body["healthy"], body.get("reason")) == (200, True, None), body
+
+
+def test_report_ages_are_a_series_per_node_and_gone_reports_leave_none(
+    store: S3ObjectStore,
+) -> None:
+    old = datetime.now(UTC) - timedelta(seconds=600)
+    store.put(report_key(ROOT, "node-old"), encode_report(NodeReport("node-old", old, ())))
+    fresh = NodeReport("node-new", datetime.now(UTC), ())
+    store.put(report_key(ROOT, "node-new"), encode_report(fresh))
+    daemon = GcDaemon(store, RequestStats(), ROOT, settings("gc-a"))
+    daemon._reports_job()
+
+    def ages() -> dict[str, float]:
+        return {
+            s.labels["node"]: s.value
+            for f in daemon.registry.collect()
+            if f.name == "epochgc_collector_report_age_seconds"
+            for s in f.samples
+        }
+
+    first = ages()
+    assert set(first) == {"node-old", "node-new"}
+    assert 600 <= first["node-old"] < 660 and 0 <= first["node-new"] < 60
+    store.delete(report_key(ROOT, "node-old"))
+    daemon._reports_job()
+    assert set(ages()) == {"node-new"}
