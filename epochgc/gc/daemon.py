@@ -16,7 +16,11 @@ Jobs (all in one ``BackgroundScheduler``):
 * The epoch ticker (``watermarks.ticker``, its own thread, not a job): with
   ``ticker`` on, this daemon competes for the cluster's one ``ticker``
   lease, independently of the ``gc`` lease, and ticks while it holds it.
-* ``reports``: logs node reports older than ``report_stale_seconds``.
+* ``reports``: logs node reports older than ``report_stale_seconds`` and
+  samples each node's report age for the metrics.
+* ``presence``: every ``presence_interval_seconds`` and on every change of
+  role, writes this daemon's ``{root}/gc/daemons/{node_id}`` (leader or
+  standby; ``gc.presence``), deleted on a clean stop.
 * ``maintenance``: while this daemon holds the lease, deletes the reports of
   gone nodes (when that costs ``M`` nothing) and expired run summaries
   (``gc.maintenance``).
@@ -65,6 +69,7 @@ from epochgc.gc.health import (
 )
 from epochgc.gc.janitor import Janitor
 from epochgc.gc.maintenance import LeaderMaintenance, MaintenanceSettings
+from epochgc.gc.presence import PresenceDocument, delete_presence, write_presence
 from epochgc.metrics.collectors import PinningCollector, PinningSample
 from epochgc.metrics.instruments import (
     CollectorRegistry,
@@ -107,6 +112,8 @@ class DaemonSettings:
     maintenance: MaintenanceSettings = field(default_factory=MaintenanceSettings)
     maintenance_interval_seconds: float = 300.0
     compaction: CompactionPolicy = field(default_factory=CompactionPolicy)
+    presence_interval_seconds: float = 60.0
+    """How often this daemon refreshes its presence document (one PUT)."""
 
 
 class GcDaemon:
@@ -204,6 +211,7 @@ class GcDaemon:
         self._contacts: dict[str, Contact] = {}
         self._contacts_lock = threading.Lock()
         self._renew_failures_seen = 0
+        self._started_at = datetime.now(UTC)
         self._ticker_failures_seen = 0
 
     # --- lifecycle -----------------------------------------------------------
@@ -227,6 +235,7 @@ class GcDaemon:
         if self._metrics_server is not None:
             self._metrics_server.start()  # first: a port in use stops us before any lease
         self._started = True
+        self._started_at = datetime.now(UTC)
         self._poll_control()
         self.leases.start()
         s = self._settings
@@ -254,6 +263,13 @@ class GcDaemon:
             "interval",
             seconds=s.reports_check_seconds,
             id="reports",
+            next_run_time=now,
+        )
+        self._scheduler.add_job(
+            self._presence_job,
+            "interval",
+            seconds=s.presence_interval_seconds,
+            id="presence",
             next_run_time=now,
         )
         self._scheduler.add_job(
@@ -297,6 +313,10 @@ class GcDaemon:
         if self.ticker is not None:
             self.ticker.stop(release=True)
         self.leases.stop(release=True)
+        try:
+            delete_presence(self._store, self._root, self._settings.node_id)
+        except EpochGCError as err:
+            log.warning("could not delete this daemon's presence document: %s", err)
         self.metrics.leader.set(0)
         if self._metrics_server is not None:
             self._metrics_server.stop()
@@ -419,6 +439,7 @@ class GcDaemon:
         self._contact("lease")
         if grant is not None:
             self._contact(RENEWAL)  # a fresh grant: earlier renewal failures are over
+            self._refresh_presence_soon()
             log.info("gc daemon %s holds the gc lease (term %d)", self.leases.holder, grant.term)
             self.metrics.leader.set(1)
             self.trigger_round()
@@ -465,6 +486,35 @@ class GcDaemon:
             self.trigger_round()
         if before is not after and self.is_leader:
             self._publish_status(self.last_report)
+
+    def _presence_job(self) -> None:
+        if self._stopping.is_set():
+            return
+        now = datetime.now(UTC)
+        doc = PresenceDocument(
+            node=self._settings.node_id,
+            holder=self.leases.holder,
+            role="leader" if self.is_leader else "standby",
+            state=self.collector.state.value,
+            started_at=self._started_at,
+            updated_at=now,
+            refresh_seconds=self._settings.presence_interval_seconds,
+            metrics=self.metrics_url,
+        )
+        try:
+            write_presence(self._store, self._root, doc)
+        except EpochGCError as err:
+            self._contact("presence", err)
+            log.warning("could not write this daemon's presence document: %s", err)
+            return
+        self._contact("presence")
+
+    def _refresh_presence_soon(self) -> None:
+        """Rewrite the presence document now (the role changed)."""
+        if self._stopping.is_set():
+            return
+        with contextlib.suppress(LookupError):  # the job is gone: shutting down
+            self._scheduler.modify_job("presence", next_run_time=datetime.now(UTC))
 
     def _ticker_sample(self) -> TickerSample:
         t = self.ticker
@@ -532,6 +582,7 @@ class GcDaemon:
             log.warning("gc lease lost: stopping the round in progress, going to standby")
             self.metrics.leader.set(0)
             self._round_stop.set()
+            self._refresh_presence_soon()
 
     def _report_ages(self) -> dict[str, float]:
         now = datetime.now(UTC)
@@ -620,6 +671,7 @@ class GcDaemon:
                 last_outcome=report.outcome.value if report else None,
                 last_success_at=self.collector.last_success_at,
                 next_round_at=None if self._stopping.is_set() else self._next_round_at,
+                last_round_at=report.finished_at if report else None,
                 detail=(report.error or "") if report else self.collector.blocked_reason,
             ),
         )

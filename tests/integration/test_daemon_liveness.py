@@ -21,16 +21,18 @@ from pathlib import Path
 
 import pytest
 
-from epochgc.gc.daemon import GcDaemon
+from epochgc.gc.control import CollectorState, StatusDocument, write_status
+from epochgc.gc.daemon import GC_LEASE, GcDaemon
 from epochgc.storage.client import make_s3_client
 from epochgc.storage.embedded import EmbeddedS3
-from epochgc.storage.keys import report_key
+from epochgc.storage.keys import lease_key, report_key
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
+from epochgc.watermarks.leases import LeaseDocument, encode_lease
 from epochgc.watermarks.reports import NodeReport, encode_report
 from tests.conftest import FAST_RETRIES
 from tests.integration.test_daemon import ROOT, settings
-from tests.support.cli import REPO
+from tests.support.cli import REPO, run_cli
 from tests.support.config_files import write_server_config
 from tests.support.servers import free_port
 from tests.support.waiting import wait_for
@@ -181,3 +183,81 @@ def test_report_ages_are_a_series_per_node_and_gone_reports_leave_none(
     store.delete(report_key(ROOT, "node-old"))
     daemon._reports_job()
     assert set(ages()) == {"node-new"}
+
+
+def gc_status(config: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return run_cli("gc", "status", "--config", str(config), *extra)
+
+
+def test_gc_status_on_a_missing_bucket_exits_1_in_one_line(
+    tmp_path: Path, s3_server: EmbeddedS3
+) -> None:
+    missing = f"t-missing-{uuid.uuid4().hex[:8]}"
+    config = write_server_config(tmp_path / "gc.toml", s3_server.endpoint_url, missing)
+    status = gc_status(config)
+    assert status.returncode == 1, status.stdout
+    assert "Traceback" not in status.stderr
+    errors = [line for line in status.stderr.splitlines() if "ERROR" in line]
+    assert len(errors) == 1 and "NoSuchBucket" in errors[0], status.stderr
+
+
+def test_gc_status_says_a_crashed_holder_no_longer_holds_the_lease_and_how_old_m_is(
+    tmp_path: Path, s3_server: EmbeddedS3, store: S3ObjectStore, bucket: str
+) -> None:
+    config = write_server_config(tmp_path / "gc.toml", s3_server.endpoint_url, bucket)
+    now = datetime.now(UTC)
+    crashed = "gc-a/0123456789ab"
+    write_status(
+        store,
+        ROOT,
+        StatusDocument(
+            state=CollectorState.RUNNING,
+            holder=crashed,
+            updated_at=now - timedelta(minutes=5),
+            safe_epoch=80,
+            cluster_epoch=97,
+            last_outcome="collected",
+            last_success_at=now - timedelta(minutes=6),
+        ),
+    )
+    expired = LeaseDocument(crashed, 3, now - timedelta(minutes=4))
+    store.put(lease_key(ROOT, GC_LEASE), encode_lease(expired))
+    status = gc_status(config)
+    assert status.returncode == 0, status.stderr
+    text = status.stdout
+    assert f"last published running by {crashed} 5m ago" in text, text
+    assert f"{crashed} no longer holds the gc lease" in text, text
+    assert "daemon:     running" not in text, text
+    assert "M:          80 (cluster epoch 97), as of 5m ago" in text, text
+    assert "expired 4m ago" in text, text
+    data = json.loads(gc_status(config, "--json").stdout)
+    assert data["daemon"]["holder_holds_lease"] is False
+    assert 290 <= data["daemon"]["age_seconds"] <= 400
+
+
+def test_gc_status_lists_the_leader_and_its_standbys(
+    tmp_path: Path,
+    s3_server: EmbeddedS3,
+    store: S3ObjectStore,
+    bucket: str,
+    started: list[GcDaemon],
+) -> None:
+    config = write_server_config(tmp_path / "gc.toml", s3_server.endpoint_url, bucket)
+    leader = GcDaemon(store, RequestStats(), ROOT, settings("gc-a"))
+    started.append(leader)
+    leader.start()
+    wait_for(lambda: leader.rounds > 0, what="a first round")
+    standby = GcDaemon(store, RequestStats(), ROOT, settings("gc-b"))
+    started.append(standby)
+    standby.start()
+
+    def daemons() -> dict[str, str]:
+        rows = json.loads(gc_status(config, "--json").stdout)["daemons"]
+        return {row["node"]: row["role"] for row in rows}
+
+    wait_for(lambda: daemons() == {"gc-a": "leader", "gc-b": "standby"}, what="both listed")
+    text = gc_status(config).stdout
+    assert f"daemon:     running, published by {leader.leases.holder}" in text, text
+    assert "gc-b" in text and "standby" in text, text
+    standby.stop()
+    wait_for(lambda: daemons() == {"gc-a": "leader"}, what="a clean stop leaves the list")
