@@ -22,8 +22,8 @@ Jobs (all in one ``BackgroundScheduler``):
   role, writes this daemon's ``{root}/gc/daemons/{node_id}`` (leader or
   standby; ``gc.presence``), deleted on a clean stop.
 * ``maintenance``: while this daemon holds the lease, deletes the reports of
-  gone nodes (when that costs ``M`` nothing) and expired run summaries
-  (``gc.maintenance``).
+  gone nodes (when that costs ``M`` nothing), expired run summaries
+  (``gc.maintenance``) and the presence documents of gone daemons.
 * ``compact``: while this daemon holds the lease, every
   ``[controller] compact_interval_seconds``, snapshots the controller log
   and deletes the entries the snapshot covers (``Controller.compact``), so
@@ -69,7 +69,13 @@ from epochgc.gc.health import (
 )
 from epochgc.gc.janitor import Janitor
 from epochgc.gc.maintenance import LeaderMaintenance, MaintenanceSettings
-from epochgc.gc.presence import PresenceDocument, delete_presence, write_presence
+from epochgc.gc.presence import (
+    PresenceDocument,
+    delete_presence,
+    gone_daemons,
+    read_presences,
+    write_presence,
+)
 from epochgc.metrics.collectors import PinningCollector, PinningSample
 from epochgc.metrics.instruments import (
     CollectorRegistry,
@@ -576,6 +582,24 @@ class GcDaemon:
             return
         self.metrics.maintenance_deleted.labels("report").inc(len(result.reports_deleted))
         self.metrics.maintenance_deleted.labels("run").inc(result.runs_deleted)
+        self._tidy_presences()
+
+    def _tidy_presences(self) -> None:
+        """Delete the presence documents of daemons gone for good."""
+        try:
+            docs, _unreadable = read_presences(self._store, self._root)
+            gone = gone_daemons(
+                docs,
+                datetime.now(UTC),
+                grace_seconds=self._settings.maintenance.dead_after_seconds,
+                keep=self._settings.node_id,
+            )
+            for node in gone:
+                delete_presence(self._store, self._root, node)
+                log.info("deleted the presence document of gone daemon %s", node)
+                self.metrics.maintenance_deleted.labels("presence").inc()
+        except EpochGCError as err:
+            log.warning("tidying daemon presence documents failed (retried next time): %s", err)
 
     def _on_lease_lost(self, name: str) -> None:
         if name == GC_LEASE:

@@ -6,7 +6,9 @@ bucket. Each daemon keeps ``{root}/gc/daemons/{node_id}`` (one PUT every
 ``refresh_seconds``, at start and on every change of role; PUTs cost money,
 so not every second) and deletes it on a clean stop. A daemon that crashed
 leaves its document behind; a reader calls it stale once it has not been
-refreshed for ``STALE_AFTER_REFRESHES`` of its own refresh intervals.
+refreshed for ``STALE_AFTER_REFRESHES`` of its own refresh intervals, and
+the GC leader's maintenance deletes it ``reports.dead_after_seconds`` later
+(``gone_daemons``).
 
 Format (version 1, unknown fields ignored, a newer ``v`` refused)::
 
@@ -22,6 +24,7 @@ they are for people (``epochgc gc status``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -69,6 +72,24 @@ class PresenceDocument:
     def is_stale(self, now: datetime) -> bool:
         """Not refreshed for ``STALE_AFTER_REFRESHES`` refresh intervals."""
         return self.age_seconds(now) > STALE_AFTER_REFRESHES * self.refresh_seconds
+
+
+def gone_daemons(
+    docs: Sequence[PresenceDocument], now: datetime, *, grace_seconds: float, keep: str
+) -> list[str]:
+    """The nodes whose documents the GC leader may delete: stale for
+    ``grace_seconds`` beyond the stale mark, never ``keep`` (the leader
+    itself). A crashed daemon thus shows as stale in ``gc status`` for a
+    while, then goes, so host names that never come back leave nothing.
+    ``updated_at`` is the writer's wall clock: a daemon whose clock is far
+    off may lose its document early; it rewrites it at its next refresh.
+    """
+    return [
+        d.node
+        for d in docs
+        if d.node != keep
+        and d.age_seconds(now) > STALE_AFTER_REFRESHES * d.refresh_seconds + grace_seconds
+    ]
 
 
 def encode_presence(doc: PresenceDocument) -> bytes:

@@ -84,7 +84,8 @@ class GcMetrics:
         self.maintenance_deleted = Counter(
             "epochgc_collector_maintenance_deleted_total",
             "Objects the GC leader's maintenance deleted, by kind: report (of a gone "
-            "node, covered by live ones), run (summary past the retention).",
+            "node, covered by live ones), run (summary past the retention), presence (of a "
+            "daemon gone for good).",
             ["kind"],
             registry=registry,
         )

@@ -23,6 +23,8 @@ import pytest
 
 from epochgc.gc.control import CollectorState, StatusDocument, write_status
 from epochgc.gc.daemon import GC_LEASE, GcDaemon
+from epochgc.gc.maintenance import MaintenanceSettings
+from epochgc.gc.presence import PresenceDocument, read_presences, write_presence
 from epochgc.storage.client import make_s3_client
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import lease_key, report_key
@@ -261,3 +263,27 @@ def test_gc_status_lists_the_leader_and_its_standbys(
     assert "gc-b" in text and "standby" in text, text
     standby.stop()
     wait_for(lambda: daemons() == {"gc-a": "leader"}, what="a clean stop leaves the list")
+
+
+def test_the_leader_deletes_the_presence_of_a_daemon_gone_for_good(
+    store: S3ObjectStore, started: list[GcDaemon]
+) -> None:
+    long_ago = datetime.now(UTC) - timedelta(hours=2)
+    gone = PresenceDocument("gc-z", "gc-z/1", "leader", "running", long_ago, long_ago, 60.0)
+    write_presence(store, ROOT, gone)
+    leader = GcDaemon(
+        store,
+        RequestStats(),
+        ROOT,
+        settings(
+            "gc-a",
+            maintenance_interval_seconds=0.3,
+            maintenance=MaintenanceSettings(dead_after_seconds=600.0),
+        ),
+    )
+    started.append(leader)
+    leader.start()
+    wait_for(
+        lambda: [d.node for d in read_presences(store, ROOT)[0]] == ["gc-a"],
+        what="the gone daemon's presence deleted, the leader's kept",
+    )

@@ -10,7 +10,12 @@ from hypothesis import strategies as st
 
 from epochgc.errors import MalformedRecordError, UnsupportedVersionError
 from epochgc.gc.control import CollectorState, ControlDocument, StatusDocument
-from epochgc.gc.presence import PresenceDocument, decode_presence, encode_presence
+from epochgc.gc.presence import (
+    PresenceDocument,
+    decode_presence,
+    encode_presence,
+    gone_daemons,
+)
 from epochgc.gc.status_view import StatusInputs, format_age, status_view
 from epochgc.watermarks.leases import LeaseDocument
 
@@ -95,3 +100,12 @@ def test_ages_are_short_and_never_overstate(seconds: float) -> None:
     unit = {"s": 1, "m": 60, "h": 3600, "d": 86400}[text[-1]]
     assert int(text[:-1]) * unit <= seconds + 0.5
     assert len(text) <= 5
+
+
+def test_the_leader_tidies_presence_documents_gone_for_good_but_never_its_own() -> None:
+    def doc(node: str, age: float) -> PresenceDocument:
+        return PresenceDocument(node, f"{node}/1", "standby", "running", ago(9999), ago(age), 60.0)
+
+    docs = [doc("gc-a", 5000), doc("gc-b", 1000), doc("gc-c", 600), doc("gc-d", 30)]
+    # stale after 180 s, gone 600 s later
+    assert gone_daemons(docs, NOW, grace_seconds=600.0, keep="gc-a") == ["gc-b"]
