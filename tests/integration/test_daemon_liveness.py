@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,12 +31,13 @@ from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import lease_key, report_key
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
-from epochgc.watermarks.leases import LeaseDocument, encode_lease
+from epochgc.watermarks.leases import LeaseDocument, LeasePolicy, encode_lease
 from epochgc.watermarks.reports import NodeReport, encode_report
 from tests.conftest import FAST_RETRIES
 from tests.integration.test_daemon import ROOT, settings
 from tests.support.cli import REPO, run_cli
 from tests.support.config_files import write_server_config
+from tests.support.faults import inject_http_errors
 from tests.support.servers import free_port
 from tests.support.waiting import wait_for
 
@@ -287,3 +289,25 @@ def test_the_leader_deletes_the_presence_of_a_daemon_gone_for_good(
         lambda: [d.node for d in read_presences(store, ROOT)[0]] == ["gc-a"],
         what="the gone daemon's presence deleted, the leader's kept",
     )
+
+
+def test_healthz_is_503_while_the_leaders_lease_renewals_fail(
+    s3_client: Any, store: S3ObjectStore, started: list[GcDaemon]
+) -> None:
+    lease = LeasePolicy(ttl_seconds=10.0, renew_interval_seconds=0.5, skew_margin_seconds=0.5)
+    daemon = GcDaemon(store, RequestStats(), ROOT, settings("gc-a", lease=lease))
+    started.append(daemon)
+    daemon.start()
+    wait_for(lambda: daemon.rounds > 0, what="a first round as leader")
+    assert healthz(daemon)[0] == 200
+    failing = inject_http_errors(s3_client, "PutObject", 100_000, 500, "InternalError")
+    try:
+        wait_for(
+            lambda: str(healthz(daemon)[1]["reason"]).startswith("gc lease renewal failing"),
+            timeout=8,
+            what="/healthz naming the failing renewals while still the leader",
+        )
+        assert healthz(daemon)[0] == 503
+    finally:
+        failing.remove()
+    wait_for(lambda: healthz(daemon)[0] == 200, timeout=10, what="healthy again")
