@@ -18,9 +18,10 @@ Jobs (all in one ``BackgroundScheduler``):
   lease, independently of the ``gc`` lease, and ticks while it holds it.
 * ``reports``: logs node reports older than ``report_stale_seconds`` and
   samples each node's report age for the metrics.
-* ``presence``: every ``presence_interval_seconds`` and on every change of
-  role, writes this daemon's ``{root}/gc/daemons/{node_id}`` (leader or
-  standby; ``gc.presence``), deleted on a clean stop.
+* ``presence``: every ``presence_interval_seconds`` (and, through the
+  ``lease`` job, soon after every change of role), writes this daemon's
+  ``{root}/gc/daemons/{node_id}`` (leader or standby; ``gc.presence``),
+  deleted on a clean stop.
 * ``maintenance``: while this daemon holds the lease, deletes the reports of
   gone nodes (when that costs ``M`` nothing), expired run summaries
   (``gc.maintenance``) and the presence documents of gone daemons.
@@ -219,6 +220,9 @@ class GcDaemon:
         self._renew_failures_seen = 0
         self._started_at = datetime.now(UTC)
         self._ticker_failures_seen = 0
+        self._presence_lock = threading.Lock()
+        self._presence_role: str | None = None
+        """The role the presence document last showed (None: not written)."""
 
     # --- lifecycle -----------------------------------------------------------
 
@@ -320,7 +324,8 @@ class GcDaemon:
             self.ticker.stop(release=True)
         self.leases.stop(release=True)
         try:
-            delete_presence(self._store, self._root, self._settings.node_id)
+            with self._presence_lock:  # after any write in flight
+                delete_presence(self._store, self._root, self._settings.node_id)
         except EpochGCError as err:
             log.warning("could not delete this daemon's presence document: %s", err)
         self.metrics.leader.set(0)
@@ -434,6 +439,8 @@ class GcDaemon:
         if self._stopping.is_set():
             return
         self._sample_heartbeats()
+        if self._presence_role not in (None, self._role()):
+            self._presence_job()  # the role changed since the last write: show it now
         if self.is_leader:
             return
         try:
@@ -445,7 +452,6 @@ class GcDaemon:
         self._contact("lease")
         if grant is not None:
             self._contact(RENEWAL)  # a fresh grant: earlier renewal failures are over
-            self._refresh_presence_soon()
             log.info("gc daemon %s holds the gc lease (term %d)", self.leases.holder, grant.term)
             self.metrics.leader.set(1)
             self.trigger_round()
@@ -493,34 +499,35 @@ class GcDaemon:
         if before is not after and self.is_leader:
             self._publish_status(self.last_report)
 
-    def _presence_job(self) -> None:
-        if self._stopping.is_set():
-            return
-        now = datetime.now(UTC)
-        doc = PresenceDocument(
-            node=self._settings.node_id,
-            holder=self.leases.holder,
-            role="leader" if self.is_leader else "standby",
-            state=self.collector.state.value,
-            started_at=self._started_at,
-            updated_at=now,
-            refresh_seconds=self._settings.presence_interval_seconds,
-            metrics=self.metrics_url,
-        )
-        try:
-            write_presence(self._store, self._root, doc)
-        except EpochGCError as err:
-            self._contact("presence", err)
-            log.warning("could not write this daemon's presence document: %s", err)
-            return
-        self._contact("presence")
+    def _role(self) -> str:
+        return "leader" if self.is_leader else "standby"
 
-    def _refresh_presence_soon(self) -> None:
-        """Rewrite the presence document now (the role changed)."""
-        if self._stopping.is_set():
-            return
-        with contextlib.suppress(LookupError):  # the job is gone: shutting down
-            self._scheduler.modify_job("presence", next_run_time=datetime.now(UTC))
+    def _presence_job(self) -> None:
+        """Write this daemon's presence document. Serialised, and the role
+        is read inside the lock, so the last write shows the current role
+        (the ``lease`` job calls it too when the role changed)."""
+        with self._presence_lock:
+            if self._stopping.is_set():
+                return
+            role = self._role()
+            doc = PresenceDocument(
+                node=self._settings.node_id,
+                holder=self.leases.holder,
+                role=role,
+                state=self.collector.state.value,
+                started_at=self._started_at,
+                updated_at=datetime.now(UTC),
+                refresh_seconds=self._settings.presence_interval_seconds,
+                metrics=self.metrics_url,
+            )
+            try:
+                write_presence(self._store, self._root, doc)
+            except EpochGCError as err:
+                self._contact("presence", err)
+                log.warning("could not write this daemon's presence document: %s", err)
+                return
+            self._presence_role = role
+            self._contact("presence")
 
     def _ticker_sample(self) -> TickerSample:
         t = self.ticker
@@ -558,11 +565,7 @@ class GcDaemon:
                 ", ".join(item.key for item in skipped[:10]),
             )
         self._report_times = {r.node: r.generated_at for r in reports}
-        if not reports:
-            return
-        now = datetime.now(UTC)
-        ages = {r.node: (now - r.generated_at).total_seconds() for r in reports}
-        self.metrics.oldest_report_age.set(max(0.0, *ages.values()))
+        ages = self._report_ages()
         stale = sorted(n for n, age in ages.items() if age > self._settings.report_stale_seconds)
         if stale:
             log.warning(
@@ -606,7 +609,6 @@ class GcDaemon:
             log.warning("gc lease lost: stopping the round in progress, going to standby")
             self.metrics.leader.set(0)
             self._round_stop.set()
-            self._refresh_presence_soon()
 
     def _report_ages(self) -> dict[str, float]:
         now = datetime.now(UTC)

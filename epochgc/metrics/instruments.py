@@ -137,11 +137,6 @@ class GcMetrics:
             "1 while this daemon holds the GC lease (runs rounds), 0 in standby.",
             registry=registry,
         )
-        self.oldest_report_age = Gauge(
-            "epochgc_collector_oldest_report_age_seconds",
-            "Age of the oldest node report M was computed from.",
-            registry=registry,
-        )
         self.round_interval = Gauge(
             "epochgc_collector_round_interval_seconds",
             "The configured longest wait between rounds (alerts compare against it).",
