@@ -33,6 +33,7 @@ from epochgc.gc.control import (
     resume,
 )
 from epochgc.gc.daemon import GC_LEASE
+from epochgc.gc.presence import read_presences
 from epochgc.gc.run_report import (
     RunSummary,
     decode_summary,
@@ -41,6 +42,7 @@ from epochgc.gc.run_report import (
     run_figures,
 )
 from epochgc.gc.service import collect_settings_of, run_daemon
+from epochgc.gc.status_view import StatusInputs, status_view
 from epochgc.liveness_cli import cmd_gc_explain, cmd_partition_skip, stuck_line
 from epochgc.logging_setup import setup_logging
 from epochgc.metrics.push import COLLECT_JOB, push_run
@@ -54,7 +56,7 @@ from epochgc.storage.probe import format_probe_table, run_probes
 from epochgc.watermarks.aggregate import SafeEpochTracker
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.layout import LAYOUT
-from epochgc.watermarks.leases import LeaseDocument, LeaseManager
+from epochgc.watermarks.leases import LeaseManager
 from epochgc.watermarks.migrate import migrate_layout
 from epochgc.watermarks.nodes import forget_node, list_nodes
 from epochgc.watermarks.replica import PartitionReplica
@@ -283,21 +285,6 @@ def _control_data(control: ControlDocument) -> dict[str, object]:
     }
 
 
-def _lease_data(lease: LeaseDocument | None, now: datetime) -> dict[str, object] | None:
-    """A lease object for ``gc status``; ``valid`` compares the holder's
-    ``expires_at`` with this machine's clock: a hint for people, as the
-    lease itself never compares clocks."""
-    if lease is None:
-        return None
-    return {
-        "holder": lease.holder,
-        "term": lease.term,
-        "expires_at": lease.expires_at,
-        "valid": not lease.released and lease.expires_at > now,
-        "released": lease.released,
-    }
-
-
 def _cmd_gc_status(config: Config, args: argparse.Namespace) -> int:
     root = config.layout.root
     with open_store(config, writes=False) as handle:
@@ -305,65 +292,12 @@ def _cmd_gc_status(config: Config, args: argparse.Namespace) -> int:
         status = read_status(handle.store, root)
         lease = LeaseManager.read_holder(handle.store, root, GC_LEASE)
         ticker = LeaseManager.read_holder(handle.store, root, TICKER_LEASE)
-    now = datetime.now(UTC)
-    lease_data = _lease_data(lease, now)
-    ticker_data = _lease_data(ticker, now)
-    status_data = (
-        None
-        if status is None
-        else {
-            "state": status.state.value,
-            "holder": status.holder,
-            "updated_at": status.updated_at,
-            "safe_epoch": status.safe_epoch,
-            "cluster_epoch": status.cluster_epoch,
-            "last_run_id": status.last_run_id,
-            "last_outcome": status.last_outcome,
-            "last_success_at": status.last_success_at,
-            "next_round_at": status.next_round_at,
-            "detail": status.detail,
-        }
+        # A LIST: a store that cannot be read fails here (exit 1), it never
+        # reads as "nothing written yet".
+        daemons, unreadable = read_presences(handle.store, root)
+    data, lines = status_view(
+        StatusInputs(control, status, lease, ticker, daemons, unreadable), datetime.now(UTC)
     )
-    data = {
-        "control": _control_data(control),
-        "lease": lease_data,
-        "ticker": ticker_data,
-        "daemon": status_data,
-    }
-    lines = [
-        "requested:  "
-        + (
-            f"PAUSED by {control.updated_by} at {control.updated_at:%Y-%m-%d %H:%M:%SZ}"
-            + (f" ({control.reason})" if control.reason else "")
-            if control.paused
-            else "running"
-        ),
-        "gc lease:   "
-        + (
-            "nobody holds it (no daemon running?)"
-            if lease_data is None or not lease_data["valid"]
-            else f"{lease.holder} (term {lease.term})"  # type: ignore[union-attr]
-        ),
-        "ticker:     "
-        + (
-            "nobody holds it: the epoch is not moving (no process with [epoch] ticker?)"
-            if ticker is None or ticker_data is None or not ticker_data["valid"]
-            else f"{ticker.holder} (term {ticker.term})"
-        ),
-    ]
-    if status is None:
-        lines.append("daemon:     no daemon has published a status yet")
-    else:
-        age = (now - status.updated_at).total_seconds()
-        lines += [
-            f"daemon:     {status.state.value} ({status.holder}, {age:.0f}s ago)",
-            f"M:          {status.safe_epoch} (cluster epoch {status.cluster_epoch})",
-            f"last round: {status.last_outcome} {status.last_run_id or ''}".rstrip(),
-            f"last ok:    {status.last_success_at or 'never'}",
-            f"next round: {status.next_round_at or '-'}",
-        ]
-        if status.detail:
-            lines.append(f"detail:     {status.detail}")
     _print(data, args, "\n".join(lines))
     return EXIT_OK
 

@@ -290,6 +290,10 @@ class DaemonConfig:
     blocked_after_failures: int = _check(_between(1, 1000), default=3)
     """Untrusted M computations in a row that make the collector
     safety_blocked until ``epochgc gc reset``."""
+    presence_interval_seconds: float = _check(_at_least(1.0), default=60.0)
+    """How often each daemon rewrites its ``{root}/gc/daemons/{node_id}``
+    presence document (one PUT; also on every change of role). ``gc
+    status`` calls one stale after three intervals without a refresh."""
 
 
 @dataclass(frozen=True)

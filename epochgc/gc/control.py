@@ -194,6 +194,8 @@ class StatusDocument:
     last_success_at: datetime | None = None
     next_round_at: datetime | None = None
     detail: str = ""
+    last_round_at: datetime | None = None
+    """When the last round finished (optional: absent from older writers)."""
 
 
 def encode_status(doc: StatusDocument) -> bytes:
@@ -210,6 +212,7 @@ def encode_status(doc: StatusDocument) -> bytes:
         "last_success_at": _time_or_none(doc.last_success_at),
         "next_round_at": _time_or_none(doc.next_round_at),
         "detail": doc.detail,
+        "last_round_at": _time_or_none(doc.last_round_at),
     }
     return dump_document(body)
 
@@ -237,6 +240,7 @@ def decode_status(data: bytes, where: str = "gc status document") -> StatusDocum
         last_success_at=_parse_optional_time(doc, "last_success_at", where),
         next_round_at=_parse_optional_time(doc, "next_round_at", where),
         detail=_optional_str(doc, "detail", where),
+        last_round_at=_parse_optional_time(doc, "last_round_at", where),
     )
 
 

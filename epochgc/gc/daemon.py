@@ -16,10 +16,15 @@ Jobs (all in one ``BackgroundScheduler``):
 * The epoch ticker (``watermarks.ticker``, its own thread, not a job): with
   ``ticker`` on, this daemon competes for the cluster's one ``ticker``
   lease, independently of the ``gc`` lease, and ticks while it holds it.
-* ``reports``: logs node reports older than ``report_stale_seconds``.
+* ``reports``: logs node reports older than ``report_stale_seconds`` and
+  samples each node's report age for the metrics.
+* ``presence``: every ``presence_interval_seconds`` (and, through the
+  ``lease`` job, soon after every change of role), writes this daemon's
+  ``{root}/gc/daemons/{node_id}`` (leader or standby; ``gc.presence``),
+  deleted on a clean stop.
 * ``maintenance``: while this daemon holds the lease, deletes the reports of
-  gone nodes (when that costs ``M`` nothing) and expired run summaries
-  (``gc.maintenance``).
+  gone nodes (when that costs ``M`` nothing), expired run summaries
+  (``gc.maintenance``) and the presence documents of gone daemons.
 * ``compact``: while this daemon holds the lease, every
   ``[controller] compact_interval_seconds``, snapshots the controller log
   and deletes the entries the snapshot covers (``Controller.compact``), so
@@ -54,13 +59,30 @@ from epochgc.gc.collector import (
     next_round_delay,
 )
 from epochgc.gc.control import CollectorState, StatusDocument, read_control, write_status
+from epochgc.gc.health import (
+    RENEWAL,
+    Contact,
+    HealthPolicy,
+    HealthSample,
+    assess_health,
+    record_failure,
+    record_ok,
+)
 from epochgc.gc.janitor import Janitor
 from epochgc.gc.maintenance import LeaderMaintenance, MaintenanceSettings
+from epochgc.gc.presence import (
+    PresenceDocument,
+    delete_presence,
+    gone_daemons,
+    read_presences,
+    write_presence,
+)
 from epochgc.metrics.collectors import PinningCollector, PinningSample
 from epochgc.metrics.instruments import (
     CollectorRegistry,
     GcMetrics,
     TickerSample,
+    register_report_ages,
     register_s3_requests,
     register_ticker,
 )
@@ -97,6 +119,8 @@ class DaemonSettings:
     maintenance: MaintenanceSettings = field(default_factory=MaintenanceSettings)
     maintenance_interval_seconds: float = 300.0
     compaction: CompactionPolicy = field(default_factory=CompactionPolicy)
+    presence_interval_seconds: float = 60.0
+    """How often this daemon refreshes its presence document (one PUT)."""
 
 
 class GcDaemon:
@@ -162,6 +186,8 @@ class GcDaemon:
             else None
         )
         register_ticker(self.registry, self._ticker_sample)
+        self._report_times: dict[str, datetime] = {}
+        register_report_ages(self.registry, self._report_ages)
         self._scheduler = BackgroundScheduler(
             timezone=UTC,
             executors={"default": JobThreadPool(max_workers=6)},
@@ -182,6 +208,21 @@ class GcDaemon:
         self.last_report: RoundReport | None = None
         self.rounds = 0
         self._next_round_at: datetime | None = None
+        # Liveness: the latest outcome of each kind of store contact, on the
+        # monotonic clock (``gc.health``). A store the daemon cannot reach
+        # for a lease TTL makes /healthz answer 503.
+        self._health_policy = HealthPolicy(
+            unreachable_after_seconds=settings.lease.ttl_seconds,
+            renewal_grace_seconds=settings.lease.renew_interval_seconds,
+        )
+        self._contacts: dict[str, Contact] = {}
+        self._contacts_lock = threading.Lock()
+        self._renew_failures_seen = 0
+        self._started_at = datetime.now(UTC)
+        self._ticker_failures_seen = 0
+        self._presence_lock = threading.Lock()
+        self._presence_role: str | None = None
+        """The role the presence document last showed (None: not written)."""
 
     # --- lifecycle -----------------------------------------------------------
 
@@ -201,9 +242,10 @@ class GcDaemon:
         """
         if self._started:
             raise RuntimeError("daemon already started")
-        self._started = True
         if self._metrics_server is not None:
-            self._metrics_server.start()
+            self._metrics_server.start()  # first: a port in use stops us before any lease
+        self._started = True
+        self._started_at = datetime.now(UTC)
         self._poll_control()
         self.leases.start()
         s = self._settings
@@ -231,6 +273,13 @@ class GcDaemon:
             "interval",
             seconds=s.reports_check_seconds,
             id="reports",
+            next_run_time=now,
+        )
+        self._scheduler.add_job(
+            self._presence_job,
+            "interval",
+            seconds=s.presence_interval_seconds,
+            id="presence",
             next_run_time=now,
         )
         self._scheduler.add_job(
@@ -274,6 +323,11 @@ class GcDaemon:
         if self.ticker is not None:
             self.ticker.stop(release=True)
         self.leases.stop(release=True)
+        try:
+            with self._presence_lock:  # after any write in flight
+                delete_presence(self._store, self._root, self._settings.node_id)
+        except EpochGCError as err:
+            log.warning("could not delete this daemon's presence document: %s", err)
         self.metrics.leader.set(0)
         if self._metrics_server is not None:
             self._metrics_server.stop()
@@ -288,13 +342,32 @@ class GcDaemon:
             self._scheduler.modify_job("gc", next_run_time=datetime.now(UTC))
 
     def health(self) -> tuple[bool, dict[str, object]]:
-        """For ``/healthz``: healthy unless stopped, blocked or the scheduler
-        died."""
+        """For ``/healthz``: unhealthy (with the reasons, most important
+        first) when stopped, ``safety_blocked``, the scheduler died, a kind
+        of store contact has failed for a lease TTL, or the leader's lease
+        renewals keep failing (``gc.health.assess_health``)."""
         state = self.collector.state
         report = self.last_report
+        leader = self.is_leader
+        now = time.monotonic()
+        with self._contacts_lock:
+            contacts = dict(self._contacts)
+        reasons = assess_health(
+            HealthSample(
+                state=state.value,
+                blocked_reason=self.collector.blocked_reason,
+                scheduler_running=self._scheduler.running,
+                leader=leader,
+                contacts=contacts,
+            ),
+            now,
+            self._health_policy,
+        )
         details: dict[str, object] = {
+            "reason": reasons[0] if reasons else None,
+            "reasons": reasons,
             "state": state.value,
-            "leader": self.is_leader,
+            "leader": leader,
             "holder": self.leases.holder,
             "ticker": self.ticker is not None and self.ticker.held,
             "safe_epoch": self.collector.tracker.current.safe_epoch
@@ -303,12 +376,38 @@ class GcDaemon:
             "last_outcome": report.outcome.value if report else None,
             "last_success_at": self.collector.last_success_at,
             "next_round_at": self._next_round_at,
+            "store": {
+                kind: {
+                    "ok_seconds_ago": None
+                    if c.last_ok_at is None
+                    else round(now - c.last_ok_at, 1),
+                    "failing_for_seconds": None
+                    if c.failing_since is None
+                    else round(now - c.failing_since, 1),
+                    "last_error": c.last_error or None,
+                }
+                for kind, c in sorted(contacts.items())
+            },
         }
-        healthy = self._scheduler.running and state not in (
-            CollectorState.SAFETY_BLOCKED,
-            CollectorState.STOPPED,
-        )
-        return healthy, details
+        return not reasons, details
+
+    def _contact(self, kind: str, error: EpochGCError | str | None = None) -> None:
+        """Record the outcome of one store contact of ``kind`` (``None``: it
+        succeeded)."""
+        now = time.monotonic()
+        with self._contacts_lock:
+            current = self._contacts.get(kind, Contact())
+            self._contacts[kind] = (
+                record_ok(current, now)
+                if error is None
+                else record_failure(
+                    current,
+                    now,
+                    f"{type(error).__name__}: {error}"
+                    if isinstance(error, EpochGCError)
+                    else error,
+                )
+            )
 
     # --- jobs ----------------------------------------------------------------
 
@@ -324,6 +423,8 @@ class GcDaemon:
             return
         started = time.monotonic()
         report = self.collector.run_round(stop=self._round_stop)
+        failed = report.outcome is RoundOutcome.FAILED
+        self._contact("round", (report.error or "the round failed") if failed else None)
         self.rounds += 1
         self.last_report = report
         self._observe(report, time.monotonic() - started)
@@ -335,24 +436,58 @@ class GcDaemon:
         self._publish_status(report)
 
     def _lease_job(self) -> None:
-        if self._stopping.is_set() or self.is_leader:
+        if self._stopping.is_set():
+            return
+        self._sample_heartbeats()
+        if self._presence_role not in (None, self._role()):
+            self._presence_job()  # the role changed since the last write: show it now
+        if self.is_leader:
             return
         try:
             grant = self.leases.try_acquire(GC_LEASE)
         except EpochGCError as err:
+            self._contact("lease", err)
             log.warning("could not try the gc lease: %s", err)
             return
+        self._contact("lease")
         if grant is not None:
+            self._contact(RENEWAL)  # a fresh grant: earlier renewal failures are over
             log.info("gc daemon %s holds the gc lease (term %d)", self.leases.holder, grant.term)
             self.metrics.leader.set(1)
             self.trigger_round()
+
+    def _sample_heartbeats(self) -> None:
+        """Turn the lease heartbeat's and the ticker's failure counters into
+        store contacts: they run on their own threads and only count."""
+        failures = self.leases.stats["renew_failures"]
+        if failures > self._renew_failures_seen:
+            self._contact(
+                RENEWAL,
+                f"{failures - self._renew_failures_seen} lease renewals failed since the last "
+                "check (the daemon log has the errors)",
+            )
+        elif self.leases.held():
+            self._contact(RENEWAL)
+        self._renew_failures_seen = failures
+        if self.ticker is not None and self.ticker.held:
+            ticks_failed = self.ticker.failures
+            if ticks_failed > self._ticker_failures_seen:
+                self._contact("ticker", "epoch ticks failing (the daemon log has the errors)")
+            else:
+                self._contact("ticker")
+            self._ticker_failures_seen = ticks_failed
+        else:
+            with self._contacts_lock:
+                self._contacts.pop("ticker", None)  # not ticking: nothing of ours fails
 
     def _poll_control(self) -> None:
         try:
             control, _etag = read_control(self._store, self._root)
         except EpochGCError as err:
+            self._contact("control", err)
             log.warning("could not read the gc control document (keeping state): %s", err)
             return
+        self._contact("control")
         before = self.collector.state
         self.collector.apply_control(control)
         after = self.collector.state
@@ -363,6 +498,36 @@ class GcDaemon:
             self.trigger_round()
         if before is not after and self.is_leader:
             self._publish_status(self.last_report)
+
+    def _role(self) -> str:
+        return "leader" if self.is_leader else "standby"
+
+    def _presence_job(self) -> None:
+        """Write this daemon's presence document. Serialised, and the role
+        is read inside the lock, so the last write shows the current role
+        (the ``lease`` job calls it too when the role changed)."""
+        with self._presence_lock:
+            if self._stopping.is_set():
+                return
+            role = self._role()
+            doc = PresenceDocument(
+                node=self._settings.node_id,
+                holder=self.leases.holder,
+                role=role,
+                state=self.collector.state.value,
+                started_at=self._started_at,
+                updated_at=datetime.now(UTC),
+                refresh_seconds=self._settings.presence_interval_seconds,
+                metrics=self.metrics_url,
+            )
+            try:
+                write_presence(self._store, self._root, doc)
+            except EpochGCError as err:
+                self._contact("presence", err)
+                log.warning("could not write this daemon's presence document: %s", err)
+                return
+            self._presence_role = role
+            self._contact("presence")
 
     def _ticker_sample(self) -> TickerSample:
         t = self.ticker
@@ -389,13 +554,18 @@ class GcDaemon:
         try:
             reports, skipped = read_reports(self._store, self._root)
         except EpochGCError as err:
+            self._contact("reports", err)
             log.warning("could not read node reports: %s", err)
             return
-        if not reports:
-            return
-        now = datetime.now(UTC)
-        ages = {r.node: (now - r.generated_at).total_seconds() for r in reports}
-        self.metrics.oldest_report_age.set(max(0.0, *ages.values()))
+        self._contact("reports")
+        if skipped:
+            log.warning(
+                "%d node reports could not be read and were skipped: %s",
+                len(skipped),
+                ", ".join(item.key for item in skipped[:10]),
+            )
+        self._report_times = {r.node: r.generated_at for r in reports}
+        ages = self._report_ages()
         stale = sorted(n for n, age in ages.items() if age > self._settings.report_stale_seconds)
         if stale:
             log.warning(
@@ -403,8 +573,6 @@ class GcDaemon:
                 self._settings.report_stale_seconds,
                 ", ".join(stale[:10]),
             )
-        if skipped:
-            log.warning("%d node reports could not be read and were skipped", skipped)
 
     def _maintenance_job(self) -> None:
         if self._stopping.is_set() or not self.is_leader:
@@ -417,12 +585,34 @@ class GcDaemon:
             return
         self.metrics.maintenance_deleted.labels("report").inc(len(result.reports_deleted))
         self.metrics.maintenance_deleted.labels("run").inc(result.runs_deleted)
+        self._tidy_presences()
+
+    def _tidy_presences(self) -> None:
+        """Delete the presence documents of daemons gone for good."""
+        try:
+            docs, _unreadable = read_presences(self._store, self._root)
+            gone = gone_daemons(
+                docs,
+                datetime.now(UTC),
+                grace_seconds=self._settings.maintenance.dead_after_seconds,
+                keep=self._settings.node_id,
+            )
+            for node in gone:
+                delete_presence(self._store, self._root, node)
+                log.info("deleted the presence document of gone daemon %s", node)
+                self.metrics.maintenance_deleted.labels("presence").inc()
+        except EpochGCError as err:
+            log.warning("tidying daemon presence documents failed (retried next time): %s", err)
 
     def _on_lease_lost(self, name: str) -> None:
         if name == GC_LEASE:
             log.warning("gc lease lost: stopping the round in progress, going to standby")
             self.metrics.leader.set(0)
             self._round_stop.set()
+
+    def _report_ages(self) -> dict[str, float]:
+        now = datetime.now(UTC)
+        return {node: (now - at).total_seconds() for node, at in self._report_times.items()}
 
     def _pinning_sample(self) -> list[PinningSample]:
         current = self.collector.tracker.current
@@ -507,6 +697,7 @@ class GcDaemon:
                 last_outcome=report.outcome.value if report else None,
                 last_success_at=self.collector.last_success_at,
                 next_round_at=None if self._stopping.is_set() else self._next_round_at,
+                last_round_at=report.finished_at if report else None,
                 detail=(report.error or "") if report else self.collector.blocked_reason,
             ),
         )

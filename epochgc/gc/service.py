@@ -64,6 +64,7 @@ def daemon_settings_of(
         ),
         maintenance_interval_seconds=config.gc.maintenance_interval_seconds,
         compaction=compaction_policy_of(config),
+        presence_interval_seconds=d.presence_interval_seconds,
     )
 
 

@@ -12,7 +12,7 @@ figures are aggregated per node.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -278,3 +278,30 @@ class TickerCollector(Collector):
             "Ticks that failed (retried one interval later; the append may have landed).",
             value=s.failures,
         )
+
+
+class ReportAgeCollector(Collector):
+    """``epochgc_collector_report_age_seconds{node}``: how old each node's
+    report was at this scrape, so a stale-report alert names its node.
+
+    Bounded by the live nodes: the daemon samples the reports it last read,
+    and the GC leader deletes the reports of gone nodes.
+
+    Example::
+
+        registry.register(ReportAgeCollector(lambda: {"node-1": 4.2}))
+    """
+
+    def __init__(self, sample: Callable[[], Mapping[str, float]]) -> None:
+        self._sample = sample
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "epochgc_collector_report_age_seconds",
+            "Age of each node's report (from its generated_at) as of the daemon's last read "
+            "of the reports, counted up to this scrape.",
+            labels=["node"],
+        )
+        for node, age in sorted(self._sample().items()):
+            family.add_metric([node], max(0.0, age))
+        yield family

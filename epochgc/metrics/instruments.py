@@ -11,7 +11,7 @@ and each process builds its own; components receive it as a parameter.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -23,6 +23,7 @@ from epochgc.metrics.collectors import (
     NodeSample,
     ProducerCollector,
     ProducerSample,
+    ReportAgeCollector,
     TickerCollector,
     TickerSample,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "ReconcilerMetrics",
     "S3RequestCollector",
     "TickerSample",
+    "register_report_ages",
     "register_s3_requests",
     "register_ticker",
 ]
@@ -82,7 +84,8 @@ class GcMetrics:
         self.maintenance_deleted = Counter(
             "epochgc_collector_maintenance_deleted_total",
             "Objects the GC leader's maintenance deleted, by kind: report (of a gone "
-            "node, covered by live ones), run (summary past the retention).",
+            "node, covered by live ones), run (summary past the retention), presence (of a "
+            "daemon gone for good).",
             ["kind"],
             registry=registry,
         )
@@ -132,11 +135,6 @@ class GcMetrics:
         self.leader = Gauge(
             "epochgc_collector_leader",
             "1 while this daemon holds the GC lease (runs rounds), 0 in standby.",
-            registry=registry,
-        )
-        self.oldest_report_age = Gauge(
-            "epochgc_collector_oldest_report_age_seconds",
-            "Age of the oldest node report M was computed from.",
             registry=registry,
         )
         self.round_interval = Gauge(
@@ -221,6 +219,14 @@ def register_ticker(registry: CollectorRegistry, sample: Callable[[], TickerSamp
         register_ticker(registry, lambda: TickerSample(True, ticker.held, ticker.ticks, 0))
     """
     registry.register(TickerCollector(sample))
+
+
+def register_report_ages(
+    registry: CollectorRegistry, sample: Callable[[], Mapping[str, float]]
+) -> None:
+    """Expose each node's report age (``{node: seconds}``, read at scrape
+    time) as ``epochgc_collector_report_age_seconds{node}``."""
+    registry.register(ReportAgeCollector(sample))
 
 
 class ReconcilerMetrics:

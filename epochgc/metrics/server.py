@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from epochgc.errors import ConfigError
 from epochgc.metrics.instruments import HealthCheck
 
 log = logging.getLogger("epochgc.metrics.server")
@@ -65,7 +66,8 @@ class MetricsServer:
 
         Raises:
             RuntimeError: already started.
-            OSError: the address cannot be bound.
+            ConfigError: the address cannot be bound (in use, or not an
+                address of this machine); names ``metrics.listen``.
         """
         if self._server is not None:
             raise RuntimeError("metrics server already started")
@@ -93,7 +95,15 @@ class MetricsServer:
             def log_message(self, format: str, *args: object) -> None:
                 log.debug("%s " + format, self.address_string(), *args)
 
-        self._server = ThreadingHTTPServer((self._host, self._port), Handler)
+        try:
+            self._server = ThreadingHTTPServer((self._host, self._port), Handler)
+        except OSError as err:
+            raise ConfigError(
+                "metrics.listen",
+                f"{self._host}:{self._port}",
+                f"cannot listen there: {err.strerror or err} "
+                "(another process on that port? set [metrics] listen to a free one)",
+            ) from err
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="epochgc-metrics", daemon=True

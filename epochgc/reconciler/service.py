@@ -186,11 +186,11 @@ async def run_reconciler(
         loop.add_signal_handler(signum, stop.set)
     if duration_seconds is not None:
         loop.call_later(duration_seconds, stop.set)
+    if server is not None:
+        server.start()  # first: a port in use stops the node before it takes any lease
     leases.start()
     if ticker is not None:
         ticker.start()
-    if server is not None:
-        server.start()
     log.info(
         "reconciler node %s running (root %s, metrics %s)",
         node.node_id,

@@ -407,3 +407,17 @@ def gc_status_key(root: str) -> str:
     """Key of the status the GC lease holder publishes for ``gc status``."""
     _require_root(root)
     return f"{root}/gc/status.json"
+
+
+def gc_daemons_prefix(root: str) -> str:
+    """Prefix (with slash) of the GC daemons' presence documents."""
+    _require_root(root)
+    return f"{root}/gc/daemons/"
+
+
+def gc_daemon_key(root: str, node_id: str) -> str:
+    """Key of one GC daemon's presence document (``gc status`` lists the
+    leader and its standbys from these)."""
+    if not is_valid_node_id(node_id):
+        raise ValueError(f"invalid node id node={node_id!r}: must match [A-Za-z0-9._-]{{1,64}}")
+    return f"{gc_daemons_prefix(root)}{node_id}"

@@ -663,8 +663,10 @@ def _tidied_incarnation(key: str) -> tuple[str, int] | bool | None:
     """What a GC leader's non-L0 delete of ``key`` may be: the incarnation
     whose partition metadata, L1 object or partition lease it is (the
     janitor), ``True`` for a controller entry (compaction), a node report
-    or a run summary (tidying), ``False`` for anything else."""
-    if key.startswith((f"{ROOT}/meta/controller/", f"{ROOT}/meta/reports/", f"{ROOT}/gc/runs/")):
+    or a run summary (tidying) or a daemon's presence document (its clean
+    stop), ``False`` for anything else."""
+    tidy = ("meta/controller/", "meta/reports/", "gc/runs/", "gc/daemons/")
+    if key.startswith(tuple(f"{ROOT}/{prefix}" for prefix in tidy)):
         return True
     if (pid := parse_partition_meta_key(key, ROOT)) is not None:
         return (pid.topic, pid.revision)

@@ -23,6 +23,7 @@ from epochgc.gc.collect import CollectSettings
 from epochgc.gc.collector import ScheduleSettings
 from epochgc.gc.daemon import DaemonSettings, GcDaemon
 from epochgc.metrics.push import RUN_GAUGES, run_registry
+from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import encode_l0_key
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
@@ -31,8 +32,9 @@ from epochgc.watermarks.controller import Controller, ControllerView, TopicInfo
 from epochgc.watermarks.leases import LeasePolicy
 from epochgc.watermarks.reports import NodeReport, PartitionReport
 from tests.support.cli import REPO
+from tests.support.config_files import write_server_config
 from tests.support.moto_seed import seed_objects
-from tests.support.servers import prometheus, query
+from tests.support.servers import free_port, prometheus, query
 from tests.support.waiting import wait_for as wait_for_condition
 
 ROOT = "epochgc"
@@ -91,6 +93,48 @@ def test_prometheus_scrapes_the_daemon_and_promql_sees_m_deletions_and_lag(
             assert query(url, "up")[0][1] == 1.0
     finally:
         daemon.stop()
+
+
+def test_killing_the_only_daemon_puts_the_daemon_down_alert_in_pending(
+    tmp_path: Path, s3_server: EmbeddedS3, bucket: str
+) -> None:
+    port = free_port()
+    target = f"127.0.0.1:{port}"
+    config = write_server_config(
+        tmp_path / "gc.toml",
+        s3_server.endpoint_url,
+        bucket,
+        f'[epoch]\nticker = false\n[metrics]\nlisten = "{target}"\n',
+    )
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "epochgc.cli", "daemon", "--config", str(config)],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        with prometheus(
+            [target], tmp_path, job="epochgc-daemon", rules=DASHBOARDS / "alerts.yml"
+        ) as url:
+
+            def down_alerts(state: str) -> list[dict[str, str]]:
+                promql = f'ALERTS{{alertname="EpochgcDaemonDown",alertstate="{state}"}}'
+                return [labels for labels, _ in query(url, promql)]
+
+            wait_for(
+                lambda: [v for _, v in query(url, 'up{job="epochgc-daemon"}')] == [1.0],
+                what="the daemon scraped",
+            )
+            wait_for(lambda: down_alerts("pending") == [], what="no daemon-down alert while up")
+            daemon.kill()  # SIGKILL: no clean stop, no lease release
+            daemon.wait(timeout=10)
+            wait_for(lambda: down_alerts("pending") != [], what="the daemon-down alert pending")
+            (labels,) = down_alerts("pending")
+            assert labels["instance"] == target and labels["job"] == "epochgc-daemon"
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait(timeout=10)
 
 
 def metric_names(text: str) -> set[str]:

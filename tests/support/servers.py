@@ -62,14 +62,19 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 20.0) 
 
 
 @contextmanager
-def prometheus(targets: list[str], folder: Path) -> Iterator[str]:
-    """A Prometheus scraping ``targets`` (host:port) every second; yields
-    its base URL."""
+def prometheus(
+    targets: list[str], folder: Path, *, job: str = "epochgc", rules: Path | None = None
+) -> Iterator[str]:
+    """A Prometheus scraping ``targets`` (host:port) every second as scrape
+    job ``job``, evaluating ``rules`` (an alert rules file) every second;
+    yields its base URL. Its state stays under ``folder``."""
     port = free_port()
     config = folder / "prometheus.yml"
+    rule_files = f"rule_files: [{str(rules)!r}]\n" if rules is not None else ""
     config.write_text(
         "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-        "scrape_configs:\n  - job_name: epochgc\n    static_configs:\n"
+        + rule_files
+        + f"scrape_configs:\n  - job_name: {job}\n    static_configs:\n"
         f"      - targets: [{', '.join(repr(t) for t in targets)}]\n"
     )
     proc = subprocess.Popen(

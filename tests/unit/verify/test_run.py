@@ -15,6 +15,8 @@ from epochgc.verify.run import _tidied_incarnation
         ("epochgc/meta/controller/00000000000000000007", True),
         ("epochgc/meta/reports/node-1", True),
         ("epochgc/gc/runs/r/summary.json", True),
+        ("epochgc/gc/daemons/gc-1", True),
+        ("epochgc/gc/status.json", False),
         ("epochgc/meta/partitions/churn/12/1/snapshot", ("churn", 12)),
         (f"epochgc/l1/churn/12/1/{0:020d}-{3:020d}-{uuid.UUID(int=1)}", ("churn", 12)),
         ("epochgc/meta/leases/partition.a.b.12.1", ("a.b", 12)),

@@ -1,0 +1,172 @@
+"""GC daemon presence documents: who is running, leader or standby.
+
+The ``gc`` lease names only its holder, and ``{root}/gc/status.json`` is
+written only by the leader, so standby daemons were invisible in the
+bucket. Each daemon keeps ``{root}/gc/daemons/{node_id}`` (one PUT every
+``refresh_seconds``, at start and on every change of role; PUTs cost money,
+so not every second) and deletes it on a clean stop. A daemon that crashed
+leaves its document behind; a reader calls it stale once it has not been
+refreshed for ``STALE_AFTER_REFRESHES`` of its own refresh intervals, and
+the GC leader's maintenance deletes it ``reports.dead_after_seconds`` later
+(``gone_daemons``).
+
+Format (version 1, unknown fields ignored, a newer ``v`` refused)::
+
+    {"v": 1, "node": "gc-host-1", "holder": "gc-host-1/3f2a9c01d4e5",
+     "role": "leader", "state": "running",
+     "started_at": "2026-11-24T05:00:00Z", "updated_at": "2026-11-24T05:10:00Z",
+     "refresh_seconds": 60.0, "metrics": "http://10.0.0.5:9464"}
+
+``role`` is ``leader`` or ``standby``; ``metrics`` is ``null`` when the
+daemon serves no metrics. Nothing decides anything from these documents:
+they are for people (``epochgc gc status``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from epochgc.errors import MalformedRecordError, NotFoundError, RecordError
+from epochgc.storage.keys import gc_daemon_key, gc_daemons_prefix
+from epochgc.storage.object_store import ObjectStore
+from epochgc.watermarks.records import (
+    dump_document,
+    format_time,
+    get_str,
+    load_document,
+    parse_time,
+)
+
+PRESENCE_VERSION = 1
+STALE_AFTER_REFRESHES = 3
+"""A document not refreshed for this many of its refresh intervals is
+stale (its daemon crashed or cannot write)."""
+
+
+@dataclass(frozen=True)
+class PresenceDocument:
+    """One daemon's presence.
+
+    Example::
+
+        doc = PresenceDocument("gc-a", "gc-a/3f2a", "standby", "running", t0, t0, 60.0)
+        doc.is_stale(t0 + timedelta(minutes=5))   # True
+    """
+
+    node: str
+    holder: str
+    role: str
+    state: str
+    started_at: datetime
+    updated_at: datetime
+    refresh_seconds: float
+    metrics: str | None = None
+
+    def age_seconds(self, now: datetime) -> float:
+        """Seconds since the daemon last refreshed it (by ``now``'s clock)."""
+        return (now - self.updated_at).total_seconds()
+
+    def is_stale(self, now: datetime) -> bool:
+        """Not refreshed for ``STALE_AFTER_REFRESHES`` refresh intervals."""
+        return self.age_seconds(now) > STALE_AFTER_REFRESHES * self.refresh_seconds
+
+
+def gone_daemons(
+    docs: Sequence[PresenceDocument], now: datetime, *, grace_seconds: float, keep: str
+) -> list[str]:
+    """The nodes whose documents the GC leader may delete: stale for
+    ``grace_seconds`` beyond the stale mark, never ``keep`` (the leader
+    itself). A crashed daemon thus shows as stale in ``gc status`` for a
+    while, then goes, so host names that never come back leave nothing.
+    ``updated_at`` is the writer's wall clock: a daemon whose clock is far
+    off may lose its document early; it rewrites it at its next refresh.
+    """
+    return [
+        d.node
+        for d in docs
+        if d.node != keep
+        and d.age_seconds(now) > STALE_AFTER_REFRESHES * d.refresh_seconds + grace_seconds
+    ]
+
+
+def encode_presence(doc: PresenceDocument) -> bytes:
+    """Presence document bytes."""
+    return dump_document(
+        {
+            "v": PRESENCE_VERSION,
+            "node": doc.node,
+            "holder": doc.holder,
+            "role": doc.role,
+            "state": doc.state,
+            "started_at": format_time(doc.started_at),
+            "updated_at": format_time(doc.updated_at),
+            "refresh_seconds": doc.refresh_seconds,
+            "metrics": doc.metrics,
+        }
+    )
+
+
+def decode_presence(data: bytes, where: str) -> PresenceDocument:
+    """Parse a presence document.
+
+    Raises:
+        MalformedRecordError, UnsupportedVersionError.
+    """
+    doc = load_document(data, where, PRESENCE_VERSION)
+    refresh = doc.get("refresh_seconds")
+    if not isinstance(refresh, int | float) or isinstance(refresh, bool) or refresh <= 0:
+        raise MalformedRecordError(f"{where}: 'refresh_seconds' must be a positive number")
+    metrics: Any = doc.get("metrics")
+    if metrics is not None and not isinstance(metrics, str):
+        raise MalformedRecordError(f"{where}: 'metrics' must be a string or null")
+    return PresenceDocument(
+        node=get_str(doc, "node", where),
+        holder=get_str(doc, "holder", where),
+        role=get_str(doc, "role", where),
+        state=get_str(doc, "state", where),
+        started_at=parse_time(get_str(doc, "started_at", where), where),
+        updated_at=parse_time(get_str(doc, "updated_at", where), where),
+        refresh_seconds=float(refresh),
+        metrics=metrics,
+    )
+
+
+def write_presence(store: ObjectStore, root: str, doc: PresenceDocument) -> None:
+    """Publish ``doc`` (one PUT).
+
+    Raises:
+        StorageError: the store failed.
+    """
+    store.put(gc_daemon_key(root, doc.node), encode_presence(doc))
+
+
+def delete_presence(store: ObjectStore, root: str, node_id: str) -> None:
+    """Remove a daemon's document (a clean stop; one DELETE).
+
+    Raises:
+        StorageError: the store failed.
+    """
+    store.delete(gc_daemon_key(root, node_id))
+
+
+def read_presences(store: ObjectStore, root: str) -> tuple[list[PresenceDocument], list[str]]:
+    """Every daemon's document, by node, and the keys that could not be
+    read (with why). One LIST plus one GET per daemon.
+
+    Raises:
+        StorageError: the store could not be listed (a missing bucket too:
+            a LIST never answers "nothing written yet" with an error).
+    """
+    docs: list[PresenceDocument] = []
+    unreadable: list[str] = []
+    for info in store.list_objects(gc_daemons_prefix(root)):
+        try:
+            docs.append(decode_presence(store.get(info.key).body, info.key))
+        except NotFoundError:
+            continue  # its daemon stopped while we listed
+        except RecordError as err:
+            unreadable.append(f"{info.key}: {err}")
+    return sorted(docs, key=lambda d: d.node), unreadable

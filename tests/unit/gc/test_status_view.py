@@ -1,0 +1,111 @@
+"""What ``gc status`` shows, from the documents it read and ``now``."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from epochgc.errors import MalformedRecordError, UnsupportedVersionError
+from epochgc.gc.control import CollectorState, ControlDocument, StatusDocument
+from epochgc.gc.presence import (
+    PresenceDocument,
+    decode_presence,
+    encode_presence,
+    gone_daemons,
+)
+from epochgc.gc.status_view import StatusInputs, format_age, status_view
+from epochgc.watermarks.leases import LeaseDocument
+
+NOW = datetime(2026, 11, 24, 5, 0, 0, tzinfo=UTC)
+
+
+def ago(seconds: float) -> datetime:
+    return NOW - timedelta(seconds=seconds)
+
+
+STATUS = StatusDocument(
+    CollectorState.RUNNING,
+    "gc-a/01",
+    ago(300),
+    safe_epoch=80,
+    cluster_epoch=97,
+    last_run_id="r1",
+    last_outcome="collected",
+    last_success_at=ago(300),
+    next_round_at=ago(-20),
+    last_round_at=ago(300),
+)
+
+
+def lines(lease: LeaseDocument | None, *daemons: PresenceDocument) -> str:
+    inputs = StatusInputs(ControlDocument(), STATUS, lease, None, daemons)
+    return "\n".join(status_view(inputs, NOW)[1])
+
+
+def test_the_holder_of_the_lease_is_shown_with_the_age_of_every_figure() -> None:
+    text = lines(LeaseDocument("gc-a/01", 3, ago(-12)))
+    assert "gc lease:   gc-a/01 (term 3), expires in 12s" in text
+    assert "daemon:     running, published by gc-a/01 5m ago" in text
+    assert "M:          80 (cluster epoch 97), as of 5m ago" in text
+    assert "last round: collected r1, 5m ago" in text
+    assert "last ok:    2026-11-24 04:55:00Z (5m ago)" in text
+    assert "next round: 2026-11-24 05:00:20Z (in 20s)" in text
+
+
+@pytest.mark.parametrize(
+    ("lease", "why"),
+    [
+        (LeaseDocument("gc-a/01", 3, ago(240)), "crashed or cut off"),
+        (LeaseDocument("gc-a/01", 3, ago(240), released=True), "crashed or cut off"),
+        (LeaseDocument("gc-b/02", 4, ago(-12)), "gc-b/02 does"),
+        (None, "crashed or cut off"),
+    ],
+)
+def test_a_status_whose_holder_lost_the_lease_says_so(
+    lease: LeaseDocument | None, why: str
+) -> None:
+    text = lines(lease)
+    assert "last published running by gc-a/01 5m ago; gc-a/01 no longer holds" in text
+    assert why in text
+    assert "next round: -" in text
+    data = status_view(StatusInputs(ControlDocument(), STATUS, lease, None), NOW)[0]
+    assert data["daemon"]["holder_holds_lease"] is False  # type: ignore[index]
+
+
+def test_standbys_are_listed_and_stale_ones_marked() -> None:
+    fresh = PresenceDocument("gc-b", "gc-b/02", "standby", "running", ago(900), ago(30), 60.0)
+    stale = PresenceDocument("gc-c", "gc-c/03", "standby", "running", ago(900), ago(600), 60.0)
+    text = lines(LeaseDocument("gc-a/01", 3, ago(-12)), fresh, stale)
+    assert "daemons:    gc-b/02 standby, running, seen 30s ago\n" in text + "\n"
+    assert "gc-c/03 standby, running, seen 10m ago; STALE" in text
+
+
+def test_presence_documents_round_trip_and_refuse_newer_versions() -> None:
+    doc = PresenceDocument(
+        "gc-a", "gc-a/01", "leader", "running", ago(60), NOW, 60.0, "http://h:9464"
+    )
+    assert decode_presence(encode_presence(doc), "k") == doc
+    with pytest.raises(UnsupportedVersionError):
+        decode_presence(encode_presence(doc).replace(b'"v":1', b'"v":2'), "k")
+    with pytest.raises(MalformedRecordError):
+        decode_presence(encode_presence(doc).replace(b"60.0", b"-1"), "k")
+
+
+@given(st.floats(0, 10**8))
+def test_ages_are_short_and_never_overstate(seconds: float) -> None:
+    text = format_age(seconds)
+    unit = {"s": 1, "m": 60, "h": 3600, "d": 86400}[text[-1]]
+    assert int(text[:-1]) * unit <= seconds + 0.5
+    assert len(text) <= 5
+
+
+def test_the_leader_tidies_presence_documents_gone_for_good_but_never_its_own() -> None:
+    def doc(node: str, age: float) -> PresenceDocument:
+        return PresenceDocument(node, f"{node}/1", "standby", "running", ago(9999), ago(age), 60.0)
+
+    docs = [doc("gc-a", 5000), doc("gc-b", 1000), doc("gc-c", 600), doc("gc-d", 30)]
+    # stale after 180 s, gone 600 s later
+    assert gone_daemons(docs, NOW, grace_seconds=600.0, keep="gc-a") == ["gc-b"]
