@@ -316,4 +316,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except ClientError as err:  # one line, not a traceback: the store said no
+        sys.exit(f"foreign_writer: {err}")
