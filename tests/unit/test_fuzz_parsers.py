@@ -4,7 +4,10 @@ crash a long-running process). Keys that parse are exactly the canonical
 ones, so no odd spelling can ever be judged deletable.
 
 Inputs mix raw noise with near-valid documents (valid ones with a field
-dropped, retyped or replaced), which is where parsers usually break.
+dropped, retyped or replaced), which is where parsers usually break. The
+public formats are also fuzzed from their JSON Schemas (docs/schemas/):
+documents that fit must be read, documents that do not must raise the
+reader's error.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import hashlib
 import json
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +47,7 @@ from epochgc.storage.keys import (
     parse_log_entry_key,
     parse_report_key,
 )
+from epochgc.watermarks.layout import decode_layout_marker
 from epochgc.watermarks.leases import decode_lease
 from epochgc.watermarks.records import (
     decode_command,
@@ -51,6 +56,7 @@ from epochgc.watermarks.records import (
     decode_snapshot,
 )
 from epochgc.watermarks.reports import decode_report
+from tests.support.schemas import NAMES, schema_errors
 
 ROOT = "epochgc"
 json_values = st.recursive(
@@ -290,3 +296,258 @@ def test_the_error_types_are_epochgc_errors() -> None:
     """Long-running loops catch ``EpochGCError``: every parser error must be one."""
     for _kind, _parse, error in PARSERS:
         assert issubclass(error, EpochGCError)
+
+
+# --- documents derived from the published JSON Schemas (docs/schemas/) -------
+#
+# Strategies below build documents that fit the schemas (each example is
+# checked against its schema before use); mutations then drop, retype or
+# rename one field anywhere in it. The readers must parse every document
+# that fits, and raise their declared error for every one that does not:
+# the schemas say exactly what the readers accept, so another system that
+# validates against them writes what epochgc reads.
+
+ZONES = [UTC, timezone(timedelta(hours=2)), timezone(-timedelta(hours=5, minutes=30))]
+
+
+@st.composite
+def rfc3339(draw: st.DrawFn) -> str:
+    moment = draw(
+        st.datetimes(
+            min_value=datetime(1970, 1, 1),
+            max_value=datetime(2200, 1, 1),
+            timezones=st.sampled_from(ZONES),
+        )
+    )
+    text = moment.isoformat(timespec=draw(st.sampled_from(["seconds", "milliseconds"])))
+    return text.replace("+00:00", "Z") if draw(st.booleans()) else text
+
+
+def name_of(size: int) -> st.SearchStrategy[str]:
+    return st.from_regex(rf"[A-Za-z0-9._-]{{1,{size}}}", fullmatch=True).filter(
+        lambda n: n not in (".", "..")
+    )
+
+
+topics = name_of(249)
+counts = st.integers(0, 2**63)
+unknown_fields = st.dictionaries(
+    st.text(min_size=1, max_size=8).map(lambda k: f"x-{k}"), json_values, max_size=2
+)
+
+
+def with_unknown(doc_strategy: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[Any]:
+    """Readers ignore fields they do not know: add some."""
+    return st.builds(lambda doc, extra: {**extra, **doc}, doc_strategy, unknown_fields)
+
+
+controller_entries = with_unknown(
+    st.one_of(
+        st.fixed_dictionaries(
+            {
+                "v": st.just(1),
+                "type": st.just("create_topic"),
+                "topic": topics,
+                "partitions": st.integers(1, 2**40),
+                "ts": rfc3339(),
+            },
+            optional={"config": st.dictionaries(st.text(max_size=10), json_values, max_size=3)},
+        ),
+        st.fixed_dictionaries(
+            {"v": st.just(1), "type": st.just("delete_topic"), "topic": topics, "ts": rfc3339()}
+        ),
+        st.fixed_dictionaries({"v": st.just(1), "type": st.just("epoch_tick"), "ts": rfc3339()}),
+    )
+)
+
+
+@st.composite
+def controller_snapshots(draw: st.DrawFn) -> dict[str, Any]:
+    """A snapshot that also keeps the cross-field rules the schema cannot say."""
+    offset = draw(st.integers(0, 10**6))
+    names = draw(st.lists(topics, max_size=4, unique=True))
+    live = [
+        {
+            "topic": n,
+            "revision": draw(st.integers(1, offset)),
+            "partitions": draw(st.integers(1, 9)),
+        }
+        for n in names
+        if offset >= 1
+    ]
+    deleted = []
+    if offset >= 2:
+        for name in draw(st.lists(topics, max_size=3)):
+            revision = draw(st.integers(1, offset - 1))
+            if (name, revision) in {(d["topic"], d["revision"]) for d in deleted} | {
+                (t["topic"], t["revision"]) for t in live
+            }:
+                continue
+            deleted.append(
+                {
+                    "topic": name,
+                    "revision": revision,
+                    "deleted_at": draw(st.integers(revision + 1, offset)),
+                }
+            )
+    epochs = sorted(draw(st.sets(st.integers(1, max(offset, 1)), max_size=4))) if offset else []
+    doc = {
+        "v": 1,
+        "offset": offset,
+        "topics": live,
+        "deleted_topics": deleted,
+        "epoch_starts": [[e, draw(rfc3339())] for e in epochs],
+    }
+    if draw(st.booleans()):
+        doc["older_epochs_started_by"] = draw(st.none() | rfc3339())
+    return doc
+
+
+report_entries = st.fixed_dictionaries(
+    {
+        "topic": topics,
+        "revision": st.integers(1, 10**20 - 1),
+        "partition": st.integers(0, 10**6),
+        "term": counts,
+        "safe_epoch": st.integers(-1, 10**18),
+        "lro": st.integers(-1, 10**12),
+        "max_applied_epoch": st.integers(0, 10**18),
+        "previous_applied_epoch": st.integers(0, 10**18),
+    }
+)
+node_reports = with_unknown(
+    st.fixed_dictionaries(
+        {
+            "v": st.just(2),
+            "node": name_of(64),
+            "generated_at": rfc3339(),
+            "partitions": st.lists(with_unknown(report_entries), max_size=3),
+        }
+    )
+)
+run_summaries = with_unknown(
+    st.fixed_dictionaries(
+        {
+            "v": st.sampled_from([1, 2]),
+            "run_id": st.text(max_size=30),
+            "engine": st.sampled_from(["local", "spark-listing", "spark-inventory"]),
+            "dry_run": st.booleans(),
+            "safe_epoch": st.integers(-1, 10**18),
+            "controller_offset": st.integers(0, 10**18),
+            "started_at": rfc3339(),
+            "finished_at": rfc3339(),
+            "success": st.booleans(),
+            "listed": counts,
+            "eligible": counts,
+            "deleted": counts,
+            "bytes_deleted": counts,
+            "errors": counts,
+        },
+        optional={
+            "skipped": st.dictionaries(st.text(max_size=12), counts, max_size=4),
+            "requests": st.dictionaries(st.text(max_size=12), counts, max_size=4),
+            "janitor": st.fixed_dictionaries(
+                {"incarnations": counts, "objects_deleted": counts},
+                optional={"complete": st.booleans()},
+            )
+            | st.just({}),
+        },
+    )
+)
+control_documents = with_unknown(
+    st.fixed_dictionaries(
+        {
+            "v": st.just(1),
+            "paused": st.booleans(),
+            "updated_at": rfc3339(),
+            "reset_generation": counts,
+        },
+        optional={"reason": st.text(max_size=20), "updated_by": st.text(max_size=20)},
+    )
+)
+layout_markers = with_unknown(
+    st.fixed_dictionaries({"v": st.just(1), "layout": st.integers(1, 2**40)})
+)
+
+SCHEMA_READERS: list[tuple[str, st.SearchStrategy[Any], Callable[[bytes], object], bool]] = [
+    # (schema, valid documents, reader, whether the schema says all the reader checks)
+    ("controller-entry", controller_entries, decode_controller_entry, True),
+    ("controller-snapshot", controller_snapshots(), decode_controller_snapshot, False),
+    ("node-report", node_reports, decode_report, True),
+    ("run-summary", run_summaries, decode_summary, True),
+    ("control", control_documents, decode_control, True),
+    ("layout-marker", layout_markers, lambda b: decode_layout_marker(b, "marker"), True),
+]
+SCHEMA_IDS = [s[0] for s in SCHEMA_READERS]
+BAD_NAMES = ["", ".", "..", "a/b", "orders\n", "x" * 250, "é", 7, None]
+
+
+def containers(doc: Any) -> list[dict[str, Any]]:
+    """Every JSON object in ``doc``, itself included."""
+    if isinstance(doc, dict):
+        return [doc, *(c for value in doc.values() for c in containers(value))]
+    if isinstance(doc, list):
+        return [c for item in doc for c in containers(item)]
+    return []
+
+
+@st.composite
+def mutated(draw: st.DrawFn, documents: st.SearchStrategy[Any]) -> Any:
+    doc = json.loads(json.dumps(draw(documents)))
+    for _ in range(draw(st.integers(1, 2))):
+        target = draw(st.sampled_from(containers(doc)))
+        if not target:
+            continue
+        key = draw(st.sampled_from(sorted(target)))
+        action = draw(st.sampled_from(["drop", "retype", "rename", "version", "negative"]))
+        if action == "drop":
+            del target[key]
+        elif action == "retype":
+            target[key] = draw(json_values)
+        elif action == "rename":
+            target[key] = draw(st.sampled_from(BAD_NAMES))
+        elif action == "version":
+            doc["v"] = draw(st.sampled_from([0, 1, 2, 3, -1, "1", None, 1.5, True]))
+        else:
+            target[key] = draw(st.integers(-(2**64), -1))
+    return doc
+
+
+def test_every_published_schema_has_a_fuzzed_reader() -> None:
+    assert sorted(SCHEMA_IDS) == sorted(NAMES)
+
+
+@pytest.mark.parametrize(("name", "documents", "read", "exact"), SCHEMA_READERS, ids=SCHEMA_IDS)
+def test_documents_that_fit_the_schema_are_read(
+    name: str, documents: st.SearchStrategy[Any], read: Callable[[bytes], object], exact: bool
+) -> None:
+    @settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+    @given(doc=documents)
+    def check(doc: Any) -> None:
+        assert schema_errors(name, doc) == []
+        read(json.dumps(doc).encode())
+
+    check()
+
+
+@pytest.mark.parametrize(("name", "documents", "read", "exact"), SCHEMA_READERS, ids=SCHEMA_IDS)
+def test_documents_that_do_not_fit_raise_the_readers_error(
+    name: str, documents: st.SearchStrategy[Any], read: Callable[[bytes], object], exact: bool
+) -> None:
+    """Unfit: the reader's declared error, nothing else. Fit (after a
+    harmless mutation, e.g. an optional field dropped): read, when the
+    schema states everything the reader checks."""
+
+    @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+    @given(doc=mutated(documents))
+    def check(doc: Any) -> None:
+        fits = not schema_errors(name, doc)
+        legacy_report = name == "node-report" and doc.get("v") == 1 and doc["v"] is not True
+        try:
+            read(json.dumps(doc).encode())
+        except RecordError:
+            assert not (fits and exact), f"fits {name} yet refused: {doc!r}"
+            return
+        assert fits or legacy_report, f"does not fit {name} yet read: {doc!r}"
+
+    check()

@@ -1,0 +1,110 @@
+"""The foreign-system example (``examples/foreign_writer.py``, plain boto3)
+writes a topic, L0 objects and a v2 node report; ``epochgc gc collect``,
+run as an operator would, then deletes exactly the L0 objects at or below
+the ``M`` that report gives, and nothing else under or beside the root."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+from epochgc.storage.embedded import EMBEDDED_ACCESS_KEY, EMBEDDED_SECRET_KEY, EmbeddedS3
+from epochgc.storage.s3 import S3ObjectStore
+from epochgc.watermarks.controller import Controller
+from tests.support.cli import REPO, run_cli
+from tests.support.config_files import write_server_config
+from tests.support.schemas import schema_errors
+
+EXAMPLE = REPO / "examples" / "foreign_writer.py"
+ROOT = "epochgc"
+
+
+def run_example(endpoint: str, bucket: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "AWS_ACCESS_KEY_ID": EMBEDDED_ACCESS_KEY,
+        "AWS_SECRET_ACCESS_KEY": EMBEDDED_SECRET_KEY,
+    }
+    return subprocess.run(
+        [sys.executable, str(EXAMPLE), "--endpoint", endpoint, "--bucket", bucket, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+
+
+def all_keys(store: S3ObjectStore) -> set[str]:
+    return {info.key for info in store.list_objects("")}
+
+
+def test_the_example_imports_nothing_from_epochgc() -> None:
+    tree = ast.parse(EXAMPLE.read_text())
+    nodes = list(ast.walk(tree))
+    imported = {a.name for n in nodes if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module or "" for n in nodes if isinstance(n, ast.ImportFrom)}
+    assert not any(name.split(".")[0] == "epochgc" for name in imported), imported
+    assert "boto3" in imported
+
+
+def test_collect_deletes_exactly_what_the_foreign_report_allows(
+    tmp_path: Path, s3_server: EmbeddedS3, bucket: str, store: S3ObjectStore
+) -> None:
+    # Objects the collector must never touch, whatever M is: not L0-shaped,
+    # a sibling root, outside the root, and the controller log itself.
+    old = f"{uuid.uuid4()}"
+    decoys = [
+        f"{ROOT}/l0/000/not-an-epoch/{old}",
+        f"{ROOT}/l0/000/{0:018d}/not-a-uuid",
+        f"{ROOT}/l0/7/{0:018d}/{old}",
+        f"{ROOT}2/l0/000/{0:018d}/{old}",
+        f"elsewhere/l0/000/{0:018d}/{old}",
+    ]
+    for key in decoys:
+        store.put(key, b"not ours")
+
+    done = run_example(s3_server.endpoint_url, bucket, "--epochs", "4", "--reconciled", "2")
+    assert done.returncode == 0, done.stderr
+    told = json.loads(done.stdout)
+    assert (told["revision"], told["safe_epoch"], told["cluster_epoch"]) == (1, 2, 4)
+    assert len(told["expect_deleted"]) == 6 and len(told["expect_kept"]) == 6
+
+    # What it wrote is what epochgc reads: the schemas and epochgc's own view.
+    report = json.loads(store.get(told["report"]).body)
+    assert schema_errors("node-report", report) == []
+    assert Controller(store, ROOT).topic("foreign-orders").revision == 1
+    before = all_keys(store)
+
+    config = write_server_config(
+        tmp_path / "gc.toml",
+        s3_server.endpoint_url,
+        bucket,
+        "[layout]\nl0_shards = 16\n[gc]\nmin_object_age_seconds = 0.0\nmax_delete_fraction = 1.0\n",
+    )
+    collected = run_cli("gc", "collect", "--config", str(config), "--json")
+    assert collected.returncode == 0, collected.stderr
+    summary = json.loads(collected.stdout)
+    assert summary["safe_epoch"] == 2, summary
+    assert summary["deleted"] == 6, summary
+
+    after = all_keys(store)
+    assert before - after == set(told["expect_deleted"])
+    assert set(told["expect_kept"]) <= after
+    assert set(decoys) <= after
+
+
+def test_a_second_writer_cannot_create_the_same_topic(
+    s3_server: EmbeddedS3, bucket: str, store: S3ObjectStore
+) -> None:
+    first = run_example(s3_server.endpoint_url, bucket, "--epochs", "1", "--reconciled", "0")
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["safe_epoch"] == 0  # revision 1 - 1: nothing may go
+    second = run_example(s3_server.endpoint_url, bucket, "--epochs", "1", "--reconciled", "0")
+    assert second.returncode != 0
+    assert "already exists" in second.stderr
