@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 from epochgc.errors import TransientStorageError
@@ -11,6 +12,7 @@ from epochgc.gc.eligibility import Verdict
 from epochgc.gc.run_report import RunSummary, decode_summary, new_run_id, write_summary
 from epochgc.gc.sweeper import Sweeper, SweepPolicy
 from epochgc.storage.keys import encode_l0_key, parse_l0_key
+from epochgc.storage.object_store import ObjectInfo
 from epochgc.storage.retry import RetryPolicy
 from epochgc.storage.s3 import S3ObjectStore
 from tests.support.faults import PerKeyErrorClient
@@ -86,11 +88,24 @@ def test_pagination_over_more_than_1000_keys_in_a_shard(store: S3ObjectStore, bu
     assert len(remaining(store)) == 500
 
 
-def test_dry_run_deletes_nothing_and_returns_the_plan(store: S3ObjectStore, bucket: str) -> None:
-    seed_l0(bucket, shards=2, epochs=range(1, 4), per_epoch=2)
-    result = Sweeper(store, ROOT, NOW_POLICY).sweep(range(2), 2, now(), dry_run=True)
-    assert result.deleted == 0 and result.eligible == 8 and len(result.plan) == 8
-    assert len(remaining(store)) == 12
+def test_dry_run_deletes_nothing_and_streams_the_plan(store: S3ObjectStore, bucket: str) -> None:
+    seed_l0(bucket, shards=2, epochs=range(1, 4), per_epoch=600)
+    batches: list[int] = []
+    planned: list[str] = []
+
+    def sink(batch: Sequence[ObjectInfo]) -> None:
+        batches.append(len(batch))
+        planned.extend(o.key for o in batch)
+
+    result = Sweeper(store, ROOT, NOW_POLICY).sweep(
+        range(2), 2, now(), dry_run=True, plan_sink=sink
+    )
+    assert result.deleted == 0 and result.eligible == 2400 == len(set(planned))
+    assert max(batches) == 1000, "handed over a batch at a time"
+    assert {parse_l0_key(k, ROOT).epoch for k in planned} == {1, 2}  # type: ignore[union-attr]
+    counted = Sweeper(store, ROOT, NOW_POLICY).sweep(range(2), 2, now(), dry_run=True)
+    assert counted.eligible == 2400
+    assert len(remaining(store)) == 3600
 
 
 def test_two_sweepers_at_once(store: S3ObjectStore, bucket: str, s3_client) -> None:  # type: ignore[no-untyped-def]
