@@ -308,7 +308,16 @@ class _SweepRun:
         assert self.deleters is not None
         future = self.deleters.submit(self.delete, batch)
         with self.lock:
-            self.in_flight.append(future)
+            # Keep only unfinished batches: a sweep of 10^8 keys must not
+            # hold 10^5 finished futures. ``result()`` re-raises what
+            # ``delete`` did not expect (it counts store errors itself).
+            finished: list[Future[None]] = []
+            pending = [future]
+            for earlier in self.in_flight:
+                (finished if earlier.done() else pending).append(earlier)
+            self.in_flight = pending
+        for done in finished:
+            done.result()
 
     def delete(self, batch: list[ObjectInfo]) -> None:
         try:
