@@ -155,6 +155,8 @@ def run_spark_gc(
 
     Raises:
         SafetyBlockedError: ``M`` cannot be computed from trusted inputs.
+        CollectorPausedError: the collector is paused (not for a dry run),
+            before the first deleting job or between counting and deleting.
         InvalidArgumentError: a bad ``--max-epoch`` or mode.
         InventoryError: no trustworthy manifest (inventory mode).
     """
