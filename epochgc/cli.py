@@ -375,7 +375,8 @@ def _cmd_gc_pause(config: Config, args: argparse.Namespace) -> int:
         _control_data(doc),
         args,
         "collector paused: running daemons stop after their batches in flight "
-        "(within [daemon] control_poll_seconds); `epochgc gc resume` undoes it",
+        "(within [daemon] control_poll_seconds), `gc collect` and `gc spark` refuse to "
+        "delete (dry runs still run); `epochgc gc resume` undoes it",
     )
     return EXIT_OK
 

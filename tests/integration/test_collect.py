@@ -201,6 +201,7 @@ def test_cli_collect_refuses_while_paused(
     )
     paused = run_cli("gc", "pause", "--reason", "disk swap", "--config", str(config))
     assert paused.returncode == 0, paused.stderr
+    assert "`gc collect` and `gc spark` refuse to delete" in paused.stdout
     refused = run_cli("gc", "collect", "--force", "--config", str(config))
     assert refused.returncode == 1 and refused.stdout == ""
     errors = [line for line in refused.stderr.splitlines() if " ERROR " in line]
