@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from epochgc.config import Config, load_config, log_level_of
-from epochgc.errors import ConfigError, EpochGCError
+from epochgc.errors import ConfigError, EpochGCError, StoreCapabilityError
 from epochgc.gc.collect import collect_once
 from epochgc.gc.control import (
     ControlDocument,
@@ -42,8 +42,10 @@ from epochgc.gc.run_report import (
     run_figures,
 )
 from epochgc.gc.service import collect_settings_of, run_daemon
+from epochgc.liveness_cli import cmd_gc_explain, cmd_partition_skip, stuck_line
 from epochgc.logging_setup import setup_logging
 from epochgc.metrics.push import COLLECT_JOB, push_run
+from epochgc.progress import ProgressLog
 from epochgc.reconciler.service import produce_and_verify, run_reconciler
 from epochgc.runtime import open_store
 from epochgc.storage.embedded import EmbeddedS3
@@ -68,7 +70,7 @@ EXIT_CONFIG = 2
 
 
 def _cmd_check_store(config: Config, args: argparse.Namespace) -> int:
-    with open_store(config, check_layout=False) as handle:
+    with open_store(config, check_layout=False, writes=False) as handle:
         results = run_probes(handle.store, config.layout.root)
     if args.json:
         print(
@@ -202,21 +204,24 @@ def _print_run(
 
 
 def _cmd_gc_epoch_info(config: Config, args: argparse.Namespace) -> int:
-    with open_store(config) as handle:
+    with open_store(config, writes=False) as handle:
         controller = Controller(handle.store, config.layout.root)
+        tracker = SafeEpochTracker(blocked_after=1)
         safe = compute_safe_epoch(
-            controller,
-            handle.store,
-            config.layout.root,
-            SafeEpochTracker(blocked_after=1),
-            pinning=args.top,
+            controller, handle.store, config.layout.root, tracker, pinning=args.top
         )
         cluster_epoch = controller.current_epoch()
     if safe is None:
-        print("safety_blocked: M cannot be computed from trusted inputs", file=sys.stderr)
+        print(f"safety_blocked: untrusted M inputs: {tracker.last_error}", file=sys.stderr)
         return EXIT_FAILED
     pinning = [
-        {"topic": w.topic, "partition": w.partition, "safe_epoch": w.safe_epoch, "node": w.node}
+        {
+            "topic": w.topic,
+            "partition": w.partition,
+            "safe_epoch": w.safe_epoch,
+            "node": w.node,
+            "stuck": None if w.stuck is None else w.stuck.to_json(),
+        }
         for w in safe.pinning
     ]
     data = {
@@ -235,18 +240,20 @@ def _cmd_gc_epoch_info(config: Config, args: argparse.Namespace) -> int:
         f"{safe.partitions} live partitions, {safe.unreported} without a report",
         f"{'pinning partition':40} {'M(p)':>8}  reported by",
     ]
-    lines += [
-        f"{w.topic + '/' + str(w.partition):40} {w.safe_epoch:>8}  "
-        f"{w.node or '(no report: revision - 1)'}"
-        for w in safe.pinning
-    ]
+    for w in safe.pinning:
+        lines.append(
+            f"{w.topic + '/' + str(w.partition):40} {w.safe_epoch:>8}  "
+            f"{w.node or '(no report: revision - 1)'}"
+        )
+        if w.stuck is not None:
+            lines.append(f"    {stuck_line(w.stuck)}")
     _print(data, args, "\n".join(lines))
     return EXIT_OK
 
 
 def _cmd_gc_runs(config: Config, args: argparse.Namespace) -> int:
     rows = []
-    with open_store(config) as handle:
+    with open_store(config, writes=False) as handle:
         for run_id in list_runs(handle.store, config.layout.root, args.limit):
             key = gc_run_summary_key(config.layout.root, run_id)
             try:
@@ -294,7 +301,7 @@ def _lease_data(lease: LeaseDocument | None, now: datetime) -> dict[str, object]
 
 def _cmd_gc_status(config: Config, args: argparse.Namespace) -> int:
     root = config.layout.root
-    with open_store(config) as handle:
+    with open_store(config, writes=False) as handle:
         control, _etag = read_control(handle.store, root)
         status = read_status(handle.store, root)
         lease = LeaseManager.read_holder(handle.store, root, GC_LEASE)
@@ -586,7 +593,7 @@ def _cmd_topic_delete(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_topic_list(config: Config, args: argparse.Namespace) -> int:
-    with open_store(config) as handle:
+    with open_store(config, writes=False) as handle:
         view = Controller(handle.store, config.layout.root).snapshot()
     rows = [
         {"topic": t.name, "partitions": t.partitions, "revision": t.revision}
@@ -600,7 +607,7 @@ def _cmd_topic_list(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_node_list(config: Config, args: argparse.Namespace) -> int:
-    with open_store(config) as handle:
+    with open_store(config, writes=False) as handle:
         rows = list_nodes(handle.store, config.layout.root)
     lines = [f"{'node':40} {'report age':>11} {'entries':>8} {'ignored':>8} {'leases':>7}"]
     for r in rows:
@@ -638,7 +645,7 @@ def _cmd_node_forget(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_epoch_show(config: Config, args: argparse.Namespace) -> int:
-    with open_store(config) as handle:
+    with open_store(config, writes=False) as handle:
         epoch = Controller(handle.store, config.layout.root).current_epoch()
     _print({"cluster_epoch": epoch}, args, f"cluster epoch: {epoch}")
     return EXIT_OK
@@ -698,14 +705,34 @@ def _cmd_controller_compact(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_epoch_advance(config: Config, args: argparse.Namespace) -> int:
+    target: int = args.to
+    progress: list[ProgressLog] = []
+
+    def started(current: int) -> None:
+        # Each tick is one request: a long advance takes seconds, so say
+        # what is happening before the first one and then every few seconds.
+        steps = target - current
+        log.info(
+            "advancing the cluster epoch from %d to %d (%d ticks, one controller-log object each)",
+            current,
+            target,
+            steps,
+        )
+        progress.append(ProgressLog(log, "epoch advance", steps, unit="ticks"))
+
+    def ticked(_epoch: int) -> None:
+        progress[0].advance()
+
     with open_store(config) as handle:
-        epoch = Controller(handle.store, config.layout.root).advance_to(args.to)
+        epoch = Controller(handle.store, config.layout.root).advance_to(
+            target, on_start=started, on_tick=ticked
+        )
     _print({"cluster_epoch": epoch}, args, f"cluster epoch is now {epoch}")
     return EXIT_OK
 
 
 def _cmd_partition_show(config: Config, args: argparse.Namespace) -> int:
-    with open_store(config) as handle:
+    with open_store(config, writes=False) as handle:
         replica = _open_replica(config, handle.store, args)
         state = replica.state
     data = dataclasses.asdict(state)
@@ -781,6 +808,18 @@ def _add_gc_commands(
     )
     info.add_argument("--top", type=int, default=10, help="pinning partitions to show")
     info.set_defaults(handler=_cmd_gc_epoch_info)
+    explained = gc_sub.add_parser(
+        "explain",
+        parents=[reporting],
+        help="whether one object is deletable now, and why (exit 0 whatever the answer)",
+    )
+    explained.add_argument(
+        "key", help="the object key, e.g. epochgc/l0/003/000000000000000042/UUID"
+    )
+    explained.add_argument(
+        "--top", type=int, default=10, metavar="K", help="pinning partitions considered (10)"
+    )
+    explained.set_defaults(handler=cmd_gc_explain)
     runs = gc_sub.add_parser("runs", parents=[reporting], help="recent run summaries")
     runs.add_argument("--limit", type=int, default=20)
     runs.set_defaults(handler=_cmd_gc_runs)
@@ -1044,6 +1083,27 @@ def _add_watermark_commands(
         action.add_argument("topic")
         action.add_argument("partition", type=int)
         action.set_defaults(handler=handler)
+    skip = partition_sub.add_parser(
+        "skip",
+        parents=[reporting],
+        help="record records lro+1..OFFSET of a stuck partition as lost, so it moves on",
+    )
+    skip.add_argument("topic")
+    skip.add_argument("partition", type=int)
+    skip.add_argument(
+        "--through",
+        type=int,
+        required=True,
+        metavar="OFFSET",
+        help="last record offset to record as lost (the end of a placeholder)",
+    )
+    skip.add_argument(
+        "--accept-data-loss",
+        action="store_true",
+        help="required: those records are gone for good (without it, only the plan is shown)",
+    )
+    skip.add_argument("--reason", default="", help="why, for the record readers are shown")
+    skip.set_defaults(handler=cmd_partition_skip)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1060,6 +1120,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(config, args)
     except EpochGCError as err:
         log.error("%s: %s", type(err).__name__, err)
+        if isinstance(err, StoreCapabilityError) and err.table:
+            print(err.table, file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
         log.warning("interrupted")

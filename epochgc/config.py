@@ -202,6 +202,9 @@ class ReconcilerConfig:
     max_log_entries: int = _check(_between(0, 10**12), default=0)
     """A partition log longer than this is under space pressure: it is
     truncated up to lro whatever the retention hint asks (0: no cap)."""
+    stuck_retry_seconds: float = _check(_at_least(0.0), default=10.0)
+    """A stuck partition (an L0 object missing or corrupt before it was
+    reconciled) retries its read this often: the object may come back."""
 
 
 @dataclass(frozen=True)

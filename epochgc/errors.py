@@ -54,7 +54,41 @@ class NotFoundError(StorageError):
 
 class TransientStorageError(StorageError):
     """A failure worth retrying later: 5xx, SlowDown, throttling, a dropped
-    connection or a timeout."""
+    connection or a timeout. Fails a round; never a step toward
+    ``safety_blocked``."""
+
+
+class PermanentStorageError(StorageError):
+    """A store failure no retry can fix: raised at once, never retried.
+
+    The message is one line naming the cause and what to check. It fails a
+    round like a transient error (the operator fixes the cause, the next
+    round succeeds) and never counts toward ``safety_blocked``: nothing in
+    the bucket was found untrustworthy.
+    """
+
+
+class BucketMissingError(PermanentStorageError):
+    """NoSuchBucket: the configured bucket does not exist at the endpoint
+    (check ``store.bucket`` and ``store.endpoint_url``). Never taken for a
+    missing key: a reader that treats "no object" as "nothing written yet"
+    must not succeed on a bucket that is not there."""
+
+
+class AccessDeniedError(PermanentStorageError):
+    """AccessDenied (403): the credentials are valid but not allowed this
+    request (check the IAM policy or bucket policy)."""
+
+
+class CredentialsError(PermanentStorageError):
+    """No credentials were found, or the store refused them
+    (InvalidAccessKeyId, SignatureDoesNotMatch): check the credential
+    source."""
+
+
+class EndpointError(PermanentStorageError):
+    """The endpoint's host name does not resolve (check
+    ``store.endpoint_url``)."""
 
 
 class FencedError(StorageError):
@@ -69,15 +103,24 @@ class CorruptLogError(StorageError):
 
 class StoreCapabilityError(StorageError):
     """The store lacks a feature epochgc's safety depends on (for example it
-    ignores ``If-None-Match``)."""
+    ignores ``If-None-Match``, or rejects the ETag it has just returned).
+
+    The message is one line; ``table`` holds the probe table for the
+    operator (empty when there is none).
+    """
+
+    def __init__(self, message: str, *, table: str = "") -> None:
+        super().__init__(message)
+        self.table = table
 
 
 class InvariantViolation(EpochGCError):
     """A safety invariant would be broken by the requested change."""
 
 
-class RetriesExhaustedError(StorageError):
-    """Bounded retries ran out; ``last_error`` is the final failure."""
+class RetriesExhaustedError(TransientStorageError):
+    """Bounded retries ran out; ``last_error`` is the final failure. Still
+    transient: the round fails and a later one tries again."""
 
     def __init__(self, message: str, last_error: BaseException | None) -> None:
         super().__init__(message)

@@ -2,12 +2,14 @@
 
 Commands and daemons call ``open_store`` once; it starts the embedded S3
 server when the configuration asks for one, builds the client with request
-accounting attached, and stops everything it started on exit.
+accounting attached, refuses a store without the semantics epochgc's safety
+needs before anything writes to it, and stops everything it started on exit.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from epochgc.config import Config
 from epochgc.storage.client import ClientSettings, make_s3_client
 from epochgc.storage.embedded import EmbeddedS3
+from epochgc.storage.probe import ensure_store_capable
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.retry import RetryPolicy
 from epochgc.storage.s3 import S3ObjectStore
@@ -70,17 +73,67 @@ def store_from_settings(
     return store, stats
 
 
+class CapabilityCache:
+    """The stores that passed the capability probes in this process, by
+    (endpoint, bucket), so the probes run once per process whatever the
+    number of rounds or commands.
+
+    Example::
+
+        cache = CapabilityCache()
+        cache.ensure(store, "epochgc", "http://127.0.0.1:9000")  # probes
+        cache.ensure(store, "epochgc", "http://127.0.0.1:9000")  # free
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._passed: set[tuple[str, str]] = set()
+
+    def ensure(self, store: S3ObjectStore, root: str, endpoint: str) -> None:
+        """Probe ``store`` unless it already passed in this process.
+
+        Raises:
+            StoreCapabilityError: the store lacks what epochgc needs.
+            PermanentStorageError: the bucket cannot be used at all.
+        """
+        key = (endpoint, store.bucket)
+        with self._lock:
+            if key in self._passed:
+                return
+            ensure_store_capable(store, root, endpoint=endpoint)
+            self._passed.add(key)
+            log.info("store capabilities checked: bucket=%s endpoint=%s", store.bucket, endpoint)
+
+
+PROCESS_CAPABILITIES = CapabilityCache()
+"""This process's verdicts (the composition root's default)."""
+
+
 @contextmanager
-def open_store(config: Config, *, check_layout: bool = True) -> Iterator[StoreHandle]:
+def open_store(
+    config: Config,
+    *,
+    check_layout: bool = True,
+    writes: bool = True,
+    capabilities: CapabilityCache = PROCESS_CAPABILITIES,
+) -> Iterator[StoreHandle]:
     """Yield a ready store; start (and finally stop) the embedded S3 if configured.
 
     Args:
         check_layout: refuse a root written in another bucket layout
             (``ensure_layout``); only commands that work below the layout
             (``check-store``, ``migrate``) turn it off.
+        writes: the caller will write: refuse a store that fails the
+            capability probes (once per process per endpoint and bucket).
+            Only read-only commands pass ``False``: a store that ignores or
+            rejects conditional writes could let two writers win one log
+            slot, or leave leases that can never be renewed or released.
+        capabilities: where verdicts are cached.
 
     Raises:
         LayoutMismatchError: the root was written by an older epochgc.
+        StoreCapabilityError: ``writes`` and the store failed a probe.
+        PermanentStorageError: the bucket cannot be used at all.
     """
     embedded: EmbeddedS3 | None = None
     try:
@@ -93,6 +146,8 @@ def open_store(config: Config, *, check_layout: bool = True) -> Iterator[StoreHa
         store, stats = store_from_settings(config, settings)
         endpoint = settings.endpoint_url or f"aws:{settings.region}"
         log.info("object store: bucket=%s endpoint=%s", config.store.bucket, endpoint)
+        if writes:
+            capabilities.ensure(store, config.layout.root, endpoint)
         if check_layout:
             ensure_layout(store, config.layout.root)
         yield StoreHandle(store, stats, endpoint, settings)

@@ -137,7 +137,7 @@ def collect_once(
     controller = controller or Controller(store, root)
     safe = compute_safe_epoch(controller, store, root, tracker)
     if safe is None:
-        raise SafetyBlockedError("could not compute M from trusted inputs; nothing deleted")
+        raise SafetyBlockedError(f"untrusted M inputs ({tracker.last_error}); nothing deleted")
     sweeper = Sweeper(
         store,
         root,

@@ -9,9 +9,13 @@ scheduler: the daemon decides *whether* to run, the collector *what* a
 round does. ``next_round_delay`` is pure (it takes ``now``).
 
 ``safety_blocked`` is sticky: after ``blocked_after`` untrusted
-computations in a row, no round deletes anything until an operator has
-looked and run ``gc reset`` (or restarted the daemon). An input that only
-*lowers* ``M`` is not untrusted; the tracker ignores it (``M`` is kept).
+computations in a row (stored content that does not parse or has an
+unknown ``v``), no round deletes anything until an operator has looked and
+run ``gc reset`` (or restarted the daemon). An input that only *lowers*
+``M`` is not untrusted; the tracker ignores it (``M`` is kept). A store
+error, transient (SlowDown, 5xx, a refused connection) or permanent (a
+missing bucket, denied access, bad credentials), only fails the round: it
+says nothing about the content, and the next round retries.
 """
 
 from __future__ import annotations
@@ -206,10 +210,15 @@ class Collector:
         store trouble: a failed round is a report, the next one retries."""
         state = self.state
         if state is not CollectorState.RUNNING:
-            outcome = (
-                RoundOutcome.PAUSED if state is CollectorState.PAUSED else RoundOutcome.BLOCKED
+            if state is CollectorState.PAUSED:
+                return RoundReport(RoundOutcome.PAUSED, state, finished_at=datetime.now(UTC))
+            # Blocked: every round's report keeps naming the cause.
+            return RoundReport(
+                RoundOutcome.BLOCKED,
+                state,
+                error=self.blocked_reason or None,
+                finished_at=datetime.now(UTC),
             )
-            return RoundReport(outcome, state, finished_at=datetime.now(UTC))
         started = self._monotonic()
         due = self._janitor is not None and (
             self._janitor_ran_at is None or started - self._janitor_ran_at >= self._janitor_interval
@@ -225,8 +234,8 @@ class Collector:
                 controller=self.controller,
                 janitor=self._janitor if due else None,
             )
-        except SafetyBlockedError as err:
-            return self._untrusted(str(err))
+        except SafetyBlockedError:
+            return self._untrusted(self.tracker.last_error)
         except CollectorPausedError as err:
             # Paused after the last control poll: the round itself refused.
             log.info("gc round not run: %s", err)
@@ -259,11 +268,12 @@ class Collector:
             if self.tracker.is_blocked and self._state is CollectorState.RUNNING:
                 self._state = CollectorState.SAFETY_BLOCKED
                 self._blocked_reason = (
-                    f"{self.tracker.consecutive_failures} untrusted M computations in a row"
+                    f"{self.tracker.consecutive_failures} untrusted M computations in a row, "
+                    f"last: {message}"
                 )
                 log.error(
                     "collector safety_blocked: %s; nothing will be deleted until "
-                    "`epochgc gc reset` (after fixing the controller log or reports)",
+                    "`epochgc gc reset` (after fixing that content)",
                     self._blocked_reason,
                 )
             state = self._state

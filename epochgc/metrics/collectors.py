@@ -20,6 +20,16 @@ from prometheus_client.registry import Collector
 
 
 @dataclass(frozen=True)
+class StuckSample:
+    """A led partition that cannot be reconciled (``cause``: missing or
+    corrupt L0 object)."""
+
+    topic: str
+    partition: int
+    cause: str
+
+
+@dataclass(frozen=True)
 class NodeSample:
     """A reconciler node's figures (counters only grow)."""
 
@@ -45,6 +55,8 @@ class NodeSample:
     lease_acquisitions: int
     lease_losses: int
     lease_renew_failures: int
+    stuck: tuple[StuckSample, ...] = ()
+    """Only stuck partitions, so the series stay few."""
 
 
 class NodeCollector(Collector):
@@ -108,6 +120,15 @@ class NodeCollector(Collector):
         lag.add_metric([s.node_id, "sum"], s.lro_lag_sum)
         lag.add_metric([s.node_id, "max"], s.lro_lag_max)
         yield lag
+        stuck = GaugeMetricFamily(
+            "epochgc_partition_stuck",
+            "1 for each led partition whose reconciliation is stuck on a missing or corrupt "
+            "L0 object (only stuck partitions are listed).",
+            labels=["node", "topic", "partition", "cause"],
+        )
+        for item in s.stuck:
+            stuck.add_metric([s.node_id, item.topic, str(item.partition), item.cause], 1)
+        yield stuck
         yield counter(
             "epochgc_partition_appends", "Placeholder commands appended by leaders.", s.appends
         )

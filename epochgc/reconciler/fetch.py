@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from epochgc.errors import CorruptLogError
+from epochgc.errors import CorruptLogError, EpochGCError, MalformedRecordError, NotFoundError
 from epochgc.ingest.l0_format import decode_records
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.commands import PlaceholderBatch, Placeholders
@@ -30,6 +30,32 @@ class PendingPlaceholder:
     last_record: int
     epoch: int
     batches: tuple[PlaceholderBatch, ...]
+
+
+class L0UnreadableError(EpochGCError):
+    """An L0 object a placeholder points into is missing or does not hold
+    what the placeholder says: the partition cannot be reconciled past
+    ``first_record`` (DESIGN.md section 13, stuck partitions).
+
+    Attributes:
+        cause: ``missing`` (NoSuchKey) or ``corrupt`` (does not decode).
+        key: the L0 object.
+        first_record, last_record: the records of the first placeholder
+            that needs it (the one reconciliation stops at).
+        detail: the underlying error, one line.
+    """
+
+    def __init__(
+        self, cause: str, key: str, first_record: int, last_record: int, detail: str
+    ) -> None:
+        super().__init__(
+            f"L0 object {key} is {cause} (records {first_record}..{last_record}): {detail}"
+        )
+        self.cause = cause
+        self.key = key
+        self.first_record = first_record
+        self.last_record = last_record
+        self.detail = detail
 
 
 @dataclass(frozen=True)
@@ -111,15 +137,24 @@ def fetch_records(
     """The records of ``placeholders`` in record-offset order.
 
     Raises:
-        NotFoundError: an L0 object is gone (it was collected too early,
-            which the watermark rules are there to prevent).
-        MalformedRecordError: a chunk does not hold what its placeholder says.
+        L0UnreadableError: an L0 object is gone (deleted by hand, or not yet
+            replicated) or a chunk does not hold what its placeholder says;
+            it names the first placeholder concerned.
     """
     batches = [b for p in placeholders for b in p.batches]
     fetches = plan_fetches(batches)
 
+    def first_needing(key: str) -> PendingPlaceholder:
+        return next(p for p in placeholders if any(b.l0_key == key for b in p.batches))
+
     def get(fetch: RangeFetch) -> tuple[str, int, bytes]:
-        body = store.get(fetch.key, byte_range=(fetch.first_byte, fetch.last_byte)).body
+        try:
+            body = store.get(fetch.key, byte_range=(fetch.first_byte, fetch.last_byte)).body
+        except NotFoundError as err:
+            owner = first_needing(fetch.key)
+            raise L0UnreadableError(
+                "missing", fetch.key, owner.first_record, owner.last_record, str(err)
+            ) from err
         return fetch.key, fetch.first_byte, body
 
     with ThreadPoolExecutor(
@@ -128,9 +163,19 @@ def fetch_records(
     ) as pool:
         fetched = {key: (start, body) for key, start, body in pool.map(get, fetches)}
     records: list[bytes] = []
-    for batch in batches:
-        start, body = fetched[batch.l0_key]
-        begin = batch.byte_offset - start
-        chunk = body[begin : begin + batch.byte_length]
-        records.extend(decode_records(chunk, expected=batch.records))
+    for placeholder in placeholders:
+        for batch in placeholder.batches:
+            start, body = fetched[batch.l0_key]
+            begin = batch.byte_offset - start
+            chunk = body[begin : begin + batch.byte_length]
+            try:
+                records.extend(decode_records(chunk, expected=batch.records))
+            except MalformedRecordError as err:
+                raise L0UnreadableError(
+                    "corrupt",
+                    batch.l0_key,
+                    placeholder.first_record,
+                    placeholder.last_record,
+                    str(err),
+                ) from err
     return records

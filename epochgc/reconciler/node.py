@@ -11,7 +11,13 @@ Each round (``run_round``):
    its leader service with the directory.
 2. Drop partitions whose lease was lost or whose leader failed (a failed
    leader bumps its lease term and starts again next round).
-3. Reconcile each led partition (one pass, bounded concurrency).
+3. Reconcile each led partition (one pass, bounded concurrency). A
+   partition whose next placeholder's L0 object is missing or corrupt is
+   *stuck*: its cause goes into the node report and the metrics, a WARNING
+   is logged once per cause, and the read is retried every
+   ``stuck_retry_seconds`` (the object may come back). Meanwhile the leader
+   checks its log tail each round: an operator's ``partition skip`` appends
+   there, and a new term (next round) replays it and moves on.
 4. Housekeeping: a fully reconciled partition whose ``M(p)`` has not moved
    for ``idle_interval_seconds`` fences the current cluster epoch and
    appends ``advance_epoch``; the next pass records it, lifting ``M(p)``.
@@ -38,6 +44,7 @@ from datetime import UTC, datetime
 from epochgc.errors import EpochGCError, NotFoundError, RecordError
 from epochgc.ingest.directory import LeaderDirectory
 from epochgc.ingest.leader_service import PartitionLeaderService
+from epochgc.reconciler.fetch import L0UnreadableError
 from epochgc.reconciler.reconcile import Reconciler
 from epochgc.reconciler.retention import RetentionTargets, update_retention_hint
 from epochgc.storage.keys import PartitionId, report_key
@@ -48,6 +55,7 @@ from epochgc.watermarks.leases import LeaseManager
 from epochgc.watermarks.replica import PartitionLeader, PartitionReplica
 from epochgc.watermarks.reports import (
     PartitionReport,
+    StuckCause,
     carried_entries,
     decode_report,
     publish_report,
@@ -91,6 +99,9 @@ class NodeSettings:
     max_log_entries: int = 0
     publish_reports: bool = True
     """Off for one-shot commands: their report would outlive them."""
+    stuck_retry_seconds: float = 10.0
+    """A stuck partition retries reading its missing or corrupt L0 object
+    this often (it may come back, e.g. after a replication lag)."""
 
 
 @dataclass
@@ -98,6 +109,8 @@ class _Led:
     service: PartitionLeaderService
     last_safe_epoch: int
     safe_epoch_moved_at: float
+    stuck: StuckCause | None = None
+    stuck_retry_at: float = 0.0
 
 
 @dataclass
@@ -297,6 +310,14 @@ class ReconcilerNode:
                 if not led.service.is_open or topic is None or topic.revision != key.revision:
                     return
                 leader = led.service.leader
+                if led.stuck is not None:
+                    try:
+                        if await asyncio.to_thread(leader.check_foreign_entries):
+                            return  # a partition skip landed: a new term replays it
+                    except EpochGCError as err:
+                        log.warning("%s: checking the log of %s failed: %s", self.node_id, key, err)
+                    if self._monotonic() < led.stuck_retry_at:
+                        return
                 try:
                     result = await asyncio.to_thread(self._reconciler.reconcile_once, leader)
                     await asyncio.to_thread(
@@ -311,15 +332,63 @@ class ReconcilerNode:
                         self._settings.snapshot_every_entries,
                         self._settings.max_log_entries,
                     )
+                except L0UnreadableError as err:
+                    self._mark_stuck(key, led, err)
+                    return
                 except EpochGCError as err:
                     self.stats.errors += 1
                     log.warning("%s: reconciling %s failed: %s", self.node_id, key, err)
                     return
+                if led.stuck is not None:
+                    log.info("%s: %s is no longer stuck", self.node_id, key)
+                    led.stuck = None
                 self.stats.records_reconciled += result.records
                 self.stats.bytes_reconciled += result.bytes_written
                 self.stats.l1_objects += 1 if result.l1_key else 0
 
         await asyncio.gather(*(one(k, led) for k, led in list(self._led.items())))
+
+    def _mark_stuck(self, key: PartitionId, led: _Led, err: L0UnreadableError) -> None:
+        """Record why ``key`` cannot be reconciled; WARNING once per cause
+        (not every retry), with the way out."""
+        self.stats.errors += 1
+        led.stuck_retry_at = self._monotonic() + self._settings.stuck_retry_seconds
+        previous = led.stuck
+        same = previous is not None and (
+            previous.cause,
+            previous.key,
+            previous.first_offset,
+            previous.last_offset,
+        ) == (err.cause, err.key, err.first_record, err.last_record)
+        if same:
+            return
+        led.stuck = StuckCause(
+            err.cause, err.key, err.first_record, err.last_record, self._now(), err.detail
+        )
+        log.warning(
+            "%s: %s is stuck: L0 object %s is %s (records %d..%d): %s; retrying every %gs. "
+            "If it will not come back: epochgc partition skip %s %d --through %d "
+            "--accept-data-loss",
+            self.node_id,
+            key,
+            err.key,
+            err.cause,
+            err.first_record,
+            err.last_record,
+            err.detail,
+            self._settings.stuck_retry_seconds,
+            key.topic,
+            key.partition,
+            err.last_record,
+        )
+
+    def stuck_partitions(self) -> dict[PartitionId, StuckCause]:
+        """The led partitions that cannot be reconciled now, with the cause."""
+        return {
+            pid: led.stuck
+            for pid, led in list(self._led.items())
+            if led.stuck is not None and led.service.is_open
+        }
 
     async def _housekeep(self, cluster_epoch: int) -> None:
         now = self._monotonic()
@@ -357,7 +426,9 @@ class ReconcilerNode:
             if led.service.is_open
         ]
         carried = await asyncio.to_thread(self._carried, [pid for pid, _ in led])
-        report = report_of(self.node_id, self._now(), led, carried.values())
+        report = report_of(
+            self.node_id, self._now(), led, carried.values(), self.stuck_partitions()
+        )
         # Remembered before the PUT: its entries are true whether or not the
         # PUT lands, and one that lands with its answer lost must not be
         # followed by a report carrying the older entries (M would dip).

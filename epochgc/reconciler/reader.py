@@ -5,12 +5,14 @@ Used to verify that every acknowledged record is readable, in order, with
 no gap and no duplicate, whichever process reconciled it and whenever.
 L1 objects above ``lro`` (written by a pass that crashed before recording
 its progress) are ignored; where two L1 objects cover an offset (a pass
-that was redone), either holds the same records.
+that was redone), either holds the same records. Records an operator
+recorded as lost (``partition skip``) raise ``RecordsLostError``: a reader
+is never handed a silent gap.
 """
 
 from __future__ import annotations
 
-from epochgc.errors import CorruptLogError
+from epochgc.errors import CorruptLogError, EpochGCError
 from epochgc.ingest.l0_format import decode_records
 from epochgc.reconciler.fetch import fetch_records, pending_placeholders
 from epochgc.storage.keys import (
@@ -22,7 +24,25 @@ from epochgc.storage.keys import (
 )
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.controller import Controller
+from epochgc.watermarks.records import LostRange, format_time
 from epochgc.watermarks.replica import PartitionReplica
+
+
+class RecordsLostError(EpochGCError):
+    """The records asked for were recorded as lost (``epochgc partition
+    skip``): their L0 object went missing or corrupt before reconciliation.
+
+    Attributes:
+        lost: the recorded range (offsets, when, by whom, why).
+    """
+
+    def __init__(self, pid: PartitionId, lost: LostRange) -> None:
+        super().__init__(
+            f"{pid}: records {lost.first}..{lost.last} were recorded as lost at "
+            f"{format_time(lost.ts)} by {lost.by}: {lost.reason}"
+        )
+        self.pid = pid
+        self.lost = lost
 
 
 class PartitionReader:
@@ -46,8 +66,10 @@ class PartitionReader:
 
         Raises:
             TopicNotFoundError: no live topic of that name or partition.
+            RecordsLostError: a record from ``from_offset`` on was recorded
+                as lost.
             CorruptLogError: a gap in L1 below ``lro``.
-            NotFoundError: an L0 object a placeholder needs is gone.
+            L0UnreadableError: an L0 object a placeholder needs is gone.
         """
         if revision is None:
             pid = Controller(self._store, self._root).topic(topic).partition_id(partition)
@@ -59,12 +81,17 @@ class PartitionReader:
         """Every record of one partition incarnation from ``from_offset``.
 
         Raises:
+            RecordsLostError: a record from ``from_offset`` on was recorded
+                as lost.
             CorruptLogError: a gap in L1 below ``lro``.
-            NotFoundError: an L0 object a placeholder needs is gone.
+            L0UnreadableError: an L0 object a placeholder needs is gone.
         """
         replica = PartitionReplica(self._store, self._root, pid)
         state = replica.open()
         start = max(from_offset, state.start_offset)
+        for lost in replica.lost:
+            if lost.last >= start:
+                raise RecordsLostError(pid, lost)
         out = self._read_l1(pid, start, state.lro)
         above = max(start - 1, state.lro)
         pending = pending_placeholders(replica, above)

@@ -9,6 +9,11 @@
    is just below the next unreconciled placeholder, or the log end this
    pass saw when none is left: every placeholder at or below it is in L1.
 
+When an L0 object is missing or corrupt (``L0UnreadableError``), the
+placeholders before the first one that needs it are still reconciled, then
+the error is raised: the partition is stuck at that placeholder until the
+object comes back or an operator records the loss (``partition skip``).
+
 A crash between 3 and 4 leaves an L1 object that no ``lro`` vouches for;
 the next pass writes the same records again under a new id and readers use
 only objects at or below ``lro``. When no placeholder is pending but the
@@ -26,7 +31,12 @@ from dataclasses import dataclass
 
 from epochgc.errors import CorruptLogError
 from epochgc.ingest.l0_format import encode_records
-from epochgc.reconciler.fetch import fetch_records, pending_placeholders
+from epochgc.reconciler.fetch import (
+    L0UnreadableError,
+    PendingPlaceholder,
+    fetch_records,
+    pending_placeholders,
+)
 from epochgc.storage.keys import encode_l1_key
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.replica import PartitionLeader
@@ -80,8 +90,8 @@ class Reconciler:
         Raises:
             FencedError / LeaseLostError: no longer the leader; nothing was
                 recorded (an L1 object may have been written: harmless).
-            NotFoundError, MalformedRecordError: L0 data is missing or
-                damaged; the pass records nothing.
+            L0UnreadableError: an L0 object is missing or damaged; the
+                placeholders before it were reconciled, nothing after.
         """
         started = time.perf_counter()
         replica = leader.replica
@@ -104,7 +114,27 @@ class Reconciler:
             if state.window_offset > state.reconciled_log_offset:
                 leader.advance_reconciled(state.lro, log_end)
             return self._result(leader, 0, 0, None, started)
-        records = fetch_records(self._store, pending, concurrency=self._fetch_concurrency)
+        try:
+            records = fetch_records(self._store, pending, concurrency=self._fetch_concurrency)
+        except L0UnreadableError as err:
+            readable = [p for p in pending if p.last_record < err.first_record]
+            if readable:
+                records = fetch_records(self._store, readable, concurrency=self._fetch_concurrency)
+                self._write(leader, readable, records, log_end)
+            raise
+        key, size = self._write(leader, pending, records, log_end)
+        return self._result(leader, len(records), size, key, started)
+
+    def _write(
+        self,
+        leader: PartitionLeader,
+        pending: list[PendingPlaceholder],
+        records: list[bytes],
+        log_end: int,
+    ) -> tuple[str, int]:
+        """Steps 3 and 4 for ``pending`` (whole placeholders right above ``lro``)."""
+        replica = leader.replica
+        state = replica.state
         first, last = state.lro + 1, pending[-1].last_record
         if pending[0].first_record != first or len(records) != last - first + 1:
             raise CorruptLogError(
@@ -119,7 +149,7 @@ class Reconciler:
         ]
         log_offset = following[0] - 1 if following else log_end
         leader.advance_reconciled(last, log_offset)
-        return self._result(leader, len(records), len(body), key, started)
+        return key, len(body)
 
     def _result(
         self,

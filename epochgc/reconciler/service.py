@@ -18,6 +18,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from epochgc.config import Config
+from epochgc.errors import EpochGCError
 from epochgc.ingest.directory import LeaderDirectory
 from epochgc.metrics.instruments import (
     CollectorRegistry,
@@ -27,7 +28,7 @@ from epochgc.metrics.instruments import (
     register_ticker,
 )
 from epochgc.metrics.server import MetricsServer
-from epochgc.reconciler.node import NodeSettings, ReconcilerNode
+from epochgc.reconciler.node import NodeSettings, ReconcilerNode, partition_lease_name
 from epochgc.reconciler.telemetry import sample_node
 from epochgc.storage.keys import PartitionId
 from epochgc.storage.object_store import ObjectStore
@@ -67,6 +68,7 @@ def node_settings_of(config: Config, *, publish_reports: bool = True) -> NodeSet
         max_records_per_pass=r.max_records_per_pass,
         append_depth=r.append_depth,
         max_log_entries=r.max_log_entries,
+        stuck_retry_seconds=r.stuck_retry_seconds,
     )
 
 
@@ -215,6 +217,30 @@ async def run_reconciler(
     return node
 
 
+class PartitionLedElsewhereError(EpochGCError):
+    """``epochgc produce`` could not lead the partition it was asked to
+    write to, because another node leads it."""
+
+
+def _not_led_here(store: ObjectStore, root: str, pid: PartitionId) -> EpochGCError:
+    """Why a one-shot node does not lead ``pid``, as an error that says what
+    to do. The smoke test writes through a leader of its own and never takes
+    a partition over from a live node (that would fence the node's writes),
+    so waiting for a leader would only time out."""
+    lease = LeaseManager.read_holder(store, root, partition_lease_name(pid))
+    name = f"{pid.topic}/{pid.partition}"
+    if lease is not None and not lease.released:
+        return PartitionLedElsewhereError(
+            f"{name} is led by {lease.holder} (term {lease.term}); `epochgc produce` "
+            "writes through a leader of its own and never takes a led partition: stop "
+            "that node (SIGTERM hands its partitions over at once) or produce to a "
+            "partition no node leads"
+        )
+    return PartitionLedElsewhereError(
+        f"{name}: this process could not take the partition's lease; try again"
+    )
+
+
 async def produce_and_verify(
     config: Config,
     store: ObjectStore,
@@ -241,6 +267,9 @@ async def produce_and_verify(
     leases.start()
     try:
         await node.run_round()
+        if directory.current(topic, partition) is None:
+            pid = PartitionId(topic, revision, partition)
+            raise await asyncio.to_thread(_not_led_here, store, root, pid)
         producer = Producer(
             store,
             root,

@@ -4,7 +4,7 @@ its lease manager (nothing is pushed ahead of time)."""
 
 from __future__ import annotations
 
-from epochgc.metrics.collectors import NodeSample
+from epochgc.metrics.collectors import NodeSample, StuckSample
 from epochgc.reconciler.node import ReconcilerNode
 from epochgc.watermarks.leases import LeaseManager
 
@@ -43,4 +43,8 @@ def sample_node(node: ReconcilerNode, leases: LeaseManager) -> NodeSample:
         lease_acquisitions=leases.stats["acquired"],
         lease_losses=leases.stats["lost"],
         lease_renew_failures=leases.stats["renew_failures"],
+        stuck=tuple(
+            StuckSample(pid.topic, pid.partition, cause.cause)
+            for pid, cause in sorted(node.stuck_partitions().items())
+        ),
     )

@@ -9,7 +9,8 @@ so an entry is acknowledged only after everything before it is:
 2. The head's put failed: re-read the head's slot. Ours: acknowledge.
    Empty: put it again at the same slot (later slots that already landed
    stay behind it, in order). Still failing after bounded tries: raise; no
-   entry from the head on is acknowledged.
+   entry from the head on is acknowledged. A permanent error (denied, no
+   such bucket) is raised at once: no rewrite can fix it.
 3. The head's slot holds another writer's entry (a divergence): wait for
    every put in flight, re-read the log from the head to the tail, and let
    the caller's ``resolve`` decide which payloads to replay, in order, at the
@@ -26,7 +27,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
-from epochgc.errors import RetriesExhaustedError, StorageError
+from epochgc.errors import PermanentStorageError, RetriesExhaustedError, StorageError
 from epochgc.storage.cas_log import ConditionalAppendLog, LogEntry
 
 log = logging.getLogger("epochgc.storage.pipeline")
@@ -163,12 +164,16 @@ class PipelinedAppender:
         error: BaseException | None
         try:
             return future.result()
+        except PermanentStorageError:
+            raise  # no re-read or rewrite can fix a denied or missing bucket
         except StorageError as err:
             error = err
         for attempt in range(1, self._max_head_retries + 1):
             log.debug("head %d failed (%s); re-reading and retrying", offset, error)
             try:
                 return self._log.append_at(offset, payload)
+            except PermanentStorageError:
+                raise
             except StorageError as err:
                 error = err
                 if attempt == self._max_head_retries:

@@ -5,6 +5,17 @@ headers and silently ignore them. On such a store two log writers can both
 "win" a slot and two lease holders can both hold a lease, so epochgc refuses
 to run there. Each probe writes under ``{root}/meta/probe/{run}/`` and cleans
 up after itself.
+
+A probe's verdict says what the store actually did ("the store rejected
+(412) the ETag it had just returned"), not only which feature failed. A
+permanent store error (no such bucket, access denied, bad credentials) is
+not a missing feature: it propagates as itself, so ``check-store`` says
+"bucket missing" rather than "the store lacks what epochgc needs".
+
+``ensure_store_capable`` is the gate every writing command and process
+passes once (``runtime.open_store`` caches the verdict per endpoint and
+bucket). It runs the same probes, leaner (one race round, three list
+keys): about 25 requests, a fraction of a second.
 """
 
 from __future__ import annotations
@@ -15,7 +26,13 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from epochgc.errors import EpochGCError, PreconditionFailedError, StoreCapabilityError
+from epochgc.errors import (
+    EpochGCError,
+    NotFoundError,
+    PermanentStorageError,
+    PreconditionFailedError,
+    StoreCapabilityError,
+)
 from epochgc.storage.object_store import ObjectStore
 
 
@@ -32,8 +49,16 @@ class _ProbeFailedError(Exception):
     pass
 
 
-def run_probes(store: ObjectStore, root: str, *, race_rounds: int = 5) -> list[ProbeResult]:
-    """Run every probe against ``store``; never raises for a store's failure."""
+def run_probes(
+    store: ObjectStore, root: str, *, race_rounds: int = 5, list_keys: int = 5
+) -> list[ProbeResult]:
+    """Run every probe against ``store``; a store that lacks a feature is a
+    failed probe, never an exception.
+
+    Raises:
+        PermanentStorageError: the bucket cannot be used at all (missing,
+            access denied, credentials): that is not a missing feature.
+    """
     base = f"{root}/meta/probe/{uuid.uuid4()}/"
     probes: list[tuple[str, Callable[[], str]]] = [
         ("create-only put (If-None-Match: *)", lambda: _probe_create_only(store, base)),
@@ -41,7 +66,7 @@ def run_probes(store: ObjectStore, root: str, *, race_rounds: int = 5) -> list[P
         ("CAS put, stale etag (If-Match)", lambda: _probe_cas_stale(store, base)),
         ("create-only race, two writers", lambda: _probe_race(store, base, race_rounds)),
         ("DeleteObjects of a missing key", lambda: _probe_delete_missing(store, base)),
-        ("list order and pagination", lambda: _probe_list_order(store, base)),
+        ("list order and pagination", lambda: _probe_list_order(store, base, list_keys)),
     ]
     results = []
     for name, probe in probes:
@@ -49,6 +74,8 @@ def run_probes(store: ObjectStore, root: str, *, race_rounds: int = 5) -> list[P
             results.append(ProbeResult(name, True, probe()))
         except _ProbeFailedError as failure:
             results.append(ProbeResult(name, False, str(failure)))
+        except PermanentStorageError:
+            raise
         except EpochGCError as err:
             results.append(ProbeResult(name, False, f"{type(err).__name__}: {err}"))
     _clean_up(store, base)
@@ -77,10 +104,27 @@ def _probe_create_only(store: ObjectStore, base: str) -> str:
     return "second writer got 412, body kept"
 
 
+def _cas_with_fresh_etag(store: ObjectStore, key: str, body: bytes, etag: str) -> str:
+    """A CAS with the ETag the store has just returned; a refusal is the
+    store's fault, and the message says so."""
+    try:
+        return store.put_if_match(key, body, etag)
+    except PreconditionFailedError:
+        raise _ProbeFailedError(
+            f"the store rejected (412) the ETag it had just returned ({etag}) in If-Match: "
+            "leases could never be renewed or released, nor snapshots replaced "
+            "(Ceph RGW 16 does this with quoted ETags)"
+        ) from None
+    except NotFoundError:
+        raise _ProbeFailedError(
+            "the store answered 404 to If-Match on the object it had just written"
+        ) from None
+
+
 def _probe_cas_match(store: ObjectStore, base: str) -> str:
     key = f"{base}cas-match"
     etag = store.put_if_absent(key, b"v1")
-    new_etag = store.put_if_match(key, b"v2", etag)
+    new_etag = _cas_with_fresh_etag(store, key, b"v2", etag)
     body = store.get(key).body
     _expect(body == b"v2", f"CAS with the current etag did not write (body={body!r})")
     _expect(new_etag != etag, "the etag did not change after a successful CAS")
@@ -90,7 +134,7 @@ def _probe_cas_match(store: ObjectStore, base: str) -> str:
 def _probe_cas_stale(store: ObjectStore, base: str) -> str:
     key = f"{base}cas-stale"
     stale = store.put_if_absent(key, b"v1")
-    store.put_if_match(key, b"v2", stale)
+    _cas_with_fresh_etag(store, key, b"v2", stale)
     try:
         store.put_if_match(key, b"v3", stale)
     except PreconditionFailedError:
@@ -109,7 +153,11 @@ def _probe_race(store: ObjectStore, base: str, rounds: int) -> str:
     for round_no in range(rounds):
         key = f"{base}race-{round_no}"
         wins, losses, errors = _race_once(store, key, (b"writer-a", b"writer-b"))
-        _expect(not errors, f"round {round_no}: unexpected error {errors[:1]}")
+        _expect(
+            not errors,
+            f"round {round_no}: a racing create-only PUT failed with "
+            f"{type(errors[0]).__name__ if errors else ''}: {errors[0] if errors else ''}",
+        )
         _expect(
             len(wins) == 1 and len(losses) == 1,
             f"round {round_no}: {len(wins)} writers won a create-only race (expected exactly 1)",
@@ -158,8 +206,9 @@ def _probe_delete_missing(store: ObjectStore, base: str) -> str:
     return "no error (idempotent)"
 
 
-def _probe_list_order(store: ObjectStore, base: str) -> str:
-    names = [f"{base}list/{i:05d}" for i in (3, 0, 4, 1, 2)]
+def _probe_list_order(store: ObjectStore, base: str, count: int) -> str:
+    # Written out of order, listed two per page: order and pagination at once.
+    names = [f"{base}list/{i:05d}" for i in reversed(range(count))]
     for key in names:
         store.put(key, b"x")
     listed = [o.key for o in store.list_objects(f"{base}list/", page_size=2)]
@@ -193,17 +242,23 @@ def format_probe_table(results: list[ProbeResult], bucket: str) -> str:
     return "\n".join(lines)
 
 
-def ensure_store_capable(store: ObjectStore, root: str) -> None:
-    """Run the probes and refuse a store that fails any (long-running
-    processes call this before their first write).
+def ensure_store_capable(store: ObjectStore, root: str, *, endpoint: str = "") -> None:
+    """Run the (lean) probes and refuse a store that fails any: the gate
+    every command and process that writes passes before its first write.
 
     Raises:
-        StoreCapabilityError: with the failed probes and their details.
+        StoreCapabilityError: one line naming the first failed probe and what
+            the store did; the full table is its ``table``.
+        PermanentStorageError: the bucket cannot be used at all.
     """
-    failed = [r for r in run_probes(store, root, race_rounds=2) if not r.passed]
+    results = run_probes(store, root, race_rounds=1, list_keys=3)
+    failed = [r for r in results if not r.passed]
     if failed:
-        details = "; ".join(f"{r.name}: {r.detail}" for r in failed)
+        first = failed[0]
+        more = f" (and {len(failed) - 1} more failed probes)" if len(failed) > 1 else ""
+        where = f" at {endpoint}" if endpoint else ""
         raise StoreCapabilityError(
-            f"bucket {store.bucket!r} lacks what epochgc needs ({details}); "
-            "run `epochgc check-store` for the full table"
+            f"bucket {store.bucket!r}{where} lacks what epochgc needs, refusing to write: "
+            f"{first.name}: {first.detail}{more}; `epochgc check-store` shows the table",
+            table=format_probe_table(results, store.bucket),
         )

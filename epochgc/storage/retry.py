@@ -42,6 +42,25 @@ THROTTLING_ERROR_CODES = frozenset(
 
 RETRYABLE_HTTP_STATUSES = frozenset({500, 502, 503, 504})
 
+BUCKET_MISSING_CODES = frozenset({"NoSuchBucket"})
+"""The bucket is not there: permanent, and never a missing key."""
+
+ACCESS_DENIED_CODES = frozenset({"AccessDenied", "AllAccessDisabled", "AccountProblem", "403"})
+"""Valid credentials, request not allowed: permanent (IAM or bucket policy)."""
+
+CREDENTIALS_ERROR_CODES = frozenset(
+    {
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+        "InvalidToken",
+        "ExpiredToken",
+        "TokenRefreshRequired",
+        "InvalidSecurity",
+    }
+)
+"""The store refused the credentials themselves: permanent until the
+credential source is fixed."""
+
 
 def is_retryable(code: str | None, http_status: int | None) -> bool:
     """Whether an S3 error is transient."""

@@ -3,11 +3,15 @@
 One method, one S3 operation. Every call goes through ``_call``, the single
 retry layer: transient failures (5xx, SlowDown, throttling, dropped
 connections, timeouts) are retried with full-jitter backoff up to the policy's
-bound, then surface as ``RetriesExhaustedError``; everything else becomes a
-typed error at once. DeleteObjects adds a second, narrower loop that lives
-only here: S3 reports per-key failures inside an HTTP 200, which no transport
-layer ever retries, so ``delete_batch`` resubmits exactly the keys whose
-per-key error code is retryable.
+bound, then surface as ``RetriesExhaustedError`` (a ``TransientStorageError``);
+everything else becomes a typed error at once. ``translate_error`` is the one
+place store errors are classified: permanent causes (no such bucket, access
+denied, missing or refused credentials, an endpoint host that does not
+resolve) become a ``PermanentStorageError`` whose one-line message names the
+cause and what to check, and are never retried. DeleteObjects adds a second,
+narrower loop that lives only here: S3 reports per-key failures inside an
+HTTP 200, which no transport layer ever retries, so ``delete_batch``
+resubmits exactly the keys whose per-key error code is retryable.
 """
 
 from __future__ import annotations
@@ -20,10 +24,21 @@ from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    PartialCredentialsError,
+)
+from urllib3.exceptions import NameResolutionError
 
 from epochgc.errors import (
+    AccessDeniedError,
+    BucketMissingError,
     ConflictError,
+    CredentialsError,
+    EndpointError,
     NotFoundError,
     PreconditionFailedError,
     RetriesExhaustedError,
@@ -36,7 +51,14 @@ from epochgc.storage.object_store import (
     ObjectInfo,
     StoredObject,
 )
-from epochgc.storage.retry import THROTTLING_ERROR_CODES, RetryPolicy, is_retryable
+from epochgc.storage.retry import (
+    ACCESS_DENIED_CODES,
+    BUCKET_MISSING_CODES,
+    CREDENTIALS_ERROR_CODES,
+    THROTTLING_ERROR_CODES,
+    RetryPolicy,
+    is_retryable,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -46,7 +68,7 @@ log = logging.getLogger("epochgc.storage.s3")
 
 T = TypeVar("T")
 
-_NOT_FOUND_CODES = frozenset({"NoSuchKey", "NoSuchBucket", "404", "NotFound"})
+_NOT_FOUND_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
 
 
 class S3ObjectStore:
@@ -90,6 +112,7 @@ class S3ObjectStore:
         self._unit_random = unit_random
         self._delete_concurrency = delete_concurrency
         self.on_throttle = on_throttle
+        self._endpoint = str(getattr(client.meta, "endpoint_url", "") or "")
 
     @property
     def bucket(self) -> str:
@@ -308,6 +331,8 @@ class S3ObjectStore:
 
         Raises:
             PreconditionFailedError, ConflictError, NotFoundError: at once.
+            PermanentStorageError: at once (missing bucket, access denied,
+                credentials, unknown endpoint host).
             RetriesExhaustedError: transient failures outlasted the policy.
             StorageError: any other S3 error.
         """
@@ -317,7 +342,9 @@ class S3ObjectStore:
             try:
                 return fn()
             except (ClientError, BotoCoreError) as raw:
-                err = translate_error(raw, operation, key)
+                err = translate_error(
+                    raw, operation, key, bucket=self._bucket, endpoint=self._endpoint
+                )
                 if not isinstance(err, TransientStorageError):
                     raise err from raw
                 if self.on_throttle is not None and _error_code(raw) in THROTTLING_ERROR_CODES:
@@ -334,8 +361,17 @@ class S3ObjectStore:
         self._sleep(delay)
 
 
-def translate_error(raw: BaseException, operation: str, key: str) -> StorageError:
-    """Map a botocore error onto epochgc's error tree."""
+def translate_error(
+    raw: BaseException, operation: str, key: str, *, bucket: str = "", endpoint: str = ""
+) -> StorageError:
+    """Map a botocore error onto epochgc's error tree: the one place a store
+    error is classified as permanent, transient or a protocol answer (412,
+    409, 404).
+
+    A permanent error's message is one line naming the cause, the bucket and
+    endpoint, and what to check; it never carries credentials.
+    """
+    at = f"bucket={bucket!r} endpoint={endpoint or 'aws'}"
     if isinstance(raw, ClientError):
         code = _error_code(raw)
         status = raw.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
@@ -344,12 +380,40 @@ def translate_error(raw: BaseException, operation: str, key: str) -> StorageErro
             return PreconditionFailedError(f"precondition failed: {where}")
         if status == 409 or code == "ConditionalRequestConflict":
             return ConflictError(f"conflicting conditional request: {where}")
+        if code in BUCKET_MISSING_CODES:
+            return BucketMissingError(
+                f"bucket {bucket!r} does not exist at endpoint {endpoint or 'aws'} "
+                f"(code={code}): check store.bucket and store.endpoint_url"
+            )
+        if code in CREDENTIALS_ERROR_CODES:
+            return CredentialsError(
+                f"the store refused the credentials (code={code}) for {at}: check the "
+                "credential source (store.access_key_id/secret_access_key, the AWS_* "
+                "environment, the profile or instance role)"
+            )
+        if code in ACCESS_DENIED_CODES or (code is None and status == 403):
+            return AccessDeniedError(
+                f"access denied (code={code}) to {at} for {operation} key={key!r}: check "
+                "the IAM and bucket policy of these credentials"
+            )
         if code in _NOT_FOUND_CODES or status == 404:
             return NotFoundError(f"not found: {where}")
         if is_retryable(code, status):
             return TransientStorageError(f"transient: {where}")
         return StorageError(f"S3 error: {where}")
-    # BotoCoreError: connection refused/reset, timeouts, incomplete reads.
+    if isinstance(raw, NoCredentialsError | PartialCredentialsError):
+        return CredentialsError(
+            f"no credentials found for {at} ({type(raw).__name__}): set "
+            "store.access_key_id/secret_access_key, the AWS_* environment, a profile "
+            "or an instance role"
+        )
+    if isinstance(raw, EndpointConnectionError) and isinstance(
+        raw.kwargs.get("error"), NameResolutionError
+    ):
+        return EndpointError(
+            f"the endpoint host does not resolve: {at}: check store.endpoint_url (and DNS)"
+        )
+    # Other BotoCoreErrors: connection refused/reset, timeouts, incomplete reads.
     return TransientStorageError(f"{operation} key={key!r}: {type(raw).__name__}: {raw}")
 
 

@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from epochgc.config import load_config
-from epochgc.errors import EpochGCError
+from epochgc.errors import EpochGCError, StorageError
 from epochgc.reconciler.reader import PartitionReader
 from epochgc.runtime import client_settings_of, store_from_settings
 from epochgc.storage.embedded import EMBEDDED_ACCESS_KEY, EMBEDDED_SECRET_KEY, EmbeddedS3
@@ -292,7 +292,12 @@ def _sample_m(
     controller = Controller(store, ROOT)
     with (folder / "sampled-m.jsonl").open("a", encoding="utf-8") as out:
         while not stop.wait(0.5):
-            safe = compute_safe_epoch(controller, store, ROOT, SafeEpochTracker(blocked_after=1))
+            try:
+                safe = compute_safe_epoch(
+                    controller, store, ROOT, SafeEpochTracker(blocked_after=1)
+                )
+            except StorageError:
+                continue  # a store hiccup: the next sample will do
             if safe is None:
                 continue
             now = time.time()

@@ -13,8 +13,9 @@ count, topics created after the snapshot) are ignored: they cannot lower
 revision ``> snap >= M``, so its data is protected without being listed.
 
 ``SafeEpochTracker`` keeps ``M`` monotone within a process: an input that
-would lower it is logged and ignored, and repeated unreadable inputs put
-the collector into ``safety_blocked``.
+would lower it is logged and ignored, and repeated untrusted inputs (content
+that does not parse, an unknown ``v``; never a store error) put the
+collector into ``safety_blocked``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from datetime import datetime
 
 from epochgc.storage.keys import PartitionId
 from epochgc.watermarks.controller import ControllerView
-from epochgc.watermarks.reports import NodeReport
+from epochgc.watermarks.reports import NodeReport, StuckCause
 
 log = logging.getLogger("epochgc.watermarks.aggregate")
 
@@ -42,6 +43,10 @@ class PartitionWatermark:
     """The reporting node; ``None`` when no node reported it (revision - 1)."""
     revision: int = 0
     """The topic incarnation (0 only in hand-built test values)."""
+    stuck: StuckCause | None = None
+    """Why its reconciliation cannot move, as the reporting node said."""
+    lro: int | None = None
+    """Its last reconciled record offset, as reported."""
 
 
 @dataclass(frozen=True)
@@ -61,7 +66,7 @@ def join_safe_epoch(
     view: ControllerView, reports: Iterable[NodeReport], *, k: int = 10
 ) -> SafeEpoch:
     """Compute ``M`` from a controller snapshot and node reports. Pure."""
-    best: dict[PartitionId, tuple[int, str]] = {}
+    best: dict[PartitionId, tuple[int, str, StuckCause | None, int]] = {}
     oldest: datetime | None = None
     for report in reports:
         if oldest is None or report.generated_at < oldest:
@@ -76,7 +81,7 @@ def join_safe_epoch(
                 continue
             key = entry.pid
             if key not in best or entry.safe_epoch > best[key][0]:
-                best[key] = (entry.safe_epoch, report.node)
+                best[key] = (entry.safe_epoch, report.node, entry.stuck, entry.lro)
     watermarks: list[PartitionWatermark] = []
     unreported = 0
     for topic in view.topics.values():
@@ -95,7 +100,13 @@ def join_safe_epoch(
                 value = max(reported[0], topic.revision - 1)
                 watermarks.append(
                     PartitionWatermark(
-                        topic.name, pid.partition, value, reported[1], topic.revision
+                        topic.name,
+                        pid.partition,
+                        value,
+                        reported[1],
+                        topic.revision,
+                        stuck=reported[2],
+                        lro=reported[3],
                     )
                 )
     watermarks.sort(key=lambda w: (w.safe_epoch, w.topic, w.partition))
@@ -119,14 +130,16 @@ class SafeEpochTracker:
         m = tracker.observe(join_safe_epoch(view, reports)).safe_epoch
 
     Args:
-        blocked_after: consecutive failed computations (unreadable controller
-            entries, store errors) after which the collector is
-            ``safety_blocked``.
+        blocked_after: consecutive untrusted computations (a controller
+            entry that does not parse, an unknown ``v``) after which the
+            collector is ``safety_blocked``. Store errors are not counted:
+            they say nothing about the content.
     """
 
     def __init__(self, *, blocked_after: int = 3) -> None:
         self._highest: SafeEpoch | None = None
         self._failures = 0
+        self._last_error = ""
         self._blocked_after = blocked_after
         self.regressions_ignored = 0
 
@@ -141,6 +154,11 @@ class SafeEpochTracker:
     @property
     def consecutive_failures(self) -> int:
         return self._failures
+
+    @property
+    def last_error(self) -> str:
+        """The cause of the last untrusted computation (one line), or ``""``."""
+        return self._last_error
 
     def observe(self, result: SafeEpoch) -> SafeEpoch:
         """Accept a new join; return what the collector may use (never lower
@@ -168,6 +186,7 @@ class SafeEpochTracker:
     def failed(self, error: BaseException) -> None:
         """Record a computation that could not be trusted."""
         self._failures += 1
+        self._last_error = f"{type(error).__name__}: {error}"
         log.warning(
             "could not compute M (%d in a row%s): %s",
             self._failures,

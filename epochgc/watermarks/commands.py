@@ -13,6 +13,7 @@ unacknowledged tail in order, so nothing is applied twice or out of order.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,31 @@ class SetStartOffset:
     offset: int
 
 
+@dataclass(frozen=True)
+class RecordsLost:
+    """An operator's explicit, logged record that records ``first..last``
+    are gone for good (their L0 object went missing or corrupt before it
+    was reconciled: ``epochgc partition skip``).
+
+    Replay treats the range like reconciled records: ``lro`` moves to
+    ``last`` and ``reconciled_log_offset`` to ``log_offset``, the log offset
+    just below the next placeholder that still holds records, so ``M(p)``
+    moves on. It carries no ``seq``: the operator's tool is not the leader;
+    it appends right after the entry it validated against, under the term it
+    saw, so a leader in flight loses that slot and must start a new term
+    (whose replay sees the loss). ``reason``, ``by`` and ``ts`` are what
+    readers of the lost offsets are told.
+    """
+
+    term: int
+    first: int
+    last: int
+    log_offset: int
+    reason: str
+    by: str
+    ts: datetime
+
+
 SequencedCommand = (
     Placeholders | AdvanceEpoch | AdvanceReconciled | SetAllowedLocalStartOffset | SetStartOffset
 )
@@ -103,4 +129,5 @@ Command = (
     | AdvanceReconciled
     | SetAllowedLocalStartOffset
     | SetStartOffset
+    | RecordsLost
 )

@@ -507,12 +507,22 @@ class Controller:
         log.debug("epoch tick -> %d", offset)
         return offset
 
-    def advance_to(self, epoch: int, *, max_steps: int = 10_000) -> int:
+    def advance_to(
+        self,
+        epoch: int,
+        *,
+        max_steps: int = 10_000,
+        on_start: Callable[[int], None] | None = None,
+        on_tick: Callable[[int], None] | None = None,
+    ) -> int:
         """Tick until the cluster epoch is at least ``epoch``; return it.
 
         Moving the epoch never makes anything unsafe (every partition's
         window rejects what is older than its own lower bound), but each
-        step is one controller-log object, hence the bound.
+        step is one controller-log object, hence the bound. Each tick is a
+        request, so a long advance takes seconds: ``on_start`` hears the
+        current epoch once the request is judged valid, ``on_tick`` every
+        new epoch, so a caller can show progress.
 
         Raises:
             InvalidArgumentError: ``epoch`` is not above the current epoch,
@@ -528,8 +538,12 @@ class Controller:
                 f"refusing to advance by {epoch - current} epochs (more than {max_steps}): "
                 "each is one controller-log object"
             )
+        if on_start is not None:
+            on_start(current)
         while current < epoch:
             current = self.tick()
+            if on_tick is not None:
+                on_tick(current)
         return current
 
     def create_topic(

@@ -25,6 +25,16 @@ a live holder lose it at once.
   drift and request latency).
 * A released lease (``"released": true``) is free at once.
 
+A conditional write answered 412 (or 404) is never taken on trust either
+way: the lease object is re-read, and the write counts as done only if the
+object holds exactly the bytes we wrote (the write landed and only its
+answer was lost, e.g. to a retry). A renewal that did not land loses the
+lease at once; holder and term alone prove nothing, since our previous
+grant has the same ones. A store that rejects the very ETag it returned
+(Ceph RGW 16 with quoted ETags) thus loses every lease at its first
+renewal instead of believing it holds one nobody can see; the capability
+probes refuse such a store before anything starts.
+
 ``expires_at`` is written from the holder's wall clock for people and
 status displays; no decision uses it. Were both processes to write anyway
 (a holder frozen between its validity check and its write), the term in
@@ -53,7 +63,7 @@ from epochgc.errors import (
 )
 from epochgc.periodic import PeriodicThread
 from epochgc.storage.keys import lease_key
-from epochgc.storage.object_store import ObjectStore
+from epochgc.storage.object_store import ObjectStore, StoredObject
 from epochgc.watermarks.records import (
     dump_document,
     get_int,
@@ -333,19 +343,29 @@ class LeaseManager:
         )
         expires = self._now() + timedelta(seconds=self._policy.ttl_seconds)
         sent = self._monotonic()
+        if decision is AcquireDecision.WAIT:
+            return None
+        if decision is AcquireDecision.CREATE:
+            doc = LeaseDocument(self.holder, 1, expires)
+        else:
+            assert current is not None and etag is not None
+            term = current.term if decision is AcquireDecision.RENEW else current.term + 1
+            doc = LeaseDocument(self.holder, term, expires)
+        body = encode_lease(doc)
         try:
-            if decision is AcquireDecision.WAIT:
-                return None
             if decision is AcquireDecision.CREATE:
-                doc = LeaseDocument(self.holder, 1, expires)
-                new_etag = self._store.put_if_absent(key, encode_lease(doc))
+                new_etag = self._store.put_if_absent(key, body)
             else:
-                assert current is not None and etag is not None
-                term = current.term if decision is AcquireDecision.RENEW else current.term + 1
-                doc = LeaseDocument(self.holder, term, expires)
-                new_etag = self._store.put_if_match(key, encode_lease(doc), etag)
-        except (PreconditionFailedError, NotFoundError):
-            return None  # someone else moved first; try again later
+                assert etag is not None
+                new_etag = self._store.put_if_match(key, body, etag)
+        except (PreconditionFailedError, NotFoundError) as err:
+            stored = self._read_raw(key)
+            if stored is None or stored.body != body:
+                level, why = self._why_not_taken(decision, etag, stored, err)
+                verb = "creation" if decision is AcquireDecision.CREATE else "take-over"
+                log.log(level, "%s of lease %s failed: %s", verb, name, why)
+                return None
+            new_etag = stored.etag  # our write landed; only the answer was lost
         grant = LeaseGrant(name, self.holder, doc.term, expires, new_etag, self._valid_until(sent))
         with self._lock:
             self._grants[name] = grant
@@ -389,22 +409,16 @@ class LeaseManager:
         )
         sent = self._monotonic()
         key = lease_key(self._root, name)
+        body = encode_lease(doc)
         try:
-            etag = self._store.put_if_match(key, encode_lease(doc), grant.etag)
+            etag = self._store.put_if_match(key, body, grant.etag)
         except (PreconditionFailedError, NotFoundError) as err:
-            current, current_etag = self._read(key)
-            if (
-                current is not None
-                and current_etag is not None
-                and current.holder == self.holder
-                and current.term == doc.term
-                and not current.released
-            ):
-                etag = current_etag  # our write landed; only the answer was lost
-                doc = current
-            else:
-                self._lose(name, f"taken by {current.holder if current else 'nobody'}")
-                raise LeaseLostError(f"lease {name!r} lost") from err
+            stored = self._read_raw(key)
+            if stored is None or stored.body != body:
+                why = self._why_not_ours(grant, stored, err)
+                self._lose(name, f"renewal not applied: {why}")
+                raise LeaseLostError(f"lease {name!r} lost: {why}") from err
+            etag = stored.etag  # our write landed; only the answer was lost
         new = LeaseGrant(name, self.holder, doc.term, doc.expires_at, etag, self._valid_until(sent))
         with self._lock:
             self._grants[name] = new
@@ -423,8 +437,21 @@ class LeaseManager:
         doc = LeaseDocument(
             self.holder, grant.term, self._now() - timedelta(seconds=1), released=True
         )
+        key = lease_key(self._root, name)
+        body = encode_lease(doc)
         try:
-            self._store.put_if_match(lease_key(self._root, name), encode_lease(doc), grant.etag)
+            try:
+                self._store.put_if_match(key, body, grant.etag)
+            except (PreconditionFailedError, NotFoundError) as err:
+                stored = self._read_raw(key)
+                if stored is None or stored.body != body:
+                    log.warning(
+                        "could not release lease %s (term %d; it will expire within the TTL): %s",
+                        name,
+                        grant.term,
+                        self._why_not_ours(grant, stored, err),
+                    )
+                    return
             log.info("released lease %s (term %d)", name, grant.term)
         except EpochGCError as err:
             log.warning("could not release lease %s (it will expire): %s", name, err)
@@ -460,6 +487,55 @@ class LeaseManager:
             self.stats["lost"] += 1
             log.warning("lost lease %s (term %d): %s", name, had.term, why)
             self._on_lost(name)
+
+    def _read_raw(self, key: str) -> StoredObject | None:
+        """The lease object as stored, or ``None`` when there is none."""
+        try:
+            return self._store.get(key)
+        except NotFoundError:
+            return None
+
+    def _describe(self, stored: StoredObject | None) -> str:
+        if stored is None:
+            return "the lease object is gone"
+        try:
+            doc = decode_lease(stored.body, stored.key)
+        except EpochGCError as err:
+            return f"the lease object is unreadable ({err})"
+        state = "released" if doc.released else "held"
+        return f"{state} by {doc.holder} at term {doc.term}"
+
+    def _why_not_ours(
+        self, grant: LeaseGrant, stored: StoredObject | None, err: EpochGCError
+    ) -> str:
+        """Why a conditional write of our grant did not land, in one line."""
+        answer = "412" if isinstance(err, PreconditionFailedError) else "404"
+        if stored is not None and stored.etag == grant.etag:
+            return (
+                f"the store rejected ({answer}) the ETag it had returned for our grant "
+                f"({grant.etag}) although the lease had not changed: it does not honour "
+                "If-Match (run `epochgc check-store`)"
+            )
+        return f"the lease changed under us ({answer}): now {self._describe(stored)}"
+
+    def _why_not_taken(
+        self,
+        decision: AcquireDecision,
+        etag: str | None,
+        stored: StoredObject | None,
+        err: EpochGCError,
+    ) -> tuple[int, str]:
+        """The log level and reason of a failed create or take-over: a race
+        lost is routine (INFO); a store refusing an unchanged lease's own
+        ETag is a broken store (WARNING)."""
+        answer = "412" if isinstance(err, PreconditionFailedError) else "404"
+        if decision is not AcquireDecision.CREATE and stored is not None and stored.etag == etag:
+            return logging.WARNING, (
+                f"the store rejected ({answer}) the ETag it had returned although the "
+                "lease had not changed since we read it: it does not honour If-Match "
+                "(run `epochgc check-store`)"
+            )
+        return logging.INFO, f"someone else moved first ({answer}); now {self._describe(stored)}"
 
     def _read(self, key: str) -> tuple[LeaseDocument | None, str | None]:
         try:

@@ -27,6 +27,7 @@ from epochgc.watermarks.commands import (
     Command,
     PlaceholderBatch,
     Placeholders,
+    RecordsLost,
     SetAllowedLocalStartOffset,
     SetStartOffset,
     TermStart,
@@ -124,6 +125,17 @@ def encode_command(command: Command) -> bytes:
     if isinstance(command, TermStart):
         doc.update(type="term_start")
         return dump_document(doc)
+    if isinstance(command, RecordsLost):
+        doc.update(
+            type="records_lost",
+            first=command.first,
+            last=command.last,
+            log_offset=command.log_offset,
+            reason=command.reason,
+            by=command.by,
+            ts=format_time(command.ts),
+        )
+        return dump_document(doc)
     doc["seq"] = command.seq
     if isinstance(command, Placeholders):
         doc.update(
@@ -154,6 +166,19 @@ def encode_command(command: Command) -> bytes:
     return dump_document(doc)
 
 
+_COMMAND_TYPES = frozenset(
+    {
+        "term_start",
+        "records_lost",
+        "placeholders",
+        "advance_epoch",
+        "advance_reconciled",
+        "set_allowed_local_start_offset",
+        "set_start_offset",
+    }
+)
+
+
 def decode_command(data: bytes, where: str = "partition log entry") -> Command:
     """Parse a log entry.
 
@@ -163,9 +188,21 @@ def decode_command(data: bytes, where: str = "partition log entry") -> Command:
     """
     doc = load_document(data, where, COMMAND_VERSION)
     kind = doc.get("type")
+    if not isinstance(kind, str) or kind not in _COMMAND_TYPES:
+        raise MalformedRecordError(f"{where}: unknown command type {kind!r}")
     term = get_int(doc, "term", where, 0)
     if kind == "term_start":
         return TermStart(term)
+    if kind == "records_lost":
+        return RecordsLost(
+            term,
+            first=get_int(doc, "first", where, 0),
+            last=get_int(doc, "last", where, 0),
+            log_offset=get_int(doc, "log_offset", where, -1),
+            reason=get_str(doc, "reason", where),
+            by=get_str(doc, "by", where),
+            ts=parse_time(get_str(doc, "ts", where), where),
+        )
     seq = get_int(doc, "seq", where, 1)
     try:
         if kind == "placeholders":
@@ -222,11 +259,26 @@ class RetainedPlaceholder:
 
 
 @dataclass(frozen=True)
+class LostRange:
+    """Records ``first..last`` recorded as lost by a ``records_lost`` entry,
+    kept (in the snapshot, after the entry itself is truncated) so readers
+    of those offsets are told when, by whom and why."""
+
+    first: int
+    last: int
+    ts: datetime
+    by: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class PartitionSnapshot:
-    """The state plus the index of placeholders still in the log."""
+    """The state plus the index of placeholders still in the log and the
+    ranges of records recorded as lost."""
 
     state: PartitionState
     retained: tuple[RetainedPlaceholder, ...] = ()
+    lost: tuple[LostRange, ...] = ()
 
 
 _STATE_FIELDS = (
@@ -250,16 +302,28 @@ def encode_snapshot(snapshot: PartitionSnapshot) -> bytes:
     state = snapshot.state
     fields: dict[str, Any] = {name: getattr(state, name) for name in _STATE_FIELDS}
     fields["allowed_local_start_offset"] = state.allowed_local_start_offset
-    return dump_document(
-        {
-            "v": SNAPSHOT_VERSION,
-            "state": fields,
-            "retained": [
-                [r.log_offset, r.first_record, r.last_record, r.byte_length, r.epoch]
-                for r in snapshot.retained
-            ],
-        }
-    )
+    doc: dict[str, Any] = {
+        "v": SNAPSHOT_VERSION,
+        "state": fields,
+        "retained": [
+            [r.log_offset, r.first_record, r.last_record, r.byte_length, r.epoch]
+            for r in snapshot.retained
+        ],
+    }
+    if snapshot.lost:
+        # Optional, and only when there is a loss: snapshots of partitions
+        # that never lost anything keep their bytes.
+        doc["lost"] = [
+            {
+                "first": r.first,
+                "last": r.last,
+                "ts": format_time(r.ts),
+                "by": r.by,
+                "reason": r.reason,
+            }
+            for r in snapshot.lost
+        ]
+    return dump_document(doc)
 
 
 def decode_snapshot(data: bytes, where: str = "partition snapshot") -> PartitionSnapshot:
@@ -290,7 +354,31 @@ def decode_snapshot(data: bytes, where: str = "partition snapshot") -> Partition
         ):
             raise MalformedRecordError(f"{where}: bad retained entry {item!r}")
         retained.append(RetainedPlaceholder(*item))
-    return PartitionSnapshot(state, tuple(retained))
+    return PartitionSnapshot(state, tuple(retained), _decode_lost(doc, where))
+
+
+def _decode_lost(doc: Mapping[str, Any], where: str) -> tuple[LostRange, ...]:
+    """The optional ``lost`` list (absent in snapshots written before it)."""
+    raw = doc.get("lost", [])
+    if not isinstance(raw, list):
+        raise MalformedRecordError(f"{where}: 'lost' must be a list")
+    lost = []
+    for item in raw:
+        if not isinstance(item, dict):
+            raise MalformedRecordError(f"{where}: bad lost entry {item!r}")
+        first, last = get_int(item, "first", where, 0), get_int(item, "last", where, 0)
+        if last < first:
+            raise MalformedRecordError(f"{where}: lost range {first}..{last} is empty")
+        lost.append(
+            LostRange(
+                first,
+                last,
+                parse_time(get_str(item, "ts", where), where),
+                get_str(item, "by", where),
+                get_str(item, "reason", where),
+            )
+        )
+    return tuple(lost)
 
 
 def _check_state(state: PartitionState, where: str) -> None:

@@ -39,12 +39,14 @@ from epochgc.watermarks.commands import (
     Command,
     PlaceholderBatch,
     Placeholders,
+    RecordsLost,
     SequencedCommand,
     SetAllowedLocalStartOffset,
     SetStartOffset,
     TermStart,
 )
 from epochgc.watermarks.records import (
+    LostRange,
     PartitionSnapshot,
     RetainedPlaceholder,
     decode_command,
@@ -123,6 +125,7 @@ class PartitionReplica:
         self._rules = rules
         self._state: PartitionState | None = None
         self._retained: list[RetainedPlaceholder] = []
+        self._lost: list[LostRange] = []
         self._snapshot: LogSnapshot | None = None
         self.hole: int | None = None
 
@@ -140,6 +143,11 @@ class PartitionReplica:
     def retained(self) -> tuple[RetainedPlaceholder, ...]:
         """Accepted placeholders still in the log, oldest first."""
         return tuple(self._retained)
+
+    @property
+    def lost(self) -> tuple[LostRange, ...]:
+        """Ranges of records recorded as lost (``records_lost``), oldest first."""
+        return tuple(self._lost)
 
     def applied_window(self) -> EpochWindow:
         """``[previous_applied_epoch, max_applied_epoch]``."""
@@ -182,6 +190,7 @@ class PartitionReplica:
         self._snapshot = snapshot
         self._state = decoded.state
         self._retained = list(decoded.retained)
+        self._lost = list(decoded.lost)
 
     def catch_up(self) -> list[AppliedEntry]:
         """Apply every new contiguous entry; return what was applied.
@@ -237,8 +246,50 @@ class PartitionReplica:
             self._retained.append(
                 RetainedPlaceholder(offset, result.first_record_offset, last, size, command.epoch)
             )
+        if isinstance(command, RecordsLost) and result.outcome is Outcome.APPLIED:
+            self._lost.append(
+                LostRange(command.first, command.last, command.ts, command.by, command.reason)
+            )
         self._state = result.state
         return AppliedEntry(offset, command, result)
+
+    def append_records_lost(
+        self, build: Callable[[PartitionReplica], RecordsLost], *, attempts: int = 8
+    ) -> AppliedEntry:
+        """Append an operator's ``records_lost`` right after the entry it
+        was planned against: catch up, ``build`` the command from this
+        state, put it at the next slot (or the hole a crashed writer left);
+        if another writer took the slot, catch up and plan again, so the
+        entry is always judged by replay against the state it was built
+        from. A leader of the current term loses its next slot to it and
+        must start a new term (see ``PartitionLeader``).
+
+        Raises:
+            InvalidArgumentError: from ``build`` (nothing left to skip, ...).
+            FencedError: replay did not apply it, or the slot stayed contested.
+        """
+        for _ in range(attempts):
+            self.catch_up()
+            command = build(self)
+            slot = self.hole if self.hole is not None else self.state.applied_log_offset + 1
+            if not self._log.append_at(slot, encode_command(command)):
+                continue
+            for entry in self.catch_up():
+                if entry.offset == slot:
+                    if entry.result.outcome is not Outcome.APPLIED:
+                        raise FencedError(
+                            f"{self.topic}/{self.partition}: records_lost at log offset {slot} "
+                            f"was not applied ({entry.result.outcome.value})"
+                        )
+                    return entry
+            raise FencedError(
+                f"{self.topic}/{self.partition}: records_lost written at log offset {slot} "
+                "but not read back"
+            )
+        raise FencedError(
+            f"{self.topic}/{self.partition}: the log tail kept moving; "
+            f"gave up after {attempts} attempts"
+        )
 
     def write_snapshot(self) -> bool:
         """Snapshot the applied state by CAS; False if nothing new to cover
@@ -246,7 +297,9 @@ class PartitionReplica:
         covered = self.state.applied_log_offset
         if self._snapshot is not None and covered <= self._snapshot.covered_offset:
             return False
-        payload = encode_snapshot(PartitionSnapshot(self.state, tuple(self._retained)))
+        payload = encode_snapshot(
+            PartitionSnapshot(self.state, tuple(self._retained), tuple(self._lost))
+        )
         try:
             self._snapshot = self._log.write_snapshot(payload, covered, self._snapshot)
         except PreconditionFailedError:
@@ -510,6 +563,31 @@ class PartitionLeader:
         )
         self._broken = error
         item.result.set_exception(error)
+
+    def check_foreign_entries(self) -> bool:
+        """True, and this leader is finished, if an entry it did not write
+        sits at its next slot (an operator's ``partition skip`` appends a
+        ``records_lost`` right after the tail it read). A leader that is
+        appending finds out when its put loses the slot; one that is not
+        (a stuck partition: nothing to reconcile, no writes) calls this,
+        one LIST, so its owner starts a new term whose replay sees the
+        entry. False while appends are in flight (they settle it)."""
+        with self._lock:
+            if self._broken is not None:
+                return True
+            if self._next_slot is None or self._inflight:
+                return False
+            slot = self._next_slot
+        if self.replica.log.tail() < slot:
+            return False
+        with self._lock:
+            if self._broken is None and not self._inflight and self._next_slot == slot:
+                self._broken = FencedError(
+                    f"{self.replica.topic}/{self.replica.partition}: log offset {slot} was "
+                    f"written by another writer during term {self.term}"
+                )
+                log.warning("%s; this leader stops", self._broken)
+            return self._broken is not None
 
     @property
     def is_broken(self) -> bool:

@@ -12,6 +12,14 @@ still read, but its entries count for nothing (``ignored_entries``): they
 cannot be matched to an incarnation, and counting them for a recreated
 topic could raise ``M`` above what the new incarnation allows. Its
 partitions fall back to ``revision - 1``, which is safe.
+
+An entry may carry an optional ``stuck`` object (DESIGN.md section 13): the
+partition cannot be reconciled past a placeholder whose L0 object is
+missing or corrupt, so its ``M(p)`` cannot move. It is information for
+operators (``gc epoch-info``, ``gc explain``), never an input to ``M``; an
+additive optional field, so the version stays 2 and a reader that does not
+know it ignores it. A ``stuck`` value that does not parse is dropped, not
+guessed at and not fatal to the report: it cannot change ``M``.
 """
 
 from __future__ import annotations
@@ -52,6 +60,50 @@ LEGACY_REPORT_VERSION = 1
 
 
 @dataclass(frozen=True)
+class StuckCause:
+    """Why a partition's reconciliation cannot move (``stuck`` in a report
+    entry): ``cause`` is ``missing`` or ``corrupt``, ``key`` the L0 object,
+    ``first_offset..last_offset`` the records of the placeholder it stops
+    at, ``since`` when the node first saw it, ``error`` the store's or the
+    decoder's words."""
+
+    cause: str
+    key: str
+    first_offset: int
+    last_offset: int
+    since: datetime
+    error: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "cause": self.cause,
+            "key": self.key,
+            "first_offset": self.first_offset,
+            "last_offset": self.last_offset,
+            "since": format_time(self.since),
+            "error": self.error,
+        }
+
+
+def decode_stuck(raw: object, where: str) -> StuckCause | None:
+    """The optional ``stuck`` object of a report entry; ``None`` when absent
+    or unusable (see the module docstring)."""
+    if not isinstance(raw, dict):
+        return None
+    try:
+        return StuckCause(
+            cause=get_str(raw, "cause", where),
+            key=get_str(raw, "key", where),
+            first_offset=get_int(raw, "first_offset", where, 0),
+            last_offset=get_int(raw, "last_offset", where, 0),
+            since=parse_time(get_str(raw, "since", where), where),
+            error=raw["error"] if isinstance(raw.get("error"), str) else "",
+        )
+    except MalformedRecordError:
+        return None
+
+
+@dataclass(frozen=True)
 class PartitionReport:
     """One led partition's watermark facts."""
 
@@ -63,13 +115,16 @@ class PartitionReport:
     lro: int
     max_applied_epoch: int
     previous_applied_epoch: int
+    stuck: StuckCause | None = None
 
     @property
     def pid(self) -> PartitionId:
         return PartitionId(self.topic, self.revision, self.partition)
 
     @staticmethod
-    def of(pid: PartitionId, state: PartitionState) -> PartitionReport:
+    def of(
+        pid: PartitionId, state: PartitionState, stuck: StuckCause | None = None
+    ) -> PartitionReport:
         return PartitionReport(
             pid.topic,
             pid.revision,
@@ -79,6 +134,7 @@ class PartitionReport:
             state.lro,
             state.max_applied_epoch,
             state.previous_applied_epoch,
+            stuck,
         )
 
 
@@ -101,21 +157,25 @@ def encode_report(report: NodeReport) -> bytes:
             "v": REPORT_VERSION,
             "node": report.node,
             "generated_at": format_time(report.generated_at),
-            "partitions": [
-                {
-                    "topic": p.topic,
-                    "revision": p.revision,
-                    "partition": p.partition,
-                    "term": p.term,
-                    "safe_epoch": p.safe_epoch,
-                    "lro": p.lro,
-                    "max_applied_epoch": p.max_applied_epoch,
-                    "previous_applied_epoch": p.previous_applied_epoch,
-                }
-                for p in report.partitions
-            ],
+            "partitions": [_encode_entry(p) for p in report.partitions],
         }
     )
+
+
+def _encode_entry(p: PartitionReport) -> dict[str, object]:
+    entry: dict[str, object] = {
+        "topic": p.topic,
+        "revision": p.revision,
+        "partition": p.partition,
+        "term": p.term,
+        "safe_epoch": p.safe_epoch,
+        "lro": p.lro,
+        "max_applied_epoch": p.max_applied_epoch,
+        "previous_applied_epoch": p.previous_applied_epoch,
+    }
+    if p.stuck is not None:
+        entry["stuck"] = p.stuck.to_json()
+    return entry
 
 
 def decode_report(data: bytes, where: str = "node report") -> NodeReport:
@@ -155,6 +215,7 @@ def decode_report(data: bytes, where: str = "node report") -> NodeReport:
                 lro=get_int(item, "lro", where, -1),
                 max_applied_epoch=get_int(item, "max_applied_epoch", where, 0),
                 previous_applied_epoch=get_int(item, "previous_applied_epoch", where, 0),
+                stuck=decode_stuck(item.get("stuck"), where),
             )
         )
     if legacy:
@@ -273,8 +334,11 @@ def report_of(
     now: datetime,
     partitions: Iterable[tuple[PartitionId, PartitionState]],
     carried: Iterable[PartitionReport] = (),
+    stuck: Mapping[PartitionId, StuckCause] | None = None,
 ) -> NodeReport:
     """Build a report from the states of the partitions ``node`` leads, plus
-    the ``carried`` entries of partitions it led before."""
-    led = [PartitionReport.of(pid, state) for pid, state in partitions]
+    the ``carried`` entries of partitions it led before; ``stuck`` gives the
+    cause of each led partition that cannot be reconciled."""
+    causes = stuck or {}
+    led = [PartitionReport.of(pid, state, causes.get(pid)) for pid, state in partitions]
     return NodeReport(node, now, tuple(sorted([*led, *carried], key=lambda e: e.pid)))

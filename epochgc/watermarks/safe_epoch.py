@@ -3,11 +3,16 @@ node (never one per partition), joined by ``aggregate.join_safe_epoch``."""
 
 from __future__ import annotations
 
-from epochgc.errors import EpochGCError
+from epochgc.errors import CorruptLogError, InvariantViolation, RecordError
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.aggregate import SafeEpoch, SafeEpochTracker, join_safe_epoch
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.reports import read_reports
+
+UNTRUSTED_CONTENT_ERRORS = (RecordError, CorruptLogError, InvariantViolation)
+"""What makes ``M``'s inputs untrusted: stored content that does not parse,
+has an unknown ``v``, or contradicts the log's own invariants. Only these
+count toward ``safety_blocked``."""
 
 
 def compute_safe_epoch(
@@ -25,11 +30,18 @@ def compute_safe_epoch(
     A report that does not parse is skipped by the reader and so can only
     leave ``M`` lower; an unreadable controller entry fails the whole
     computation, because a topic snapshot it cannot trust cannot bound ``M``.
+    A store that cannot be read (throttled, down, a missing bucket, denied
+    access) says nothing about the content: its error propagates, the round
+    fails and a later one retries, and it never counts toward
+    ``safety_blocked``.
+
+    Raises:
+        StorageError: the store could not be read (transient or permanent).
     """
     try:
         view = controller.snapshot()
         reports, _skipped = read_reports(store, root)
-    except EpochGCError as err:
+    except UNTRUSTED_CONTENT_ERRORS as err:
         tracker.failed(err)
         return None
     return tracker.observe(join_safe_epoch(view, reports, k=pinning))

@@ -19,6 +19,11 @@ Why ``M(p) = min_epoch_lower_bound - 1`` is safe, rule by rule:
    placeholders between the last two window slides may carry it, and
    ``max_applied_epoch`` would put them at or below ``M(p)``.
 
+A ``records_lost`` entry (an operator's ``partition skip``) counts the lost
+records as reconciled: the same rule 2 applies, with the lost placeholders
+counted as done, so every unreconciled placeholder that is not lost still
+has an epoch above ``M(p)``.
+
 ``SafetyRules`` lets a test switch each rule off to prove the property tests
 can catch its absence; production code never passes anything but the
 default.
@@ -35,6 +40,7 @@ from epochgc.watermarks.commands import (
     AdvanceReconciled,
     Command,
     Placeholders,
+    RecordsLost,
     SequencedCommand,
     SetAllowedLocalStartOffset,
     TermStart,
@@ -168,6 +174,8 @@ def apply(
         return ApplyResult(advanced, Outcome.IGNORED_STALE_TERM)
     if command.term > state.term:
         return ApplyResult(advanced, Outcome.IGNORED_UNSTARTED_TERM)
+    if isinstance(command, RecordsLost):
+        return _apply_records_lost(advanced, command, log_offset, rules)
     if command.seq != state.last_seq + 1:
         return ApplyResult(advanced, Outcome.IGNORED_OUT_OF_SEQUENCE)
     sequenced = dataclasses.replace(advanced, last_seq=command.seq)
@@ -188,7 +196,9 @@ def _apply_in_term(
     if isinstance(command, AdvanceReconciled):
         if command.lro >= state.next_offset or command.log_offset >= log_offset:
             return ApplyResult(state, Outcome.REJECTED_INVALID)
-        return ApplyResult(_advance_reconciled(state, command, rules), Outcome.APPLIED)
+        return ApplyResult(
+            _advance_reconciled(state, command.lro, command.log_offset, rules), Outcome.APPLIED
+        )
     if isinstance(command, SetAllowedLocalStartOffset):
         hint = command.offset
         if hint is not None and hint > state.next_offset:
@@ -214,11 +224,29 @@ def _advance_epoch(state: PartitionState, epoch: int, log_offset: int) -> Partit
     )
 
 
+def _apply_records_lost(
+    state: PartitionState, command: RecordsLost, log_offset: int, rules: SafetyRules
+) -> ApplyResult:
+    """Lost records count as reconciled. Only the range right above ``lro``
+    is accepted: a loss recorded against a stale view (``lro`` moved since,
+    the object came back and was reconciled) is rejected, never stretched."""
+    if (
+        command.first != state.lro + 1
+        or command.last < command.first
+        or command.last >= state.next_offset
+        or command.log_offset >= log_offset
+    ):
+        return ApplyResult(state, Outcome.REJECTED_INVALID)
+    return ApplyResult(
+        _advance_reconciled(state, command.last, command.log_offset, rules), Outcome.APPLIED
+    )
+
+
 def _advance_reconciled(
-    state: PartitionState, command: AdvanceReconciled, rules: SafetyRules
+    state: PartitionState, new_lro: int, new_log_offset: int, rules: SafetyRules
 ) -> PartitionState:
-    lro = max(state.lro, command.lro)
-    reconciled = max(state.reconciled_log_offset, command.log_offset)
+    lro = max(state.lro, new_lro)
+    reconciled = max(state.reconciled_log_offset, new_log_offset)
     lower = state.min_epoch_lower_bound
     gate_open = state.window_offset <= reconciled or not rules.window_offset_gate
     if gate_open:

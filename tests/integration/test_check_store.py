@@ -9,12 +9,15 @@ from typing import Any
 
 import pytest
 
-from epochgc.errors import StoreCapabilityError
+from epochgc.errors import BucketMissingError, StoreCapabilityError
+from epochgc.runtime import CapabilityCache
 from epochgc.storage.client import make_s3_client
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.probe import ensure_store_capable, format_probe_table, run_probes
+from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from tests.support.cli import run_cli
+from tests.support.faults import RejectIfMatchStore
 
 
 def strip_conditional_headers(client: Any) -> None:
@@ -104,3 +107,43 @@ def test_embedded_s3_in_its_own_process() -> None:
     finally:
         server.stop()
     server.stop()  # idempotent
+
+
+def test_a_store_that_rejects_its_own_etags_is_refused_saying_so(store: S3ObjectStore) -> None:
+    rgw = RejectIfMatchStore(store)
+    results = {r.name: r for r in run_probes(rgw, "epochgc")}  # type: ignore[arg-type]
+    cas = results["CAS put, current etag (If-Match)"]
+    assert not cas.passed
+    assert "the store rejected (412) the ETag it had just returned" in cas.detail
+    assert results["create-only put (If-None-Match: *)"].passed
+    with pytest.raises(StoreCapabilityError, match=r"rejected \(412\) the ETag") as info:
+        ensure_store_capable(rgw, "epochgc")  # type: ignore[arg-type]
+    assert "\n" not in str(info.value)
+    assert "store NOT usable" in info.value.table
+
+
+def test_the_capability_gate_is_cheap_and_runs_once_per_store(store: S3ObjectStore) -> None:
+    stats = RequestStats()
+    stats.attach(store.client)
+    cache = CapabilityCache()
+    cache.ensure(store, "epochgc", "http://embedded")
+    first = stats.total()
+    assert first <= 25, stats.by_operation()
+    cache.ensure(store, "epochgc", "http://embedded")
+    assert stats.total() == first, "a second check of the same store costs nothing"
+    assert list(store.list_objects("epochgc/meta/probe/")) == []
+
+
+def test_a_refused_store_is_probed_again_next_time(store: S3ObjectStore) -> None:
+    cache = CapabilityCache()
+    rgw = RejectIfMatchStore(store)
+    for _ in range(2):
+        with pytest.raises(StoreCapabilityError):
+            cache.ensure(rgw, "epochgc", "http://rgw")  # type: ignore[arg-type]
+    assert rgw.rejected == 4, "a failed verdict is not cached: the store may be fixed"
+
+
+def test_check_store_on_a_missing_bucket_raises_bucket_missing(s3_client) -> None:  # type: ignore[no-untyped-def]
+    store = S3ObjectStore(s3_client, "no-such-bucket-for-probes")
+    with pytest.raises(BucketMissingError):
+        run_probes(store, "epochgc")

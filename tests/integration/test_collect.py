@@ -140,7 +140,7 @@ def test_cli_collect_and_runs(
     info = json.loads(run_cli("gc", "epoch-info", "--config", str(config), "--json").stdout)
     assert (info["cluster_epoch"], info["safe_epoch"], info["lag"]) == (10, 6, 4)
     assert info["pinning"] == [
-        {"topic": "orders", "partition": 0, "safe_epoch": 6, "node": "node-1"}
+        {"topic": "orders", "partition": 0, "safe_epoch": 6, "node": "node-1", "stuck": None}
     ]
     runs = json.loads(run_cli("gc", "runs", "--config", str(config), "--json").stdout)
     assert sorted(r["deleted"] for r in runs) == [0, 0, 120], "ids sort by second only"

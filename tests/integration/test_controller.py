@@ -149,6 +149,21 @@ class _FailingGets:
         return self._store.get(key, **kwargs)  # type: ignore[arg-type]
 
 
+def test_epoch_advance_reports_its_start_and_every_tick(store: S3ObjectStore) -> None:
+    controller = Controller(store, ROOT)
+    controller.tick()
+    heard: list[tuple[str, int]] = []
+    controller.advance_to(
+        4,
+        on_start=lambda e: heard.append(("start", e)),
+        on_tick=lambda e: heard.append(("tick", e)),
+    )
+    assert heard == [("start", 1), ("tick", 2), ("tick", 3), ("tick", 4)]
+    with pytest.raises(InvalidArgumentError):
+        controller.advance_to(4, on_start=lambda e: heard.append(("start", e)))
+    assert heard[-1] == ("tick", 4), "a refused advance announces nothing"
+
+
 def test_a_failed_read_keeps_the_chunks_already_folded(store: S3ObjectStore) -> None:
     """A process starting on a long log under a flaky store resumes where
     its failed attempt stopped, instead of reading everything again."""

@@ -94,8 +94,12 @@ def test_prometheus_scrapes_the_daemon_and_promql_sees_m_deletions_and_lag(
 
 
 def metric_names(text: str) -> set[str]:
-    return {
-        sample.name for family in text_string_to_metric_families(text) for sample in family.samples
+    """Sample names, plus the names of families exported without samples
+    (``epochgc_partition_stuck`` has a series only while a partition is
+    stuck)."""
+    families = list(text_string_to_metric_families(text))
+    return {sample.name for family in families for sample in family.samples} | {
+        family.name for family in families if family.type == "gauge"
     }
 
 

@@ -19,6 +19,8 @@ from typing import Any
 
 from botocore.awsrequest import AWSResponse
 
+from epochgc.errors import PreconditionFailedError
+
 
 class _RawBody:
     def __init__(self, data: bytes) -> None:
@@ -140,3 +142,25 @@ class HookedStore:
         if self.after_create is not None:
             self.after_create(key, body)
         return etag
+
+
+class RejectIfMatchStore:
+    """An ``ObjectStore`` wrapper that answers 412 to every ``If-Match`` PUT
+    without sending it, as Ceph RGW 16 does to the quoted ETag it returned
+    itself. Everything else goes to the real store. ``rejected`` counts
+    the refusals."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        self.rejected = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    @property
+    def bucket(self) -> str:
+        return str(self._store.bucket)
+
+    def put_if_match(self, key: str, body: bytes, etag: str, *, metadata: Any = None) -> str:
+        self.rejected += 1
+        raise PreconditionFailedError(f"injected 412 (If-Match {etag}) key={key!r}")

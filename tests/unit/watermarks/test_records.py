@@ -17,6 +17,7 @@ from epochgc.watermarks.commands import (
     AdvanceReconciled,
     PlaceholderBatch,
     Placeholders,
+    RecordsLost,
     SetAllowedLocalStartOffset,
     SetStartOffset,
     TermStart,
@@ -28,6 +29,7 @@ from epochgc.watermarks.records import (
     DeletedTopic,
     DeleteTopic,
     EpochTick,
+    LostRange,
     PartitionSnapshot,
     RetainedPlaceholder,
     SnapshotTopic,
@@ -69,6 +71,18 @@ commands = st.one_of(
     ),
     st.builds(SetAllowedLocalStartOffset, small, st.integers(1, 10**9), st.none() | small),
     st.builds(SetStartOffset, small, st.integers(1, 10**9), small),
+    st.builds(
+        RecordsLost,
+        small,
+        small,
+        small,
+        st.integers(-1, 10**9),
+        st.text(max_size=20),
+        st.text(max_size=20),
+        st.datetimes(
+            min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC)
+        ).map(lambda t: t.replace(microsecond=0)),
+    ),
 )
 
 
@@ -119,6 +133,27 @@ def test_malformed_commands_are_refused(data: bytes) -> None:
 def test_command_decoder_never_crashes_on_garbage(data: bytes) -> None:
     with contextlib.suppress(RecordError):
         decode_command(data)
+
+
+def test_records_lost_is_an_entry_old_readers_refuse_and_snapshots_keep() -> None:
+    """The loss record has its own type (a reader that does not know it
+    refuses the entry instead of guessing), and the lost ranges outlive the
+    truncated entry in the snapshot, as an optional field."""
+    lost = RecordsLost(3, 10, 12, 7, "object deleted", "ops@host", TS)
+    doc = json.loads(encode_command(lost))
+    assert doc["type"] == "records_lost" and "seq" not in doc
+    doc["type"] = "records_lost_v2"
+    with pytest.raises(MalformedRecordError, match="unknown command type"):
+        decode_command(json.dumps(doc).encode())
+    state = PartitionState.new(7)
+    plain = PartitionSnapshot(state)
+    assert "lost" not in json.loads(encode_snapshot(plain)), "no field without a loss"
+    snap = PartitionSnapshot(state, (), (LostRange(10, 12, TS, "ops@host", "object deleted"),))
+    assert decode_snapshot(encode_snapshot(snap)) == snap
+    bad = json.loads(encode_snapshot(snap))
+    bad["lost"][0]["last"] = 9
+    with pytest.raises(MalformedRecordError, match="empty"):
+        decode_snapshot(json.dumps(bad).encode())
 
 
 def test_snapshot_round_trip_and_consistency_checks() -> None:

@@ -14,6 +14,7 @@ from epochgc.storage.keys import PartitionId
 from epochgc.watermarks.reports import (
     NodeReport,
     PartitionReport,
+    StuckCause,
     carried_entries,
     decode_report,
     encode_report,
@@ -146,3 +147,23 @@ def test_carriers_never_all_drop_a_partition_at_once(
     # The newest leadership's entry is always among the kept.
     newest = max(nodes, key=lambda n: entries[n].term)
     assert kept[newest]
+
+
+def test_a_stuck_cause_is_an_optional_field_and_a_bad_one_is_dropped() -> None:
+    """``stuck`` rides along in version 2 (additive, optional); a value that
+    does not parse is dropped without spoiling the report: it is never an
+    input to M."""
+    since = datetime(2026, 11, 24, 5, 0, tzinfo=UTC)
+    cause = StuckCause("missing", "epochgc/l0/001/000000000000000003/x", 2, 4, since, "404")
+    state = PartitionState.new(1)
+    report = report_of("n1", since, [(P0, state), (P1, state)], stuck={P1: cause})
+    doc = json.loads(encode_report(report))
+    assert doc["v"] == 2
+    assert "stuck" not in doc["partitions"][0]
+    assert doc["partitions"][1]["stuck"]["first_offset"] == 2
+    decoded = decode_report(encode_report(report))
+    assert decoded == report and decoded.partitions[1].stuck == cause
+    doc["partitions"][1]["stuck"] = {"cause": "missing", "key": 7}
+    decoded = decode_report(json.dumps(doc).encode())
+    assert decoded.partitions[1].stuck is None
+    assert decoded.partitions[1].safe_epoch == state.safe_epoch

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from datetime import UTC, datetime
 
 import pytest
 
@@ -12,6 +13,7 @@ from epochgc.watermarks.commands import (
     Command,
     PlaceholderBatch,
     Placeholders,
+    RecordsLost,
     SetAllowedLocalStartOffset,
     SetStartOffset,
     TermStart,
@@ -20,6 +22,8 @@ from epochgc.watermarks.state import Outcome, PartitionState, apply, replay
 
 N = 10
 BATCH = (PlaceholderBatch("k", 0, 5, 2),)
+ONE = (PlaceholderBatch("k", 0, 5, 1),)
+TS = datetime(2026, 11, 24, tzinfo=UTC)
 
 
 class Log:
@@ -200,3 +204,50 @@ def test_state_is_immutable() -> None:
     state = PartitionState.new(N)
     with pytest.raises(dataclasses.FrozenInstanceError):
         state.term = 3  # type: ignore[misc]
+
+
+def test_records_lost_counts_as_reconciled_behind_the_window_gate() -> None:
+    """Two placeholders at epoch 3, the window slides to [4, 5]; losing the
+    first alone must not lift M(p) past the second (still unreconciled,
+    epoch 3), and losing both lets M(p) move to previous_applied - 1."""
+    state = PartitionState.new(2)
+    entries: list[tuple[int, Command]] = [
+        (0, TermStart(1)),
+        (1, Placeholders(1, 1, 3, ONE)),
+        (2, Placeholders(1, 2, 3, ONE)),
+        (3, AdvanceEpoch(1, 3, 4)),
+        (4, AdvanceEpoch(1, 4, 5)),
+    ]
+    state = replay(state, entries)
+    first_only = apply(state, RecordsLost(1, 0, 0, 1, "gone", "op", TS), 5)
+    assert first_only.outcome is Outcome.APPLIED
+    assert first_only.state.lro == 0 and first_only.state.safe_epoch < 3
+    both = apply(first_only.state, RecordsLost(1, 1, 1, 5, "gone", "op", TS), 6)
+    assert both.outcome is Outcome.APPLIED
+    assert (both.state.lro, both.state.safe_epoch) == (1, 3)
+
+
+@pytest.mark.parametrize(
+    ("first", "last", "log_offset", "term", "outcome"),
+    [
+        (1, 1, 1, 1, Outcome.REJECTED_INVALID),  # not right above lro (-1)
+        (0, 2, 1, 1, Outcome.REJECTED_INVALID),  # records never written
+        (0, 0, 3, 1, Outcome.REJECTED_INVALID),  # claims its own log offset
+        (0, 0, 1, 0, Outcome.IGNORED_STALE_TERM),
+        (0, 0, 1, 2, Outcome.IGNORED_UNSTARTED_TERM),
+        (0, 0, 1, 1, Outcome.APPLIED),
+    ],
+)
+def test_records_lost_is_checked_against_the_state_it_lands_on(
+    first: int, last: int, log_offset: int, term: int, outcome: Outcome
+) -> None:
+    state = replay(
+        PartitionState.new(2),
+        [(0, TermStart(1)), (1, Placeholders(1, 1, 3, ONE)), (2, Placeholders(1, 2, 3, ONE))],
+    )
+    result = apply(state, RecordsLost(term, first, last, log_offset, "gone", "op", TS), 3)
+    assert result.outcome is outcome
+    if outcome is not Outcome.APPLIED:
+        assert result.state == dataclasses.replace(state, applied_log_offset=3)
+    # A loss takes no seq: the leader's stream continues unchanged.
+    assert result.state.last_seq == state.last_seq

@@ -4,11 +4,14 @@ A model leader fences producers' (possibly stale) epochs against its seen
 window, appends placeholders (an admitted write may land much later: the
 fence-then-append race), the epoch ticks, a reconciler advances, idle
 housekeeping slides the window, the leader restarts from a snapshot or
-leadership changes (old-term writes may still land). After every step:
+leadership changes (old-term writes may still land), an operator records
+the oldest unreconciled placeholders as lost (``records_lost``, possibly
+from a stale view or under an old term). After every step:
 
 * ``M(p)`` never decreases;
 * every placeholder is accepted only with epoch ``> M(p)``;
-* every accepted, unreconciled placeholder has epoch ``> M(p)``;
+* every accepted placeholder that is neither reconciled nor lost has epoch
+  ``> M(p)`` (lost ones count as done: that is what lets ``M`` move);
 * replaying the log from scratch, and from any snapshot, gives the state.
 
 The mutant tests switch off each of the three safety rules of DESIGN.md
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
@@ -37,6 +41,7 @@ from epochgc.watermarks.commands import (
     Command,
     PlaceholderBatch,
     Placeholders,
+    RecordsLost,
     TermStart,
 )
 from epochgc.watermarks.state import (
@@ -51,6 +56,7 @@ from epochgc.watermarks.window import EpochWindow, Position
 
 REVISION = 3
 BATCH = (PlaceholderBatch("l0/obj", 0, 10, 1),)
+TS = datetime(2026, 11, 24, tzinfo=UTC)
 
 
 @dataclass
@@ -74,6 +80,7 @@ class PartitionModel(RuleBasedStateMachine):
         self.pending: list[PendingWrite] = []
         self.accepted: dict[int, int] = {}  # log offset -> epoch
         self.reconciled: set[int] = set()
+        self.lost: set[int] = set()
         self.snapshots: list[PartitionState] = [self.state]
         self.highest_m = self.state.safe_epoch
         self.window = EpochWindow(REVISION, REVISION)
@@ -146,6 +153,42 @@ class PartitionModel(RuleBasedStateMachine):
         reconciled_records = sum(1 for o in self.accepted if o in self.reconciled)
         lro = reconciled_records - 1
         self._append(AdvanceReconciled(self.term, self._next_seq(self.term), lro, log_offset))
+
+    @rule(count=st.integers(1, 3))
+    def skip(self, count: int) -> None:
+        """An operator records the oldest ``count`` unreconciled placeholders
+        as lost (``partition skip``): under the term it saw, no ``seq``,
+        ``log_offset`` just below the next placeholder still holding
+        records."""
+        todo = self._unreconciled()
+        if not todo:
+            return
+        lost, rest = todo[:count], todo[count:]
+        first = self.state.lro + 1
+        log_offset = (rest[0] - 1) if rest else len(self.log) - 1
+        command = RecordsLost(self.term, first, first + len(lost) - 1, log_offset, "r", "op", TS)
+        assert self._append(command) is Outcome.APPLIED
+        self.reconciled.update(lost)
+        self.lost.update(lost)
+
+    @rule(data=st.data())
+    def stale_skip(self, data: st.DataObject) -> None:
+        """A loss planned against an older view (``lro`` moved since) or
+        written under an older term changes nothing."""
+        state = self.state
+        if state.lro + 1 >= state.next_offset:
+            return
+        old_term = data.draw(st.booleans()) and self.term > 1
+        term = self.term - 1 if old_term else self.term
+        first = state.lro + 1 if old_term else data.draw(st.integers(0, max(0, state.lro)))
+        if not old_term and first == state.lro + 1:
+            return
+        command = RecordsLost(term, first, state.next_offset - 1, len(self.log) - 1, "r", "op", TS)
+        outcome = self._append(command)
+        assert outcome in (Outcome.REJECTED_INVALID, Outcome.IGNORED_STALE_TERM), outcome
+        assert dataclasses.replace(self.state, applied_log_offset=state.applied_log_offset) == (
+            state
+        )
 
     @rule()
     def housekeeping(self) -> None:

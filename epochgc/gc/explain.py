@@ -1,0 +1,180 @@
+"""Why one object is or is not deletable (``epochgc gc explain KEY``). Pure.
+
+An operator looking at an old L0 object wants the collector's answer and
+its reasons in one place: the deletion rule itself (``eligibility.judge``,
+so the answer cannot drift from what a round does), and around it what
+stops a round from acting on it (a pause, a ``safety_blocked`` collector)
+or could (the delete-fraction guard). When the object's epoch is above
+``M``, the partitions pinning ``M`` below it are named with what is known
+of them: the node that reported them, the node that owns them, their
+reconciliation lag and, for a stuck partition, the cause.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from epochgc.gc.eligibility import Verdict, judge
+from epochgc.watermarks.reports import StuckCause
+
+
+@dataclass(frozen=True)
+class PinningPartition:
+    """One partition whose ``M(p)`` keeps ``M`` below the object's epoch."""
+
+    topic: str
+    revision: int
+    partition: int
+    safe_epoch: int
+    reported_by: str | None
+    """``None``: no node reported it; it counts as ``revision - 1``."""
+    owner: str | None = None
+    """The holder of its partition lease (``None``: none, or unreadable)."""
+    lag_records: int | None = None
+    """Records appended but not reconciled (``None``: unknown)."""
+    stuck: StuckCause | None = None
+
+
+@dataclass(frozen=True)
+class ExplainInputs:
+    """Everything the verdict depends on, gathered by the command."""
+
+    key: str
+    root: str
+    safe_epoch: int | None
+    """``M`` as the collector would compute it now (``None``: it cannot)."""
+    pinning: tuple[PinningPartition, ...]
+    last_modified: datetime | None
+    """``None``: the object does not exist."""
+    min_object_age: timedelta
+    now: datetime
+    paused: bool = False
+    paused_by: str = ""
+    paused_reason: str = ""
+    max_delete_fraction: float = 1.0
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One finding: a stable ``code`` for scripts and a sentence for people.
+    ``blocking`` findings are why the object is not deleted now."""
+
+    code: str
+    text: str
+    blocking: bool = True
+
+
+@dataclass(frozen=True)
+class Explanation:
+    deletable: bool
+    """A round run now would delete it (the guard aside, see ``reasons``)."""
+    epoch: int | None
+    safe_epoch: int | None
+    reasons: tuple[Reason, ...]
+    pinning: tuple[PinningPartition, ...]
+    """The partitions with ``M(p)`` below the object's epoch (empty unless
+    ``above_safe_epoch``)."""
+
+
+def explain(inputs: ExplainInputs) -> Explanation:
+    """The verdict for one key, with every reason that applies."""
+    reasons: list[Reason] = []
+    pinning: tuple[PinningPartition, ...] = ()
+    epoch: int | None = None
+    if inputs.safe_epoch is None:
+        reasons.append(
+            Reason(
+                "safety_blocked",
+                "M cannot be computed from trusted inputs now; the collector deletes nothing "
+                "(see `epochgc gc epoch-info` and the daemon log)",
+            )
+        )
+    safe = inputs.safe_epoch if inputs.safe_epoch is not None else -1
+    verdict, parsed = judge(
+        inputs.key,
+        inputs.last_modified or inputs.now,
+        root=inputs.root,
+        safe_epoch=safe,
+        now=inputs.now,
+        min_age=inputs.min_object_age,
+    )
+    if parsed is not None:
+        epoch = parsed.epoch
+    if verdict is Verdict.OUTSIDE_ROOT:
+        reasons.append(Reason("outside_root", f"not under {inputs.root}/l0/: never ours to delete"))
+    elif verdict is Verdict.UNPARSEABLE:
+        reasons.append(
+            Reason(
+                "unparseable",
+                f"not an L0 key of this root ({inputs.root}/l0/{{shard:03d}}/"
+                "{epoch:018d}/{uuid}): never deleted",
+            )
+        )
+    elif inputs.last_modified is None:
+        reasons.append(Reason("missing", "no such object (already deleted, or never written)"))
+    if parsed is not None and inputs.safe_epoch is not None:
+        if parsed.epoch > inputs.safe_epoch:
+            pinning = tuple(p for p in inputs.pinning if p.safe_epoch < parsed.epoch)
+            names = ", ".join(_describe(p) for p in pinning) or "(none among those listed)"
+            reasons.append(
+                Reason(
+                    "above_safe_epoch",
+                    f"epoch {parsed.epoch} > M {inputs.safe_epoch}: a live partition may still "
+                    f"need it; pinned by {names}",
+                )
+            )
+        else:
+            reasons.append(
+                Reason(
+                    "at_or_below_safe_epoch",
+                    f"epoch {parsed.epoch} <= M {inputs.safe_epoch}: no live partition needs it",
+                    blocking=False,
+                )
+            )
+    if parsed is not None and inputs.last_modified is not None:
+        age = inputs.now - inputs.last_modified
+        if age < inputs.min_object_age:
+            reasons.append(
+                Reason(
+                    "too_young",
+                    f"written {_seconds(age)} ago, under gc.min_object_age_seconds "
+                    f"({_seconds(inputs.min_object_age)})",
+                )
+            )
+    if inputs.paused:
+        by = f" by {inputs.paused_by}" if inputs.paused_by else ""
+        why = f": {inputs.paused_reason}" if inputs.paused_reason else ""
+        reasons.append(Reason("paused", f"the collector is paused{by}{why} (`epochgc gc resume`)"))
+    if inputs.max_delete_fraction < 1.0:
+        reasons.append(
+            Reason(
+                "guard",
+                f"a round that would delete more than {inputs.max_delete_fraction:.0%} of the "
+                "L0 objects it lists stops before deleting (gc.max_delete_fraction; --force)",
+                blocking=False,
+            )
+        )
+    deletable = not any(r.blocking for r in reasons)
+    if deletable:
+        reasons.insert(0, Reason("eligible", "the next round deletes it", blocking=False))
+    return Explanation(deletable, epoch, inputs.safe_epoch, tuple(reasons), pinning)
+
+
+def _describe(p: PinningPartition) -> str:
+    parts = [f"M(p) {p.safe_epoch}"]
+    parts.append(f"reported by {p.reported_by}" if p.reported_by else "no report")
+    if p.owner:
+        parts.append(f"owned by {p.owner}")
+    if p.lag_records is not None:
+        parts.append(f"lag {p.lag_records} records")
+    if p.stuck is not None:
+        parts.append(
+            f"stuck: {p.stuck.cause} {p.stuck.key} (records "
+            f"{p.stuck.first_offset}..{p.stuck.last_offset})"
+        )
+    return f"{p.topic}/{p.partition} ({', '.join(parts)})"
+
+
+def _seconds(delta: timedelta) -> str:
+    return f"{delta.total_seconds():.0f}s"

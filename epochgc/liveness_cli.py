@@ -1,0 +1,245 @@
+"""The operator commands of DESIGN.md section 13, "Liveness without
+surgery": ``epochgc partition skip`` and ``epochgc gc explain``. Kept out of
+``cli.py`` (which only registers them) so each stays one small job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import logging
+import socket
+import sys
+from datetime import UTC, datetime
+
+from epochgc.config import Config
+from epochgc.errors import EpochGCError, NotFoundError
+from epochgc.gc.control import read_control
+from epochgc.gc.explain import ExplainInputs, Explanation, PinningPartition, explain
+from epochgc.gc.service import collect_settings_of
+from epochgc.reconciler.fetch import pending_placeholders
+from epochgc.reconciler.node import partition_lease_name
+from epochgc.runtime import open_store
+from epochgc.storage.keys import PartitionId, parse_l0_key
+from epochgc.storage.object_store import ObjectStore
+from epochgc.watermarks.aggregate import PartitionWatermark, SafeEpochTracker
+from epochgc.watermarks.controller import Controller
+from epochgc.watermarks.leases import LeaseManager
+from epochgc.watermarks.replica import PartitionReplica
+from epochgc.watermarks.reports import StuckCause
+from epochgc.watermarks.safe_epoch import compute_safe_epoch
+from epochgc.watermarks.skip import plan_skip
+
+log = logging.getLogger("epochgc.cli")
+
+EXIT_OK = 0
+EXIT_REFUSED = 2
+DEFAULT_SKIP_REASON = "L0 data missing or corrupt before reconciliation"
+
+
+def operator() -> str:
+    """Who ran the command, for the record."""
+    return f"{getpass.getuser()}@{socket.gethostname()}"
+
+
+def stuck_line(stuck: StuckCause) -> str:
+    """One line for a stuck partition's cause."""
+    return (
+        f"stuck: {stuck.cause} L0 object {stuck.key} (records "
+        f"{stuck.first_offset}..{stuck.last_offset}) since {stuck.since:%Y-%m-%dT%H:%M:%SZ}"
+    )
+
+
+def _emit(data: object, args: argparse.Namespace, human: str) -> None:
+    print(json.dumps(data, indent=2, default=str) if args.json else human)
+
+
+def cmd_partition_skip(config: Config, args: argparse.Namespace) -> int:
+    """Record records ``lro+1..--through`` of a partition as lost, so its
+    reconciliation and ``M(p)`` move on. Shows the plan first; refuses
+    (exit 2) without ``--accept-data-loss``."""
+    root = config.layout.root
+    by = operator()
+    reason = args.reason or DEFAULT_SKIP_REASON
+    now = datetime.now(UTC)
+    with open_store(config) as handle:
+        store = handle.store
+        pid = Controller(store, root).topic(args.topic).partition_id(args.partition)
+        replica = PartitionReplica(store, root, pid)
+        replica.open()
+        command, covered = plan_skip(
+            replica.state, replica.retained, args.through, by=by, reason=reason, now=now
+        )
+        placeholders = pending_placeholders(replica, replica.state.lro)
+        keys = sorted(
+            {b.l0_key for p in placeholders if p.last_record <= command.last for b in p.batches}
+        )
+        present = {key: _exists(store, key) for key in keys}
+        plan = {
+            "topic": args.topic,
+            "partition": args.partition,
+            "revision": pid.revision,
+            "first_offset": command.first,
+            "last_offset": command.last,
+            "records": command.last - command.first + 1,
+            "placeholders": len(covered),
+            "l0_objects": [{"key": key, "present": present[key]} for key in keys],
+            "reason": reason,
+            "by": by,
+        }
+        human = [
+            f"{pid}: records {command.first}..{command.last} "
+            f"({plan['records']} records in {len(covered)} placeholders) are to be recorded "
+            "as lost; L0 objects concerned:",
+            *(f"  {key} ({'present' if present[key] else 'missing'})" for key in keys),
+        ]
+        if all(present.values()):
+            human.append(
+                "  every object is present: is the partition stuck on a corrupt one, or is "
+                "this the wrong range?"
+            )
+        if not args.accept_data_loss:
+            _emit({**plan, "recorded": False}, args, "\n".join(human))
+            print(
+                "epochgc: refusing: this records data loss for good; "
+                "run again with --accept-data-loss",
+                file=sys.stderr,
+            )
+            return EXIT_REFUSED
+        entry = replica.append_records_lost(
+            lambda r: plan_skip(r.state, r.retained, args.through, by=by, reason=reason, now=now)[0]
+        )
+        state = replica.state
+    log.warning(
+        "%s: records %d..%d recorded as lost by %s at log offset %d (%s); L0 objects: %s",
+        pid,
+        command.first,
+        command.last,
+        by,
+        entry.offset,
+        reason,
+        ", ".join(keys),
+    )
+    human.append(
+        f"recorded at log offset {entry.offset}: lro {state.lro}, M(p) {state.safe_epoch}; "
+        "the partition's leader takes a new term and moves on"
+    )
+    data = {
+        **plan,
+        "recorded": True,
+        "log_offset": entry.offset,
+        "lro": state.lro,
+        "safe_epoch": state.safe_epoch,
+    }
+    _emit(data, args, "\n".join(human))
+    return EXIT_OK
+
+
+def _exists(store: ObjectStore, key: str) -> bool:
+    try:
+        store.head(key)
+    except NotFoundError:
+        return False
+    return True
+
+
+def cmd_gc_explain(config: Config, args: argparse.Namespace) -> int:
+    """Say whether one object is deletable now and why. Exit 0 whatever the
+    verdict (it is a question); 1 only when the inputs cannot be read."""
+    root = config.layout.root
+    settings = collect_settings_of(config)
+    now = datetime.now(UTC)
+    with open_store(config, writes=False) as handle:
+        store = handle.store
+        try:
+            last_modified = store.head(args.key).last_modified
+        except NotFoundError:
+            last_modified = None
+        safe = compute_safe_epoch(
+            Controller(store, root),
+            store,
+            root,
+            SafeEpochTracker(blocked_after=1),
+            pinning=args.top,
+        )
+        control, _etag = read_control(store, root)
+        parsed = parse_l0_key(args.key, root)
+        pinning: tuple[PinningPartition, ...] = ()
+        if safe is not None and parsed is not None:
+            pinning = tuple(
+                _pinning_detail(store, root, w) for w in safe.pinning if w.safe_epoch < parsed.epoch
+            )
+    result = explain(
+        ExplainInputs(
+            key=args.key,
+            root=root,
+            safe_epoch=None if safe is None else safe.safe_epoch,
+            pinning=pinning,
+            last_modified=last_modified,
+            min_object_age=settings.min_object_age,
+            now=now,
+            paused=control.paused,
+            paused_by=control.updated_by,
+            paused_reason=control.reason,
+            max_delete_fraction=settings.max_delete_fraction,
+        )
+    )
+    _emit(_explanation_data(args.key, result), args, _explanation_text(args.key, result))
+    return EXIT_OK
+
+
+def _pinning_detail(store: ObjectStore, root: str, w: PartitionWatermark) -> PinningPartition:
+    """What is known of one pinning partition: its lease holder and its
+    reconciliation lag (read from its log; ``None`` when unreadable)."""
+    pid = PartitionId(w.topic, w.revision, w.partition)
+    owner: str | None = None
+    lag: int | None = None
+    try:
+        lease = LeaseManager.read_holder(store, root, partition_lease_name(pid))
+        owner = None if lease is None or lease.released else lease.holder
+    except EpochGCError as err:
+        log.warning("%s: lease unreadable: %s", pid, err)
+    try:
+        replica = PartitionReplica(store, root, pid)
+        state = replica.open()
+        lag = max(0, state.next_offset - 1 - state.lro)
+    except EpochGCError as err:
+        log.warning("%s: partition log unreadable: %s", pid, err)
+    return PinningPartition(
+        w.topic, w.revision, w.partition, w.safe_epoch, w.node, owner, lag, w.stuck
+    )
+
+
+def _explanation_data(key: str, result: Explanation) -> dict[str, object]:
+    return {
+        "key": key,
+        "deletable": result.deletable,
+        "epoch": result.epoch,
+        "safe_epoch": result.safe_epoch,
+        "reasons": [
+            {"code": r.code, "text": r.text, "blocking": r.blocking} for r in result.reasons
+        ],
+        "pinning": [
+            {
+                "topic": p.topic,
+                "revision": p.revision,
+                "partition": p.partition,
+                "safe_epoch": p.safe_epoch,
+                "reported_by": p.reported_by,
+                "owner": p.owner,
+                "lag_records": p.lag_records,
+                "stuck": None if p.stuck is None else p.stuck.to_json(),
+            }
+            for p in result.pinning
+        ],
+    }
+
+
+def _explanation_text(key: str, result: Explanation) -> str:
+    verdict = "deletable" if result.deletable else "not deletable"
+    epoch = "-" if result.epoch is None else str(result.epoch)
+    safe = "unknown" if result.safe_epoch is None else str(result.safe_epoch)
+    lines = [f"{key}: {verdict} (epoch {epoch}, M {safe})"]
+    lines += [f"  {'x' if r.blocking else '-'} {r.code}: {r.text}" for r in result.reasons]
+    return "\n".join(lines)

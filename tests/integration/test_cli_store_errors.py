@@ -1,0 +1,124 @@
+"""What an operator sees when the store is wrong, running the real CLI as a
+separate process: one line naming the cause and exit 1, never a traceback,
+never success on a bucket that is not there; ``check-store`` tells a missing
+bucket or denied access apart from a missing feature; and every command that
+writes refuses a store without the conditional-write semantics it needs
+(here Ceph RGW 16's, emulated by a proxy), with the probe table, while
+read-only commands still work there."""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from epochgc.storage.embedded import EmbeddedS3
+from tests.support.aws_env import clear_aws_credentials
+from tests.support.cli import run_cli
+from tests.support.config_files import write_server_config
+from tests.support.s3_proxy import deny_everything, rgw16_if_match, s3_fault_proxy
+
+FAST = (
+    "max_attempts = 2\nbase_backoff_seconds = 0.001\nmax_backoff_seconds = 0.002\n"
+    '[metrics]\nlisten = ""\n'
+)
+"""Appended to the ``[store]`` section: few, fast retries; no metrics port."""
+
+
+def error_lines(done: subprocess.CompletedProcess[str]) -> list[str]:
+    assert "Traceback" not in done.stderr, done.stderr
+    return [line for line in done.stderr.splitlines() if " ERROR " in line]
+
+
+@pytest.fixture
+def missing_bucket_config(s3_server: EmbeddedS3, tmp_path: Path) -> Path:
+    name = f"t-missing-{uuid.uuid4().hex[:8]}"
+    return write_server_config(tmp_path / "missing.toml", s3_server.endpoint_url, name)
+
+
+def test_gc_status_on_a_missing_bucket_exits_1_naming_it(missing_bucket_config: Path) -> None:
+    done = run_cli("gc", "status", "--config", str(missing_bucket_config))
+    assert done.returncode == 1, done.stdout
+    [line] = error_lines(done)
+    assert "BucketMissingError" in line and "does not exist" in line
+    assert "store.bucket" in line
+
+
+def test_check_store_on_a_missing_bucket_says_so_not_missing_features(
+    missing_bucket_config: Path,
+) -> None:
+    done = run_cli("check-store", "--config", str(missing_bucket_config))
+    assert done.returncode == 1
+    assert "NOT usable" not in done.stdout + done.stderr
+    [line] = error_lines(done)
+    assert "does not exist" in line
+
+
+def test_check_store_with_access_denied_says_so(
+    s3_server: EmbeddedS3, bucket: str, tmp_path: Path
+) -> None:
+    with s3_fault_proxy(s3_server.endpoint_url, deny_everything) as proxy:
+        config = write_server_config(tmp_path / "denied.toml", proxy.endpoint, bucket)
+        done = run_cli("check-store", "--config", str(config))
+    assert done.returncode == 1
+    assert "NOT usable" not in done.stdout + done.stderr
+    [line] = error_lines(done)
+    assert "AccessDeniedError" in line and "IAM" in line
+    assert proxy.answered == 1, "access denied is not retried"
+
+
+def test_gc_collect_without_credentials_says_so_at_once(
+    s3_server: EmbeddedS3,
+    bucket: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clear_aws_credentials(monkeypatch, tmp_path)
+    config = tmp_path / "nocreds.toml"
+    config.write_text(
+        f'[store]\nbucket = "{bucket}"\nendpoint_url = "{s3_server.endpoint_url}"\n'
+        'addressing_style = "path"\nmax_attempts = 6\nbase_backoff_seconds = 1.0\n'
+        "max_backoff_seconds = 1.0\n"
+    )
+    done = run_cli("gc", "collect", "--config", str(config))
+    assert done.returncode == 1
+    [line] = error_lines(done)
+    assert "CredentialsError" in line and "no credentials" in line
+    assert "retry" not in done.stderr.lower()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("gc", "collect"),
+        ("produce", "orders", "0", "--create-partitions", "1", "--count", "1"),
+        ("topic", "create", "orders", "--partitions", "1"),
+        ("epoch", "tick"),
+        ("gc", "pause", "--reason", "x"),
+        ("daemon", "--duration", "2"),
+        ("reconciler", "--duration", "2"),
+    ],
+)
+def test_commands_that_write_refuse_a_store_that_rejects_its_own_etags(
+    s3_server: EmbeddedS3, bucket: str, tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    with s3_fault_proxy(s3_server.endpoint_url, rgw16_if_match) as proxy:
+        config = write_server_config(tmp_path / "rgw.toml", proxy.endpoint, bucket, FAST)
+        done = run_cli(*command, "--config", str(config))
+    assert done.returncode == 1, done.stderr
+    [line] = error_lines(done)
+    assert "StoreCapabilityError" in line and bucket in line
+    assert "rejected (412) the ETag it had just returned" in done.stderr
+    assert "store NOT usable" in done.stderr, "the probe table is shown"
+
+
+def test_read_only_commands_still_work_on_such_a_store(
+    s3_server: EmbeddedS3, bucket: str, tmp_path: Path
+) -> None:
+    with s3_fault_proxy(s3_server.endpoint_url, rgw16_if_match) as proxy:
+        config = write_server_config(tmp_path / "rgw.toml", proxy.endpoint, bucket, FAST)
+        done = run_cli("gc", "status", "--config", str(config))
+    assert done.returncode == 0, done.stderr
+    assert proxy.answered == 0

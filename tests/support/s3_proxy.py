@@ -1,0 +1,126 @@
+"""Test-only: an HTTP proxy in front of the embedded S3 that answers chosen
+requests itself, so a separate ``epochgc`` process can be pointed at a store
+that misbehaves the way real ones do (an ``endpoint_url`` is all it takes).
+
+Every request a rule lets through is forwarded unchanged to the real server
+and its answer returned unchanged; a rule's answer is a real S3 error
+document, so botocore parses it exactly as it would a real store's.
+"""
+
+from __future__ import annotations
+
+import http.client
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+
+Rule = Callable[[str, str, Mapping[str, str]], tuple[int, str] | None]
+"""(method, path, headers) -> (status, S3 error code) to answer, or None."""
+
+_HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection"}
+
+
+def rgw16_if_match(method: str, _path: str, headers: Mapping[str, str]) -> tuple[int, str] | None:
+    """Ceph RGW 16.2: a PUT whose ``If-Match`` carries the ETag in quotes, as
+    the store itself returned it, is answered 412 (the bare ETag would be
+    accepted, but no S3 client sends that)."""
+    if method == "PUT" and headers.get("If-Match", "").startswith('"'):
+        return 412, "PreconditionFailed"
+    return None
+
+
+def deny_everything(_method: str, _path: str, _headers: Mapping[str, str]) -> tuple[int, str]:
+    """A bucket policy that denies these credentials every request."""
+    return 403, "AccessDenied"
+
+
+class S3FaultProxy:
+    """Forwards to ``upstream`` except where ``rule`` answers.
+
+    Example::
+
+        with s3_fault_proxy(server.endpoint, rgw16_if_match) as proxy:
+            write_server_config(path, proxy.endpoint, bucket)
+    """
+
+    def __init__(self, upstream: str, rule: Rule) -> None:
+        parts = urlsplit(upstream)
+        self._upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
+        self._rule = rule
+        self._lock = threading.Lock()
+        self.answered = 0
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *_args: object) -> None:
+                pass
+
+            def _handle(self) -> None:
+                length = int(self.headers.get("Content-Length", "0") or "0")
+                body = self.rfile.read(length) if length else b""
+                headers = {k: v for k, v in self.headers.items()}
+                answer = proxy._rule(self.command, self.path, headers)
+                if answer is not None:
+                    with proxy._lock:
+                        proxy.answered += 1
+                    self._reply_error(*answer)
+                    return
+                conn = http.client.HTTPConnection(*proxy._upstream, timeout=30)
+                try:
+                    conn.request(self.command, self.path, body=body, headers=headers)
+                    response = conn.getresponse()
+                    data = response.read()
+                    self.send_response(response.status, response.reason)
+                    for name, value in response.getheaders():
+                        if name.lower() not in _HOP_BY_HOP and name.lower() != "content-length":
+                            self.send_header(name, value)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    if self.command != "HEAD":
+                        self.wfile.write(data)
+                finally:
+                    conn.close()
+
+            def _reply_error(self, status: int, code: str) -> None:
+                data = (
+                    f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>{code}</Code>"
+                    f"<Message>proxy answered {code}</Message><RequestId>proxy</RequestId>"
+                    "</Error>"
+                ).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/xml")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle  # noqa: N815
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@contextmanager
+def s3_fault_proxy(upstream: str, rule: Rule) -> Iterator[S3FaultProxy]:
+    proxy = S3FaultProxy(upstream, rule)
+    proxy.start()
+    try:
+        yield proxy
+    finally:
+        proxy.stop()
