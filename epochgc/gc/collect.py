@@ -3,7 +3,7 @@
 1. Compute ``M`` lazily (controller tail + one report per node). Untrusted
    inputs: no deletion, ``SafetyBlockedError``.
 2. Find the shards: every shard present in the bucket (a delimiter listing
-   of ``{root}/l0/``), not ``layout.l0_shards`` (``gc.shards``).
+   of ``{root}/l0/``, ``gc.shards``), not ``0..layout.l0_shards-1``.
 3. Unless it is a dry run, read ``{root}/gc/control.json``: paused means
    no deletion, ``CollectorPausedError`` (``paused by WHO: REASON``).
    ``force`` never overrides a pause.
