@@ -26,6 +26,7 @@ from epochgc.errors import ConfigError, EpochGCError, StoreCapabilityError
 from epochgc.gc.collect import collect_once
 from epochgc.gc.control import (
     ControlDocument,
+    ensure_not_paused,
     pause,
     read_control,
     read_status,
@@ -315,7 +316,8 @@ def _cmd_gc_pause(config: Config, args: argparse.Namespace) -> int:
         _control_data(doc),
         args,
         "collector paused: running daemons stop after their batches in flight "
-        "(within [daemon] control_poll_seconds); `epochgc gc resume` undoes it",
+        "(within [daemon] control_poll_seconds), `gc collect` and `gc spark` refuse to "
+        "delete (dry runs still run); `epochgc gc resume` undoes it",
     )
     return EXIT_OK
 
@@ -390,9 +392,13 @@ def _cmd_gc_spark(config: Config, args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         force=args.force,
         max_epoch=args.max_epoch,
+        allow_above_m=args.allow_max_epoch_above_m,
         listing_tasks=config.spark.listing_tasks,
     )
     with open_store(config) as handle:
+        if not args.dry_run:
+            # Refuse before starting Spark (the driver checks again itself).
+            ensure_not_paused(handle.store, config.layout.root)
         spark = build_spark_session(args.master or config.spark.master)
         try:
             outcome = run_spark_gc(
@@ -712,10 +718,15 @@ def _add_gc_commands(
         "collect", parents=[reporting], help="one collection round now (local engine)"
     )
     collect.add_argument(
-        "--dry-run", action="store_true", help="delete nothing; write the plan as Parquet"
+        "--dry-run",
+        action="store_true",
+        help="delete nothing; write the plan as Parquet (runs even while paused)",
     )
     collect.add_argument(
-        "--force", action="store_true", help="go ahead even past [gc] max_delete_fraction"
+        "--force",
+        action="store_true",
+        help="bypass the delete-fraction guard ([gc] max_delete_fraction); nothing else "
+        "(a pause still stops the round)",
     )
     collect.add_argument(
         "--engine",
@@ -770,14 +781,27 @@ def _add_gc_commands(
         help="the deletion job on Spark: live listing or the newest S3 Inventory",
     )
     spark.add_argument("--mode", choices=["listing", "inventory"], default="listing")
-    spark.add_argument("--dry-run", action="store_true", help="delete nothing; write the plan")
+    spark.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="delete nothing; write the plan (runs even while paused)",
+    )
     spark.add_argument(
         "--force",
         action="store_true",
-        help="go past max_delete_fraction, and allow --max-epoch above the computed M",
+        help="bypass the delete-fraction guard ([gc] max_delete_fraction); nothing else",
     )
     spark.add_argument(
-        "--max-epoch", type=int, metavar="N", help="use this M (at most the computed one)"
+        "--max-epoch",
+        type=int,
+        metavar="N",
+        help="use this M (at most the computed one, unless --allow-max-epoch-above-m)",
+    )
+    spark.add_argument(
+        "--allow-max-epoch-above-m",
+        action="store_true",
+        help="accept a --max-epoch above the computed M (objects above M may still be "
+        "needed: at your own risk); never above the cluster epoch",
     )
     spark.add_argument("--master", help="Spark master (default: [spark] master)")
     spark.set_defaults(handler=_cmd_gc_spark)

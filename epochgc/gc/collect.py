@@ -2,22 +2,28 @@
 
 1. Compute ``M`` lazily (controller tail + one report per node). Untrusted
    inputs: no deletion, ``SafetyBlockedError``.
-2. With the delete-fraction guard on (``max_delete_fraction < 1``) and no
-   ``force``, plan first over a full listing (objects above ``M`` counted,
-   never planned); a plan that would delete more than the allowed share of
-   what it listed stops here, deleting nothing. Otherwise delete the plan
-   without listing again (still safe: ``M`` only grows, objects only age).
-3. With the guard off (or forced), stream: list, delete, stop each shard at
-   its first key above ``M``.
-4. ``--dry-run`` deletes nothing and writes the plan (key, size,
-   last_modified) as Parquet beside the summary.
-5. Every run writes ``{root}/gc/runs/{run_id}/summary.json``.
+2. Find the shards: every shard present in the bucket (a delimiter listing
+   of ``{root}/l0/``, ``gc.shards``), not ``0..layout.l0_shards-1``.
+3. Unless it is a dry run, read ``{root}/gc/control.json``: paused means
+   no deletion, ``CollectorPausedError`` (``paused by WHO: REASON``).
+   ``force`` never overrides a pause.
+4. With the delete-fraction guard on (``max_delete_fraction < 1``) and no
+   ``force``, a counting pass lists every shard to its end and counts what
+   it sees (objects, bytes, what is eligible), keeping no key. A round that
+   would delete more than the allowed share of what it listed stops there,
+   deleting nothing. Otherwise the control document is read again (a pause
+   may have come during the count) and a deleting pass streams.
+5. The deleting pass (also the whole round with the guard off or forced)
+   streams: list, delete, stop each shard at its first key above ``M``.
+   Memory is bounded by the batches in flight, whatever the bucket holds.
+6. ``--dry-run`` deletes nothing and streams the plan (key, size,
+   last_modified) into a Parquet file beside the summary.
+7. Every run writes ``{root}/gc/runs/{run_id}/summary.json``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import io
 import logging
 import threading
 from collections.abc import Mapping
@@ -25,8 +31,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from epochgc.errors import EpochGCError
+from epochgc.gc.control import ensure_not_paused
 from epochgc.gc.janitor import Janitor, JanitorResult
+from epochgc.gc.plan_file import PlanWriter
 from epochgc.gc.run_report import RunSummary, new_run_id, write_summary
+from epochgc.gc.shards import discover_shards
 from epochgc.gc.sweeper import Sweeper, SweepPolicy, SweepResult
 from epochgc.storage.keys import gc_run_prefix
 from epochgc.storage.object_store import ObjectStore
@@ -44,9 +53,9 @@ class SafetyBlockedError(EpochGCError):
 
 @dataclass(frozen=True)
 class CollectSettings:
-    """What a round needs from ``[gc]`` and ``[layout]``."""
+    """What a round needs from ``[gc]``. Which shards it sweeps is not a
+    setting: every shard present in the bucket."""
 
-    shards: int
     min_object_age: timedelta
     max_delete_fraction: float
     shard_concurrency: int = 8
@@ -69,6 +78,27 @@ class CollectOutcome:
     """Last-modified time of the youngest object skipped as too young: when
     it ages in, a round has work again."""
     bytes_listed: int = 0
+    """Bytes of the L0 objects the round listed (with the guard on: every
+    L0 object in the bucket before the round); minus ``bytes_deleted``, the
+    bytes outstanding."""
+    foreign_prefixes: int = 0
+    """Prefixes under ``{root}/l0/`` that are not shards (never swept)."""
+
+
+def guard_message(eligible: int, listed: int, max_fraction: float, command: str) -> str | None:
+    """Why the delete-fraction guard stops a round, or ``None`` when the
+    share is within ``max_fraction``. Pure.
+
+    The message names the one flag that bypasses the guard and nothing
+    else (``--force`` no longer unlocks anything more)."""
+    fraction = eligible / listed if listed else 0.0
+    if not eligible or fraction <= max_fraction:
+        return None
+    return (
+        f"would delete {eligible} of {listed} listed L0 objects ({fraction:.1%} > "
+        f"max_delete_fraction {max_fraction:.0%}); nothing deleted; if that share is "
+        f"expected, run `{command} --force` once (it bypasses only this guard)"
+    )
 
 
 def collect_once(
@@ -97,6 +127,8 @@ def collect_once(
 
     Raises:
         SafetyBlockedError: ``M`` could not be computed from trusted inputs.
+        CollectorPausedError: the collector is paused (not for a dry run).
+        StorageError: the shards could not be listed.
     """
     started = now or datetime.now(UTC)
     run_id = new_run_id(started)
@@ -116,31 +148,56 @@ def collect_once(
             rate_limit_keys_per_second=settings.rate_limit_keys_per_second,
         ),
     )
-    shards = range(settings.shards)
+    found = discover_shards(store, root)
     guard_on = settings.max_delete_fraction < 1.0 and not force
     stopped: str | None = None
     plan_key: str | None = None
     log.debug(
-        "gc run %s: M=%d (controller offset %d)", run_id, safe.safe_epoch, safe.controller_offset
+        "gc run %s: M=%d (controller offset %d), %d shards",
+        run_id,
+        safe.safe_epoch,
+        safe.controller_offset,
+        len(found.shards),
     )
-    if dry_run or guard_on:
-        result = sweeper.sweep(
-            shards, safe.safe_epoch, started, dry_run=True, full_listing=guard_on, stop=stop
-        )
-        fraction = result.eligible / result.listed if result.listed else 0.0
-        if guard_on and result.eligible and fraction > settings.max_delete_fraction:
-            stopped = (
-                f"would delete {result.eligible} of {result.listed} listed L0 objects "
-                f"({fraction:.1%} > max_delete_fraction {settings.max_delete_fraction:.0%}); "
-                "nothing deleted; rerun with --force if that is expected"
+    if dry_run:
+        with PlanWriter(with_last_modified=True) as plan:
+            result = sweeper.sweep(
+                found.shards,
+                safe.safe_epoch,
+                started,
+                dry_run=True,
+                full_listing=guard_on,
+                plan_sink=plan.add,
+                stop=stop,
             )
+            plan_key = plan.upload(store, f"{gc_run_prefix(root, run_id)}plan.parquet")
+        if guard_on:
+            stopped = guard_message(
+                result.eligible, result.listed, settings.max_delete_fraction, "epochgc gc collect"
+            )
+    elif guard_on:
+        ensure_not_paused(store, root)
+        result = sweeper.sweep(
+            found.shards, safe.safe_epoch, started, dry_run=True, full_listing=True, stop=stop
+        )
+        stopped = guard_message(
+            result.eligible, result.listed, settings.max_delete_fraction, "epochgc gc collect"
+        )
+        if stopped is not None:
             log.warning("gc run %s stopped: %s", run_id, stopped)
-        if dry_run:
-            plan_key = _write_plan(store, root, run_id, result)
-        elif stopped is None:
-            result = sweeper.delete_planned(result, stop=stop)
+        else:
+            ensure_not_paused(store, root)
+            deleted = sweeper.sweep(
+                found.shards,
+                safe.safe_epoch,
+                started,
+                expected_deletes=result.eligible,
+                stop=stop,
+            )
+            result = _counted_then_deleted(result, deleted)
     else:
-        result = sweeper.sweep(shards, safe.safe_epoch, started, stop=stop)
+        ensure_not_paused(store, root)
+        result = sweeper.sweep(found.shards, safe.safe_epoch, started, stop=stop)
     cleaned = JanitorResult()
     if janitor is not None and not dry_run and stopped is None:
         cleaned = janitor.run_once(controller.snapshot())
@@ -170,30 +227,28 @@ def collect_once(
         summary.errors,
     )
     return CollectOutcome(
-        summary, key, plan_key, stopped, safe, result.youngest_too_young, result.bytes_listed
+        summary,
+        key,
+        plan_key,
+        stopped,
+        safe,
+        result.youngest_too_young,
+        result.bytes_listed,
+        len(found.foreign),
     )
 
 
-def _write_plan(store: ObjectStore, root: str, run_id: str, result: SweepResult) -> str:
-    # Imported here: only dry runs write a plan, and pyarrow (with its
-    # allocator's background thread) has no business in every daemon.
-    import pyarrow as pa  # noqa: PLC0415
-    import pyarrow.parquet as pq  # noqa: PLC0415
-
-    table = pa.table(
-        {
-            "key": pa.array([o.key for o in result.plan], pa.string()),
-            "size": pa.array([o.size for o in result.plan], pa.int64()),
-            "last_modified": pa.array(
-                [o.last_modified for o in result.plan], pa.timestamp("ms", tz="UTC")
-            ),
-        }
-    )
-    sink = io.BytesIO()
-    pq.write_table(table, sink)
-    key = f"{gc_run_prefix(root, run_id)}plan.parquet"
-    store.put(key, sink.getvalue())
-    return key
+def _counted_then_deleted(counted: SweepResult, deleted: SweepResult) -> SweepResult:
+    """One result for a guarded round: what exists comes from the counting
+    pass (it listed every shard to its end: listed, bytes, skips, what was
+    eligible), what was done from the deleting pass; errors from both."""
+    result = dataclasses.replace(counted)
+    result.deleted = deleted.deleted
+    result.bytes_deleted = deleted.bytes_deleted
+    result.errors = counted.errors + deleted.errors
+    result.error_samples = (counted.error_samples + deleted.error_samples)[:10]
+    result.seconds = counted.seconds + deleted.seconds
+    return result
 
 
 def _delta(before: Mapping[str, int], after: Mapping[str, int]) -> dict[str, int]:

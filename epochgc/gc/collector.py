@@ -30,7 +30,7 @@ from enum import Enum
 
 from epochgc.errors import EpochGCError
 from epochgc.gc.collect import CollectOutcome, CollectSettings, SafetyBlockedError, collect_once
-from epochgc.gc.control import CollectorState, ControlDocument
+from epochgc.gc.control import CollectorPausedError, CollectorState, ControlDocument
 from epochgc.gc.janitor import Janitor
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
@@ -236,6 +236,12 @@ class Collector:
             )
         except SafetyBlockedError:
             return self._untrusted(self.tracker.last_error)
+        except CollectorPausedError as err:
+            # Paused after the last control poll: the round itself refused.
+            log.info("gc round not run: %s", err)
+            return RoundReport(
+                RoundOutcome.PAUSED, self.state, error=str(err), finished_at=datetime.now(UTC)
+            )
         except EpochGCError as err:
             log.warning("gc round failed: %s", err)
             return RoundReport(

@@ -59,6 +59,11 @@ class CollectorState(Enum):
     STOPPED = "stopped"
 
 
+class CollectorPausedError(EpochGCError):
+    """An operator paused the collector (``gc pause``): nothing was deleted.
+    The message is ``paused by WHO: REASON``."""
+
+
 @dataclass(frozen=True)
 class ControlDocument:
     """What operators asked of the collector."""
@@ -119,6 +124,25 @@ def read_control(store: ObjectStore, root: str) -> tuple[ControlDocument, str | 
     except NotFoundError:
         return ControlDocument(), None
     return decode_control(stored.body, key), stored.etag
+
+
+def ensure_not_paused(store: ObjectStore, root: str) -> None:
+    """Read the control document right before deleting starts and refuse if
+    it says paused. Every deleting path calls this (the daemon's rounds,
+    ``gc collect``, the Spark driver before each deleting stage), not only
+    the daemon's control polling: a pause must stop a one-shot ``gc collect
+    --force`` or a Spark job as surely as a daemon. Dry runs do not call it.
+
+    Raises:
+        CollectorPausedError: the collector is paused.
+        MalformedRecordError, UnsupportedVersionError, StorageError: the
+            document cannot be read or trusted (so deleting does not start).
+    """
+    doc, _ = read_control(store, root)
+    if doc.paused:
+        raise CollectorPausedError(
+            f"paused by {doc.updated_by or 'an operator'}: {doc.reason or 'no reason given'}"
+        )
 
 
 def update_control(

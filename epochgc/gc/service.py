@@ -23,10 +23,10 @@ log = logging.getLogger("epochgc.gc.service")
 
 
 def collect_settings_of(config: Config) -> CollectSettings:
-    """``CollectSettings`` from ``[gc]`` and ``[layout]``."""
+    """``CollectSettings`` from ``[gc]`` (a round sweeps every shard in the
+    bucket, not ``layout.l0_shards``)."""
     g = config.gc
     return CollectSettings(
-        shards=config.layout.l0_shards,
         min_object_age=timedelta(seconds=g.min_object_age_seconds),
         max_delete_fraction=g.max_delete_fraction,
         shard_concurrency=g.shard_concurrency,

@@ -1,15 +1,21 @@
 """The Spark deletion job: ``epochgc gc spark`` (and ``spark-submit
 scripts/spark_gc.py``).
 
-The driver computes ``M`` (or takes ``--max-epoch``, never above the
-computed ``M`` without ``--force``, never above the controller offset),
-builds the plan (listing mode: groups of shards; inventory mode: the data
+The driver computes ``M`` (or takes ``--max-epoch``: above the computed
+``M`` only with ``--allow-max-epoch-above-m``, never above the controller
+offset), builds the plan (listing mode: every shard present in the bucket,
+found by a delimiter listing, dealt into groups; inventory mode: the data
 files of the newest verified manifest), and runs one Spark task per group
 or file (``spark_tasks``), with job and stage descriptions that say what
-they do in the Spark UI. With the delete-fraction guard on, a first job
-only counts; the deleting job runs only if the share is within
-``gc.max_delete_fraction``. The driver sums the tasks' results into the
-run report (``{root}/gc/runs/{run_id}/summary.json``) and, when
+they do in the Spark UI. With the delete-fraction guard on (and no
+``--force``, which bypasses that guard and nothing else), a first job only
+counts; the deleting job runs only if the share is within
+``gc.max_delete_fraction``. Unless it is a dry run, the driver reads the
+control document before any deleting job and again between the counting
+and the deleting job: a paused collector (``gc pause``) stops the job with
+``CollectorPausedError`` before anything is deleted. The driver sums the
+tasks' results into the run report
+(``{root}/gc/runs/{run_id}/summary.json``) and, when
 ``metrics.pushgateway`` is set, pushes the run's figures.
 
 Why an inventory may be days old and still safe: it only proposes keys;
@@ -31,9 +37,11 @@ from typing import Any
 
 from epochgc.config import Config
 from epochgc.errors import InvalidArgumentError
-from epochgc.gc.collect import SafetyBlockedError
+from epochgc.gc.collect import SafetyBlockedError, guard_message
+from epochgc.gc.control import ensure_not_paused
 from epochgc.gc.eligibility import Verdict
 from epochgc.gc.run_report import RunSummary, new_run_id, run_figures, write_summary
+from epochgc.gc.shards import discover_shards
 from epochgc.gc.spark_tasks import TaskResult, TaskSpec, inventory_task, listing_task, sum_skipped
 from epochgc.gc.sweeper import SweepResult
 from epochgc.metrics.push import push_run
@@ -66,7 +74,11 @@ class SparkRunOptions:
     mode: str = "listing"
     dry_run: bool = False
     force: bool = False
+    """Bypass the delete-fraction guard (only that)."""
     max_epoch: int | None = None
+    allow_above_m: bool = False
+    """Accept a ``max_epoch`` above the computed ``M`` (never above the
+    controller offset)."""
     listing_tasks: int = 0
 
 
@@ -83,14 +95,20 @@ class SparkOutcome:
 
 
 def choose_safe_epoch(
-    computed: int, controller_offset: int, requested: int | None, force: bool
+    computed: int, controller_offset: int, requested: int | None, *, allow_above_m: bool
 ) -> int:
     """The ``M`` the job uses. Pure.
 
+    Why a flag of its own: deleting above the computed ``M`` deletes
+    objects a partition may still need, which is a different decision from
+    "this large a share is expected" (``--force``). An operator told by the
+    guard to rerun with ``--force`` must not unlock it by accident.
+
     Raises:
         InvalidArgumentError: ``requested`` above the computed ``M`` without
-            ``force``, or above the controller offset at all (no object of
-            a later epoch can be known to be unneeded), or negative.
+            ``allow_above_m``, or above the controller offset at all (no
+            object of a later epoch can be known to be unneeded), or
+            negative.
     """
     if requested is None:
         return computed
@@ -99,21 +117,26 @@ def choose_safe_epoch(
     if requested > controller_offset:
         raise InvalidArgumentError(
             f"--max-epoch {requested} is above the cluster epoch {controller_offset}: refused "
-            "even with --force"
+            "whatever the flags"
         )
-    if requested > computed and not force:
+    if requested > computed and not allow_above_m:
         raise InvalidArgumentError(
             f"--max-epoch {requested} is above the computed M={computed}: objects above M may "
-            "still be needed; refused (--force overrides, at your own risk)"
+            "still be needed; refused (--allow-max-epoch-above-m overrides, at your own risk; "
+            "--force does not)"
         )
     return requested
 
 
-def shard_groups(shards: int, tasks: int) -> list[list[int]]:
-    """Shards dealt into ``tasks`` contiguous groups (the last ones smaller). Pure."""
-    tasks = max(1, min(tasks or shards, shards, MAX_LISTING_TASKS))
-    size = -(-shards // tasks)
-    return [list(range(start, min(start + size, shards))) for start in range(0, shards, size)]
+def shard_groups(shards: Sequence[int], tasks: int) -> list[list[int]]:
+    """Shards dealt into at most ``tasks`` contiguous groups (the last ones
+    smaller; ``0``: one per shard), no group empty. Pure."""
+    count = len(shards)
+    if count == 0:
+        return []
+    tasks = max(1, min(tasks or count, count, MAX_LISTING_TASKS))
+    size = -(-count // tasks)
+    return [list(shards[start : start + size]) for start in range(0, count, size)]
 
 
 def run_spark_gc(
@@ -132,6 +155,8 @@ def run_spark_gc(
 
     Raises:
         SafetyBlockedError: ``M`` cannot be computed from trusted inputs.
+        CollectorPausedError: the collector is paused (not for a dry run),
+            before the first deleting job or between counting and deleting.
         InvalidArgumentError: a bad ``--max-epoch`` or mode.
         InventoryError: no trustworthy manifest (inventory mode).
     """
@@ -147,8 +172,13 @@ def run_spark_gc(
     if safe is None:
         raise SafetyBlockedError("could not compute M from trusted inputs; nothing deleted")
     safe_epoch = choose_safe_epoch(
-        safe.safe_epoch, safe.controller_offset, options.max_epoch, options.force
+        safe.safe_epoch,
+        safe.controller_offset,
+        options.max_epoch,
+        allow_above_m=options.allow_above_m,
     )
+    if not options.dry_run:
+        ensure_not_paused(store, root)
     engine = f"spark-{options.mode}"
     spec = TaskSpec(
         client=client,
@@ -187,7 +217,8 @@ def run_spark_gc(
             len(manifest.files),
             manifest.created_at.isoformat(),
         )
-    run = _JobRunner(spark, spec, options, config.layout.l0_shards)
+    shards = () if options.mode == "inventory" else discover_shards(store, root).shards
+    run = _JobRunner(spark, spec, options, shards)
     log.info(
         "gc spark %s (%s%s): M=%d (computed %d, controller offset %d), %d tasks",
         run_id,
@@ -202,17 +233,17 @@ def run_spark_gc(
     stopped: str | None = None
     if guard_on:
         counted = run.run(dataclasses.replace(spec, count_only=True), "count what would go")
-        listed = sum(r.listed for r in counted)
-        eligible = sum(r.eligible for r in counted)
-        fraction = eligible / listed if listed else 0.0
-        if eligible and fraction > config.gc.max_delete_fraction:
-            stopped = (
-                f"would delete {eligible} of {listed} listed L0 objects ({fraction:.1%} > "
-                f"max_delete_fraction {config.gc.max_delete_fraction:.0%}); nothing deleted; "
-                "rerun with --force if that is expected"
-            )
+        stopped = guard_message(
+            sum(r.eligible for r in counted),
+            sum(r.listed for r in counted),
+            config.gc.max_delete_fraction,
+            "epochgc gc spark",
+        )
+        if stopped is not None:
             log.warning("gc spark %s stopped: %s", run_id, stopped)
             results = counted
+        else:
+            ensure_not_paused(store, root)  # a pause may have come during the count
     if stopped is None:
         verb = "plan (dry run)" if options.dry_run else "delete"
         results = run.run(spec, verb)
@@ -269,7 +300,9 @@ def _check_source(manifest: InventoryManifest, bucket: str) -> None:
 class _JobRunner:
     """Runs one Spark job over the plan's units (shard groups or files)."""
 
-    def __init__(self, spark: Any, spec: TaskSpec, options: SparkRunOptions, shards: int) -> None:
+    def __init__(
+        self, spark: Any, spec: TaskSpec, options: SparkRunOptions, shards: Sequence[int]
+    ) -> None:
         self._spark = spark
         self._options = options
         if spec.manifest is not None:
@@ -279,7 +312,7 @@ class _JobRunner:
         else:
             self._units = shard_groups(shards, options.listing_tasks)
             self._task = listing_task
-            self._what = f"{shards} L0 shards in {len(self._units)} groups"
+            self._what = f"{len(shards)} L0 shards in {len(self._units)} groups"
 
     @property
     def task_count(self) -> int:
@@ -296,6 +329,8 @@ class _JobRunner:
         sc.setLocalProperty("callSite.long", description)
         task = self._task
         units = list(enumerate(self._units))
+        if not units:
+            return []  # no shard in the bucket: nothing to run
         try:
             rdd = sc.parallelize(units, len(units))
             results: list[TaskResult] = rdd.map(lambda unit: task(spec, unit[0], unit[1])).collect()

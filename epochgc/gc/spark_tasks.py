@@ -21,7 +21,7 @@ import io
 import logging
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -32,11 +32,12 @@ import pyarrow.parquet as pq
 from epochgc.errors import EpochGCError
 from epochgc.gc.eligibility import Verdict
 from epochgc.gc.inventory_filter import select_eligible
+from epochgc.gc.plan_file import PlanWriter
 from epochgc.gc.sweeper import Sweeper, SweepPolicy, SweepResult
 from epochgc.storage.client import ClientSettings, make_s3_client
 from epochgc.storage.inventory import InventoryFile, InventoryManifest, read_data_file
 from epochgc.storage.keys import gc_run_prefix
-from epochgc.storage.object_store import ObjectInfo
+from epochgc.storage.object_store import MAX_KEYS_PER_DELETE, ObjectInfo
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.retry import RetryPolicy
 from epochgc.storage.s3 import S3ObjectStore
@@ -105,10 +106,28 @@ def listing_task(spec: TaskSpec, task: int, shards: list[int]) -> TaskResult:
     store, stats = _open_store(spec, spec.bucket)
     sweeper = _sweeper(store, spec)
     planning = spec.dry_run or spec.count_only
-    sweep = sweeper.sweep(
-        shards, spec.safe_epoch, spec.now, dry_run=planning, full_listing=spec.count_only
-    )
-    result = TaskResult(
+    plan_key = f"{gc_run_prefix(spec.root, spec.run_id)}plan/part-{task:05d}.parquet"
+    with PlanWriter(with_last_modified=False) as plan:
+        sweep = sweeper.sweep(
+            shards,
+            spec.safe_epoch,
+            spec.now,
+            dry_run=planning,
+            full_listing=spec.count_only,
+            plan_sink=plan.add if spec.dry_run and not spec.count_only else None,
+        )
+        result = _result_of_sweep(task, sweep)
+        if spec.dry_run and not spec.count_only:
+            try:
+                result.plan_key = plan.upload(store, plan_key)
+            except EpochGCError as err:
+                result.errors += 1
+                result.error_samples.append(f"{plan_key}: {err}")
+    return _finish(result, stats, started, f"shards {shards[0]}..{shards[-1]}")
+
+
+def _result_of_sweep(task: int, sweep: SweepResult) -> TaskResult:
+    return TaskResult(
         task,
         listed=sweep.listed,
         eligible=sweep.eligible,
@@ -118,15 +137,6 @@ def listing_task(spec: TaskSpec, task: int, shards: list[int]) -> TaskResult:
         errors=sweep.errors,
         error_samples=list(sweep.error_samples),
     )
-    if spec.dry_run and not spec.count_only:
-        plan = pa.table(
-            {
-                "key": pa.array([o.key for o in sweep.plan], pa.string()),
-                "size": pa.array([o.size for o in sweep.plan], pa.int64()),
-            }
-        )
-        result.plan_key = _write_plan_part(store, spec, task, plan, result)
-    return _finish(result, stats, started, f"shards {shards[0]}..{shards[-1]}")
 
 
 def inventory_task(spec: TaskSpec, task: int, entry: InventoryFile) -> TaskResult:
@@ -166,15 +176,17 @@ def _delete_selection(
     store: S3ObjectStore, spec: TaskSpec, eligible: pa.Table, result: TaskResult
 ) -> None:
     """Delete through the sweeper's own delete path (batches of 1000,
-    several in flight, AIMD on SlowDown, per-key errors counted)."""
-    planned = SweepResult(spec.safe_epoch)
-    planned.plan = [
-        ObjectInfo(key, size or 0, "", spec.now)
-        for key, size in zip(
-            eligible.column("key").to_pylist(), eligible.column("size").to_pylist(), strict=True
-        )
-    ]
-    done = _sweeper(store, spec).delete_planned(planned)
+    several in flight, AIMD on SlowDown, per-key errors counted), feeding
+    it one Arrow record batch at a time rather than a list of every row."""
+
+    def rows() -> Iterator[ObjectInfo]:
+        for batch in eligible.to_batches(max_chunksize=MAX_KEYS_PER_DELETE):
+            keys = batch.column("key").to_pylist()
+            sizes = batch.column("size").to_pylist()
+            for key, size in zip(keys, sizes, strict=True):
+                yield ObjectInfo(key, size or 0, "", spec.now)
+
+    done = _sweeper(store, spec).delete_objects(rows(), spec.safe_epoch)
     result.deleted = done.deleted
     result.bytes_deleted = done.bytes_deleted
     result.errors += done.errors

@@ -7,6 +7,13 @@ all shards are cut into DeleteObjects batches of up to 1000, with
 ``RateController`` (halved on SlowDown). Per-key errors are retried by the
 store and counted here when they persist; nothing is ever retried blindly.
 
+Memory is bounded by the batches in flight, never by the number of keys:
+a listing page is judged and dropped; eligible keys wait only in the
+current batch (at most 1000) and in the ``2 * delete_concurrency`` batches
+queued or in flight. A dry run hands its batches to a ``PlanSink`` (which
+streams them to a file) instead of deleting them; a counting sweep (the
+delete-fraction guard) keeps nothing at all.
+
 Stateless on purpose: no cursor is kept. Deleted keys vanish from listings,
 so a sweep that crashes or is stopped loses nothing; the next one starts
 over and finds only what is left. Two sweepers on the same shards only
@@ -19,7 +26,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -33,6 +40,10 @@ from epochgc.storage.keys import l0_shard_prefix
 from epochgc.storage.object_store import MAX_KEYS_PER_DELETE, DeleteOutcome, ObjectInfo, ObjectStore
 
 log = logging.getLogger("epochgc.gc.sweeper")
+
+PlanSink = Callable[[Sequence[ObjectInfo]], None]
+"""Receives a dry run's eligible objects, a batch (at most 1000) at a time,
+one call at a time."""
 
 
 @dataclass(frozen=True)
@@ -73,7 +84,6 @@ class SweepResult:
     errors: int = 0
     error_samples: list[str] = field(default_factory=list)
     youngest_too_young: datetime | None = None
-    plan: list[ObjectInfo] = field(default_factory=list)
     seconds: float = 0.0
 
 
@@ -115,42 +125,61 @@ class Sweeper:
         *,
         dry_run: bool = False,
         full_listing: bool = False,
+        plan_sink: PlanSink | None = None,
+        expected_deletes: int | None = None,
         stop: threading.Event | None = None,
     ) -> SweepResult:
         """One sweep over ``shards`` with ``M = safe_epoch``.
 
-        With ``dry_run`` nothing is deleted and ``result.plan`` lists what
-        would have been. With ``full_listing`` shards are listed to their
-        end (objects above ``M`` are counted, never planned). A set ``stop``
-        event ends the sweep after the batches already in flight.
+        Args:
+            dry_run: delete nothing; eligible objects go to ``plan_sink``
+                in batches (or, without one, are only counted).
+            full_listing: list shards to their end (objects above ``M`` are
+                counted, never planned) instead of stopping each shard at
+                its first key above ``M``.
+            expected_deletes: how many deletions to expect (from a counting
+                sweep): the progress line then counts objects, with an ETA.
+            stop: once set, the sweep ends after the batches in flight.
         """
         shard_list = list(shards)
         run = _SweepRun(self, safe_epoch, now, dry_run, stop or threading.Event())
         run.full_listing = full_listing
-        run.progress = ProgressLog(log, f"sweep M={safe_epoch}", len(shard_list), unit="shards")
+        run.plan_sink = plan_sink
+        verb = "delete" if not dry_run else "plan" if plan_sink is not None else "count"
+        if expected_deletes is not None and not dry_run:
+            run.progress = ProgressLog(
+                log, f"{verb} M={safe_epoch}", expected_deletes, unit="objects"
+            )
+            run.progress_by_objects = True
+        else:
+            run.progress = ProgressLog(
+                log, f"{verb} M={safe_epoch}", len(shard_list), unit="shards"
+            )
         return self._run(
             run, lambda listers: [listers.submit(run.sweep_shard, s) for s in shard_list]
         )
 
-    def delete_planned(
-        self, planned: SweepResult, *, stop: threading.Event | None = None
+    def delete_objects(
+        self,
+        objects: Iterable[ObjectInfo],
+        safe_epoch: int,
+        *,
+        stop: threading.Event | None = None,
     ) -> SweepResult:
-        """Delete the objects a dry run planned (no second listing). Still
-        safe later: ``M`` only grows and objects only get older."""
-        run = _SweepRun(
-            self, planned.safe_epoch, datetime.now(UTC), False, stop or threading.Event()
-        )
+        """Delete ``objects``, already judged eligible against ``safe_epoch``
+        by the caller (an inventory task's vectorised filter), through the
+        same batches, limits and error counting as a sweep. ``objects`` is
+        consumed lazily: pass a generator to keep memory bounded."""
+        run = _SweepRun(self, safe_epoch, datetime.now(UTC), False, stop or threading.Event())
 
         def feed(_listers: ThreadPoolExecutor) -> list[Future[None]]:
-            for info in planned.plan:
+            for info in objects:
+                if run.stop.is_set():
+                    break
                 run.add(info)
             return []
 
-        result = self._run(run, feed)
-        result.listed = planned.listed
-        result.skipped = planned.skipped.copy()
-        result.youngest_too_young = planned.youngest_too_young
-        return result
+        return self._run(run, feed)
 
     def _run(
         self,
@@ -193,7 +222,10 @@ class _SweepRun:
         self.in_flight: list[Future[None]] = []
         self.slots = threading.Semaphore(sweeper._policy.delete_concurrency * 2)
         self.full_listing = False
+        self.plan_sink: PlanSink | None = None
+        self.sink_lock = threading.Lock()
         self.progress: ProgressLog | None = None
+        self.progress_by_objects = False
 
     def sweep_shard(self, shard: int) -> None:
         sweeper = self.sweeper
@@ -224,7 +256,10 @@ class _SweepRun:
             self.count_error(f"listing shard {shard}: {err}")
         finally:
             if self.progress is not None:
-                self.progress.advance(1)
+                if self.progress_by_objects:
+                    self.progress.advance(0, shards=1)
+                else:
+                    self.progress.advance(1)
 
     def record_plan(
         self, listed: int, verdicts: Counter[Verdict], youngest: datetime | None, size: int
@@ -244,9 +279,8 @@ class _SweepRun:
     def add(self, info: ObjectInfo) -> None:
         with self.lock:
             self.result.eligible += 1
-            if self.dry_run:
-                self.result.plan.append(info)
-                return
+            if self.dry_run and self.plan_sink is None:
+                return  # counting only: nothing is kept
             self.batch.append(info)
             if len(self.batch) < MAX_KEYS_PER_DELETE:
                 return
@@ -262,6 +296,11 @@ class _SweepRun:
     def submit(self, batch: list[ObjectInfo]) -> None:
         if self.stop.is_set():
             return
+        if self.dry_run:
+            if self.plan_sink is not None:
+                with self.sink_lock:
+                    self.plan_sink(batch)
+            return
         wait = self.sweeper.rate.reserve(len(batch))
         if wait > 0:
             self.sweeper._sleep(wait)
@@ -269,7 +308,16 @@ class _SweepRun:
         assert self.deleters is not None
         future = self.deleters.submit(self.delete, batch)
         with self.lock:
-            self.in_flight.append(future)
+            # Keep only unfinished batches: a sweep of 10^8 keys must not
+            # hold 10^5 finished futures. ``result()`` re-raises what
+            # ``delete`` did not expect (it counts store errors itself).
+            finished: list[Future[None]] = []
+            pending = [future]
+            for earlier in self.in_flight:
+                (finished if earlier.done() else pending).append(earlier)
+            self.in_flight = pending
+        for done in finished:
+            done.result()
 
     def delete(self, batch: list[ObjectInfo]) -> None:
         try:
@@ -283,7 +331,10 @@ class _SweepRun:
             self.result.deleted += len(outcome.deleted)
             self.result.bytes_deleted += sum(sizes.get(k, 0) for k in outcome.deleted)
         if self.progress is not None:
-            self.progress.advance(0, deleted=len(outcome.deleted))
+            if self.progress_by_objects:
+                self.progress.advance(len(outcome.deleted))
+            else:
+                self.progress.advance(0, deleted=len(outcome.deleted))
         if outcome.failed:
             for key, code in list(outcome.failed.items())[:3]:
                 self.count_error(f"{key}: {code}", count=0)

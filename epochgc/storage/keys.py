@@ -13,6 +13,7 @@ misread.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -36,12 +37,14 @@ _PARTITION = re.compile(r"0|[1-9][0-9]{0,9}")
 _REVISION = re.compile(r"[1-9][0-9]{0,19}")
 
 
+@functools.lru_cache(maxsize=64)
 def is_valid_root(root: str) -> bool:
     """A root is one or more ``/``-separated segments, none empty, none ``.``
     or ``..``; never empty and never ``/``.
 
     An empty root would make ``l0/`` a top-level prefix of the whole bucket,
-    so the collector refuses it outright.
+    so the collector refuses it outright. Cached: ``parse_l0_key`` asks it
+    for every listed key, and a process has one or two roots.
     """
     if not root:
         return False

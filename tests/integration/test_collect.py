@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import urllib.request
@@ -12,7 +13,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from epochgc.errors import EpochGCError
 from epochgc.gc.collect import CollectSettings, SafetyBlockedError, collect_once
+from epochgc.gc.collector import Collector, CollectorState, RoundOutcome
+from epochgc.gc.control import pause
 from epochgc.gc.run_report import list_runs
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import encode_l0_key, parse_l0_key
@@ -23,13 +27,16 @@ from epochgc.watermarks.reports import NodeReport, PartitionReport, publish_repo
 from tests.support.cli import run_cli
 from tests.support.config_files import write_server_config
 from tests.support.moto_seed import seed_objects
+from tests.support.pausing import PauseAfterFirstControlRead
+from tests.support.peak_rss import peak_rss_growth
 from tests.support.servers import pushgateway
+from tests.support.synthetic_l0 import SyntheticL0Store
 
 ROOT = "epochgc"
 
 
 def settings(max_fraction: float = 0.9) -> CollectSettings:
-    return CollectSettings(shards=4, min_object_age=timedelta(0), max_delete_fraction=max_fraction)
+    return CollectSettings(min_object_age=timedelta(0), max_delete_fraction=max_fraction)
 
 
 @pytest.fixture
@@ -59,6 +66,10 @@ def world(store: S3ObjectStore, bucket: str) -> list[str]:
 
 def l0_left(store: S3ObjectStore) -> set[int]:
     return {parse_l0_key(o.key, ROOT).epoch for o in store.list_objects(f"{ROOT}/l0/")}  # type: ignore[union-attr]
+
+
+def l0_count(store: S3ObjectStore) -> int:
+    return sum(1 for _ in store.list_objects(f"{ROOT}/l0/"))
 
 
 def stats_for(store: S3ObjectStore) -> RequestStats:
@@ -129,10 +140,10 @@ def test_cli_collect_and_runs(
     info = json.loads(run_cli("gc", "epoch-info", "--config", str(config), "--json").stdout)
     assert (info["cluster_epoch"], info["safe_epoch"], info["lag"]) == (10, 6, 4)
     assert info["pinning"] == [
-        {"topic": "orders", "partition": 0, "safe_epoch": 6, "node": "node-1"}
+        {"topic": "orders", "partition": 0, "safe_epoch": 6, "node": "node-1", "stuck": None}
     ]
     runs = json.loads(run_cli("gc", "runs", "--config", str(config), "--json").stdout)
-    assert [r["deleted"] for r in runs] == [0, 0, 120]
+    assert sorted(r["deleted"] for r in runs) == [0, 0, 120], "ids sort by second only"
     assert l0_left(store) == {7, 8, 9, 10}
 
 
@@ -154,3 +165,150 @@ def test_a_one_shot_round_pushes_its_figures_to_a_real_pushgateway(
         'epochgc_gc_run_deleted_objects{engine="local",instance="",job="epochgc_collect"} 120'
         in (text)
     )
+
+
+def test_a_pause_stops_a_forced_round_and_a_dry_run_still_runs(
+    store: S3ObjectStore, world: list[str]
+) -> None:
+    pause(store, ROOT, by="alice", reason="incident 42", now=datetime.now(UTC))
+    for guard in (0.9, 1.0):
+        with pytest.raises(EpochGCError, match=r"^paused by alice: incident 42$"):
+            collect_once(store, stats_for(store), ROOT, settings(max_fraction=guard), force=True)
+    assert l0_count(store) == 200
+    dry = collect_once(store, stats_for(store), ROOT, settings(), dry_run=True)
+    assert dry.summary.eligible == 120 and dry.plan_key is not None
+    assert l0_count(store) == 200
+
+
+def test_a_pause_between_counting_and_deleting_stops_the_round(
+    store: S3ObjectStore, world: list[str]
+) -> None:
+    pausing = PauseAfterFirstControlRead(store, ROOT, by="bob", reason="look first")
+    with pytest.raises(EpochGCError, match=r"^paused by bob: look first$"):
+        collect_once(pausing, stats_for(store), ROOT, settings(max_fraction=0.9))  # type: ignore[arg-type]
+    assert pausing.control_reads == 2, "read before counting and again before deleting"
+    assert l0_count(store) == 200
+
+
+def test_cli_collect_refuses_while_paused(
+    tmp_path: Path, s3_server: EmbeddedS3, bucket: str, store: S3ObjectStore, world: list[str]
+) -> None:
+    config = write_server_config(
+        tmp_path / "gc.toml",
+        s3_server.endpoint_url,
+        bucket,
+        "[layout]\nl0_shards = 4\n[gc]\nmin_object_age_seconds = 0.0\n",
+    )
+    paused = run_cli("gc", "pause", "--reason", "disk swap", "--config", str(config))
+    assert paused.returncode == 0, paused.stderr
+    assert "`gc collect` and `gc spark` refuse to delete" in paused.stdout
+    refused = run_cli("gc", "collect", "--force", "--config", str(config))
+    assert refused.returncode == 1 and refused.stdout == ""
+    errors = [line for line in refused.stderr.splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and "Traceback" not in refused.stderr, refused.stderr
+    assert errors[0].endswith(": disk swap") and "paused by " in errors[0]
+    assert l0_count(store) == 200
+    dry = run_cli("gc", "collect", "--dry-run", "--config", str(config))
+    assert dry.returncode == 0, dry.stderr
+
+
+def test_every_shard_in_the_bucket_is_swept(
+    store: S3ObjectStore, bucket: str, world: list[str]
+) -> None:
+    """Another writer spread over more shards than this config says (or the
+    setting was lowered): their old objects are ours to collect too. Prefixes
+    under l0/ that are not shards are never touched."""
+    others = [encode_l0_key(ROOT, s, e, str(uuid.uuid4())) for s in (7, 123, 999) for e in (2, 9)]
+    foreign = [
+        f"{ROOT}/l0/0007/{2:018d}/{uuid.uuid4()}",
+        f"{ROOT}/l0/ab/{2:018d}/{uuid.uuid4()}",
+        f"{ROOT}/l0/{2:018d}",
+    ]
+    seed_objects(bucket, others + foreign)
+    for guard in (0.9, 1.0):
+        collect_once(store, stats_for(store), ROOT, settings(max_fraction=guard))
+    left = {o.key for o in store.list_objects(f"{ROOT}/l0/")}
+    assert {k for k in others if k in left} == {k for k in others if "/000000000000000009/" in k}
+    assert set(foreign) <= left
+    assert {parse_l0_key(k, ROOT).epoch for k in world if k in left} == {7, 8, 9, 10}  # type: ignore[union-attr]
+
+
+def test_a_guarded_round_reports_the_bytes_it_listed(
+    store: S3ObjectStore, bucket: str, world: list[str]
+) -> None:
+    """``bytes_listed`` feeds epochgc_l0_bytes_outstanding: with the guard
+    on, the bytes of every L0 object in the bucket before the round."""
+    seed_objects(bucket, [encode_l0_key(ROOT, 2, 9, str(uuid.uuid4()))], body=b"0123456789")
+    outcome = collect_once(store, stats_for(store), ROOT, settings(max_fraction=0.9))
+    assert outcome.summary.deleted == 120 and outcome.summary.listed == 201
+    assert outcome.bytes_listed == 200 * 1 + 10
+    assert outcome.bytes_listed - outcome.summary.bytes_deleted == 80 + 10
+
+
+def test_the_delete_phase_of_a_guarded_round_logs_progress(
+    store: S3ObjectStore,
+    world: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import functools  # noqa: PLC0415
+
+    from epochgc.gc import sweeper  # noqa: PLC0415
+
+    monkeypatch.setattr(
+        sweeper, "ProgressLog", functools.partial(sweeper.ProgressLog, every_seconds=0.0)
+    )
+    caplog.set_level("INFO", logger="epochgc.gc.sweeper")
+    outcome = collect_once(store, stats_for(store), ROOT, settings(max_fraction=0.9))
+    assert outcome.summary.deleted == 120
+    deleting = [r.getMessage() for r in caplog.records if r.getMessage().startswith("delete M=")]
+    assert deleting and deleting[-1].startswith("delete M=6: 120/120 objects"), deleting
+
+
+def test_a_guarded_round_over_two_million_keys_keeps_no_key_in_memory(
+    store: S3ObjectStore,
+) -> None:
+    """The guard counts while listing and the delete pass streams: what a
+    round holds is its batches in flight, not its keys. (Keeping the 400,000
+    eligible keys as ``ObjectInfo`` would take about 140 MB; all 2,000,000
+    about 700 MB.) Peak RSS rather than tracemalloc: tracemalloc would make
+    this round four times slower."""
+    Controller(store, ROOT).advance_to(100)  # no topics: M = 100
+    synthetic = SyntheticL0Store(
+        store,
+        ROOT,
+        shards=20,
+        per_shard=100_000,
+        epochs=500,  # epochs 1..100 (20% of the keys) are at or below M
+        size=1000,
+        last_modified=datetime(2020, 1, 1, tzinfo=UTC),
+    )
+    eligible = sum(1 for i in range(100_000) if synthetic.epoch_of(i) <= 100) * 20
+    outcome, growth = peak_rss_growth(
+        lambda: collect_once(
+            synthetic,  # type: ignore[arg-type]
+            stats_for(store),
+            ROOT,
+            dataclasses.replace(settings(max_fraction=0.5), shard_concurrency=2),
+        )
+    )
+    s = outcome.summary
+    assert outcome.stopped_by_guard is None
+    assert (s.listed, s.eligible, s.deleted) == (2_000_000, eligible, eligible)
+    assert synthetic.deleted == eligible and eligible == 400_000
+    assert outcome.bytes_listed == 2_000_000 * 1000
+    assert growth < 50 * 2**20, f"peak RSS rose by {growth / 2**20:.0f} MiB"
+
+
+def test_a_daemon_round_started_before_it_saw_the_pause_deletes_nothing(
+    store: S3ObjectStore, world: list[str]
+) -> None:
+    """The daemon polls the control document on its own schedule; a pause
+    landing just before a round must still stop that round's deletions."""
+    collector = Collector(store, stats_for(store), ROOT, settings())
+    assert collector.state is CollectorState.RUNNING
+    pause(store, ROOT, by="erin", reason="just now", now=datetime.now(UTC))
+    report = collector.run_round()
+    assert report.outcome is RoundOutcome.PAUSED
+    assert report.error == "paused by erin: just now"
+    assert l0_count(store) == 200

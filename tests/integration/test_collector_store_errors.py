@@ -23,7 +23,7 @@ from tests.support.faults import inject_http_errors
 from tests.support.moto_seed import seed_objects
 
 ROOT = "epochgc"
-SETTINGS = CollectSettings(shards=2, min_object_age=timedelta(0), max_delete_fraction=1.0)
+SETTINGS = CollectSettings(min_object_age=timedelta(0), max_delete_fraction=1.0)
 
 
 def _world(store: S3ObjectStore, bucket: str) -> None:

@@ -46,9 +46,7 @@ SHARDS = 4
 def settings(node_id: str, **overrides: object) -> DaemonSettings:
     base: dict[str, object] = {
         "node_id": node_id,
-        "collect": CollectSettings(
-            shards=SHARDS, min_object_age=timedelta(0), max_delete_fraction=1.0
-        ),
+        "collect": CollectSettings(min_object_age=timedelta(0), max_delete_fraction=1.0),
         "schedule": ScheduleSettings(
             interval=timedelta(seconds=0.5),
             after_progress=timedelta(seconds=0.1),

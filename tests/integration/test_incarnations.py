@@ -78,7 +78,7 @@ async def _delete_and_recreate(store: S3ObjectStore) -> None:
             store,
             RequestStats(),
             ROOT,
-            CollectSettings(shards=4, min_object_age=timedelta(0), max_delete_fraction=1.0),
+            CollectSettings(min_object_age=timedelta(0), max_delete_fraction=1.0),
         )
         assert outcome.summary.deleted >= 1
 

@@ -44,7 +44,7 @@ def test_a_deleted_incarnation_is_removed_and_live_ones_stay(store: S3ObjectStor
         store,
         RequestStats(),
         ROOT,
-        CollectSettings(shards=4, min_object_age=timedelta(0), max_delete_fraction=1.0),
+        CollectSettings(min_object_age=timedelta(0), max_delete_fraction=1.0),
         janitor=Janitor(store, ROOT),
     )
     assert outcome.summary.janitor.incarnations == 1 and outcome.summary.janitor.complete

@@ -49,7 +49,7 @@ wait_for = functools.partial(wait_for_condition, timeout=30.0, poll=0.2)
 def daemon_settings() -> DaemonSettings:
     return DaemonSettings(
         node_id="gc-obs",
-        collect=CollectSettings(shards=4, min_object_age=timedelta(0), max_delete_fraction=1.0),
+        collect=CollectSettings(min_object_age=timedelta(0), max_delete_fraction=1.0),
         schedule=ScheduleSettings(
             interval=timedelta(seconds=0.5),
             after_progress=timedelta(seconds=0.1),

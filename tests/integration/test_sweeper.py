@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 import uuid
+from collections.abc import Sequence
+from concurrent.futures import Future
 from datetime import UTC, datetime, timedelta
 
 from epochgc.errors import TransientStorageError
@@ -11,10 +14,12 @@ from epochgc.gc.eligibility import Verdict
 from epochgc.gc.run_report import RunSummary, decode_summary, new_run_id, write_summary
 from epochgc.gc.sweeper import Sweeper, SweepPolicy
 from epochgc.storage.keys import encode_l0_key, parse_l0_key
+from epochgc.storage.object_store import DeleteOutcome, ObjectInfo
 from epochgc.storage.retry import RetryPolicy
 from epochgc.storage.s3 import S3ObjectStore
 from tests.support.faults import PerKeyErrorClient
 from tests.support.moto_seed import seed_objects
+from tests.support.synthetic_l0 import SyntheticL0Store
 
 ROOT = "epochgc"
 NOW_POLICY = SweepPolicy(min_object_age=timedelta(0), shard_concurrency=4, delete_concurrency=2)
@@ -86,11 +91,24 @@ def test_pagination_over_more_than_1000_keys_in_a_shard(store: S3ObjectStore, bu
     assert len(remaining(store)) == 500
 
 
-def test_dry_run_deletes_nothing_and_returns_the_plan(store: S3ObjectStore, bucket: str) -> None:
-    seed_l0(bucket, shards=2, epochs=range(1, 4), per_epoch=2)
-    result = Sweeper(store, ROOT, NOW_POLICY).sweep(range(2), 2, now(), dry_run=True)
-    assert result.deleted == 0 and result.eligible == 8 and len(result.plan) == 8
-    assert len(remaining(store)) == 12
+def test_dry_run_deletes_nothing_and_streams_the_plan(store: S3ObjectStore, bucket: str) -> None:
+    seed_l0(bucket, shards=2, epochs=range(1, 4), per_epoch=600)
+    batches: list[int] = []
+    planned: list[str] = []
+
+    def sink(batch: Sequence[ObjectInfo]) -> None:
+        batches.append(len(batch))
+        planned.extend(o.key for o in batch)
+
+    result = Sweeper(store, ROOT, NOW_POLICY).sweep(
+        range(2), 2, now(), dry_run=True, plan_sink=sink
+    )
+    assert result.deleted == 0 and result.eligible == 2400 == len(set(planned))
+    assert max(batches) == 1000, "handed over a batch at a time"
+    assert {parse_l0_key(k, ROOT).epoch for k in planned} == {1, 2}  # type: ignore[union-attr]
+    counted = Sweeper(store, ROOT, NOW_POLICY).sweep(range(2), 2, now(), dry_run=True)
+    assert counted.eligible == 2400
+    assert len(remaining(store)) == 3600
 
 
 def test_two_sweepers_at_once(store: S3ObjectStore, bucket: str, s3_client) -> None:  # type: ignore[no-untyped-def]
@@ -195,3 +213,31 @@ def test_a_sweep_becomes_a_run_summary_in_the_bucket(store: S3ObjectStore, bucke
     stored = decode_summary(store.get(key).body)
     assert (stored.deleted, stored.eligible, stored.skipped["above_safe_epoch"]) == (12, 12, 2)
     assert stored.success and stored.safe_epoch == 2
+
+
+def test_a_long_sweep_keeps_only_the_batches_in_flight() -> None:
+    """Nothing of a sweep grows with its length: not the keys, not the
+    futures of batches long done (10^8 keys are 10^5 batches)."""
+
+    class Probe(SyntheticL0Store):
+        futures_at_batch_400: int | None = None
+
+        def delete_batch(self, keys: list[str]) -> DeleteOutcome:
+            outcome = super().delete_batch(keys)
+            if self.delete_requests == 400:
+                live = sum(1 for o in gc.get_objects() if isinstance(o, Future))
+                self.futures_at_batch_400 = live
+            return outcome
+
+    probe = Probe(
+        None,
+        ROOT,
+        shards=4,
+        per_shard=125_000,
+        epochs=10,
+        size=1,
+        last_modified=datetime(2020, 1, 1, tzinfo=UTC),
+    )
+    result = Sweeper(probe, ROOT, NOW_POLICY).sweep(range(4), 10, now())  # type: ignore[arg-type]
+    assert result.deleted == 500_000 and probe.delete_requests == 500
+    assert probe.futures_at_batch_400 is not None and probe.futures_at_batch_400 < 50

@@ -242,7 +242,7 @@ def test_the_daemon_ticks_while_it_holds_the_role_and_says_so(
 ) -> None:
     settings = DaemonSettings(
         node_id="gc-ticker",
-        collect=CollectSettings(shards=2, min_object_age=timedelta(0), max_delete_fraction=1.0),
+        collect=CollectSettings(min_object_age=timedelta(0), max_delete_fraction=1.0),
         schedule=ScheduleSettings(
             interval=timedelta(seconds=5), epoch_interval=timedelta(seconds=INTERVAL)
         ),

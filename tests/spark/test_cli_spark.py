@@ -110,3 +110,40 @@ def test_spark_submit_with_the_package_as_a_wheel(
     assert {o.key for o in store.list_objects("epochgc/l0/")} == {
         k for k in keys if "/000000000000000006/" in k
     }
+
+
+def test_gc_spark_refuses_while_paused_and_takes_m_above_the_computed_only_by_its_flag(
+    tmp_path: Path, s3_server: EmbeddedS3, store: S3ObjectStore, bucket: str
+) -> None:
+    controller = Controller(store, "epochgc")
+    controller.advance_to(5)
+    controller.create_topic("orders", 1)  # revision 6, no reports: M stays 5, offset 6
+    keys = [encode_l0_key("epochgc", s, e, str(uuid.uuid4())) for s in range(2) for e in (5, 6)]
+    seed_objects(bucket, keys)
+    config = write_server_config(
+        tmp_path / "spark.toml",
+        s3_server.endpoint_url,
+        bucket,
+        "[layout]\nl0_shards = 2\n[gc]\nmin_object_age_seconds = 0.0\nmax_delete_fraction = 1.0\n",
+    )
+    assert run_cli("gc", "pause", "--reason", "audit", "--config", str(config)).returncode == 0
+    refused = run_cli("gc", "spark", "--force", "--master", "local[1]", "--config", str(config))
+    assert refused.returncode == 1 and "paused by " in refused.stderr, refused.stderr
+    assert refused.stderr.rstrip().endswith(": audit") and "Traceback" not in refused.stderr
+    dry = run_cli(
+        "gc",
+        "spark",
+        "--dry-run",
+        "--max-epoch",
+        "6",
+        "--allow-max-epoch-above-m",
+        "--master",
+        "local[1]",
+        "--config",
+        str(config),
+        "--json",
+    )
+    assert dry.returncode == 0, dry.stderr
+    summary = json.loads(dry.stdout)
+    assert (summary["safe_epoch"], summary["eligible"], summary["deleted"]) == (6, 4, 0)
+    assert {o.key for o in store.list_objects("epochgc/l0/")} == set(keys)

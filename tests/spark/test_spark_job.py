@@ -9,6 +9,7 @@ import io
 import json
 import urllib.request
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from epochgc.config import Config, load_config
-from epochgc.errors import InvalidArgumentError
+from epochgc.errors import EpochGCError, InvalidArgumentError
+from epochgc.gc.control import pause
 from epochgc.gc.run_report import decode_summary
 from epochgc.gc.spark_job import SparkRunOptions, inventory_location, run_spark_gc
 from epochgc.runtime import client_settings_of
@@ -28,6 +30,7 @@ from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from tests.support.config_files import write_server_config
 from tests.support.moto_seed import seed_objects
+from tests.support.pausing import PauseAfterFirstControlRead
 from tests.support.servers import pushgateway
 
 ROOT = "epochgc"
@@ -218,7 +221,7 @@ def test_dry_run_deletes_nothing_and_writes_the_plan(
     assert sorted(planned) == sorted(world["eligible"])
 
 
-def test_max_epoch_above_m_is_refused_and_below_is_used(
+def test_max_epoch_above_m_needs_its_own_flag_and_force_is_not_it(
     spark: Any,
     tmp_path: Path,
     s3_server: EmbeddedS3,
@@ -229,12 +232,75 @@ def test_max_epoch_above_m_is_refused_and_below_is_used(
     Controller(store, ROOT).create_topic("orders", 1)  # revision 11: M stays 10, offset 11
     with pytest.raises(InvalidArgumentError, match="above the computed M"):
         run(spark, config, store, s3_server, max_epoch=M + 1)
+    with pytest.raises(InvalidArgumentError, match="--allow-max-epoch-above-m"):
+        run(spark, config, store, s3_server, max_epoch=M + 1, force=True)
     with pytest.raises(InvalidArgumentError, match="above the cluster epoch"):
-        run(spark, config, store, s3_server, max_epoch=M + 2, force=True)
+        run(spark, config, store, s3_server, max_epoch=M + 2, force=True, allow_above_m=True)
+    assert not_runs(left(store)) == set(world["eligible"]) | set(world["kept"])
     outcome = run(spark, config, store, s3_server, max_epoch=3)
     assert outcome.summary.safe_epoch == 3
     epochs_left = {parse_l0_key(k, ROOT).epoch for k in left(store) if parse_l0_key(k, ROOT)}  # type: ignore[union-attr]
     assert min(epochs_left) == 4
+    above = run(spark, config, store, s3_server, max_epoch=M + 1, allow_above_m=True)
+    assert above.summary.safe_epoch == M + 1
+    epochs_left = {parse_l0_key(k, ROOT).epoch for k in left(store) if parse_l0_key(k, ROOT)}  # type: ignore[union-attr]
+    assert min(epochs_left) == M + 2
+
+
+def test_a_pause_stops_the_job_and_a_dry_run_still_runs(
+    spark: Any,
+    tmp_path: Path,
+    s3_server: EmbeddedS3,
+    store: S3ObjectStore,
+    world: dict[str, list[str]],
+) -> None:
+    config = make_config(tmp_path, s3_server, store.bucket)
+    pause(store, ROOT, by="carol", reason="audit", now=datetime.now(UTC))
+    with pytest.raises(EpochGCError, match=r"^paused by carol: audit$"):
+        run(spark, config, store, s3_server, force=True)
+    assert not_runs(left(store)) == set(world["eligible"]) | set(world["kept"])
+    dry = run(spark, config, store, s3_server, dry_run=True)
+    assert dry.summary.eligible == len(world["eligible"])
+
+
+def test_a_pause_between_the_counting_and_the_deleting_stage_stops_the_job(
+    spark: Any,
+    tmp_path: Path,
+    s3_server: EmbeddedS3,
+    store: S3ObjectStore,
+    world: dict[str, list[str]],
+) -> None:
+    config = load_config(
+        write_server_config(
+            tmp_path / "guard.toml",
+            s3_server.endpoint_url,
+            store.bucket,
+            f"[layout]\nl0_shards = {SHARDS}\n[gc]\nmin_object_age_seconds = 0.0\n"
+            "max_delete_fraction = 0.9\n",
+        )
+    )
+    pausing = PauseAfterFirstControlRead(store, ROOT, by="dave", reason="stop now")
+    with pytest.raises(EpochGCError, match=r"^paused by dave: stop now$"):
+        run(spark, config, pausing, s3_server)
+    assert pausing.control_reads == 2
+    assert not_runs(left(store)) == set(world["eligible"]) | set(world["kept"])
+
+
+def test_listing_mode_sweeps_every_shard_in_the_bucket(
+    spark: Any,
+    tmp_path: Path,
+    s3_server: EmbeddedS3,
+    store: S3ObjectStore,
+    world: dict[str, list[str]],
+) -> None:
+    others = [encode_l0_key(ROOT, s, e, str(uuid.uuid4())) for s in (8, 40, 999) for e in (2, 12)]
+    foreign = [f"{ROOT}/l0/0040/{2:018d}/{uuid.uuid4()}", f"{ROOT}/l0/x/{2:018d}/{uuid.uuid4()}"]
+    seed_objects(store.bucket, others + foreign)
+    config = make_config(tmp_path, s3_server, store.bucket)
+    outcome = run(spark, config, store, s3_server, listing_tasks=3)
+    kept_others = {k for k in others if "/000000000000000012/" in k}
+    assert not_runs(left(store)) == set(world["kept"]) | kept_others | set(foreign)
+    assert outcome.summary.deleted == len(world["eligible"]) + 3
 
 
 def test_the_delete_fraction_guard_stops_the_job(

@@ -75,7 +75,7 @@ class _NoStore:
 
 
 def collector() -> Collector:
-    settings = CollectSettings(shards=1, min_object_age=timedelta(0), max_delete_fraction=1.0)
+    settings = CollectSettings(min_object_age=timedelta(0), max_delete_fraction=1.0)
     return Collector(_NoStore(), RequestStats(), "epochgc", settings, blocked_after=2)  # type: ignore[arg-type]
 
 

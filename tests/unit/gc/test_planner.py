@@ -51,3 +51,13 @@ def test_too_young_objects_report_when_they_age_in() -> None:
     plan = plan_page([young], root="epochgc", safe_epoch=5, now=NOW, min_age=timedelta(hours=1))
     assert plan.eligible == () and plan.verdicts[Verdict.TOO_YOUNG] == 1
     assert plan.youngest_too_young == young.last_modified
+
+
+def test_the_guard_message_names_the_flag_that_bypasses_only_it() -> None:
+    from epochgc.gc.collect import guard_message  # noqa: PLC0415
+
+    assert guard_message(50, 100, 0.5, "epochgc gc collect") is None
+    assert guard_message(0, 0, 0.5, "epochgc gc collect") is None
+    message = guard_message(51, 100, 0.5, "epochgc gc spark")
+    assert message is not None and "51.0% > max_delete_fraction 50%" in message
+    assert "`epochgc gc spark --force`" in message and "only this guard" in message
