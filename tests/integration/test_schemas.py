@@ -110,7 +110,7 @@ def test_a_collect_rounds_summary_fits_the_schema(store: S3ObjectStore) -> None:
         store,
         stats,
         ROOT,
-        CollectSettings(shards=4, min_object_age=timedelta(0), max_delete_fraction=1.0),
+        CollectSettings(min_object_age=timedelta(0), max_delete_fraction=1.0),
     )
     summary = stored(store, outcome.summary_key)
     assert summary["v"] == 2 and summary["engine"] == "local"
