@@ -129,9 +129,11 @@ class LayoutConfig:
     """Prefix of everything epochgc reads and writes. The collector only ever
     deletes keys that parse as ``{root}/l0/...``."""
     l0_shards: int = _check(_between(1, SHARD_COUNT_MAX), default=SHARD_COUNT_MAX)
-    """Shards new L0 objects are spread over (3 digits, so at most 1000). Each
-    shard is a key prefix with its own S3 request-rate budget and the unit of
-    GC work."""
+    """Shards writers spread new L0 objects over (3 digits, so at most 1000).
+    Each shard is a key prefix with its own S3 request-rate budget and the
+    unit of GC work. The collector does not read it: it sweeps every shard
+    present in the bucket (``gc/shards.py``), so objects of another writer's
+    count, or written before this value was lowered, are still collected."""
 
 
 @dataclass(frozen=True)
