@@ -353,7 +353,7 @@ def summarise(
     driver_requests: dict[str, int],
     stopped: bool,
 ) -> RunSummary:
-    """Sum the tasks into a run summary (DESIGN.md section 12)."""
+    """Sum the tasks into a run summary (docs/contract.md, "Run summary (version 2)")."""
     sweep = SweepResult(safe_epoch)
     sweep.listed = sum(r.listed for r in results)
     sweep.eligible = sum(r.eligible for r in results)
