@@ -16,8 +16,9 @@ Compaction (docs/contract.md, "Controller snapshot"): the snapshot
 ``{root}/meta/controller/snapshot`` holds the fold up to an offset (live
 topics, deleted incarnations, the start times of the newest epochs),
 written by CAS; entries it covers are then deleted, except the newest
-entry, so the cluster epoch (the newest offset) never goes back. Opening the controller costs the snapshot plus the tail,
-whatever the history. Invariants:
+entry, so the cluster epoch (the newest offset) never goes back. Opening
+the controller costs the snapshot plus the tail, whatever the history.
+Invariants:
 
 * A view is only ever replaced by a snapshot that covers more of the log
   than the view itself (both are folds of the same immutable entries, so
