@@ -20,8 +20,8 @@ measured goes over HTTP and is counted with ``RequestStats`` (exact):
 Targets (the controller-compaction issue): the new way costs <= 10
 requests plus the tail at every size, and >= 100x fewer requests than the
 replay at 100,000 entries. Seconds are measured, never extrapolated; the
-embedded S3 walks the whole bucket on every LIST page (DESIGN notes in
-bench_sweep), so the replay's seconds grow faster here than on S3.
+embedded S3 walks the whole bucket on every LIST page (see the notes
+in bench_sweep), so the replay's seconds grow faster here than on S3.
 
 Run from the repository root: ``python -m bench.bench_startup``.
 """

@@ -1,4 +1,4 @@
 """epochgc: garbage collection of temporary (L0) objects in object storage by
-epoch watermarks instead of reference counts. See DESIGN.md for the map."""
+epoch watermarks instead of reference counts. See docs/architecture.md for the map."""
 
 __version__ = "0.1.0"

@@ -123,20 +123,22 @@ class StoreConfig:
 
 @dataclass(frozen=True)
 class LayoutConfig:
-    """The bucket layout (DESIGN.md section 3)."""
+    """The bucket layout (docs/contract.md, "Bucket layout (layout 2)")."""
 
     root: str = _check(_root, default="epochgc")
     """Prefix of everything epochgc reads and writes. The collector only ever
     deletes keys that parse as ``{root}/l0/...``."""
     l0_shards: int = _check(_between(1, SHARD_COUNT_MAX), default=SHARD_COUNT_MAX)
-    """Shards new L0 objects are spread over (3 digits, so at most 1000). Each
-    shard is a key prefix with its own S3 request-rate budget and the unit of
-    GC work."""
+    """Shards writers spread new L0 objects over (3 digits, so at most 1000).
+    Each shard is a key prefix with its own S3 request-rate budget and the
+    unit of GC work. The collector does not read it: it sweeps every shard
+    present in the bucket (``gc/shards.py``), so objects of another writer's
+    count, or written before this value was lowered, are still collected."""
 
 
 @dataclass(frozen=True)
 class EpochConfig:
-    """The cluster epoch (DESIGN.md section 4)."""
+    """The cluster epoch (docs/architecture.md, "The bucket as a database")."""
 
     interval_seconds: float = _check(_at_least(0.01), default=60.0)
     """How often the ticker appends ``epoch_tick``. Shorter intervals let
@@ -156,7 +158,7 @@ class EpochConfig:
 
 @dataclass(frozen=True)
 class LeaseConfig:
-    """Leases (DESIGN.md section 7): partition leadership, reconciler
+    """Leases (docs/architecture.md, "The bucket as a database"): partition leadership, reconciler
     ownership, the GC daemon's active role."""
 
     ttl_seconds: float = _check(_at_least(0.1), default=15.0)
@@ -221,7 +223,7 @@ class ProducerConfig:
 
 @dataclass(frozen=True)
 class GcConfig:
-    """The collector (DESIGN.md section 9)."""
+    """The collector (docs/operating.md, "The collector's states")."""
 
     min_object_age_seconds: float = _check(_at_least(0.0), default=3600.0)
     """Objects younger than this are never deleted, whatever their epoch: a
@@ -246,7 +248,7 @@ class GcConfig:
 
 @dataclass(frozen=True)
 class ReportsConfig:
-    """Node reports (DESIGN.md section 8)."""
+    """Node reports (docs/architecture.md, "The safe epoch M")."""
 
     interval_seconds: float = _check(_at_least(0.01), default=10.0)
     """How often a node rewrites its report. The collector's M lags by up to
@@ -298,8 +300,8 @@ class DaemonConfig:
 
 @dataclass(frozen=True)
 class ControllerConfig:
-    """Controller-log compaction (DESIGN.md section 13), run by the GC
-    daemon holding the ``gc`` lease and by ``epochgc controller compact``."""
+    """Controller-log compaction (docs/contract.md, "Controller snapshot"),
+    run by the GC daemon holding the ``gc`` lease and by ``epochgc controller compact``."""
 
     compact_interval_seconds: float = _check(_at_least(1.0), default=3600.0)
     """Time between compactions: snapshot the controller log's fold, then

@@ -1,5 +1,6 @@
-"""The operator commands of DESIGN.md section 13, "Liveness without
-surgery": ``epochgc partition skip`` and ``epochgc gc explain``. Kept out of
+"""Two operator commands: ``epochgc partition skip`` (docs/operating.md,
+"Stuck partitions") and ``epochgc gc explain`` (docs/operating.md, "Why is
+this object still there? gc explain"). Kept out of
 ``cli.py`` (which only registers them) so each stays one small job.
 """
 

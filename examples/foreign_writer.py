@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--topic", default="foreign-orders")
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--node-id", default="foreign-writer-1")
-    parser.add_argument("--shards", type=int, default=16, help="0..N-1, N <= layout.l0_shards")
+    parser.add_argument("--shards", type=int, default=16, help="write into shards 0..N-1 (1..1000)")
     parser.add_argument("--epochs", type=int, default=4, help="epochs to write objects at")
     parser.add_argument("--reconciled", type=int, default=2, help="how many of them are done")
     args = parser.parse_args(argv)

@@ -101,6 +101,13 @@ def guard_message(eligible: int, listed: int, max_fraction: float, command: str)
     )
 
 
+def untrusted_inputs_message(tracker: SafeEpochTracker) -> str:
+    """The one line of a round or job blocked on untrusted ``M`` inputs: it
+    names the input (the tracker's last error), so the operator knows what
+    to fix before ``gc reset``. ``gc collect`` and ``gc spark`` share it."""
+    return f"untrusted M inputs ({tracker.last_error}); nothing deleted"
+
+
 def collect_once(
     store: ObjectStore,
     stats: RequestStats,
@@ -137,7 +144,7 @@ def collect_once(
     controller = controller or Controller(store, root)
     safe = compute_safe_epoch(controller, store, root, tracker)
     if safe is None:
-        raise SafetyBlockedError(f"untrusted M inputs ({tracker.last_error}); nothing deleted")
+        raise SafetyBlockedError(untrusted_inputs_message(tracker))
     sweeper = Sweeper(
         store,
         root,

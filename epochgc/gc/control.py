@@ -48,7 +48,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class CollectorState(Enum):
-    """What the collector is doing (DESIGN.md section 9)."""
+    """What the collector is doing (docs/operating.md, "The collector's states")."""
 
     RUNNING = "running"
     PAUSED = "paused"

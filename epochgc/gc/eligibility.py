@@ -6,7 +6,7 @@ The rule, and why each part is there:
   configured root: anything else (another system's objects, a sibling root
   sharing the prefix, a key a bug mangled) is never ours to delete;
 * its epoch is ``<= M``: no live partition needs, or can ever accept again,
-  an object that old (DESIGN.md section 5);
+  an object that old (docs/architecture.md, "Why it is safe, in short");
 * it is older than ``min_object_age``: a belt-and-braces margin for clocks
   and for writers that are slow between upload and registration.
 """

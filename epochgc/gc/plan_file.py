@@ -4,7 +4,7 @@ Eligible objects arrive in batches (``Sweeper``'s ``PlanSink``) and go
 straight into a Parquet writer on a local temporary file, one row group per
 batch; nothing is kept per key in Python. At the end the file is uploaded
 as one object. Its columns: ``key``, ``size``, and (local engine) the
-``last_modified`` time, DESIGN.md section 12.
+``last_modified`` time (docs/contract.md, "Bucket layout (layout 2)").
 
 pyarrow is imported lazily: only dry runs write a plan, and pyarrow (with
 its allocator's background thread) has no business in every daemon.

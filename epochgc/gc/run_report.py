@@ -1,5 +1,5 @@
-"""GC run reports: ``{root}/gc/runs/{run_id}/summary.json`` (DESIGN.md
-section 12, a public contract) and listing recent runs.
+"""GC run reports: ``{root}/gc/runs/{run_id}/summary.json`` (docs/contract.md,
+"Run summary (version 2)", a public contract) and listing recent runs.
 
 Run ids sort by start time (``YYYYMMDDTHHMMSSZ-xxxxxxxx``), so listing the
 runs prefix in key order lists runs oldest first.
@@ -101,7 +101,7 @@ class RunSummary:
 
 
 def encode_summary(summary: RunSummary) -> bytes:
-    """``summary.json`` bytes, exactly the fields of DESIGN.md section 12."""
+    """``summary.json`` bytes, exactly the fields of docs/contract.md, "Run summary (version 2)"."""
     if summary.engine not in ENGINES:
         raise ValueError(f"unknown engine {summary.engine!r}")
     doc: dict[str, Any] = {

@@ -37,7 +37,7 @@ from typing import Any
 
 from epochgc.config import Config
 from epochgc.errors import InvalidArgumentError
-from epochgc.gc.collect import SafetyBlockedError, guard_message
+from epochgc.gc.collect import SafetyBlockedError, guard_message, untrusted_inputs_message
 from epochgc.gc.control import ensure_not_paused
 from epochgc.gc.eligibility import Verdict
 from epochgc.gc.run_report import RunSummary, new_run_id, run_figures, write_summary
@@ -166,11 +166,10 @@ def run_spark_gc(
     clock = time.perf_counter()
     root = config.layout.root
     run_id = new_run_id(started)
-    safe = compute_safe_epoch(
-        Controller(store, root), store, root, SafeEpochTracker(blocked_after=1)
-    )
+    tracker = SafeEpochTracker(blocked_after=1)
+    safe = compute_safe_epoch(Controller(store, root), store, root, tracker)
     if safe is None:
-        raise SafetyBlockedError("could not compute M from trusted inputs; nothing deleted")
+        raise SafetyBlockedError(untrusted_inputs_message(tracker))
     safe_epoch = choose_safe_epoch(
         safe.safe_epoch,
         safe.controller_offset,
@@ -354,7 +353,7 @@ def summarise(
     driver_requests: dict[str, int],
     stopped: bool,
 ) -> RunSummary:
-    """Sum the tasks into a run summary (DESIGN.md section 12)."""
+    """Sum the tasks into a run summary (docs/contract.md, "Run summary (version 2)")."""
     sweep = SweepResult(safe_epoch)
     sweep.listed = sum(r.listed for r in results)
     sweep.eligible = sum(r.eligible for r in results)

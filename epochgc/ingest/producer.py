@@ -25,7 +25,7 @@ incarnation ``revision_of(topic)`` named at its first upload. A chunk whose
 incarnation was deleted while it waited (a replay after the old leader
 stepped down) fails with ``TopicNotFoundError`` instead of being appended
 to the next topic of the same name: records produced to one incarnation
-never show up in another (DESIGN.md section 3), and an acknowledged offset
+never show up in another (docs/contract.md, "Bucket layout (layout 2)"), and an acknowledged offset
 always belongs to the incarnation the caller produced to.
 """
 

@@ -1,4 +1,5 @@
-"""Every metric of the collector, defined in one place (DESIGN.md section 10).
+"""Every metric of the collector, defined in one place (docs/operating.md,
+"Watching it").
 
 Names follow ``epochgc_<subsystem>_<name>_<unit>``; counters end in
 ``_total``. Labels are bounded enums (round outcome, skip reason, collector

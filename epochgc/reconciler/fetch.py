@@ -35,7 +35,7 @@ class PendingPlaceholder:
 class L0UnreadableError(EpochGCError):
     """An L0 object a placeholder points into is missing or does not hold
     what the placeholder says: the partition cannot be reconciled past
-    ``first_record`` (DESIGN.md section 13, stuck partitions).
+    ``first_record`` (docs/operating.md, "Stuck partitions").
 
     Attributes:
         cause: ``missing`` (NoSuchKey) or ``corrupt`` (does not decode).

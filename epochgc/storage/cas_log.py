@@ -1,4 +1,5 @@
-"""A conditional-append log on object storage (DESIGN.md section 6).
+"""A conditional-append log on object storage (docs/architecture.md,
+"The bucket as a database").
 
 Entry ``n`` is the object ``{prefix}{n:020d}``, written create-only
 (``If-None-Match: *``), so exactly one writer wins each slot; zero padding

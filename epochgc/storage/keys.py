@@ -1,4 +1,5 @@
-"""Key codecs for the bucket layout (DESIGN.md section 3). Pure, no I/O.
+"""Key codecs for the bucket layout (docs/contract.md, "Bucket layout
+(layout 2)"). Pure, no I/O.
 
 Every parser returns ``None`` for anything that is not exactly the documented
 shape; none raises and none guesses. The collector deletes only what

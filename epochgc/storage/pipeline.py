@@ -1,4 +1,5 @@
-"""Pipelined appends to a conditional-append log (DESIGN.md section 6).
+"""Pipelined appends to a conditional-append log (docs/architecture.md,
+"The bucket as a database").
 
 A writer puts several consecutive slots at once, so one round trip of S3
 latency is shared by up to ``depth`` entries. Replies are taken head first,

@@ -1,4 +1,5 @@
-"""The global safe epoch ``M`` (DESIGN.md section 8). The join is pure.
+"""The global safe epoch ``M`` (docs/architecture.md, "The safe
+epoch M"). The join is pure.
 
 ``M = min(snap, min over live partitions of M(p))`` where ``snap`` is the
 controller offset the topic snapshot was taken at, ``M(p)`` is the highest

@@ -1,4 +1,5 @@
-"""The commands of a partition log (DESIGN.md section 5). Pure value types.
+"""The commands of a partition log (docs/architecture.md, "Life of an
+L0 object"). Pure value types.
 
 Every command carries the leader ``term`` it was written under; replay
 ignores entries of a term older than the newest ``term_start``. Every

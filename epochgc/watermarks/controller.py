@@ -1,4 +1,5 @@
-"""The controller log and the cluster epoch (DESIGN.md section 4).
+"""The controller log and the cluster epoch (docs/architecture.md,
+"The bucket as a database").
 
 The controller log is a conditional-append log of ``create_topic``,
 ``delete_topic`` and ``epoch_tick`` entries starting at offset 1. The
@@ -11,12 +12,13 @@ least its revision.
 append; the first live ``create_topic`` in log order wins and the loser is
 told so (``TopicExistsError``), which every reader agrees on.
 
-Compaction (DESIGN.md section 13): the snapshot ``{root}/meta/controller/snapshot``
-holds the fold up to an offset (live topics, deleted incarnations, the start
-times of the newest epochs), written by CAS; entries it covers are then
-deleted, except the newest entry, so the cluster epoch (the newest offset)
-never goes back. Opening the controller costs the snapshot plus the tail,
-whatever the history. Invariants:
+Compaction (docs/contract.md, "Controller snapshot"): the snapshot
+``{root}/meta/controller/snapshot`` holds the fold up to an offset (live
+topics, deleted incarnations, the start times of the newest epochs),
+written by CAS; entries it covers are then deleted, except the newest
+entry, so the cluster epoch (the newest offset) never goes back. Opening
+the controller costs the snapshot plus the tail, whatever the history.
+Invariants:
 
 * A view is only ever replaced by a snapshot that covers more of the log
   than the view itself (both are folds of the same immutable entries, so

@@ -1,4 +1,5 @@
-"""Leases on S3 conditional writes (DESIGN.md section 7).
+"""Leases on S3 conditional writes (docs/architecture.md, "The bucket as a
+database"; the document: docs/contract.md, "Leases").
 
 A lease is one object ``{root}/meta/leases/{name}`` holding
 ``{"v": 1, "holder", "term", "expires_at"}``. The pattern is etcd's lease

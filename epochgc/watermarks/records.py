@@ -8,7 +8,8 @@ refused with ``UnsupportedVersionError``; anything else that does not fit is
 data lost, and a controller entry misread is a wrong ``M``.
 
 The controller-entry and controller-snapshot shapes are part of the public
-contract (DESIGN.md sections 12 and 13).
+contract (docs/contract.md, "Controller log entries" and "Controller
+snapshot").
 """
 
 from __future__ import annotations
@@ -429,7 +430,7 @@ ControllerEntry = CreateTopic | DeleteTopic | EpochTick
 
 
 def encode_controller_entry(entry: ControllerEntry) -> bytes:
-    """The controller-log bytes of ``entry`` (DESIGN.md section 12)."""
+    """The controller-log bytes of ``entry`` (docs/contract.md, "Controller log entries")."""
     doc: dict[str, Any] = {"v": CONTROLLER_VERSION, "ts": format_time(entry.ts)}
     if isinstance(entry, CreateTopic):
         doc.update(
@@ -502,7 +503,8 @@ class DeletedTopic:
 
 @dataclass(frozen=True)
 class ControllerSnapshot:
-    """The fold of the controller log up to ``offset`` (DESIGN.md section 13).
+    """The fold of the controller log up to ``offset`` (docs/contract.md,
+    "Controller snapshot").
 
     ``epoch_starts`` holds ``(epoch, started_at)`` for the newest epochs only
     (ascending); every older epoch started at or before
@@ -518,7 +520,7 @@ class ControllerSnapshot:
 
 def encode_controller_snapshot(snapshot: ControllerSnapshot) -> bytes:
     """The bytes of ``{root}/meta/controller/snapshot`` (a public format,
-    DESIGN.md section 12): topics sorted by name, deleted topics by
+    docs/contract.md, "Controller snapshot"): topics sorted by name, deleted topics by
     ``(name, revision)``, so one fold always gives the same bytes."""
     older = snapshot.older_epochs_started_by
     return dump_document(

@@ -1,4 +1,4 @@
-"""Node reports (DESIGN.md sections 8 and 12): each node publishes ``M(p)``
+"""Node reports (docs/contract.md, "Node report (version 2)"): each node publishes ``M(p)``
 of the partitions it leads; the collector reads one object per node.
 
 The document shape is a public contract: other streaming systems may write
@@ -13,7 +13,7 @@ cannot be matched to an incarnation, and counting them for a recreated
 topic could raise ``M`` above what the new incarnation allows. Its
 partitions fall back to ``revision - 1``, which is safe.
 
-An entry may carry an optional ``stuck`` object (DESIGN.md section 13): the
+An entry may carry an optional ``stuck`` object (docs/operating.md, "Stuck partitions"): the
 partition cannot be reconciled past a placeholder whose L0 object is
 missing or corrupt, so its ``M(p)`` cannot move. It is information for
 operators (``gc epoch-info``, ``gc explain``), never an input to ``M``; an

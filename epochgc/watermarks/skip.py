@@ -1,4 +1,5 @@
-"""Planning an operator's ``partition skip`` (DESIGN.md section 13). Pure.
+"""Planning an operator's ``partition skip`` (docs/operating.md,
+"Stuck partitions"). Pure.
 
 A partition stuck on a missing or corrupt L0 object can only move on once
 someone says, explicitly and on the record, that its records are gone.

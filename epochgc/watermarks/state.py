@@ -1,4 +1,5 @@
-"""The partition state machine (DESIGN.md section 5). Pure: no I/O, no clock.
+"""The partition state machine (docs/architecture.md, "Life of an L0 object"
+and "Why it is safe, in short"). Pure: no I/O, no clock.
 
 A partition's state is the fold of its log's commands over a snapshot. Every
 command is deterministic, idempotent and only ratchets forward, so replaying
@@ -79,7 +80,8 @@ class Outcome(Enum):
 
 @dataclass(frozen=True)
 class PartitionState:
-    """The durable fields of one partition (DESIGN.md section 5).
+    """The durable fields of one partition (docs/architecture.md, "Life of an
+    L0 object").
 
     Record offsets (``lro``, ``start_offset``, ``next_offset``,
     ``allowed_local_start_offset``) number records; log offsets

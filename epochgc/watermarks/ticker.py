@@ -1,5 +1,5 @@
 """The epoch ticker: one per cluster, whatever the number of processes
-(DESIGN.md sections 4, 7 and 13, "One ticker").
+(docs/operating.md, "The processes", "Where the ticker runs").
 
 The cluster epoch moves when an ``epoch_tick`` is appended to the controller
 log. Exactly one process does that: the holder of the singleton lease

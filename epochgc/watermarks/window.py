@@ -1,4 +1,5 @@
-"""The leader's seen epoch window: pure arithmetic (DESIGN.md section 5).
+"""The leader's seen epoch window: pure arithmetic (docs/architecture.md,
+"Life of an L0 object", step 2).
 
 The window ``[previous, max]`` is the range of epochs a partition leader
 admits. It only moves forward: an epoch above it slides it to

@@ -88,7 +88,8 @@ async def _delete_and_recreate(store: S3ObjectStore) -> None:
         await producer.close()
         errors_before = node.stats.errors
         # An idle partition's M(p) trails the epoch by two housekeeping
-        # rounds (DESIGN 5): two ticks, each followed by rounds.
+        # rounds (docs/architecture.md, "Life of an L0 object", step 5): two
+        # ticks, each followed by rounds.
         for _ in range(2):
             await asyncio.to_thread(controller.tick)
             for _ in range(3):

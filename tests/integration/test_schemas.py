@@ -12,21 +12,30 @@ from typing import Any
 
 from epochgc.gc.collect import CollectSettings, collect_once
 from epochgc.gc.control import pause, request_reset
+from epochgc.gc.daemon import GcDaemon
 from epochgc.ingest.directory import LeaderDirectory
+from epochgc.ingest.producer import Producer
+from epochgc.reconciler.fetch import pending_placeholders
 from epochgc.reconciler.node import NodeSettings, ReconcilerNode
 from epochgc.storage.keys import (
     controller_log_prefix,
     controller_snapshot_key,
     gc_control_key,
+    gc_daemon_key,
+    gc_status_key,
     parse_log_entry_key,
     report_key,
 )
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
+from epochgc.watermarks.epoch import EpochCache
 from epochgc.watermarks.layout import ensure_layout, layout_marker_key
 from epochgc.watermarks.leases import LeaseManager
+from epochgc.watermarks.replica import PartitionReplica
+from tests.integration.test_daemon import settings as daemon_settings
 from tests.support.schemas import schema_errors
+from tests.support.waiting import wait_for
 
 ROOT = "epochgc"
 
@@ -101,6 +110,70 @@ def test_a_reconciler_nodes_report_fits_the_schema(store: S3ObjectStore) -> None
     assert schema_errors("node-report", report) == []
 
 
+def test_a_stuck_partitions_report_entry_fits_the_schema(store: S3ObjectStore) -> None:
+    """A real node stuck on a missing L0 object publishes the optional
+    ``stuck`` object, and it fits the published shape."""
+
+    async def scenario() -> None:
+        controller = Controller(store, ROOT)
+        controller.tick()
+        topic = controller.create_topic("orders", 1)
+        directory = LeaderDirectory()
+        leases = LeaseManager(store, ROOT, "node-a")
+        node = ReconcilerNode(
+            store,
+            ROOT,
+            "node-a",
+            leases,
+            directory,
+            settings=NodeSettings(report_interval_seconds=0.0, stuck_retry_seconds=0.0),
+        )
+        producer = Producer(
+            store,
+            ROOT,
+            directory,
+            EpochCache(controller.current_epoch, ttl_seconds=0.0),
+            lambda name: controller.topic(name).revision,
+            shards=2,
+            linger_seconds=0.01,
+        )
+        await node.run_round()
+        assert await producer.produce("orders", 0, [b"a", b"b"]) == [0, 1]
+        await producer.close()
+        replica = PartitionReplica(store, ROOT, topic.partition_id(0))
+        replica.open()
+        store.delete(pending_placeholders(replica, -1)[0].batches[0].l0_key)
+        await node.run_round()
+        await node.run_round()
+        await node.stop()
+
+    asyncio.run(scenario())
+    report = stored(store, report_key(ROOT, "node-a"))
+    (entry,) = report["partitions"]
+    assert entry["stuck"]["cause"] == "missing", entry
+    assert (entry["stuck"]["first_offset"], entry["stuck"]["last_offset"]) == (0, 1)
+    assert schema_errors("node-report", report) == []
+
+
+def test_a_daemons_presence_and_status_documents_fit_their_schemas(
+    store: S3ObjectStore,
+) -> None:
+    """A real daemon, leader after its first round, writes both."""
+    daemon = GcDaemon(store, RequestStats(), ROOT, daemon_settings("gc-a"))
+    daemon.start()
+    try:
+        wait_for(lambda: daemon.rounds > 0, what="a first round")
+        wait_for(lambda: bool(store.list_objects(gc_status_key(ROOT))), what="a status")
+        presence = stored(store, gc_daemon_key(ROOT, "gc-a"))
+        status = stored(store, gc_status_key(ROOT))
+    finally:
+        daemon.stop()
+    assert (presence["node"], presence["v"]) == ("gc-a", 1)
+    assert schema_errors("presence", presence) == []
+    assert status["holder"] == daemon.leases.holder and "last_round_at" in status
+    assert schema_errors("status", status) == []
+
+
 def test_a_collect_rounds_summary_fits_the_schema(store: S3ObjectStore) -> None:
     controller = Controller(store, ROOT)
     controller.tick()
@@ -143,3 +216,21 @@ def test_the_schemas_reject_what_the_readers_reject() -> None:
     assert schema_errors("node-report", report)
     marker: dict[str, Any] = {"v": 1}
     assert schema_errors("layout-marker", marker)
+    stuck = {"cause": "missing", "key": "k", "first_offset": -1, "last_offset": 0, "since": "x"}
+    entry = {
+        "topic": "t",
+        "revision": 1,
+        "partition": 0,
+        "term": 0,
+        "safe_epoch": 0,
+        "lro": -1,
+        "max_applied_epoch": 0,
+        "previous_applied_epoch": 0,
+        "stuck": stuck,
+    }
+    report = {"v": 2, "node": "n", "generated_at": "2026-11-22T03:00:00Z", "partitions": [entry]}
+    assert len(schema_errors("node-report", report)) == 2
+    status = {"v": 1, "state": "sleeping", "holder": "h", "updated_at": "2026-11-22T03:00:00Z"}
+    assert schema_errors("status", status)
+    presence = {"v": 1, "node": "n", "holder": "h", "role": "leader", "state": "running"}
+    assert schema_errors("presence", {**presence, "refresh_seconds": 0})

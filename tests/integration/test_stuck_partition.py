@@ -1,5 +1,5 @@
-"""A partition whose L0 object vanished before reconciliation (DESIGN.md
-section 13, "Liveness without surgery"), end to end on the embedded S3:
+"""A partition whose L0 object vanished before reconciliation (docs/operating.md,
+"Stuck partitions"), end to end on the embedded S3:
 the stall and its cause are visible (node report, ``gc epoch-info``,
 metric), ``epochgc partition skip`` records the loss through the command
 line, reconciliation and ``M`` move on, and readers of the lost offsets get

@@ -1,5 +1,6 @@
-"""One epoch ticker per cluster, on the embedded S3 (DESIGN.md sections 4
-and 13): N ticker-eligible processes give one epoch per interval, not N.
+"""One epoch ticker per cluster, on the embedded S3 (docs/operating.md,
+"The processes", "Where the ticker runs"): N ticker-eligible processes
+give one epoch per interval, not N.
 
 Timing bounds are generous on the slow side (a loaded 2-core machine only
 makes ticks late, never early) and tight on the fast side, where today's

@@ -9,7 +9,7 @@ import io
 import json
 import urllib.request
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ import pytest
 
 from epochgc.config import Config, load_config
 from epochgc.errors import EpochGCError, InvalidArgumentError
+from epochgc.gc.collect import CollectSettings, SafetyBlockedError, collect_once
 from epochgc.gc.control import pause
 from epochgc.gc.run_report import decode_summary
 from epochgc.gc.spark_job import SparkRunOptions, inventory_location, run_spark_gc
@@ -348,3 +349,29 @@ def test_run_metrics_arrive_through_a_real_pushgateway(
         'epochgc_gc_run_safe_epoch{engine="spark-listing",instance="",job="epochgc_spark"} 10'
         in text
     )
+
+
+def test_untrusted_inputs_refuse_the_job_naming_the_cause_as_gc_collect_does(
+    spark: Any,
+    tmp_path: Path,
+    s3_server: EmbeddedS3,
+    store: S3ObjectStore,
+    world: dict[str, list[str]],
+) -> None:
+    """An unreadable controller entry blocks the job before Spark runs, and
+    the one line names that entry, word for word as ``gc collect`` does."""
+    bad = f"{ROOT}/meta/controller/{M + 1:020d}"
+    store.put_if_absent(bad, b"garbage")
+    config = make_config(tmp_path, s3_server, store.bucket)
+    with pytest.raises(SafetyBlockedError) as blocked_collect:
+        collect_once(
+            store,
+            RequestStats(),
+            ROOT,
+            CollectSettings(min_object_age=timedelta(0), max_delete_fraction=1.0),
+        )
+    with pytest.raises(SafetyBlockedError) as blocked_spark:
+        run(spark, config, store, s3_server, mode="listing")
+    assert str(blocked_spark.value) == str(blocked_collect.value)
+    assert f"controller entry {M + 1}:" in str(blocked_spark.value)
+    assert not_runs(left(store)) == set(world["eligible"]) | set(world["kept"])

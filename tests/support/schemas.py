@@ -30,6 +30,8 @@ NAMES = (
     "run-summary",
     "control",
     "layout-marker",
+    "status",
+    "presence",
 )
 
 

@@ -1,4 +1,4 @@
-"""summary.json against the public contract of DESIGN.md section 12."""
+"""summary.json against the public contract (docs/contract.md, "Run summary (version 2)")."""
 
 from __future__ import annotations
 

@@ -189,8 +189,8 @@ TS = datetime(2026, 11, 22, 3, 0, 0, tzinfo=UTC)
 
 
 def test_controller_entries_match_the_public_contract() -> None:
-    """The exact examples of DESIGN.md section 12 parse, and ours encode to
-    the same fields."""
+    """The exact examples of docs/contract.md ("Controller log entries")
+    parse, and ours encode to the same fields."""
     create = (
         b'{"v": 1, "type": "create_topic", "topic": "orders", "partitions": 4, '
         b'"config": {"retention.local.target.bytes": null, "retention.local.target.ms": null}, '

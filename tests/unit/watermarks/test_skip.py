@@ -95,7 +95,8 @@ def test_a_planned_loss_is_always_applied_as_planned(through: int) -> None:
 def test_skips_keep_every_placeholder_after_them_above_m(
     steps: list[tuple[int, int, bool]], data: st.DataObject
 ) -> None:
-    """DESIGN 5's invariant through the planner: after a reconciled prefix
+    """The invariant of docs/architecture.md ("Why it is safe, in short")
+    through the planner: after a reconciled prefix
     and a planned skip, every placeholder that is neither reconciled nor
     lost has an epoch above ``M(p)``. ``plan_skip`` computes the
     ``log_offset`` the state machine trusts, so this is where an

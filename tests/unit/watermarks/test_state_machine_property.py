@@ -14,8 +14,9 @@ from a stale view or under an old term). After every step:
   ``> M(p)`` (lost ones count as done: that is what lets ``M`` move);
 * replaying the log from scratch, and from any snapshot, gives the state.
 
-The mutant tests switch off each of the three safety rules of DESIGN.md
-section 5 in turn and require this machine to find a violation.
+The mutant tests switch off each of the three safety rules of
+docs/architecture.md ("Why it is safe, in short") in turn and require
+this machine to find a violation.
 """
 
 from __future__ import annotations
