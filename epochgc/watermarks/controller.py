@@ -510,6 +510,8 @@ class Controller:
                 log.info("controller snapshot race lost (attempt %d); retrying", attempt)
                 continue
             written = True
+            with self._lock:
+                self._snapshot_etag = stored.etag  # ours, at or below the view: no re-read
             break
         if stored is None or (not written and stored.covered_offset < target):
             log.warning(
