@@ -16,8 +16,15 @@ Invariants:
 
 * An entry, once written, never changes.
 * Truncation never deletes an entry above the snapshot's covered offset, and
-  never the newest entry, so LIST always finds the tail and a new append can
-  never reuse an offset.
+  never the newest entry, so LIST always finds the tail.
+* A truncated slot is free again: a create-only PUT whose slot was chosen
+  before the truncation (a stale tail, a paused process, a slow request)
+  lands there, at or below the snapshot's covered offset, where the entry
+  it replaces is known only to the snapshot. Such late writes are the only
+  entries a snapshot can cover that it did not fold, so a reader trusts
+  entries only when the snapshot, read after them, does not cover them
+  (``snapshot_etag`` tells cheaply whether it changed); a writer that must
+  know its entry counts checks it against the view.
 * A writer that loses a slot to identical bytes counts it as its own: after
   an unknown outcome (a timeout) the retry finds its own write. Payloads
   that must not be confused with another writer's carry a writer-unique
@@ -294,6 +301,17 @@ class ConditionalAppendLog:
                 f"metadata value (got {covered_text!r})"
             )
         return LogSnapshot(stored.body, stored.etag, int(covered_text))
+
+    def snapshot_etag(self) -> str | None:
+        """The snapshot's current etag (one HEAD, no body), or ``None`` if
+        none was written: whether it changed since a reader last read it.
+        """
+        if self._snapshot_key is None:
+            return None
+        try:
+            return self._store.head(self._snapshot_key).etag
+        except NotFoundError:
+            return None
 
     def write_snapshot(
         self, payload: bytes, covered_offset: int, previous: LogSnapshot | None

@@ -288,7 +288,9 @@ def _sample_m(
     store: S3ObjectStore, samples: list[tuple[float, int]], stop: threading.Event, folder: Path
 ) -> None:
     """The true ``M`` twice a second, each sample with the partitions that
-    pinned it into ``sampled-m.jsonl`` (where a drop comes from)."""
+    pinned it and the controller offset its view was at into
+    ``sampled-m.jsonl`` (where a drop comes from, and which entries the
+    view had folded)."""
     controller = Controller(store, ROOT)
     with (folder / "sampled-m.jsonl").open("a", encoding="utf-8") as out:
         while not stop.wait(0.5):
@@ -305,7 +307,13 @@ def _sample_m(
             pinning = [
                 [w.topic, w.revision, w.partition, w.safe_epoch, w.node] for w in safe.pinning
             ]
-            out.write(json.dumps({"t": now, "m": safe.safe_epoch, "pinning": pinning}) + "\n")
+            sample = {
+                "t": now,
+                "m": safe.safe_epoch,
+                "offset": safe.controller_offset,
+                "pinning": pinning,
+            }
+            out.write(json.dumps(sample) + "\n")
             out.flush()
 
 

@@ -27,6 +27,17 @@ Invariants:
   starts reading, or an entry gone between LIST and GET) re-reads the
   snapshot, which then covers them: truncation only removes what a snapshot
   covers.
+* A reader folds entries only if the snapshot, looked at after they were
+  read, does not cover them. A truncated slot takes a late create-only
+  write (its slot chosen before the truncation), which only a reader whose
+  view ends just below would read, in place of the entry the snapshot
+  folded: a missed ``delete_topic`` keeps a deleted incarnation live, a
+  missed ``create_topic`` hides a new one whose partitions then pin
+  nothing. Snapshots only move forward and truncation follows the snapshot
+  that covers it, so a snapshot read after the entries covers every late
+  write among them.
+* A writer whose ``create_topic`` or ``delete_topic`` landed as such a late
+  write (the view does not have it) appends it again.
 """
 
 from __future__ import annotations
@@ -45,6 +56,7 @@ from epochgc.errors import (
     InvalidArgumentError,
     NotFoundError,
     PreconditionFailedError,
+    RetriesExhaustedError,
     TopicExistsError,
     TopicNotFoundError,
 )
@@ -299,6 +311,11 @@ class CompactionPolicy:
 SNAPSHOT_CHUNK = 64
 """Controller entries read (one LIST, parallel GETs) and folded at a time."""
 
+LATE_WRITE_ATTEMPTS = 3
+"""Appends of one ``create_topic`` or ``delete_topic`` tried while each lands
+in a truncated slot (each needs two appends and a compaction by others
+between choosing the slot and writing it)."""
+
 SNAPSHOT_CAS_ATTEMPTS = 3
 """Snapshot writes tried by one compaction before leaving it to the next:
 each lost race means another compactor wrote a snapshot, which does the job."""
@@ -342,6 +359,8 @@ class Controller:
         self._view = ControllerView.empty()
         self._epochs = EpochStarts(epoch_history)
         self._snapshot_looked_up = False
+        self._snapshot_etag: str | None = None
+        """The etag of the stored snapshot last read (it covers at most the view)."""
 
     @property
     def log(self) -> ConditionalAppendLog:
@@ -351,8 +370,10 @@ class Controller:
         """Catch up with the log and return the view at its tail.
 
         The first call reads the stored snapshot (one GET), then every call
-        reads the entries after the view in chunks. Entries truncated under
-        this reader are found in a newer snapshot, which is read again.
+        reads the entries after the view in chunks, and after a chunk that
+        has entries looks whether the snapshot changed (one HEAD). Entries
+        truncated under this reader, or replaced by late writes into their
+        truncated slots, are found in a newer snapshot, which is read again.
 
         Raises:
             MalformedRecordError, UnsupportedVersionError: an entry or the
@@ -376,6 +397,11 @@ class Controller:
                     if self._load_stored_snapshot():
                         continue
                     raise
+                if read.entries and self._snapshot_covers_since():
+                    log.info(
+                        "controller snapshot moved past offset %d while reading; adopted it", start
+                    )
+                    continue  # the entries may be late writes the snapshot never folded
                 self._fold(read.entries)
                 if read.hole is not None:
                     if read.entries:
@@ -391,6 +417,20 @@ class Controller:
                     return self._view
                 if len(read.entries) < SNAPSHOT_CHUNK:
                     return self._view
+
+    def _snapshot_covers_since(self) -> bool:
+        """Adopt the stored snapshot if one newer than the last read now
+        covers more than the view; return whether it did (under the lock).
+
+        Called after reading entries: a snapshot that covers one of them
+        was written before that entry was read (snapshots only move
+        forward), so the entry may be a late write into a truncated slot;
+        one that does not cover them proves they are the log's own.
+        """
+        etag = self._log.snapshot_etag()
+        if etag is None or etag == self._snapshot_etag:
+            return False  # no snapshot, or the one read, which covers at most the view
+        return self._load_stored_snapshot()
 
     def _fold(self, entries: Sequence[LogEntry]) -> None:
         """Fold a chunk; keep it only if every entry decodes (under the lock)."""
@@ -414,6 +454,7 @@ class Controller:
         """
         stored = self._log.read_snapshot()
         self._snapshot_looked_up = True
+        self._snapshot_etag = stored.etag if stored is not None else None
         if stored is None or stored.covered_offset <= self._view.offset:
             return False
         self._view, self._epochs = self._decode_stored(stored)
@@ -471,6 +512,8 @@ class Controller:
                 log.info("controller snapshot race lost (attempt %d); retrying", attempt)
                 continue
             written = True
+            with self._lock:
+                self._snapshot_etag = stored.etag  # ours, at or below the view: no re-read
             break
         if stored is None or (not written and stored.covered_offset < target):
             log.warning(
@@ -504,7 +547,15 @@ class Controller:
         return self._log.tail()
 
     def tick(self) -> int:
-        """Append an ``epoch_tick``; return the new epoch. Concurrent ticks are harmless."""
+        """Append an ``epoch_tick``; return the new epoch. Concurrent ticks are harmless.
+
+        The tail is listed first (one LIST): a ticker taking the role back
+        knows an old tail whose next slot may have been truncated since, and
+        a tick written there is a late write nobody reads. One sent late
+        anyway (a pause between the LIST and the PUT) only fails to move the
+        epoch, which the next tick does.
+        """
+        self._log.tail()
         offset = self._log.append(encode_controller_entry(EpochTick(self._now())))
         log.debug("epoch tick -> %d", offset)
         return offset
@@ -556,6 +607,7 @@ class Controller:
         Raises:
             InvalidArgumentError: invalid name or partition count.
             TopicExistsError: the name is live (maybe created concurrently).
+            RetriesExhaustedError: every append landed in a truncated slot.
         """
         if not is_valid_topic(name):
             raise InvalidArgumentError(
@@ -566,29 +618,69 @@ class Controller:
             raise InvalidArgumentError(
                 f"partitions must be in 1..{MAX_PARTITIONS}, got {partitions}"
             )
-        if name in self.snapshot().topics:
-            raise TopicExistsError(f"topic {name!r} already exists")
         entry = CreateTopic(name, partitions, dict(config or {}), self._now())
-        offset = self._log.append(encode_controller_entry(entry))
-        info = self._view_until(offset).topics.get(name)
-        if info is None or info.revision != offset:
-            raise TopicExistsError(f"topic {name!r} was created concurrently by another process")
+        for attempt in range(1, LATE_WRITE_ATTEMPTS + 1):
+            if name in self.snapshot().topics:
+                raise TopicExistsError(f"topic {name!r} already exists")
+            offset = self._log.append(encode_controller_entry(entry))
+            view = self._view_until(offset)
+            info = view.topics.get(name)
+            if info is None and (name, offset) not in view.deleted:
+                # Neither live nor deleted: our entry is a late write into a
+                # truncated slot, which no view has.
+                log.warning(
+                    "create_topic %s landed in truncated slot %d (attempt %d); appending again",
+                    name,
+                    offset,
+                    attempt,
+                )
+                continue
+            if info is None or info.revision != offset:
+                raise TopicExistsError(
+                    f"topic {name!r} was created concurrently by another process"
+                )
+            break
+        else:
+            raise RetriesExhaustedError(
+                f"create_topic {name!r} landed in a truncated controller-log slot "
+                f"{LATE_WRITE_ATTEMPTS} times in a row",
+                None,
+            )
         for partition in range(partitions):
             self._write_initial_snapshot(info, partition)
         log.info("created topic %s with %d partitions at revision %d", name, partitions, offset)
         return info
 
     def delete_topic(self, name: str) -> int:
-        """Append ``delete_topic``; return its offset.
+        """Append ``delete_topic``; return the offset that deleted the
+        incarnation (ours, or a concurrent deleter's).
 
         Raises:
             TopicNotFoundError: the topic is not live.
+            RetriesExhaustedError: every append landed in a truncated slot.
         """
-        if name not in self.snapshot().topics:
+        live = self.snapshot().topics.get(name)
+        if live is None:
             raise TopicNotFoundError(f"topic {name!r} does not exist")
-        offset = self._log.append(encode_controller_entry(DeleteTopic(name, self._now())))
-        log.info("deleted topic %s at offset %d", name, offset)
-        return offset
+        entry = encode_controller_entry(DeleteTopic(name, self._now()))
+        for attempt in range(1, LATE_WRITE_ATTEMPTS + 1):
+            offset = self._log.append(entry)
+            gone = self._view_until(offset).deleted.get((name, live.revision))
+            if gone is not None:
+                log.info("deleted topic %s@%d at offset %d", name, live.revision, gone.deleted_at)
+                return gone.deleted_at
+            # Still live: our entry is a late write into a truncated slot.
+            log.warning(
+                "delete_topic %s landed in truncated slot %d (attempt %d); appending again",
+                name,
+                offset,
+                attempt,
+            )
+        raise RetriesExhaustedError(
+            f"delete_topic {name!r} landed in a truncated controller-log slot "
+            f"{LATE_WRITE_ATTEMPTS} times in a row",
+            None,
+        )
 
     def topic(self, name: str) -> TopicInfo:
         """The live topic ``name``.

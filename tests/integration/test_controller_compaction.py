@@ -92,9 +92,10 @@ def test_opening_after_compaction_costs_the_snapshot_plus_the_tail(
 
     stats = counting(store)
     view = Controller(store, ROOT).snapshot()
-    assert stats.by_operation() == {"GetObject": 1 + 5, "ListObjectsV2": 1}, (
-        "one GET of the snapshot, one LIST of the tail, one GET per tail entry: "
-        "the same whatever the history"
+    assert stats.by_operation() == {"GetObject": 1 + 5, "ListObjectsV2": 1, "HeadObject": 1}, (
+        "one GET of the snapshot, one LIST of the tail, one GET per tail entry, one HEAD "
+        "of the snapshot (unchanged: the entries are the log's own): the same whatever "
+        "the history"
     )
     assert view.offset == tail + 5
     assert view.topics == reference.topics
@@ -257,3 +258,92 @@ def test_controller_compact_command(tmp_path: Path, s3_server: EmbeddedS3, bucke
     assert listed == {"cluster_epoch": 30}
     bad = run_cli("controller", "compact", "--config", str(tmp_path / "missing.toml"))
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def _truncated_under(store: S3ObjectStore) -> tuple[Controller, Controller]:
+    """``orders`` created at 1, a tick at 2; a reader and a second writer
+    both last saw the log at 2; then ``orders`` is deleted at 3, a tick
+    lands at 4 and a compaction (snapshot at 4) deletes 1..3: slot 3 is
+    free again under both of them."""
+    writer = Controller(store, ROOT)
+    writer.create_topic("orders", 1)  # 1
+    writer.tick()  # 2
+    reader = Controller(store, ROOT)
+    assert reader.snapshot().offset == 2
+    stale = Controller(store, ROOT)
+    assert stale.current_epoch() == 2
+    writer.delete_topic("orders")  # 3
+    writer.tick()  # 4
+    writer.compact()
+    assert entry_offsets(store) == [4]
+    return reader, stale
+
+
+def test_an_append_into_a_truncated_slot_never_reaches_a_reader(store: S3ObjectStore) -> None:
+    """A create-only PUT decided before a truncation and sent after it
+    (a paused process, a slow request) lands in a slot the snapshot
+    covers; a reader whose view ends just below must not fold it in place
+    of the entry the snapshot holds (seed 16 of the soak: the view missed
+    a ``delete_topic`` and kept a deleted incarnation live)."""
+    reader, stale = _truncated_under(store)
+    late = encode_controller_entry(EpochTick(tick_time(3)))
+    assert stale.log.append_at(3, late), "the free slot takes the late write"
+    view = reader.snapshot()
+    assert "orders" not in view.topics, "the delete at 3 is in the snapshot"
+    assert view == replayed(store)
+
+
+def test_a_writer_that_last_saw_an_old_tail_appends_above_the_snapshot(
+    store: S3ObjectStore,
+) -> None:
+    """A ticker taking the role back after others ticked and compacted."""
+    _reader, stale = _truncated_under(store)
+    assert stale.tick() == 5, "the next epoch, not a truncated slot"
+    assert entry_offsets(store) == [4, 5]
+
+
+class _CompactBeforePut:
+    """The store, where other writers append twice and compact after the
+    caller chose its slot and before its PUT reaches the bucket."""
+
+    def __init__(self, store: S3ObjectStore) -> None:
+        self._store = store
+        self.fired = False
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+    def put_if_absent(self, key: str, body: bytes, **kwargs: Any) -> str:
+        if not self.fired and parse_log_entry_key(key, PREFIX) is not None:
+            self.fired = True
+            other = Controller(self._store, ROOT)
+            other.tick()
+            other.tick()
+            other.compact()
+        return self._store.put_if_absent(key, body, **kwargs)
+
+
+def test_a_delete_whose_put_lands_in_a_truncated_slot_is_appended_again(
+    store: S3ObjectStore,
+) -> None:
+    Controller(store, ROOT).create_topic("orders", 1)  # 1
+    racing = _CompactBeforePut(store)
+    deleter = Controller(racing, ROOT)  # type: ignore[arg-type]
+    deleted_at = deleter.delete_topic("orders")  # chose 2; 2, 3 ticks, compacted to 3
+    assert racing.fired
+    view = replayed(store)
+    assert "orders" not in view.topics, "the delete took effect"
+    assert view.deleted[("orders", 1)] == DeletedTopic("orders", 1, deleted_at)
+    assert deleted_at == 4
+
+
+def test_a_create_whose_put_lands_in_a_truncated_slot_is_appended_again(
+    store: S3ObjectStore,
+) -> None:
+    Controller(store, ROOT).tick()  # 1
+    racing = _CompactBeforePut(store)
+    creator = Controller(racing, ROOT)  # type: ignore[arg-type]
+    info = creator.create_topic("orders", 2)  # chose 2; 2, 3 ticks, compacted to 3
+    assert racing.fired
+    assert info.revision == 4
+    assert replayed(store).topics["orders"] == info
