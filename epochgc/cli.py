@@ -63,6 +63,7 @@ from epochgc.watermarks.nodes import forget_node, list_nodes
 from epochgc.watermarks.replica import PartitionReplica
 from epochgc.watermarks.safe_epoch import compute_safe_epoch
 from epochgc.watermarks.ticker import TICKER_LEASE
+from epochgc.wording import counted
 
 log = logging.getLogger("epochgc.cli")
 
@@ -100,7 +101,7 @@ def _cmd_migrate(config: Config, args: argparse.Namespace) -> int:
     else:
         abandoned = "".join(f"\n  not migrated: {a}" for a in report.partitions_abandoned)
         human = (
-            f"migrated {len(report.partitions_migrated)} partitions to layout {LAYOUT}: "
+            f"migrated {counted(len(report.partitions_migrated), 'partition')} to layout {LAYOUT}: "
             f"{report.objects_copied} objects copied, {report.objects_deleted} layout-1 "
             f"objects and {report.leases_deleted} partition leases deleted{abandoned}"
         )
@@ -109,7 +110,14 @@ def _cmd_migrate(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_config_show(config: Config, args: argparse.Namespace) -> int:
-    print(json.dumps(config.describe(), indent=2))
+    described = config.describe()
+    # TOML-like for people (what they would write in a file), JSON for scripts.
+    lines: list[str] = []
+    for section, values in described.items():
+        lines.append(f"[{section}]")
+        lines += [f"{key} = {json.dumps(value)}" for key, value in values.items()]
+        lines.append("")
+    _print(described, args, "\n".join(lines).rstrip())
     return EXIT_OK
 
 
@@ -239,7 +247,7 @@ def _cmd_gc_epoch_info(config: Config, args: argparse.Namespace) -> int:
     lag = cluster_epoch - safe.safe_epoch
     lines = [
         f"cluster epoch {cluster_epoch}, M {safe.safe_epoch} (lag {lag}); "
-        f"{safe.partitions} live partitions, {safe.unreported} without a report",
+        f"{counted(safe.partitions, 'live partition')}, {safe.unreported} without a report",
         f"{'pinning partition':40} {'M(p)':>8}  reported by",
     ]
     for w in safe.pinning:
@@ -263,12 +271,13 @@ def _cmd_gc_runs(config: Config, args: argparse.Namespace) -> int:
             except EpochGCError as err:
                 rows.append({"run_id": run_id, "error": str(err)})
     lines = [
-        f"{r['run_id']:28} {r.get('engine', '?'):8} M={r.get('safe_epoch', '?'):<8} "
-        f"deleted={r.get('deleted', '?'):<8} errors={r.get('errors', '?'):<4} "
+        f"{r['run_id']:28} {r.get('engine', '?'):15} {r.get('safe_epoch', '?'):>8} "
+        f"{r.get('deleted', '?'):>9} {r.get('errors', '?'):>6}  "
         f"{'ok' if r.get('success') else 'FAILED'}{' dry-run' if r.get('dry_run') else ''}"
         for r in rows
     ]
-    _print(rows, args, "\n".join(lines) or "no runs yet")
+    header = f"{'run':28} {'engine':15} {'M':>8} {'deleted':>9} {'errors':>6}  outcome"
+    _print(rows, args, "\n".join([header, *lines]) if lines else "no runs yet")
     return EXIT_OK
 
 
@@ -510,7 +519,8 @@ def _cmd_topic_create(config: Config, args: argparse.Namespace) -> int:
     _print(
         {"topic": info.name, "partitions": info.partitions, "revision": info.revision},
         args,
-        f"created topic {info.name!r}: {info.partitions} partitions, revision {info.revision}",
+        f"created topic {info.name!r}: {counted(info.partitions, 'partition')}, "
+        f"revision {info.revision}",
     )
     return EXIT_OK
 
@@ -837,7 +847,7 @@ def _add_store_commands(
     config_cmd = sub.add_parser("config", help="configuration tools")
     config_sub = config_cmd.add_subparsers(dest="config_command", required=True, metavar="ACTION")
     show = config_sub.add_parser(
-        "show", parents=[common], help="print the effective configuration (secrets masked)"
+        "show", parents=[reporting], help="print the effective configuration (secrets masked)"
     )
     show.set_defaults(handler=_cmd_config_show)
     serve = sub.add_parser(

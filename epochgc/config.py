@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -461,7 +462,8 @@ def _merge_file(path: Path, raw: dict[str, dict[str, tuple[Any, str]]]) -> None:
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError(source, "-", f"cannot read: {err}") from err
     except tomllib.TOMLDecodeError as err:
-        raise ConfigError(source, "-", f"invalid TOML: {err}") from err
+        where, reason = _toml_error_position(str(err))
+        raise ConfigError(source, where, f"invalid TOML: {reason}") from err
     for section, values in data.items():
         if section not in _SECTIONS:
             raise ConfigError(source, section, f"unknown section (known: {', '.join(_SECTIONS)})")
@@ -475,9 +477,24 @@ def _merge_file(path: Path, raw: dict[str, dict[str, tuple[Any, str]]]) -> None:
             raw[section][key] = (_coerce_typed(value, fields[key], source, dotted), source)
 
 
+_TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)$")
+
+
+def _toml_error_position(message: str) -> tuple[str, str]:
+    """Split tomllib's message into ``line L, column C`` and the reason, so
+    the position leads the line where an editor's eye looks for it."""
+    found = _TOML_POSITION.search(message)
+    if found is None:
+        return "-", message
+    return f"line {found.group(1)}, column {found.group(2)}", message[: found.start()]
+
+
 def _merge_env(env: Mapping[str, str], raw: dict[str, dict[str, tuple[Any, str]]]) -> None:
     for name, text in env.items():
-        if not name.startswith(ENV_PREFIX) or "__" not in name:
+        if not name.startswith(ENV_PREFIX):
+            continue
+        if "__" not in name:
+            _refuse_single_underscore(name)
             continue
         section, _, key = name[len(ENV_PREFIX) :].lower().partition("__")
         source = f"environment {name}"
@@ -488,6 +505,22 @@ def _merge_env(env: Mapping[str, str], raw: dict[str, dict[str, tuple[Any, str]]
         if key not in fields:
             raise _unknown_key(source, dotted, fields)
         raw[section][key] = (_parse_text(text, fields[key], source, dotted), source)
+
+
+def _refuse_single_underscore(name: str) -> None:
+    """``EPOCHGC_STORE_BUCKET`` looks like an override but is not one (the
+    section and key are separated by two underscores): ignoring it would
+    run with a setting the operator believes changed."""
+    rest = name[len(ENV_PREFIX) :].lower()
+    for section, cls in _SECTIONS.items():
+        key = rest.removeprefix(f"{section}_")
+        if key != rest and key in _field_types(cls):
+            meant = f"{ENV_PREFIX}{section.upper()}__{key.upper()}"
+            raise ConfigError(
+                f"environment {name}",
+                f"{section}.{key}",
+                f"not an override: section and key are separated by two underscores ({meant})",
+            )
 
 
 def _field_types(cls: type[Any]) -> dict[str, str]:

@@ -145,7 +145,7 @@ def open_store(
             settings = client_settings_of(config)
         store, stats = store_from_settings(config, settings)
         endpoint = settings.endpoint_url or f"aws:{settings.region}"
-        log.info("object store: bucket=%s endpoint=%s", config.store.bucket, endpoint)
+        log.debug("object store: bucket=%s endpoint=%s", config.store.bucket, endpoint)
         if writes:
             capabilities.ensure(store, config.layout.root, endpoint)
         if check_layout:

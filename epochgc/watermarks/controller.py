@@ -86,6 +86,7 @@ from epochgc.watermarks.records import (
 )
 from epochgc.watermarks.replica import open_partition_log
 from epochgc.watermarks.state import PartitionState
+from epochgc.wording import counted
 
 log = logging.getLogger("epochgc.watermarks.controller")
 
@@ -648,7 +649,12 @@ class Controller:
             )
         for partition in range(partitions):
             self._write_initial_snapshot(info, partition)
-        log.info("created topic %s with %d partitions at revision %d", name, partitions, offset)
+        log.info(
+            "created topic %s with %s at revision %d",
+            name,
+            counted(partitions, "partition"),
+            offset,
+        )
         return info
 
     def delete_topic(self, name: str) -> int:

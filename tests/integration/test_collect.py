@@ -150,7 +150,7 @@ def test_cli_collect_and_runs(
 def test_a_one_shot_round_pushes_its_figures_to_a_real_pushgateway(
     tmp_path: Path, s3_server: EmbeddedS3, store: S3ObjectStore, bucket: str, world: list[str]
 ) -> None:
-    with pushgateway() as gateway:
+    with pushgateway(tmp_path) as gateway:
         config = write_server_config(
             tmp_path / "push.toml",
             s3_server.endpoint_url,

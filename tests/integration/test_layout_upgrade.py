@@ -92,7 +92,7 @@ def test_an_old_bucket_is_refused_then_migrated(
 
     migrated = run_cli("migrate", "--config", str(config))
     assert migrated.returncode == 0, migrated.stderr
-    assert "migrated 1 partitions to layout 2" in migrated.stdout
+    assert "migrated 1 partition to layout 2" in migrated.stdout
     rows = PartitionReader(store, ROOT).read("orders", 0)
     assert rows == [(0, b"a"), (1, b"b"), (2, b"c"), (3, b"d"), (4, b"e")]
     assert run_cli("migrate", "--config", str(config)).stdout.startswith(

@@ -34,7 +34,7 @@ from epochgc.watermarks.reports import NodeReport, PartitionReport
 from tests.support.cli import REPO
 from tests.support.config_files import write_server_config
 from tests.support.moto_seed import seed_objects
-from tests.support.servers import free_port, prometheus, query
+from tests.support.servers import free_port, prometheus, pushgateway, query
 from tests.support.waiting import wait_for as wait_for_condition
 
 ROOT = "epochgc"
@@ -255,3 +255,17 @@ def test_series_stay_bounded_with_10000_partitions(store: S3ObjectStore) -> None
         daemon.collector.tracker.observe(join_safe_epoch(view, [report], k=10))
         counts.append(series_count(daemon))
     assert counts[0] == counts[1], counts
+
+
+def test_the_test_pushgateway_keeps_its_state_in_the_test_folder(tmp_path: Path) -> None:
+    # The Debian binary persists to /var/lib/prometheus by default: a test
+    # must leave nothing outside its temporary folder.
+    with pushgateway(tmp_path) as gateway:
+        body = b"epochgc_probe_metric 1\n"
+        request = urllib.request.Request(
+            f"http://{gateway}/metrics/job/persistence-probe", data=body, method="PUT"
+        )
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            assert answer.status in (200, 202)
+    persisted = tmp_path / "pushgateway.data"
+    assert persisted.exists() and b"persistence-probe" in persisted.read_bytes()

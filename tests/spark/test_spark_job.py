@@ -333,7 +333,7 @@ def test_run_metrics_arrive_through_a_real_pushgateway(
     store: S3ObjectStore,
     world: dict[str, list[str]],
 ) -> None:
-    with pushgateway() as gateway:
+    with pushgateway(tmp_path) as gateway:
         config = make_config(
             tmp_path, s3_server, store.bucket, f'[metrics]\npushgateway = "{gateway}"\n'
         )

@@ -30,11 +30,17 @@ def _binary(name: str) -> str:
 
 
 @contextmanager
-def pushgateway() -> Iterator[str]:
-    """A Pushgateway on a free port; yields its ``host:port``."""
+def pushgateway(folder: Path) -> Iterator[str]:
+    """A Pushgateway on a free port, persisting into ``folder`` (the Debian
+    binary's default is a file under /var/lib, which a test must not touch);
+    yields its ``host:port``."""
     port = free_port()
     proc = subprocess.Popen(
-        [_binary("prometheus-pushgateway"), f"--web.listen-address=127.0.0.1:{port}"],
+        [
+            _binary("prometheus-pushgateway"),
+            f"--web.listen-address=127.0.0.1:{port}",
+            f"--persistence.file={folder / 'pushgateway.data'}",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

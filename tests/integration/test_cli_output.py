@@ -1,0 +1,48 @@
+"""What the CLI prints for people: quiet stderr, headers, plurals, --json
+wherever a command prints data."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from epochgc.storage.embedded import EmbeddedS3
+from epochgc.storage.s3 import S3ObjectStore
+from tests.support.cli import run_cli
+from tests.support.config_files import write_server_config
+
+
+def test_config_show_takes_json(tmp_path: Path) -> None:
+    done = run_cli("config", "show", "--json", "--config", "config/local.toml")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["store"]["embedded"] is True
+
+
+def test_commands_print_no_info_line_about_the_store_on_stderr(
+    tmp_path: Path, s3_server: EmbeddedS3, bucket: str, store: S3ObjectStore
+) -> None:
+    config = write_server_config(tmp_path / "c.toml", s3_server.endpoint_url, bucket)
+    done = run_cli("topic", "list", "--config", str(config))
+    assert done.returncode == 0, done.stderr
+    assert "object store:" not in done.stderr
+    assert done.stderr == ""
+
+
+def test_one_partition_is_singular_and_gc_runs_has_a_header(
+    tmp_path: Path, s3_server: EmbeddedS3, bucket: str, store: S3ObjectStore
+) -> None:
+    config = write_server_config(
+        tmp_path / "c.toml",
+        s3_server.endpoint_url,
+        bucket,
+        "[gc]\nmin_object_age_seconds = 0\n",
+    )
+    created = run_cli("topic", "create", "solo", "--partitions", "1", "--config", str(config))
+    assert created.returncode == 0, created.stderr
+    assert "1 partition," in created.stdout and "1 partitions" not in created.stdout
+    assert run_cli("gc", "collect", "--config", str(config)).returncode == 0
+    runs = run_cli("gc", "runs", "--config", str(config))
+    assert runs.returncode == 0, runs.stderr
+    header, first = runs.stdout.splitlines()[:2]
+    assert header.split()[:3] == ["run", "engine", "M"], header
+    assert first.split()[1] == "local"
