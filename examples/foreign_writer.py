@@ -22,7 +22,7 @@ It does, in order:
 Usage::
 
     python examples/foreign_writer.py --endpoint http://127.0.0.1:9000 \\
-        --bucket epochgc-local --root epochgc
+        --bucket epochgc --root epochgc
 
 Credentials: ``--access-key`` / ``--secret-key``, else the standard AWS
 chain (``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``, profiles, roles).

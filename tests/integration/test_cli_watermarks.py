@@ -76,7 +76,7 @@ def test_embedded_s3_command_serves_until_sigterm(tmp_path: Path) -> None:
         first = proc.stdout.readline()
         endpoint = first.strip().rsplit(" ", 1)[-1]
         assert endpoint.startswith("http://127.0.0.1:"), first
-        config = str(write_config(tmp_path, endpoint, "epochgc-local"))
+        config = str(write_config(tmp_path, endpoint, "epochgc"))
         probe = run_cli("check-store", "--config", config)
         assert probe.returncode == 0, probe.stderr
         proc.send_signal(signal.SIGTERM)

@@ -139,3 +139,12 @@ def test_controller_section_reaches_the_daemon(tmp_path: Path) -> None:
     path.write_text("[controller]\nepoch_history = 0\n")
     with pytest.raises(ConfigError, match=r"controller\.epoch_history"):
         load_config(path, env={})
+
+
+def test_the_standalone_server_and_local_server_toml_agree_on_the_bucket() -> None:
+    # `epochgc embedded-s3 --port 9000` (no --config) serves the built-in
+    # default bucket; the quickstart's config must name that same bucket.
+    server = load_config(REPO / "config" / "local-server.toml")
+    assert server.store.bucket == load_config(None, env={}).store.bucket
+    assert server.store.endpoint_url == "http://127.0.0.1:9000"
+    assert server.gc.min_object_age_seconds <= 2.0 and server.gc.max_delete_fraction == 1.0
