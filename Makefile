@@ -6,12 +6,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install servers demo test lint typecheck unit bench soak wheel clean
+.PHONY: install servers demo test lint typecheck unit unit-newest bench soak wheel clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[all,dev]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -36,7 +36,21 @@ typecheck: $(STAMP)
 unit: $(STAMP) servers
 	$(BIN)/pytest -q tests
 
-test: lint typecheck unit
+# The unit tests again on the newest Python the dependencies support, in a
+# venv of its own (requires-python has no upper bound: say so by testing).
+NEWEST_PYTHON_VERSION ?= 3.13
+VENV_NEWEST := .venv-$(NEWEST_PYTHON_VERSION)
+
+$(VENV_NEWEST)/.installed: pyproject.toml
+	test -x $(VENV_NEWEST)/bin/python || $$(bash scripts/find_python.sh $(NEWEST_PYTHON_VERSION)) -m venv $(VENV_NEWEST)
+	$(VENV_NEWEST)/bin/pip install --quiet --upgrade pip
+	$(VENV_NEWEST)/bin/pip install --quiet -e '.[all,dev]'
+	touch $@
+
+unit-newest: $(VENV_NEWEST)/.installed
+	$(VENV_NEWEST)/bin/pytest -q tests/unit
+
+test: lint typecheck unit unit-newest
 
 # Every benchmark runs, one after the other, even when an earlier one
 # misses its target; one table at the end; non-zero if any missed.
@@ -56,4 +70,4 @@ wheel: $(STAMP)
 	$(BIN)/pip wheel --quiet --no-deps --wheel-dir dist .
 
 clean:
-	rm -rf $(VENV) dist .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(VENV_NEWEST) dist .pytest_cache .mypy_cache .ruff_cache

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from epochgc.config import Config, load_config, log_level_of
 from epochgc.errors import ConfigError, EpochGCError, StoreCapabilityError
+from epochgc.extras import SPARK, require
 from epochgc.gc.collect import collect_once
 from epochgc.gc.control import (
     ControlDocument,
@@ -392,7 +393,9 @@ def _cmd_demo(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_gc_spark(config: Config, args: argparse.Namespace) -> int:
-    # Imported here: only these commands need Spark.
+    # Imported here: only these commands need Spark (an extra).
+    require("pyspark", SPARK, "epochgc gc spark")
+    require("pyarrow", SPARK, "epochgc gc spark")
     from epochgc.gc.spark_job import SparkRunOptions, run_spark_gc  # noqa: PLC0415
     from epochgc.gc.spark_session import build_spark_session  # noqa: PLC0415
 
@@ -433,6 +436,7 @@ def _cmd_gc_spark(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_inventory_build(config: Config, args: argparse.Namespace) -> int:
+    require("pyarrow", SPARK, "epochgc inventory build")
     from epochgc.gc.spark_job import inventory_location  # noqa: PLC0415
     from epochgc.storage.inventory import build_inventory  # noqa: PLC0415
     from epochgc.storage.s3 import S3ObjectStore  # noqa: PLC0415

@@ -174,3 +174,9 @@ class LayoutMismatchError(EpochGCError):
     """The bucket was written in a layout this code does not read (an older
     epochgc's, before topic incarnations): running on it could delete data
     nobody has reconciled, so every command refuses and names the upgrade."""
+
+
+class MissingExtraError(EpochGCError):
+    """A command needs an optional part of epochgc that is not installed
+    (the embedded S3, Spark, Parquet): the base install is what the daemon
+    and the CLI need, and the rest comes as extras."""

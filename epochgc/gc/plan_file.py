@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
+from epochgc.extras import SPARK, require
 from epochgc.storage.object_store import ObjectInfo, ObjectStore
 
 
@@ -32,8 +33,8 @@ class PlanWriter:
     """
 
     def __init__(self, *, with_last_modified: bool) -> None:
-        import pyarrow as pa  # noqa: PLC0415
-        import pyarrow.parquet as pq  # noqa: PLC0415
+        pa = require("pyarrow", SPARK, "a dry run's plan file (plan.parquet)")
+        pq = require("pyarrow.parquet", SPARK, "a dry run's plan file (plan.parquet)")
 
         self._pa = pa
         fields = [("key", pa.string()), ("size", pa.int64())]

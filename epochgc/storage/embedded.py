@@ -16,6 +16,7 @@ import threading
 import time
 from types import TracebackType
 
+from epochgc.extras import EMBEDDED, require
 from epochgc.storage.client import ClientSettings, make_s3_client
 
 log = logging.getLogger("epochgc.storage.embedded")
@@ -94,16 +95,18 @@ class EmbeddedS3:
         return self._endpoint
 
     def _start_thread(self) -> tuple[object, str]:
-        # Imported here: moto is heavy and only the embedded mode needs it.
-        from moto.server import ThreadedMotoServer  # noqa: PLC0415
-
+        # Imported here: moto is heavy, an extra, and only the embedded mode needs it.
+        moto_server = require("moto.server", EMBEDDED, "the embedded S3")
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
-        server = ThreadedMotoServer(ip_address=self._host, port=self._port, verbose=False)
+        server = moto_server.ThreadedMotoServer(
+            ip_address=self._host, port=self._port, verbose=False
+        )
         server.start()
         host, port = server.get_host_and_port()
         return server, f"http://{host}:{port}"
 
     def _start_process(self) -> tuple[object, str]:
+        require("moto.server", EMBEDDED, "the embedded S3")
         port = self._port or _free_port(self._host)
         process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
             [sys.executable, "-m", "moto.server", "-H", self._host, "-p", str(port)],

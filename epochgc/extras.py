@@ -1,0 +1,32 @@
+"""Optional dependencies, imported only by the commands that need them.
+
+The base install (boto3, APScheduler, prometheus-client) is what the daemon
+and the CLI need; moto (the embedded S3) and pyspark/pyarrow (the Spark job,
+inventories, dry-run plan files) are extras. ``require`` turns a missing one
+into a one-line error naming the extra to install, before any work starts.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from epochgc.errors import MissingExtraError
+
+EMBEDDED = "embedded"
+SPARK = "spark"
+
+
+def require(module: str, extra: str, needed_by: str) -> ModuleType:
+    """Import ``module`` or say which extra provides it.
+
+    Raises:
+        MissingExtraError: ``module`` is not installed.
+    """
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as err:
+        raise MissingExtraError(
+            f"{needed_by} needs the '{extra}' extra: pip install 'epochgc[{extra}]' "
+            f"(missing module {err.name or module!r})"
+        ) from err

@@ -1,0 +1,92 @@
+"""A base install (no extras) runs the daemon and the CLI; a command that
+needs an extra says which one in one line.
+
+A base install is emulated in a subprocess by an import hook that refuses
+the extras' packages (moto, pyspark, pyarrow) the way a missing package
+does; CI also installs and tests the package on another Python version."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from epochgc.storage.embedded import EmbeddedS3
+from epochgc.storage.s3 import S3ObjectStore
+from tests.support.cli import REPO
+from tests.support.config_files import write_server_config
+
+BLOCKER = """
+import sys, importlib.abc
+class Missing(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in {"moto", "pyspark", "pyarrow"}:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+sys.meta_path.insert(0, Missing())
+from epochgc.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def run_base(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", BLOCKER, *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "extra"),
+    [
+        (("demo", "--duration", "20", "--config", "config/local.toml"), "embedded"),
+        (("embedded-s3", "--port", "0"), "embedded"),
+        (("gc", "spark", "--config", "config/local.toml"), "spark"),
+    ],
+)
+def test_a_command_that_needs_an_extra_names_it_in_one_line(
+    args: tuple[str, ...], extra: str
+) -> None:
+    done = run_base(*args)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert f"pip install 'epochgc[{extra}]'" in done.stderr, done.stderr
+    assert len([line for line in done.stderr.splitlines() if "epochgc[" in line]) == 1
+
+
+def test_a_dry_run_needs_the_spark_extra_for_its_plan_file_and_says_so_first(
+    tmp_path: Path, s3_server: EmbeddedS3, bucket: str, store: S3ObjectStore
+) -> None:
+    config = write_server_config(tmp_path / "c.toml", s3_server.endpoint_url, bucket)
+    done = run_base("gc", "collect", "--dry-run", "--config", str(config))
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "pip install 'epochgc[spark]'" in done.stderr, done.stderr
+    assert not list(store.list_objects("epochgc/gc/runs/")), "it said so before any work"
+
+
+def test_the_base_install_needs_no_extra_for_the_cli_and_the_daemon(tmp_path: Path) -> None:
+    for args in (("--help",), ("config", "show", "--config", "config/aws.example.toml")):
+        done = run_base(*args)
+        assert done.returncode == 0, done.stderr
+    # The daemon's modules import without any extra.
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            BLOCKER.split("from epochgc.cli", maxsplit=1)[0]
+            + "import epochgc.gc.daemon, epochgc.gc.service, epochgc.reconciler.service\n",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert probe.returncode == 0, probe.stderr
