@@ -1,0 +1,270 @@
+"""Node leases and ownership rounds, on the in-memory CAS store (exact
+request counts) and on the embedded S3 (the real conditional writes), with a
+virtual clock: nothing sleeps."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from epochgc.errors import NotFoundError, PreconditionFailedError
+from epochgc.storage.keys import PartitionId, node_lease_key, owner_key
+from epochgc.storage.object_store import ObjectStore
+from epochgc.storage.s3 import S3ObjectStore
+from epochgc.watermarks.leases import LeasePolicy
+from epochgc.watermarks.node_lease import NodeLease
+from epochgc.watermarks.node_ownership import NodeOwnership
+from epochgc.watermarks.ownership import AssignmentCache, desired_assignment
+from epochgc.watermarks.ownership_records import decode_node_lease, decode_owner
+from tests.support.memory_store import MemoryStore, VirtualClock
+
+ROOT = "epochgc"
+POLICY = LeasePolicy(ttl_seconds=15.0, renew_interval_seconds=5.0, skew_margin_seconds=2.0)
+ROUND = 5.0
+
+
+@pytest.fixture
+def clock() -> VirtualClock:
+    return VirtualClock()
+
+
+@pytest.fixture(params=["memory", "s3"])
+def any_store(request: pytest.FixtureRequest, clock: VirtualClock) -> Iterator[ObjectStore]:
+    if request.param == "memory":
+        yield MemoryStore(clock)
+    else:
+        yield request.getfixturevalue("store")
+
+
+def make_lease(store: ObjectStore, clock: VirtualClock, node: str) -> NodeLease:
+    return NodeLease(store, ROOT, node, policy=POLICY, now=clock.now, monotonic=clock.monotonic)
+
+
+class Cluster:
+    """Nodes driven round by round on one virtual clock."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        clock: VirtualClock,
+        partitions: list[PartitionId],
+        max_moves: int = 64,
+    ) -> None:
+        self.max_moves = max_moves
+        self.store = store
+        self.clock = clock
+        self.partitions = partitions
+        self.nodes: dict[str, NodeOwnership] = {}
+        self.killed: set[str] = set()
+        self.cache = AssignmentCache()
+
+    def add(self, node: str) -> NodeOwnership:
+        lease = make_lease(self.store, self.clock, node)
+        assert lease.try_acquire()
+        self.nodes[node] = NodeOwnership(
+            self.store,
+            ROOT,
+            lease,
+            max_moves_per_round=self.max_moves,
+            now=self.clock.now,
+            monotonic=self.clock.monotonic,
+            assignments=self.cache,
+        )
+        return self.nodes[node]
+
+    def round(self) -> None:
+        for name, node in sorted(self.nodes.items()):
+            if name in self.killed:
+                continue
+            node._lease.renew_if_due()
+            node.run_round(self.partitions)
+            self.assert_single_owners()
+        self.clock.advance(ROUND)
+
+    def assert_single_owners(self) -> None:
+        seen: dict[PartitionId, str] = {}
+        for name, node in self.nodes.items():
+            for pid in node.owned():
+                assert pid not in seen, f"{pid} owned by {seen[pid]} and {name}"
+                seen[pid] = name
+
+    def owners(self) -> dict[PartitionId, str]:
+        return {p: n for n, node in self.nodes.items() for p in node.owned()}
+
+
+def pids(count: int) -> list[PartitionId]:
+    return [PartitionId("orders", 3, p) for p in range(count)]
+
+
+def test_a_node_lease_holds_one_incarnation_and_changes_hands_only_after_a_ttl(
+    any_store: ObjectStore, clock: VirtualClock
+) -> None:
+    first = make_lease(any_store, clock, "node-a")
+    assert first.try_acquire()
+    doc = decode_node_lease(any_store.get(node_lease_key(ROOT, "node-a")).body, "lease")
+    assert (doc.node, doc.incarnation, doc.released) == ("node-a", first.incarnation, False)
+
+    restarted = make_lease(any_store, clock, "node-a")  # same id, new process
+    assert not restarted.try_acquire()
+    clock.advance(14.0)
+    assert not restarted.try_acquire()  # first is silent, but not for a TTL yet
+    clock.advance(1.0)
+    assert not first.is_valid()  # its grant ran out on its own clock first
+    assert restarted.try_acquire()
+    assert restarted.incarnation != first.incarnation
+    first.renew_if_due()  # the old one finds out
+    assert not first.is_valid()
+
+
+def test_renewals_cost_one_request_per_interval_whatever_the_calls(clock: VirtualClock) -> None:
+    store = MemoryStore(clock)
+    lease = make_lease(store, clock, "node-a")
+    assert lease.try_acquire()
+    store.reset_counts()
+    for _ in range(60):  # 60 s, a heartbeat check every second
+        clock.advance(1.0)
+        lease.renew_if_due()
+        assert lease.is_valid()
+    assert store.count("PutObject", f"{ROOT}/meta/nodes/") == 12
+    assert store.count() == 12
+
+
+def test_a_released_node_lease_is_taken_at_once(
+    any_store: ObjectStore, clock: VirtualClock
+) -> None:
+    first = make_lease(any_store, clock, "node-a")
+    assert first.try_acquire()
+    first.release()
+    assert not first.is_valid()
+    assert decode_node_lease(any_store.get(first.key).body, "lease").released
+    second = make_lease(any_store, clock, "node-a")
+    assert second.try_acquire()
+
+
+def test_nodes_balance_fail_over_after_a_ttl_and_take_a_clean_stop_at_once(
+    any_store: ObjectStore, clock: VirtualClock
+) -> None:
+    cluster = Cluster(any_store, clock, pids(30))
+    for name in ("a", "b", "c"):
+        cluster.add(name)
+    cluster.round()
+    owners = cluster.owners()
+    assert len(owners) == 30
+    assert sorted(list(owners.values()).count(n) for n in "abc") == [10, 10, 10]
+
+    # kill -9 of b: it stops renewing; its partitions go after a TTL
+    victims = {p for p, n in owners.items() if n == "b"}
+    cluster.killed.add("b")
+    rounds = 0
+    while not victims <= set(cluster.owners()) - cluster.nodes["b"].owned():
+        cluster.round()
+        rounds += 1
+        assert rounds <= 6
+    assert rounds * ROUND <= POLICY.ttl_seconds + 2 * ROUND
+    for pid in victims:
+        record = decode_owner(any_store.get(owner_key(ROOT, pid)).body, "owner")
+        assert record.node in "ac" and record.term == 2  # taken over with term + 1
+    assert sorted(list(cluster.owners().values()).count(n) for n in "ac") == [15, 15]
+
+    # a clean stop of c: a takes everything at its next round, no TTL wait
+    cluster.nodes["c"].stop()
+    cluster.killed.add("c")
+    cluster.round()
+    assert set(cluster.owners().values()) == {"a"} and len(cluster.owners()) == 30
+
+
+def test_a_joining_node_gets_its_share_by_hand_back(
+    any_store: ObjectStore, clock: VirtualClock
+) -> None:
+    cluster = Cluster(any_store, clock, pids(30))
+    cluster.add("a")
+    cluster.add("b")
+    cluster.round()
+    cluster.add("c")
+    for _ in range(3):
+        cluster.round()
+    assert cluster.owners() == desired_assignment(["a", "b", "c"], pids(30))
+    handed = cluster.nodes["a"].totals["handed_back"] + cluster.nodes["b"].totals["handed_back"]
+    before = desired_assignment(["a", "b"], pids(30))
+    after = desired_assignment(["a", "b", "c"], pids(30))
+    assert handed == sum(1 for p in before if before[p] != after[p])  # every move, no more
+
+
+def test_an_unreadable_record_is_never_overwritten(
+    any_store: ObjectStore, clock: VirtualClock
+) -> None:
+    key = owner_key(ROOT, PartitionId("orders", 3, 0))
+    future = json.dumps({"v": 99, "node": "x"}).encode()
+    any_store.put(key, future)
+    cluster = Cluster(any_store, clock, pids(1))
+    cluster.add("a")
+    for _ in range(2):
+        cluster.round()
+    assert any_store.get(key).body == future
+    assert cluster.owners() == {}
+
+
+def test_a_record_taken_from_under_us_is_dropped(
+    any_store: ObjectStore, clock: VirtualClock
+) -> None:
+    cluster = Cluster(any_store, clock, pids(2))
+    node = cluster.add("a")
+    cluster.round()
+    assert len(node.owned()) == 2
+    pid = PartitionId("orders", 3, 1)
+    any_store.put(
+        owner_key(ROOT, pid),
+        b'{"v":1,"node":"z","incarnation":"q","term":9,"updated_at":"2026-11-24T05:00:00Z"}',
+    )
+    report = node.run_round(pids(2))
+    assert report.lost == 1
+    # z has no node lease, so the same round takes the partition back, above z's term
+    assert report.taken_over == 1
+    assert node.term(pid) == 10
+
+
+def test_a_node_without_a_valid_lease_owns_nothing(clock: VirtualClock) -> None:
+    store = MemoryStore(clock)
+    cluster = Cluster(store, clock, pids(4))
+    node = cluster.add("a")
+    cluster.round()
+    assert len(node.owned()) == 4
+    clock.advance(POLICY.ttl_seconds)  # no renewal: the grant runs out
+    assert node.owned() == frozenset()
+    assert node.run_round(pids(4)).skipped == "node lease not valid"
+
+
+def test_steady_state_reads_are_list_pages_only(clock: VirtualClock) -> None:
+    store = MemoryStore(clock)
+    cluster = Cluster(store, clock, pids(2500), max_moves=2000)
+    for name in ("a", "b"):
+        cluster.add(name)
+    for _ in range(3):
+        cluster.round()
+    assert len(cluster.owners()) == 2500
+    store.reset_counts()
+    cluster.round()
+    per_node_lists = store.count("ListObjectsV2") / 2
+    assert per_node_lists == 3 + 1  # ceil(2500/1000) owner pages + 1 node page
+    assert store.count("GetObject") == 0
+    assert store.count("PutObject") == 2  # one renewal each (round = renew interval)
+
+
+def test_the_memory_store_answers_conditional_writes_as_s3_does(
+    any_store: ObjectStore,
+) -> None:
+    etag = any_store.put_if_absent("k/a", b"1")
+    with pytest.raises(PreconditionFailedError):
+        any_store.put_if_absent("k/a", b"2")
+    with pytest.raises(PreconditionFailedError):
+        any_store.put_if_match("k/a", b"2", '"stale"')
+    with pytest.raises(NotFoundError):
+        any_store.put_if_match("k/missing", b"2", etag)
+    assert any_store.put_if_match("k/a", b"1", etag) == etag  # same bytes, same ETag
+    for i in range(1001):
+        any_store.put(f"k/b/{i:05d}", b"x")
+    pages = list(any_store.list_pages("k/b/"))
+    assert [len(p) for p in pages] == [1000, 1]
+    assert isinstance(any_store, MemoryStore | S3ObjectStore)
