@@ -14,7 +14,8 @@ was last read (bodies are cached by ETag):
   node must judge names that node and its ETag changed since the body was
   read (the node may have restarted with another incarnation).
 
-Liveness never trusts a body's times: a node is live until its lease's
+Liveness never trusts a body's times (the one use of them is for balance
+only, see ``_long_expired``): a node is live until its lease's
 ETag was seen unchanged for a TTL on this process's monotonic clock
 (``ownership.LivenessWatch``), or its body says released. Missing a body
 can only delay a takeover, never cause one: a node is judged dead only by
@@ -31,6 +32,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from epochgc.errors import NotFoundError, RecordError
 from epochgc.storage.keys import (
@@ -71,6 +73,9 @@ class ClusterState:
     gets: int
 
 
+_UNPARSED = PartitionId("", 0, -1)
+"""Sentinel: an owner key not parsed yet."""
+
 _UNREADABLE = OwnerRecord("", "", 1)
 """Sentinel: a record listed whose body does not parse."""
 
@@ -97,6 +102,8 @@ class ClusterView:
     root: str
     ttl_seconds: float
     monotonic: Callable[[], float]
+    now: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    """Wall clock: only to leave long-dead nodes out of the assignment."""
     assignments: AssignmentCache = field(default_factory=AssignmentCache)
     _watch: LivenessWatch = field(init=False)
     _node_bodies: dict[str, tuple[str, int, NodeLeaseDocument]] = field(default_factory=dict)
@@ -104,6 +111,9 @@ class ClusterView:
     _records: dict[PartitionId, OwnerRecord] = field(default_factory=dict)
     """Partition -> last record read (its ``etag`` is the version read)."""
     _unreadable: set[str] = field(default_factory=set)
+    _owner_keys: dict[str, PartitionId | None] = field(default_factory=dict)
+    """Parsed owner keys: a round lists every record, a parse each would
+    cost more than the listing."""
 
     def __post_init__(self) -> None:
         self._watch = LivenessWatch(self.ttl_seconds)
@@ -142,7 +152,7 @@ class ClusterView:
         }
         live_ids = set(self._watch.live_nodes(now, released))
         live_ids.add(me)
-        desired = self.assignments.get(live_ids, partitions)
+        desired = self.assignments.get(live_ids - self._long_expired(me), partitions)
         wanted = {p for p, n in desired.items() if n == me} | set(mine)
         records: dict[PartitionId, OwnerRecord] = {}
         unreadable: set[PartitionId] = set()
@@ -175,14 +185,36 @@ class ClusterView:
             counters.gets,
         )
 
+    def _long_expired(self, me: str) -> set[str]:
+        """Nodes whose lease, as first seen, expired a TTL or more before
+        our wall clock and has not changed since: left out of the desired
+        assignment, so a node that just started does not wait a TTL of
+        silence from every dead node's leftover lease before it agrees
+        with the others on the assignment. Only balance rests on this wall
+        clock reading; their records stay protected until the ETag watch
+        calls them dead, as for any node."""
+        wall = self.now()
+        return {
+            n
+            for n, (etag, _size, doc) in self._node_bodies.items()
+            if n != me
+            and self._watch.etag(n) == etag
+            and (wall - doc.expires_at).total_seconds() >= self.ttl_seconds
+        }
+
     def _list_owners(self, counters: _Counters) -> dict[PartitionId, str]:
         listed: dict[PartitionId, str] = {}
+        parsed: dict[str, PartitionId | None] = {}
         for page in self.store.list_pages(owners_prefix(self.root)):
             counters.list_pages += 1
             for info in page:
-                pid = parse_owner_key(info.key, self.root)
+                pid = self._owner_keys.get(info.key, _UNPARSED)
+                if pid is _UNPARSED:
+                    pid = parse_owner_key(info.key, self.root)
+                parsed[info.key] = pid
                 if pid is not None:
                     listed[pid] = info.etag
+        self._owner_keys = parsed
         if not listed:
             counters.list_pages = max(counters.list_pages, 1)
         return listed

@@ -83,6 +83,7 @@ class NodeOwnership:
             root,
             lease.policy.ttl_seconds,
             monotonic,
+            now,
             assignments or AssignmentCache(),
         )
         self._owners = OwnershipStore(store, root, now=now)

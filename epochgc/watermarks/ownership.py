@@ -50,6 +50,11 @@ def _digest(data: bytes) -> int:
     return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
 
 
+def _sort_key(pid: PartitionId) -> tuple[str, int, int]:
+    """Partition order without the dataclass's slow generated ``__lt__``."""
+    return (pid.topic, pid.revision, pid.partition)
+
+
 def _partition_bytes(pid: PartitionId) -> bytes:
     return f"{pid.topic}/{pid.revision}/{pid.partition}".encode()
 
@@ -69,16 +74,16 @@ def desired_assignment(
     when there are no nodes.
     """
     node_list = sorted(set(nodes))
-    pids = sorted(set(partitions))
+    pids = sorted(set(partitions), key=_sort_key)
     if not node_list:
         return {}
     quota_base, extra = divmod(len(pids), len(node_list))
     by_quota_rank = sorted(node_list, key=lambda n: (_digest(b"quota\0" + n.encode()), n))
     room = {n: quota_base + (1 if i < extra else 0) for i, n in enumerate(by_quota_rank)}
     prefixes = [(n, n.encode() + b"\0") for n in node_list]
-    order = sorted(((_digest(_partition_bytes(p)), p) for p in pids), key=lambda item: item)
+    order = sorted((_digest(_partition_bytes(p)), _sort_key(p), p) for p in pids)
     out: dict[PartitionId, str] = {}
-    for _rank, pid in order:
+    for _rank, _key, pid in order:
         suffix = _partition_bytes(pid)
         weights = [(_digest(prefix + suffix), n) for n, prefix in prefixes]
         best = max(weights)[1]
@@ -96,14 +101,16 @@ class AssignmentCache:
     for 10,000 partitions and 100 nodes. Not thread-safe; one per caller
     (the simulation shares one among its nodes: the inputs are the same)."""
 
-    _key: tuple[tuple[str, ...], tuple[PartitionId, ...]] | None = None
+    _key: tuple[frozenset[str], frozenset[PartitionId]] | None = None
     _value: dict[PartitionId, str] = field(default_factory=dict)
     computed: int = 0
 
     def get(
         self, nodes: Iterable[str], partitions: Iterable[PartitionId]
     ) -> dict[PartitionId, str]:
-        key = (tuple(sorted(set(nodes))), tuple(sorted(set(partitions))))
+        """The desired assignment (computed again only when an input changed).
+        Passing a ``frozenset`` of partitions saves copying it every call."""
+        key = (frozenset(nodes), frozenset(partitions))
         if key != self._key:
             self._value = desired_assignment(key[0], key[1])
             self._key = key
@@ -201,7 +208,11 @@ def plan_round(
         raise ValueError(f"max_moves must be >= 1, got {max_moves}")
     takes: list[Move] = []
     hand_backs: list[Move] = []
-    for pid in sorted(desired):
+    candidates = {pid for pid, want in desired.items() if want == me}
+    candidates.update(
+        pid for pid, r in records.items() if pid in desired and is_owned_by(r, me, incarnation)
+    )
+    for pid in sorted(candidates, key=_sort_key):
         want = desired[pid]
         record = records.get(pid)
         if is_owned_by(record, me, incarnation):

@@ -73,6 +73,7 @@ class MemoryStore:
         self._depth = prefix_depth
         self._lock = threading.Lock()
         self._objects: dict[str, StoredObject] = {}
+        self._infos: dict[str, ObjectInfo] = {}
         self._keys: list[str] = []
         self.requests: Counter[tuple[str, str]] = Counter()
         """(operation, key prefix) -> requests."""
@@ -137,8 +138,7 @@ class MemoryStore:
                 for key in self._keys[start:]:
                     if not key.startswith(prefix) or len(page) == min(page_size, 1000):
                         break
-                    obj = self._objects[key]
-                    page.append(ObjectInfo(key, len(obj.body), obj.etag, obj.last_modified))
+                    page.append(self._infos[key])
                 more = (
                     start + len(page) < len(self._keys)
                     and self._keys[start + len(page)].startswith(prefix)
@@ -172,7 +172,9 @@ class MemoryStore:
         etag = f'"{hashlib.md5(body).hexdigest()}"'  # S3's ETag, not security
         if key not in self._objects:
             bisect.insort(self._keys, key)
-        self._objects[key] = StoredObject(key, body, etag, self._clock.now(), dict(metadata or {}))
+        stored = StoredObject(key, body, etag, self._clock.now(), dict(metadata or {}))
+        self._objects[key] = stored
+        self._infos[key] = ObjectInfo(key, len(body), etag, stored.last_modified)
         return etag
 
     def put(self, key: str, body: bytes, *, metadata: Mapping[str, str] | None = None) -> str:
@@ -208,6 +210,7 @@ class MemoryStore:
 
     def _remove(self, key: str) -> None:
         if self._objects.pop(key, None) is not None:
+            del self._infos[key]
             del self._keys[bisect.bisect_left(self._keys, key)]
 
     def delete_batch(self, keys: list[str]) -> DeleteOutcome:
