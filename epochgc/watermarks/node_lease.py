@@ -1,5 +1,6 @@
 """This process's node liveness lease ``{root}/meta/nodes/{node_id}``
-(DESIGN 13, "Node leases and ownership"; the document: ``ownership_records``).
+(README, "Nodes and ownership (in progress)"; the document:
+``ownership_records``).
 
 One lease per node, whatever it owns: staying alive costs one CAS per renew
 interval. The timing rules are ``leases.py``'s, so nothing compares wall

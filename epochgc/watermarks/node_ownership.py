@@ -1,5 +1,5 @@
-"""One node's partition ownership, round by round (DESIGN 13, "Node leases
-and ownership"): read the cluster (``cluster_view``), decide
+"""One node's partition ownership, round by round (README, "Nodes
+and ownership (in progress)"): read the cluster (``cluster_view``), decide
 (``ownership.plan_round``), write (``owner_store``).
 
 A node owns a partition while the record names its current incarnation and

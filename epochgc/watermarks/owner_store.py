@@ -1,5 +1,5 @@
 """Conditional writes of ownership records
-``{root}/meta/owners/{topic}/{revision}/{partition}`` (DESIGN 13).
+``{root}/meta/owners/{topic}/{revision}/{partition}`` (README, "Nodes and ownership (in progress)").
 
 * take a partition with no record: create-only (``If-None-Match: *``),
   term 1;

@@ -1,5 +1,5 @@
 """JSON codecs of the node liveness lease and the partition ownership record
-(DESIGN 13, "Node leases and ownership"). Pure.
+(README, "Nodes and ownership (in progress)"). Pure.
 
 Node lease ``{root}/meta/nodes/{node_id}``::
 

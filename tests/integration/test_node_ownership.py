@@ -268,3 +268,25 @@ def test_the_memory_store_answers_conditional_writes_as_s3_does(
     pages = list(any_store.list_pages("k/b/"))
     assert [len(p) for p in pages] == [1000, 1]
     assert isinstance(any_store, MemoryStore | S3ObjectStore)
+
+
+def test_a_node_joining_after_a_kill_agrees_on_the_assignment_without_a_ttl_wait(
+    clock: VirtualClock,
+) -> None:
+    """A starting node sees a dead node's leftover lease for the first time:
+    its ETag watch must wait a TTL before calling it dead (safety), but the
+    assignment leaves it out at once when its lease expired long ago, so
+    the joiner agrees with the others and takes its share in two rounds."""
+    store = MemoryStore(clock)
+    cluster = Cluster(store, clock, pids(60))
+    for name in ("a", "b", "c"):
+        cluster.add(name)
+    cluster.round()
+    cluster.killed.add("c")
+    for _ in range(int(POLICY.ttl_seconds / ROUND) + 4):
+        cluster.round()
+    assert len(cluster.owners()) == 60
+    cluster.add("d")
+    cluster.round()
+    cluster.round()
+    assert cluster.owners() == desired_assignment(["a", "b", "d"], pids(60))
