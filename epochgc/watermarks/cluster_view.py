@@ -45,7 +45,12 @@ from epochgc.storage.keys import (
     parse_owner_key,
 )
 from epochgc.storage.object_store import ObjectInfo, ObjectStore
-from epochgc.watermarks.ownership import AssignmentCache, LivenessWatch, OwnerRecord
+from epochgc.watermarks.ownership import (
+    UNKNOWN_INCARNATION,
+    AssignmentCache,
+    LivenessWatch,
+    OwnerRecord,
+)
 from epochgc.watermarks.ownership_records import (
     NodeLeaseDocument,
     decode_node_lease,
@@ -60,8 +65,9 @@ class ClusterState:
     """One refresh's view, as ``ownership.plan_round`` wants it."""
 
     live: dict[str, str]
-    """Node id -> incarnation of every live node (this one included); an
-    incarnation not read yet is ``""`` (matches no record)."""
+    """Node id -> incarnation of every live node (this one included); one
+    whose body could not be read is ``UNKNOWN_INCARNATION`` (protects all
+    its records)."""
     desired: Mapping[PartitionId, str]
     records: dict[PartitionId, OwnerRecord]
     """Records this node must judge (desired for it, or named in ``mine``)."""
@@ -246,8 +252,10 @@ class ClusterView:
         self._node_bodies[node] = (stored.etag, len(stored.body), doc)
 
     def _incarnation(self, node: str) -> str:
+        """The incarnation last read for ``node``; unknown (its body could
+        not be read) protects all its records: never guess a node dead."""
         cached = self._node_bodies.get(node)
-        return "" if cached is None else cached[2].incarnation
+        return UNKNOWN_INCARNATION if cached is None else cached[2].incarnation
 
     def _record(
         self, pid: PartitionId, etag: str | None, counters: _Counters

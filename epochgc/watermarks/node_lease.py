@@ -137,11 +137,12 @@ class NodeLease:
             else:
                 etag = self._store.put_if_match(self.key, body, stored.etag)
         except (PreconditionFailedError, NotFoundError) as err:
-            if not self._landed(body):
+            landed = self._landed(body)
+            if landed is None:
                 log.info("node lease %s not taken: someone moved first (%s)", self.node_id, err)
                 self._etag = None
                 return False
-            etag = self._landed_etag
+            etag = landed
         self._etag = etag
         self._valid_until = sent + self.policy.ttl_seconds - self.policy.skew_margin_seconds
         self._sent_at = sent
@@ -192,9 +193,11 @@ class NodeLease:
         try:
             etag = self._store.put_if_match(self.key, body, self._etag)
         except (PreconditionFailedError, NotFoundError) as err:
-            if not self._landed(body):
+            landed = self._landed(body)
+            if landed is None:
                 self._lose(f"the lease object changed under us ({err})")
-            etag = self._landed_etag
+            assert landed is not None
+            etag = landed
         self._etag = etag
         self._valid_until = sent + self.policy.ttl_seconds - self.policy.skew_margin_seconds
         self._sent_at = sent
@@ -233,16 +236,13 @@ class NodeLease:
         except NotFoundError:
             return None
 
-    _landed_etag: str = ""
-
-    def _landed(self, body: bytes) -> bool:
-        """Whether the object holds exactly ``body`` (our write landed and
-        only its answer was lost); remembers its ETag."""
+    def _landed(self, body: bytes) -> str | None:
+        """The object's ETag if it holds exactly ``body`` (our write landed
+        and only its answer was lost), else ``None``."""
         stored = self._read()
         if stored is None or stored.body != body:
-            return False
-        self._landed_etag = stored.etag
-        return True
+            return None
+        return stored.etag
 
     def _lose(self, why: str) -> None:
         self._etag = None

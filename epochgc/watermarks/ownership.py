@@ -171,6 +171,11 @@ def is_owned_by(record: OwnerRecord | None, node: str, incarnation: str) -> bool
     )
 
 
+UNKNOWN_INCARNATION = "*"
+"""In ``live``: the node is live but its incarnation could not be read;
+every record naming it is protected, whatever incarnation it names."""
+
+
 def is_free(record: OwnerRecord | None, live: Mapping[str, str]) -> bool:
     """Nobody live owns the partition: no record, released, or its owner's
     node is not live or is live with another incarnation (a restarted
@@ -178,7 +183,10 @@ def is_free(record: OwnerRecord | None, live: Mapping[str, str]) -> bool:
     node lease)."""
     if record is None or record.released:
         return True
-    return live.get(record.node) != record.incarnation
+    current = live.get(record.node)
+    if current == UNKNOWN_INCARNATION:
+        return False
+    return current != record.incarnation
 
 
 def plan_round(

@@ -168,6 +168,10 @@ def test_nodes_balance_fail_over_after_a_ttl_and_take_a_clean_stop_at_once(
         assert record.node in "ac" and record.term == 2  # taken over with term + 1
     assert sorted(list(cluster.owners().values()).count(n) for n in "ac") == [15, 15]
 
+    # the survivors kept what they had all along: the ETags they got back
+    # from their writes are the ones the listings show
+    assert cluster.nodes["a"].totals["lost"] == cluster.nodes["c"].totals["lost"] == 0
+
     # a clean stop of c: a takes everything at its next round, no TTL wait
     cluster.nodes["c"].stop()
     cluster.killed.add("c")
@@ -290,3 +294,27 @@ def test_a_node_joining_after_a_kill_agrees_on_the_assignment_without_a_ttl_wait
     cluster.round()
     cluster.round()
     assert cluster.owners() == desired_assignment(["a", "b", "d"], pids(60))
+
+
+def test_records_of_a_node_whose_lease_cannot_be_read_wait_for_its_silence(
+    any_store: ObjectStore, clock: VirtualClock
+) -> None:
+    """A live lease this version cannot read (a newer ``v``) names no
+    incarnation we know: its records are protected until the lease has been
+    silent for a TTL, never taken on a guess."""
+    lease_key = node_lease_key(ROOT, "x")
+    any_store.put(lease_key, json.dumps({"v": 99, "node": "x"}).encode())
+    desired = desired_assignment(["a", "x"], pids(2))
+    pid = next(p for p, n in desired.items() if n == "a")  # a's own, held by x
+    any_store.put(
+        owner_key(ROOT, pid),
+        b'{"v":1,"node":"x","incarnation":"q","term":4,"updated_at":"2026-11-24T05:00:00Z"}',
+    )
+    cluster = Cluster(any_store, clock, pids(2))
+    node = cluster.add("a")
+    cluster.round()
+    cluster.round()
+    assert pid not in node.owned()
+    for _ in range(int(POLICY.ttl_seconds / ROUND)):
+        cluster.round()
+    assert node.owned() == set(pids(2)) and node.term(pid) == 5

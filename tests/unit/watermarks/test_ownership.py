@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from epochgc.storage.keys import PartitionId
 from epochgc.watermarks.ownership import (
+    UNKNOWN_INCARNATION,
     AssignmentCache,
     LivenessWatch,
     MoveKind,
@@ -193,6 +194,17 @@ def test_a_dead_or_restarted_owner_is_taken_over_and_a_released_one_taken() -> N
     plan = plan_round("a", "1", live, records, desired, max_moves=10)
     kinds = {m.pid.partition: m.kind for m in plan.moves}
     assert kinds == {0: MoveKind.TAKE_OVER, 1: MoveKind.TAKE_OVER, 2: MoveKind.TAKE}
+
+
+def test_a_live_node_of_unknown_incarnation_keeps_its_records() -> None:
+    live = {"a": "1", "b": UNKNOWN_INCARNATION}
+    desired = {PartitionId("t", 1, 0): "a", PartitionId("t", 1, 1): "a"}
+    records = {
+        PartitionId("t", 1, 0): OwnerRecord("b", "7", 4),
+        PartitionId("t", 1, 1): OwnerRecord("b", "7", 4, released=True),
+    }
+    plan = plan_round("a", "1", live, records, desired, max_moves=10)
+    assert [(m.pid.partition, m.kind) for m in plan.moves] == [(1, MoveKind.TAKE)]
 
 
 def simulate(
