@@ -16,7 +16,8 @@ from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.leases import LeasePolicy
 from epochgc.watermarks.node_lease import NodeLease
 from epochgc.watermarks.node_ownership import NodeOwnership
-from epochgc.watermarks.ownership import AssignmentCache, desired_assignment
+from epochgc.watermarks.owner_store import OwnershipStore
+from epochgc.watermarks.ownership import AssignmentCache, OwnerRecord, desired_assignment
 from epochgc.watermarks.ownership_records import decode_node_lease, decode_owner
 from tests.support.memory_store import MemoryStore, VirtualClock
 
@@ -318,3 +319,56 @@ def test_records_of_a_node_whose_lease_cannot_be_read_wait_for_its_silence(
     for _ in range(int(POLICY.ttl_seconds / ROUND)):
         cluster.round()
     assert node.owned() == set(pids(2)) and node.term(pid) == 5
+
+
+def test_two_nodes_racing_for_one_record_one_wins(
+    any_store: ObjectStore, clock: VirtualClock
+) -> None:
+    """Views may disagree for a round (a node seen dead by one observer
+    before the other): the CAS on the record decides, and the loser learns
+    it was beaten, not that it owns the partition."""
+    owners = OwnershipStore(any_store, ROOT, now=clock.now)
+    pid = PartitionId("orders", 3, 0)
+    assert owners.take(pid, None, "a", "1") is not None
+    assert owners.take(pid, None, "b", "1") is None  # create-only: a was first
+    seen = decode_owner(any_store.get(owner_key(ROOT, pid)).body, "owner")
+    etag = any_store.get(owner_key(ROOT, pid)).etag
+    record = OwnerRecord(seen.node, seen.incarnation, seen.term, seen.released, etag)
+    won = [owners.take(pid, record, node, "2") for node in ("b", "c")]
+    assert [w is not None for w in won] == [True, False]
+    assert decode_owner(any_store.get(owner_key(ROOT, pid)).body, "owner").term == 2
+
+
+class AnswerLostStore:
+    """Applies conditional puts, then answers 412 as a retry after a lost
+    answer would."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+    def put_if_absent(self, key: str, body: bytes, *, metadata: object = None) -> str:
+        self._store.put_if_absent(key, body)
+        raise PreconditionFailedError(f"412 after a lost answer key={key!r}")
+
+    def put_if_match(self, key: str, body: bytes, etag: str, *, metadata: object = None) -> str:
+        self._store.put_if_match(key, body, etag)
+        raise PreconditionFailedError(f"412 after a lost answer key={key!r}")
+
+
+def test_a_write_whose_answer_was_lost_counts_when_the_bytes_are_ours(
+    any_store: ObjectStore, clock: VirtualClock
+) -> None:
+    lossy = AnswerLostStore(any_store)
+    owners = OwnershipStore(lossy, ROOT, now=clock.now)  # type: ignore[arg-type]
+    pid = PartitionId("orders", 3, 0)
+    taken = owners.take(pid, None, "a", "1")
+    assert taken is not None and taken.etag == any_store.get(owner_key(ROOT, pid)).etag
+    assert owners.release(pid, taken) is not None
+    lease = make_lease(lossy, clock, "node-a")  # type: ignore[arg-type]
+    assert lease.try_acquire()
+    clock.advance(POLICY.renew_interval_seconds)
+    lease.renew()
+    assert lease.is_valid() and lease.etag == any_store.get(lease.key).etag
