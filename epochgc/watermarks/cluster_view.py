@@ -98,7 +98,7 @@ class ClusterView:
 
     Example::
 
-        view = ClusterView(store, "epochgc", ttl_seconds=15.0)
+        view = ClusterView(store, "epochgc", ttl_seconds=15.0, monotonic=time.monotonic)
         state = view.refresh("node-1", lease.incarnation, partitions, mine={})
         plan = plan_round("node-1", lease.incarnation, state.live,
                           state.records, state.desired, max_moves=64)
@@ -145,6 +145,8 @@ class ClusterView:
         node_infos = self._list_nodes(counters)
         now = self.monotonic()
         self._watch.observe({n: info.etag for n, info in node_infos.items()}, now)
+        for gone in [n for n in self._node_bodies if n not in node_infos]:
+            del self._node_bodies[gone]
         for node, info in node_infos.items():
             cached = self._node_bodies.get(node)
             if node != me and (

@@ -25,6 +25,7 @@ its answer was lost).
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -91,6 +92,9 @@ class NodeLease:
         self._sent_at = float("-inf")
         self._watched: tuple[str, float] | None = None
         self.stats: dict[str, int] = {"acquired": 0, "renewals": 0, "lost": 0}
+        self._writes = threading.RLock()
+        """Orders this process's writes of the lease (a heartbeat thread's
+        renewal must never land after, and undo, a release)."""
 
     # --- queries -------------------------------------------------------------------
 
@@ -119,6 +123,10 @@ class NodeLease:
                 is not a node lease this version can read (never overwritten).
             StorageError: the store failed.
         """
+        with self._writes:
+            return self._try_acquire_serial()
+
+    def _try_acquire_serial(self) -> bool:
         if self.is_valid():
             return True
         stored = self._read()
@@ -183,6 +191,10 @@ class NodeLease:
                 or the object changed under us.
             StorageError: the store failed (the grant stays as it was).
         """
+        with self._writes:
+            self._renew_serial()
+
+    def _renew_serial(self) -> None:
         if self._etag is None:
             raise LeaseLostError(f"node lease {self.node_id!r} is not held")
         if not self.is_valid():
@@ -206,6 +218,10 @@ class NodeLease:
     def release(self) -> None:
         """Give the lease up (``released: true``): other nodes drop this one
         from their live list at once. Best effort; never raises."""
+        with self._writes:
+            self._release_serial()
+
+    def _release_serial(self) -> None:
         if self._etag is None:
             return
         etag, self._etag = self._etag, None
