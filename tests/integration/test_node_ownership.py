@@ -140,6 +140,9 @@ def test_a_released_node_lease_is_taken_at_once(
     first.release()
     assert not first.is_valid()
     assert decode_node_lease(any_store.get(first.key).body, "lease").released
+    clock.advance(POLICY.renew_interval_seconds)
+    assert not first.renew_if_due()  # a late heartbeat does not undo the release
+    assert decode_node_lease(any_store.get(first.key).body, "lease").released
     second = make_lease(any_store, clock, "node-a")
     assert second.try_acquire()
 
