@@ -27,6 +27,7 @@ BENCHES = (
     "bench_sweep",
     "bench_inventory",
     "bench_startup",
+    "bench_ownership",
 )
 VERDICT = re.compile(r"^bench (\S+): (.*) \(target (.*)\) (PASS|FAIL)$")
 RESULTS = Path(__file__).resolve().parent / "results"

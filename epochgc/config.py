@@ -177,6 +177,26 @@ class LeaseConfig:
             )
 
 
+@dataclass(frozen=True)
+class OwnershipConfig:
+    """Partition ownership by node leases (README, "Nodes and
+    ownership (in progress)"). In progress: the decision code, node leases and ownership
+    records exist (``watermarks/ownership.py``, ``node_lease.py``,
+    ``node_ownership.py``) but reconcilers still lead partitions with
+    per-partition leases; these keys take effect once they are wired in.
+    Node leases use ``[lease]``'s TTL, renew interval and skew margin."""
+
+    max_moves_per_round: int = _check(_between(1, 100_000), default=128)
+    """Takes plus hand-backs one node makes per ownership round. Bounds how
+    much a restart or a join reshuffles at once, and how much a node that
+    finds itself alone at start takes; keep it at or above partitions /
+    nodes so a node takes its whole share in one round."""
+    round_interval_seconds: float = _check(_at_least(0.1), default=5.0)
+    """How often a node reads cluster state (one LIST page per 1000
+    ownership records plus one per 1000 nodes) and moves partitions.
+    Failover after a crash takes about the lease TTL plus two rounds."""
+
+
 def _node_id_or_empty(value: str) -> str | None:
     if value == "" or is_valid_node_id(value):
         return None
@@ -376,6 +396,7 @@ class Config:
     layout: LayoutConfig = field(default_factory=LayoutConfig)
     epoch: EpochConfig = field(default_factory=EpochConfig)
     lease: LeaseConfig = field(default_factory=LeaseConfig)
+    ownership: OwnershipConfig = field(default_factory=OwnershipConfig)
     reconciler: ReconcilerConfig = field(default_factory=ReconcilerConfig)
     producer: ProducerConfig = field(default_factory=ProducerConfig)
     gc: GcConfig = field(default_factory=GcConfig)

@@ -425,3 +425,70 @@ def gc_daemon_key(root: str, node_id: str) -> str:
     if not is_valid_node_id(node_id):
         raise ValueError(f"invalid node id node={node_id!r}: must match [A-Za-z0-9._-]{{1,64}}")
     return f"{gc_daemons_prefix(root)}{node_id}"
+
+
+# --- node leases and ownership records --------------------------------------
+
+
+def nodes_prefix(root: str) -> str:
+    """Prefix (with slash) of the node liveness leases: one LIST of it is the
+    cluster's node list, its ETags show which nodes still renew."""
+    _require_root(root)
+    return f"{root}/meta/nodes/"
+
+
+def node_lease_key(root: str, node_id: str) -> str:
+    """Key of one node's liveness lease.
+
+    Raises:
+        ValueError: an invalid root or node id.
+    """
+    if not is_valid_node_id(node_id):
+        raise ValueError(f"invalid node id node={node_id!r}: must match [A-Za-z0-9._-]{{1,64}}")
+    return f"{nodes_prefix(root)}{node_id}"
+
+
+def parse_node_lease_key(key: str, root: str) -> str | None:
+    """The node id of a node lease key, or ``None``."""
+    if not is_valid_root(root):
+        return None
+    prefix = f"{root}/meta/nodes/"
+    if not key.startswith(prefix):
+        return None
+    node_id = key[len(prefix) :]
+    return node_id if is_valid_node_id(node_id) else None
+
+
+def owners_prefix(root: str) -> str:
+    """Prefix (with slash) of every ownership record: one LIST page per 1000
+    partitions gives the whole cluster's ownership with ETags."""
+    _require_root(root)
+    return f"{root}/meta/owners/"
+
+
+def owner_key(root: str, pid: PartitionId) -> str:
+    """Key of one partition incarnation's ownership record.
+
+    Raises:
+        ValueError: an invalid root, topic, revision or partition.
+    """
+    return f"{root}/meta/owners/{_partition_path(root, pid)}"
+
+
+def parse_owner_key(key: str, root: str) -> PartitionId | None:
+    """The partition of an ownership record key, or ``None`` when the key is
+    not exactly ``{root}/meta/owners/{topic}/{revision}/{partition}``."""
+    if not is_valid_root(root):
+        return None
+    prefix = f"{root}/meta/owners/"
+    if not key.startswith(prefix):
+        return None
+    parts = key[len(prefix) :].split("/")
+    if len(parts) != 3:
+        return None
+    topic, revision_text, partition_text = parts
+    if not is_valid_topic(topic) or _REVISION.fullmatch(revision_text) is None:
+        return None
+    if _PARTITION.fullmatch(partition_text) is None:
+        return None
+    return PartitionId(topic, int(revision_text), int(partition_text))

@@ -71,6 +71,8 @@ def test_environment_overrides_file(tmp_path: Path) -> None:
         ("[store]\nbase_backoff_seconds = 9.0\n", "store.base_backoff_seconds", "must not"),
         ('[logging]\nlevel = "LOUD"\n', "logging.level", "must be one of"),
         ("store = 3\n", "store", "must be a table"),
+        ("[ownership]\nmax_moves_per_round = 0\n", "ownership.max_moves_per_round", "must be in"),
+        ("[ownership]\nround_interval_seconds = 0.0\n", "ownership.round_interval_seconds", ">="),
     ],
 )
 def test_bad_values_name_file_key_and_reason(

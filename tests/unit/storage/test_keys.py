@@ -231,3 +231,60 @@ def test_invalid_topics_are_refused(topic: str) -> None:
 
 def test_uuid4_strings_are_valid_object_ids() -> None:
     assert all(keys.is_valid_uuid(str(uuid.uuid4())) for _ in range(100))
+
+
+node_ids = st.text(
+    alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-",
+    min_size=1,
+    max_size=64,
+).filter(lambda s: s not in (".", ".."))
+
+
+@given(roots, node_ids)
+def test_node_lease_keys_round_trip(root: str, node_id: str) -> None:
+    key = keys.node_lease_key(root, node_id)
+    assert key.startswith(keys.nodes_prefix(root))
+    assert keys.parse_node_lease_key(key, root) == node_id
+
+
+@given(roots, topics, st.integers(1, keys.OFFSET_MAX), st.integers(0, 9_999_999_999))
+def test_owner_keys_round_trip(root: str, topic: str, revision: int, partition: int) -> None:
+    pid = keys.PartitionId(topic, revision, partition)
+    key = keys.owner_key(root, pid)
+    assert key.startswith(keys.owners_prefix(root))
+    assert keys.parse_owner_key(key, root) == pid
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "epochgc/meta/owners/orders/7",  # no partition
+        "epochgc/meta/owners/orders/7/0/extra",
+        "epochgc/meta/owners/orders/07/0",  # padded revision
+        "epochgc/meta/owners/orders/0/0",  # revision 0 is before anything
+        "epochgc/meta/owners/orders/7/01",
+        "epochgc/meta/owners/../7/0",
+        "epochgc2/meta/owners/orders/7/0",
+        "epochgc/meta/leases/partition.orders.7.0",
+    ],
+)
+def test_owner_key_near_misses_are_rejected(key: str) -> None:
+    assert keys.parse_owner_key(key, ROOT) is None
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["epochgc/meta/nodes/", "epochgc/meta/nodes/a/b", "epochgc/meta/nodes/..", "x/meta/nodes/n"],
+)
+def test_node_lease_key_near_misses_are_rejected(key: str) -> None:
+    assert keys.parse_node_lease_key(key, ROOT) is None
+
+
+def test_node_and_owner_keys_match_the_design() -> None:
+    pid = keys.PartitionId("orders", 7, 3)
+    assert keys.node_lease_key(ROOT, "reconciler-1") == "epochgc/meta/nodes/reconciler-1"
+    assert keys.owner_key(ROOT, pid) == "epochgc/meta/owners/orders/7/3"
+    with pytest.raises(ValueError):
+        keys.node_lease_key(ROOT, "a/b")
+    with pytest.raises(ValueError):
+        keys.owner_key(ROOT, keys.PartitionId("bad/topic", 7, 3))

@@ -1,0 +1,291 @@
+"""The cluster as one node sees it: live nodes and ownership records, read
+by LIST (README, "Nodes and ownership (in progress)").
+
+One refresh costs one LIST page per 1000 ownership records plus one per
+1000 nodes, whatever the partitions: the listings carry ETags, and a body
+is fetched only when the decision needs it and its ETag changed since it
+was last read (bodies are cached by ETag):
+
+* an ownership record's body, for the partitions whose desired owner is
+  this node (the only ones it may take; the ones it owns it wrote itself);
+* a node lease's body on first sight, when its size changed since the body
+  was read (a release adds the ``released`` field: a stopped node leaves
+  the live list at once, without waiting a TTL), and when a record this
+  node must judge names that node and its ETag changed since the body was
+  read (the node may have restarted with another incarnation).
+
+Liveness never trusts a body's times (the one use of them is for balance
+only, see ``_long_expired``): a node is live until its lease's
+ETag was seen unchanged for a TTL on this process's monotonic clock
+(``ownership.LivenessWatch``), or its body says released. Missing a body
+can only delay a takeover, never cause one: a node is judged dead only by
+its own release or by a TTL of silence.
+
+The listing of owners comes before the listing of nodes, so a record
+written by a node that started after our node listing cannot appear; a
+record whose node is absent from the (later) node listing names a node
+whose lease is gone.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from epochgc.errors import NotFoundError, RecordError
+from epochgc.storage.keys import (
+    PartitionId,
+    node_lease_key,
+    nodes_prefix,
+    owner_key,
+    owners_prefix,
+    parse_node_lease_key,
+    parse_owner_key,
+)
+from epochgc.storage.object_store import ObjectInfo, ObjectStore
+from epochgc.watermarks.ownership import (
+    UNKNOWN_INCARNATION,
+    AssignmentCache,
+    LivenessWatch,
+    OwnerRecord,
+)
+from epochgc.watermarks.ownership_records import (
+    NodeLeaseDocument,
+    decode_node_lease,
+    decode_owner,
+)
+
+log = logging.getLogger("epochgc.watermarks.cluster_view")
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    """One refresh's view, as ``ownership.plan_round`` wants it."""
+
+    live: dict[str, str]
+    """Node id -> incarnation of every live node (this one included); one
+    whose body could not be read is ``UNKNOWN_INCARNATION`` (protects all
+    its records)."""
+    desired: Mapping[PartitionId, str]
+    records: dict[PartitionId, OwnerRecord]
+    """Records this node must judge (desired for it, or named in ``mine``)."""
+    listed: dict[PartitionId, str]
+    """Every ownership record listed: partition -> ETag."""
+    unreadable: frozenset[PartitionId]
+    """Partitions whose record this version cannot read: never touched."""
+    list_pages: int
+    gets: int
+
+
+_UNPARSED = PartitionId("", 0, -1)
+"""Sentinel: an owner key not parsed yet."""
+
+_UNREADABLE = OwnerRecord("", "", 1)
+"""Sentinel: a record listed whose body does not parse."""
+
+
+@dataclass
+class _Counters:
+    list_pages: int = 0
+    gets: int = 0
+
+
+@dataclass
+class ClusterView:
+    """Reads cluster state by LIST, with ETag-keyed body caches.
+
+    Example::
+
+        view = ClusterView(store, "epochgc", ttl_seconds=15.0, monotonic=time.monotonic)
+        state = view.refresh("node-1", lease.incarnation, partitions, mine={})
+        plan = plan_round("node-1", lease.incarnation, state.live,
+                          state.records, state.desired, max_moves=64)
+    """
+
+    store: ObjectStore
+    root: str
+    ttl_seconds: float
+    monotonic: Callable[[], float]
+    now: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    """Wall clock: only to leave long-dead nodes out of the assignment."""
+    assignments: AssignmentCache = field(default_factory=AssignmentCache)
+    _watch: LivenessWatch = field(init=False)
+    _node_bodies: dict[str, tuple[str, int, NodeLeaseDocument]] = field(default_factory=dict)
+    """Node id -> (ETag, size, body) of the last body read."""
+    _records: dict[PartitionId, OwnerRecord] = field(default_factory=dict)
+    """Partition -> last record read (its ``etag`` is the version read)."""
+    _unreadable: set[str] = field(default_factory=set)
+    _owner_keys: dict[str, PartitionId | None] = field(default_factory=dict)
+    """Parsed owner keys: a round lists every record, a parse each would
+    cost more than the listing."""
+
+    def __post_init__(self) -> None:
+        self._watch = LivenessWatch(self.ttl_seconds)
+
+    def remember(self, pid: PartitionId, record: OwnerRecord) -> None:
+        """Cache a record we wrote ourselves (no GET needed to know it)."""
+        self._records[pid] = record
+
+    def refresh(
+        self,
+        me: str,
+        incarnation: str,
+        partitions: Collection[PartitionId],
+        mine: Collection[PartitionId],
+    ) -> ClusterState:
+        """LIST owners, LIST nodes, fetch the bodies the decision needs.
+
+        Raises:
+            StorageError: a LIST or GET failed (the round should be skipped).
+        """
+        counters = _Counters()
+        listed = self._list_owners(counters)
+        node_infos = self._list_nodes(counters)
+        now = self.monotonic()
+        self._watch.observe({n: info.etag for n, info in node_infos.items()}, now)
+        for gone in [n for n in self._node_bodies if n not in node_infos]:
+            del self._node_bodies[gone]
+        for node, info in node_infos.items():
+            cached = self._node_bodies.get(node)
+            if node != me and (
+                cached is None or (cached[0] != info.etag and cached[1] != info.size)
+            ):
+                self._read_node(node, info, counters)
+        released = {
+            n
+            for n, (etag, _size, doc) in self._node_bodies.items()
+            if doc.released and self._watch.etag(n) == etag
+        }
+        live_ids = set(self._watch.live_nodes(now, released))
+        live_ids.add(me)
+        desired = self.assignments.get(live_ids - self._long_expired(me), partitions)
+        wanted = {p for p, n in desired.items() if n == me} | set(mine)
+        records: dict[PartitionId, OwnerRecord] = {}
+        unreadable: set[PartitionId] = set()
+        for pid in wanted:
+            record = self._record(pid, listed.get(pid), counters)
+            if record is _UNREADABLE:
+                unreadable.add(pid)
+            elif record is not None:
+                records[pid] = record
+        live = {n: self._incarnation(n) for n in live_ids}
+        live[me] = incarnation
+        stale_nodes = {
+            r.node
+            for r in records.values()
+            if r.node != me and r.node in live_ids and not r.released
+        }
+        for node in stale_nodes:
+            cached = self._node_bodies.get(node)
+            seen = node_infos.get(node)
+            if seen is not None and (cached is None or cached[0] != seen.etag):
+                self._read_node(node, seen, counters)
+                live[node] = self._incarnation(node)
+        return ClusterState(
+            live,
+            desired,
+            records,
+            listed,
+            frozenset(unreadable),
+            counters.list_pages,
+            counters.gets,
+        )
+
+    def _long_expired(self, me: str) -> set[str]:
+        """Nodes whose lease, as first seen, expired a TTL or more before
+        our wall clock and has not changed since: left out of the desired
+        assignment, so a node that just started does not wait a TTL of
+        silence from every dead node's leftover lease before it agrees
+        with the others on the assignment. Only balance rests on this wall
+        clock reading; their records stay protected until the ETag watch
+        calls them dead, as for any node."""
+        wall = self.now()
+        return {
+            n
+            for n, (etag, _size, doc) in self._node_bodies.items()
+            if n != me
+            and self._watch.etag(n) == etag
+            and (wall - doc.expires_at).total_seconds() >= self.ttl_seconds
+        }
+
+    def _list_owners(self, counters: _Counters) -> dict[PartitionId, str]:
+        listed: dict[PartitionId, str] = {}
+        parsed: dict[str, PartitionId | None] = {}
+        for page in self.store.list_pages(owners_prefix(self.root)):
+            counters.list_pages += 1
+            for info in page:
+                pid = self._owner_keys.get(info.key, _UNPARSED)
+                if pid is _UNPARSED:
+                    pid = parse_owner_key(info.key, self.root)
+                parsed[info.key] = pid
+                if pid is not None:
+                    listed[pid] = info.etag
+        self._owner_keys = parsed
+        if not listed:
+            counters.list_pages = max(counters.list_pages, 1)
+        return listed
+
+    def _list_nodes(self, counters: _Counters) -> dict[str, ObjectInfo]:
+        infos: dict[str, ObjectInfo] = {}
+        pages = 0
+        for page in self.store.list_pages(nodes_prefix(self.root)):
+            pages += 1
+            for info in page:
+                node = parse_node_lease_key(info.key, self.root)
+                if node is not None:
+                    infos[node] = info
+        counters.list_pages += max(pages, 1)
+        return infos
+
+    def _read_node(self, node: str, info: ObjectInfo, counters: _Counters) -> None:
+        key = node_lease_key(self.root, node)
+        counters.gets += 1
+        try:
+            stored = self.store.get(key)
+            doc = decode_node_lease(stored.body, key)
+        except NotFoundError:
+            self._node_bodies.pop(node, None)
+            return
+        except RecordError as err:
+            self._warn_once(key, err)
+            return
+        self._node_bodies[node] = (stored.etag, len(stored.body), doc)
+
+    def _incarnation(self, node: str) -> str:
+        """The incarnation last read for ``node``; unknown (its body could
+        not be read) protects all its records: never guess a node dead."""
+        cached = self._node_bodies.get(node)
+        return UNKNOWN_INCARNATION if cached is None else cached[2].incarnation
+
+    def _record(
+        self, pid: PartitionId, etag: str | None, counters: _Counters
+    ) -> OwnerRecord | None:
+        if etag is None:
+            self._records.pop(pid, None)
+            return None
+        cached = self._records.get(pid)
+        if cached is not None and cached.etag == etag:
+            return cached
+        key = owner_key(self.root, pid)
+        counters.gets += 1
+        try:
+            stored = self.store.get(key)
+            doc = decode_owner(stored.body, key)
+        except NotFoundError:
+            self._records.pop(pid, None)
+            return None
+        except RecordError as err:
+            # Unreadable (e.g. a newer version's): never overwritten, since
+            # we can know neither its owner nor its term.
+            self._warn_once(key, err)
+            return _UNREADABLE
+        record = OwnerRecord(doc.node, doc.incarnation, doc.term, doc.released, stored.etag)
+        self._records[pid] = record
+        return record
+
+    def _warn_once(self, key: str, err: Exception) -> None:
+        if key not in self._unreadable:
+            self._unreadable.add(key)
+            log.warning("ignoring unreadable ownership object %s: %s", key, err)

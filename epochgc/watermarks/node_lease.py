@@ -1,0 +1,268 @@
+"""This process's node liveness lease ``{root}/meta/nodes/{node_id}``
+(README, "Nodes and ownership (in progress)"; the document:
+``ownership_records``).
+
+One lease per node, whatever it owns: staying alive costs one CAS per renew
+interval. The timing rules are ``leases.py``'s, so nothing compares wall
+clocks across machines:
+
+* the holder counts validity on its own monotonic clock: valid until
+  ``sent + ttl - skew_margin`` of the last acquiring or renewing request;
+  it owns nothing after that;
+* another process (another incarnation of the same node id included) takes
+  the lease object over only once it has seen the same ETag for a whole
+  TTL on its own monotonic clock, or the lease is released;
+* every acquisition gets a fresh random incarnation, including a
+  re-acquisition after a lapse: a lapsed holder is a new owner, its
+  previous records are taken back with ``term + 1`` and the partition
+  log's ``term_start`` fences anything the old one still had in flight.
+
+A conditional write answered 412 or 404 is checked by re-reading: it
+counts only if the object holds exactly our bytes (the write landed and
+its answer was lost).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from epochgc.errors import EpochGCError, LeaseLostError, NotFoundError, PreconditionFailedError
+from epochgc.storage.keys import node_lease_key
+from epochgc.storage.object_store import ObjectStore, StoredObject
+from epochgc.watermarks.leases import LeasePolicy
+from epochgc.watermarks.ownership_records import (
+    NodeLeaseDocument,
+    decode_node_lease,
+    encode_node_lease,
+)
+
+log = logging.getLogger("epochgc.watermarks.node_lease")
+
+
+def new_incarnation() -> str:
+    """A random incarnation id (per process start and per re-acquisition)."""
+    return uuid.uuid4().hex
+
+
+class NodeLease:
+    """Acquires, renews and releases one node's liveness lease.
+
+    Example::
+
+        lease = NodeLease(store, "epochgc", "reconciler-1")
+        while not lease.try_acquire():   # a previous incarnation may hold it
+            time.sleep(1)
+        lease.renew_if_due()             # from the heartbeat loop
+        lease.is_valid()                 # owns partitions only while True
+        lease.release()                  # on stop: the node is gone at once
+
+    Args:
+        now: wall clock (aware UTC), only written for display.
+        monotonic: every timing decision uses it.
+        incarnations: source of incarnation ids (tests pin them).
+    """
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        root: str,
+        node_id: str,
+        *,
+        policy: LeasePolicy | None = None,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        monotonic: Callable[[], float] = time.monotonic,
+        incarnations: Callable[[], str] = new_incarnation,
+    ) -> None:
+        self._store = store
+        self.node_id = node_id
+        self.key = node_lease_key(root, node_id)
+        self.policy = policy or LeasePolicy()
+        self._now = now
+        self._monotonic = monotonic
+        self._incarnations = incarnations
+        self.incarnation = ""
+        """The current (or last) incarnation; empty before the first acquisition."""
+        self._etag: str | None = None
+        self._valid_until = float("-inf")
+        self._sent_at = float("-inf")
+        self._watched: tuple[str, float] | None = None
+        self.stats: dict[str, int] = {"acquired": 0, "renewals": 0, "lost": 0}
+        self._writes = threading.RLock()
+        """Orders this process's writes of the lease (a heartbeat thread's
+        renewal must never land after, and undo, a release)."""
+
+    # --- queries -------------------------------------------------------------------
+
+    def is_valid(self) -> bool:
+        """Held, and within ``sent + ttl - skew_margin`` of the last grant."""
+        return self._etag is not None and self._monotonic() < self._valid_until
+
+    @property
+    def valid_until(self) -> float:
+        """Monotonic time after which this node must not act as an owner."""
+        return self._valid_until if self._etag is not None else float("-inf")
+
+    @property
+    def etag(self) -> str | None:
+        """The ETag of our last write, while held."""
+        return self._etag
+
+    # --- acquire / renew / release -----------------------------------------------------
+
+    def try_acquire(self) -> bool:
+        """Take the lease with a fresh incarnation if it is missing, released,
+        ours, or unchanged for a whole TTL; else ``False`` (call again later).
+
+        Raises:
+            MalformedRecordError, UnsupportedVersionError: the lease object
+                is not a node lease this version can read (never overwritten).
+            StorageError: the store failed.
+        """
+        with self._writes:
+            return self._try_acquire_serial()
+
+    def _try_acquire_serial(self) -> bool:
+        if self.is_valid():
+            return True
+        stored = self._read()
+        now = self._monotonic()
+        if stored is not None:
+            current = decode_node_lease(stored.body, self.key)
+            ours = self._etag is not None and stored.etag == self._etag
+            if not (current.released or ours or self._unchanged_for(stored.etag, now)):
+                return False
+        self.incarnation = self._incarnations()
+        body = self._body(released=False)
+        sent = self._monotonic()
+        try:
+            if stored is None:
+                etag = self._store.put_if_absent(self.key, body)
+            else:
+                etag = self._store.put_if_match(self.key, body, stored.etag)
+        except (PreconditionFailedError, NotFoundError) as err:
+            landed = self._landed(body)
+            if landed is None:
+                log.info("node lease %s not taken: someone moved first (%s)", self.node_id, err)
+                self._etag = None
+                return False
+            etag = landed
+        self._etag = etag
+        self._valid_until = sent + self.policy.ttl_seconds - self.policy.skew_margin_seconds
+        self._sent_at = sent
+        self._watched = None
+        self.stats["acquired"] += 1
+        log.info("node lease %s acquired (incarnation %s)", self.node_id, self.incarnation)
+        return True
+
+    def _unchanged_for(self, etag: str, now: float) -> bool:
+        if self._watched is None or self._watched[0] != etag:
+            self._watched = (etag, now)
+            return False
+        return now - self._watched[1] >= self.policy.ttl_seconds
+
+    def renew_if_due(self) -> bool:
+        """Renew when a renew interval has passed since the last grant was
+        sent; ``True`` when a request was made. Never raises for a lost
+        lease (``is_valid`` turns false); storage errors are logged and the
+        grant runs out on its own clock.
+        """
+        if self._etag is None:
+            return False
+        if self._monotonic() - self._sent_at < self.policy.renew_interval_seconds:
+            return False
+        try:
+            self.renew()
+        except LeaseLostError:
+            pass
+        except EpochGCError as err:
+            log.warning("renewing node lease %s failed: %s", self.node_id, err)
+        return True
+
+    def renew(self) -> None:
+        """Extend the lease by one TTL (one CAS).
+
+        Raises:
+            LeaseLostError: not held, expired before the renewal was sent,
+                or the object changed under us.
+            StorageError: the store failed (the grant stays as it was).
+        """
+        with self._writes:
+            self._renew_serial()
+
+    def _renew_serial(self) -> None:
+        if self._etag is None:
+            raise LeaseLostError(f"node lease {self.node_id!r} is not held")
+        if not self.is_valid():
+            self._lose("expired before it could be renewed")
+        assert self._etag is not None
+        body = self._body(released=False)
+        sent = self._monotonic()
+        try:
+            etag = self._store.put_if_match(self.key, body, self._etag)
+        except (PreconditionFailedError, NotFoundError) as err:
+            landed = self._landed(body)
+            if landed is None:
+                self._lose(f"the lease object changed under us ({err})")
+            assert landed is not None
+            etag = landed
+        self._etag = etag
+        self._valid_until = sent + self.policy.ttl_seconds - self.policy.skew_margin_seconds
+        self._sent_at = sent
+        self.stats["renewals"] += 1
+
+    def release(self) -> None:
+        """Give the lease up (``released: true``): other nodes drop this one
+        from their live list at once. Best effort; never raises."""
+        with self._writes:
+            self._release_serial()
+
+    def _release_serial(self) -> None:
+        if self._etag is None:
+            return
+        etag, self._etag = self._etag, None
+        self._valid_until = float("-inf")
+        try:
+            self._store.put_if_match(self.key, self._body(released=True), etag)
+            log.info("node lease %s released (incarnation %s)", self.node_id, self.incarnation)
+        except EpochGCError as err:
+            log.warning("could not release node lease %s (it will expire): %s", self.node_id, err)
+
+    # --- helpers ---------------------------------------------------------------------------
+
+    def _body(self, *, released: bool) -> bytes:
+        at = self._now()
+        return encode_node_lease(
+            NodeLeaseDocument(
+                self.node_id,
+                self.incarnation,
+                at,
+                at + timedelta(seconds=self.policy.ttl_seconds),
+                released,
+            )
+        )
+
+    def _read(self) -> StoredObject | None:
+        try:
+            return self._store.get(self.key)
+        except NotFoundError:
+            return None
+
+    def _landed(self, body: bytes) -> str | None:
+        """The object's ETag if it holds exactly ``body`` (our write landed
+        and only its answer was lost), else ``None``."""
+        stored = self._read()
+        if stored is None or stored.body != body:
+            return None
+        return stored.etag
+
+    def _lose(self, why: str) -> None:
+        self._etag = None
+        self._valid_until = float("-inf")
+        self.stats["lost"] += 1
+        log.warning("node lease %s lost (incarnation %s): %s", self.node_id, self.incarnation, why)
+        raise LeaseLostError(f"node lease {self.node_id!r} lost: {why}")

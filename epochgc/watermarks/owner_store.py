@@ -1,0 +1,92 @@
+"""Conditional writes of ownership records
+``{root}/meta/owners/{topic}/{revision}/{partition}`` (README, "Nodes and ownership (in progress)").
+
+* take a partition with no record: create-only (``If-None-Match: *``),
+  term 1;
+* take a released record, or take one over from an owner that is not
+  live: ``If-Match`` the ETag seen, term + 1 (the new owner's
+  ``term_start`` then fences the old one's late log entries);
+* hand back or give up on stop: ``If-Match`` the ETag we wrote, same term,
+  ``released: true``.
+
+A 412 or 404 is checked by re-reading: the write counts only if the object
+holds exactly our bytes (it landed, only its answer was lost). Otherwise
+someone else moved first, which is routine, and the caller re-reads the
+record at its next round.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+
+from epochgc.errors import NotFoundError, PreconditionFailedError
+from epochgc.storage.keys import PartitionId, owner_key
+from epochgc.storage.object_store import ObjectStore
+from epochgc.watermarks.ownership import OwnerRecord
+from epochgc.watermarks.ownership_records import OwnerDocument, encode_owner
+
+log = logging.getLogger("epochgc.watermarks.owner_store")
+
+
+class OwnershipStore:
+    """The CAS writes of ownership records.
+
+    Example::
+
+        owners = OwnershipStore(store, "epochgc")
+        record = owners.take(pid, seen=None, node="n1", incarnation="ab12")
+        owners.release(pid, record)
+    """
+
+    def __init__(self, store: ObjectStore, root: str, *, now: Callable[[], datetime]) -> None:
+        self._store = store
+        self._root = root
+        self._now = now
+
+    def take(
+        self, pid: PartitionId, seen: OwnerRecord | None, node: str, incarnation: str
+    ) -> OwnerRecord | None:
+        """Make ``node``'s ``incarnation`` the owner; ``None`` if someone
+        moved first.
+
+        Raises:
+            StorageError: the store failed (outcome unknown: re-read next round).
+        """
+        term = 1 if seen is None else seen.term + 1
+        body = encode_owner(OwnerDocument(node, incarnation, term, self._now()))
+        key = owner_key(self._root, pid)
+        etag = self._write(key, body, None if seen is None else seen.etag)
+        return None if etag is None else OwnerRecord(node, incarnation, term, False, etag)
+
+    def release(self, pid: PartitionId, held: OwnerRecord) -> OwnerRecord | None:
+        """Mark our record released (same term); ``None`` if it is no
+        longer ours as we wrote it.
+
+        Raises:
+            StorageError: the store failed.
+        """
+        doc = OwnerDocument(held.node, held.incarnation, held.term, self._now(), released=True)
+        body = encode_owner(doc)
+        etag = self._write(owner_key(self._root, pid), body, held.etag)
+        return (
+            None
+            if etag is None
+            else OwnerRecord(held.node, held.incarnation, held.term, True, etag)
+        )
+
+    def _write(self, key: str, body: bytes, etag: str | None) -> str | None:
+        try:
+            if etag is None:
+                return self._store.put_if_absent(key, body)
+            return self._store.put_if_match(key, body, etag)
+        except (PreconditionFailedError, NotFoundError) as err:
+            try:
+                stored = self._store.get(key)
+            except NotFoundError:
+                stored = None
+            if stored is not None and stored.body == body:
+                return stored.etag  # our write landed; only its answer was lost
+            log.info("ownership record %s changed first (%s)", key, err)
+            return None

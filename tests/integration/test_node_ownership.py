@@ -1,0 +1,377 @@
+"""Node leases and ownership rounds, on the in-memory CAS store (exact
+request counts) and on the embedded S3 (the real conditional writes), with a
+virtual clock: nothing sleeps."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from epochgc.errors import NotFoundError, PreconditionFailedError
+from epochgc.storage.keys import PartitionId, node_lease_key, owner_key
+from epochgc.storage.object_store import ObjectStore
+from epochgc.storage.s3 import S3ObjectStore
+from epochgc.watermarks.leases import LeasePolicy
+from epochgc.watermarks.node_lease import NodeLease
+from epochgc.watermarks.node_ownership import NodeOwnership
+from epochgc.watermarks.owner_store import OwnershipStore
+from epochgc.watermarks.ownership import AssignmentCache, OwnerRecord, desired_assignment
+from epochgc.watermarks.ownership_records import decode_node_lease, decode_owner
+from tests.support.memory_store import MemoryStore, VirtualClock
+
+ROOT = "epochgc"
+POLICY = LeasePolicy(ttl_seconds=15.0, renew_interval_seconds=5.0, skew_margin_seconds=2.0)
+ROUND = 5.0
+
+
+@pytest.fixture
+def clock() -> VirtualClock:
+    return VirtualClock()
+
+
+@pytest.fixture(params=["memory", "s3"])
+def any_store(request: pytest.FixtureRequest, clock: VirtualClock) -> Iterator[ObjectStore]:
+    if request.param == "memory":
+        yield MemoryStore(clock)
+    else:
+        yield request.getfixturevalue("store")
+
+
+def make_lease(store: ObjectStore, clock: VirtualClock, node: str) -> NodeLease:
+    return NodeLease(store, ROOT, node, policy=POLICY, now=clock.now, monotonic=clock.monotonic)
+
+
+class Cluster:
+    """Nodes driven round by round on one virtual clock."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        clock: VirtualClock,
+        partitions: list[PartitionId],
+        max_moves: int = 64,
+    ) -> None:
+        self.max_moves = max_moves
+        self.store = store
+        self.clock = clock
+        self.partitions = partitions
+        self.nodes: dict[str, NodeOwnership] = {}
+        self.killed: set[str] = set()
+        self.cache = AssignmentCache()
+
+    def add(self, node: str) -> NodeOwnership:
+        lease = make_lease(self.store, self.clock, node)
+        assert lease.try_acquire()
+        self.nodes[node] = NodeOwnership(
+            self.store,
+            ROOT,
+            lease,
+            max_moves_per_round=self.max_moves,
+            now=self.clock.now,
+            monotonic=self.clock.monotonic,
+            assignments=self.cache,
+        )
+        return self.nodes[node]
+
+    def round(self) -> None:
+        for name, node in sorted(self.nodes.items()):
+            if name in self.killed:
+                continue
+            node._lease.renew_if_due()
+            node.run_round(self.partitions)
+            self.assert_single_owners()
+        self.clock.advance(ROUND)
+
+    def assert_single_owners(self) -> None:
+        seen: dict[PartitionId, str] = {}
+        for name, node in self.nodes.items():
+            for pid in node.owned():
+                assert pid not in seen, f"{pid} owned by {seen[pid]} and {name}"
+                seen[pid] = name
+
+    def owners(self) -> dict[PartitionId, str]:
+        return {p: n for n, node in self.nodes.items() for p in node.owned()}
+
+
+def pids(count: int) -> list[PartitionId]:
+    return [PartitionId("orders", 3, p) for p in range(count)]
+
+
+def test_a_node_lease_holds_one_incarnation_and_changes_hands_only_after_a_ttl(
+    any_store: ObjectStore, clock: VirtualClock
+) -> None:
+    first = make_lease(any_store, clock, "node-a")
+    assert first.try_acquire()
+    doc = decode_node_lease(any_store.get(node_lease_key(ROOT, "node-a")).body, "lease")
+    assert (doc.node, doc.incarnation, doc.released) == ("node-a", first.incarnation, False)
+
+    restarted = make_lease(any_store, clock, "node-a")  # same id, new process
+    assert not restarted.try_acquire()
+    clock.advance(14.0)
+    assert not restarted.try_acquire()  # first is silent, but not for a TTL yet
+    clock.advance(1.0)
+    assert not first.is_valid()  # its grant ran out on its own clock first
+    assert restarted.try_acquire()
+    assert restarted.incarnation != first.incarnation
+    first.renew_if_due()  # the old one finds out
+    assert not first.is_valid()
+
+
+def test_renewals_cost_one_request_per_interval_whatever_the_calls(clock: VirtualClock) -> None:
+    store = MemoryStore(clock)
+    lease = make_lease(store, clock, "node-a")
+    assert lease.try_acquire()
+    store.reset_counts()
+    for _ in range(60):  # 60 s, a heartbeat check every second
+        clock.advance(1.0)
+        lease.renew_if_due()
+        assert lease.is_valid()
+    assert store.count("PutObject", f"{ROOT}/meta/nodes/") == 12
+    assert store.count() == 12
+
+
+def test_a_released_node_lease_is_taken_at_once(
+    any_store: ObjectStore, clock: VirtualClock
+) -> None:
+    first = make_lease(any_store, clock, "node-a")
+    assert first.try_acquire()
+    first.release()
+    assert not first.is_valid()
+    assert decode_node_lease(any_store.get(first.key).body, "lease").released
+    clock.advance(POLICY.renew_interval_seconds)
+    assert not first.renew_if_due()  # a late heartbeat does not undo the release
+    assert decode_node_lease(any_store.get(first.key).body, "lease").released
+    second = make_lease(any_store, clock, "node-a")
+    assert second.try_acquire()
+
+
+def test_nodes_balance_fail_over_after_a_ttl_and_take_a_clean_stop_at_once(
+    any_store: ObjectStore, clock: VirtualClock
+) -> None:
+    cluster = Cluster(any_store, clock, pids(30))
+    for name in ("a", "b", "c"):
+        cluster.add(name)
+    cluster.round()
+    owners = cluster.owners()
+    assert len(owners) == 30
+    assert sorted(list(owners.values()).count(n) for n in "abc") == [10, 10, 10]
+
+    # kill -9 of b: it stops renewing; its partitions go after a TTL
+    victims = {p for p, n in owners.items() if n == "b"}
+    cluster.killed.add("b")
+    rounds = 0
+    while not victims <= set(cluster.owners()) - cluster.nodes["b"].owned():
+        cluster.round()
+        rounds += 1
+        assert rounds <= 6
+    assert rounds * ROUND <= POLICY.ttl_seconds + 2 * ROUND
+    for pid in victims:
+        record = decode_owner(any_store.get(owner_key(ROOT, pid)).body, "owner")
+        assert record.node in "ac" and record.term == 2  # taken over with term + 1
+    assert sorted(list(cluster.owners().values()).count(n) for n in "ac") == [15, 15]
+
+    # the survivors kept what they had all along: the ETags they got back
+    # from their writes are the ones the listings show
+    assert cluster.nodes["a"].totals["lost"] == cluster.nodes["c"].totals["lost"] == 0
+
+    # a clean stop of c: a takes everything at its next round, no TTL wait
+    cluster.nodes["c"].stop()
+    cluster.killed.add("c")
+    cluster.round()
+    assert set(cluster.owners().values()) == {"a"} and len(cluster.owners()) == 30
+
+
+def test_a_joining_node_gets_its_share_by_hand_back(
+    any_store: ObjectStore, clock: VirtualClock
+) -> None:
+    cluster = Cluster(any_store, clock, pids(30))
+    cluster.add("a")
+    cluster.add("b")
+    cluster.round()
+    cluster.add("c")
+    for _ in range(3):
+        cluster.round()
+    assert cluster.owners() == desired_assignment(["a", "b", "c"], pids(30))
+    handed = cluster.nodes["a"].totals["handed_back"] + cluster.nodes["b"].totals["handed_back"]
+    before = desired_assignment(["a", "b"], pids(30))
+    after = desired_assignment(["a", "b", "c"], pids(30))
+    assert handed == sum(1 for p in before if before[p] != after[p])  # every move, no more
+
+
+def test_an_unreadable_record_is_never_overwritten(
+    any_store: ObjectStore, clock: VirtualClock
+) -> None:
+    key = owner_key(ROOT, PartitionId("orders", 3, 0))
+    future = json.dumps({"v": 99, "node": "x"}).encode()
+    any_store.put(key, future)
+    cluster = Cluster(any_store, clock, pids(1))
+    cluster.add("a")
+    for _ in range(2):
+        cluster.round()
+    assert any_store.get(key).body == future
+    assert cluster.owners() == {}
+
+
+def test_a_record_taken_from_under_us_is_dropped(
+    any_store: ObjectStore, clock: VirtualClock
+) -> None:
+    cluster = Cluster(any_store, clock, pids(2))
+    node = cluster.add("a")
+    cluster.round()
+    assert len(node.owned()) == 2
+    pid = PartitionId("orders", 3, 1)
+    any_store.put(
+        owner_key(ROOT, pid),
+        b'{"v":1,"node":"z","incarnation":"q","term":9,"updated_at":"2026-11-24T05:00:00Z"}',
+    )
+    report = node.run_round(pids(2))
+    assert report.lost == 1
+    # z has no node lease, so the same round takes the partition back, above z's term
+    assert report.taken_over == 1
+    assert node.term(pid) == 10
+
+
+def test_a_node_without_a_valid_lease_owns_nothing(clock: VirtualClock) -> None:
+    store = MemoryStore(clock)
+    cluster = Cluster(store, clock, pids(4))
+    node = cluster.add("a")
+    cluster.round()
+    assert len(node.owned()) == 4
+    clock.advance(POLICY.ttl_seconds)  # no renewal: the grant runs out
+    assert node.owned() == frozenset()
+    assert node.run_round(pids(4)).skipped == "node lease not valid"
+
+
+def test_steady_state_reads_are_list_pages_only(clock: VirtualClock) -> None:
+    store = MemoryStore(clock)
+    cluster = Cluster(store, clock, pids(2500), max_moves=2000)
+    for name in ("a", "b"):
+        cluster.add(name)
+    for _ in range(3):
+        cluster.round()
+    assert len(cluster.owners()) == 2500
+    store.reset_counts()
+    cluster.round()
+    per_node_lists = store.count("ListObjectsV2") / 2
+    assert per_node_lists == 3 + 1  # ceil(2500/1000) owner pages + 1 node page
+    assert store.count("GetObject") == 0
+    assert store.count("PutObject") == 2  # one renewal each (round = renew interval)
+
+
+def test_the_memory_store_answers_conditional_writes_as_s3_does(
+    any_store: ObjectStore,
+) -> None:
+    etag = any_store.put_if_absent("k/a", b"1")
+    with pytest.raises(PreconditionFailedError):
+        any_store.put_if_absent("k/a", b"2")
+    with pytest.raises(PreconditionFailedError):
+        any_store.put_if_match("k/a", b"2", '"stale"')
+    with pytest.raises(NotFoundError):
+        any_store.put_if_match("k/missing", b"2", etag)
+    assert any_store.put_if_match("k/a", b"1", etag) == etag  # same bytes, same ETag
+    for i in range(1001):
+        any_store.put(f"k/b/{i:05d}", b"x")
+    pages = list(any_store.list_pages("k/b/"))
+    assert [len(p) for p in pages] == [1000, 1]
+    assert isinstance(any_store, MemoryStore | S3ObjectStore)
+
+
+def test_a_node_joining_after_a_kill_agrees_on_the_assignment_without_a_ttl_wait(
+    clock: VirtualClock,
+) -> None:
+    """A starting node sees a dead node's leftover lease for the first time:
+    its ETag watch must wait a TTL before calling it dead (safety), but the
+    assignment leaves it out at once when its lease expired long ago, so
+    the joiner agrees with the others and takes its share in two rounds."""
+    store = MemoryStore(clock)
+    cluster = Cluster(store, clock, pids(60))
+    for name in ("a", "b", "c"):
+        cluster.add(name)
+    cluster.round()
+    cluster.killed.add("c")
+    for _ in range(int(POLICY.ttl_seconds / ROUND) + 4):
+        cluster.round()
+    assert len(cluster.owners()) == 60
+    cluster.add("d")
+    cluster.round()
+    cluster.round()
+    assert cluster.owners() == desired_assignment(["a", "b", "d"], pids(60))
+
+
+def test_records_of_a_node_whose_lease_cannot_be_read_wait_for_its_silence(
+    any_store: ObjectStore, clock: VirtualClock
+) -> None:
+    """A live lease this version cannot read (a newer ``v``) names no
+    incarnation we know: its records are protected until the lease has been
+    silent for a TTL, never taken on a guess."""
+    lease_key = node_lease_key(ROOT, "x")
+    any_store.put(lease_key, json.dumps({"v": 99, "node": "x"}).encode())
+    desired = desired_assignment(["a", "x"], pids(2))
+    pid = next(p for p, n in desired.items() if n == "a")  # a's own, held by x
+    any_store.put(
+        owner_key(ROOT, pid),
+        b'{"v":1,"node":"x","incarnation":"q","term":4,"updated_at":"2026-11-24T05:00:00Z"}',
+    )
+    cluster = Cluster(any_store, clock, pids(2))
+    node = cluster.add("a")
+    cluster.round()
+    cluster.round()
+    assert pid not in node.owned()
+    for _ in range(int(POLICY.ttl_seconds / ROUND)):
+        cluster.round()
+    assert node.owned() == set(pids(2)) and node.term(pid) == 5
+
+
+def test_two_nodes_racing_for_one_record_one_wins(
+    any_store: ObjectStore, clock: VirtualClock
+) -> None:
+    """Views may disagree for a round (a node seen dead by one observer
+    before the other): the CAS on the record decides, and the loser learns
+    it was beaten, not that it owns the partition."""
+    owners = OwnershipStore(any_store, ROOT, now=clock.now)
+    pid = PartitionId("orders", 3, 0)
+    assert owners.take(pid, None, "a", "1") is not None
+    assert owners.take(pid, None, "b", "1") is None  # create-only: a was first
+    seen = decode_owner(any_store.get(owner_key(ROOT, pid)).body, "owner")
+    etag = any_store.get(owner_key(ROOT, pid)).etag
+    record = OwnerRecord(seen.node, seen.incarnation, seen.term, seen.released, etag)
+    won = [owners.take(pid, record, node, "2") for node in ("b", "c")]
+    assert [w is not None for w in won] == [True, False]
+    assert decode_owner(any_store.get(owner_key(ROOT, pid)).body, "owner").term == 2
+
+
+class AnswerLostStore:
+    """Applies conditional puts, then answers 412 as a retry after a lost
+    answer would."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+    def put_if_absent(self, key: str, body: bytes, *, metadata: object = None) -> str:
+        self._store.put_if_absent(key, body)
+        raise PreconditionFailedError(f"412 after a lost answer key={key!r}")
+
+    def put_if_match(self, key: str, body: bytes, etag: str, *, metadata: object = None) -> str:
+        self._store.put_if_match(key, body, etag)
+        raise PreconditionFailedError(f"412 after a lost answer key={key!r}")
+
+
+def test_a_write_whose_answer_was_lost_counts_when_the_bytes_are_ours(
+    any_store: ObjectStore, clock: VirtualClock
+) -> None:
+    lossy = AnswerLostStore(any_store)
+    owners = OwnershipStore(lossy, ROOT, now=clock.now)  # type: ignore[arg-type]
+    pid = PartitionId("orders", 3, 0)
+    taken = owners.take(pid, None, "a", "1")
+    assert taken is not None and taken.etag == any_store.get(owner_key(ROOT, pid)).etag
+    assert owners.release(pid, taken) is not None
+    lease = make_lease(lossy, clock, "node-a")  # type: ignore[arg-type]
+    assert lease.try_acquire()
+    clock.advance(POLICY.renew_interval_seconds)
+    lease.renew()
+    assert lease.is_valid() and lease.etag == any_store.get(lease.key).etag

@@ -1,0 +1,235 @@
+"""Test and benchmark helper (not product code): an in-memory ``ObjectStore``
+with S3's conditional-write semantics, exact request counts, and a virtual
+clock.
+
+The ownership simulation runs 100 nodes and 10,000 partitions for minutes
+of virtual time in seconds of real time: no HTTP, no sleeping. The
+semantics are the ones ``storage/object_store.py`` documents and the
+embedded S3 shows: ``If-None-Match: *`` on an existing key and ``If-Match``
+with a stale ETag answer 412, ``If-Match`` on a missing key answers 404, a
+LIST page holds at most 1000 keys in lexicographic order, and the ETag is
+the MD5 of the body in quotes (so rewriting equal bytes keeps the ETag,
+and a renewal must change the bytes to be seen).
+
+Every request is counted by operation and by key prefix (the first
+``prefix_depth`` path segments: ``epochgc/meta/nodes/`` with the default),
+which is what the benchmark reports.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import threading
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import UTC, datetime, timedelta
+
+from epochgc.errors import NotFoundError, PreconditionFailedError
+from epochgc.storage.object_store import (
+    MAX_KEYS_PER_DELETE,
+    DeleteOutcome,
+    ObjectInfo,
+    StoredObject,
+)
+
+
+class VirtualClock:
+    """Test helper: a monotonic clock and a wall clock that move only when
+    told to (``advance``)."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self._start = start or datetime(2026, 11, 24, 5, 0, tzinfo=UTC)
+        self._seconds = 1000.0
+        self._origin = self._seconds
+
+    def monotonic(self) -> float:
+        return self._seconds
+
+    def now(self) -> datetime:
+        return self._start + timedelta(seconds=self._seconds - self._origin)
+
+    def advance(self, seconds: float) -> None:
+        if seconds < 0:
+            raise ValueError("a monotonic clock never goes back")
+        self._seconds += seconds
+
+
+class MemoryStore:
+    """Test helper: an ``ObjectStore`` held in a dict, with request counts.
+
+    Example::
+
+        store = MemoryStore(clock)
+        etag = store.put_if_absent("epochgc/meta/nodes/a", b"{}")
+        store.requests[("PutObject", "epochgc/meta/nodes/")]  # 1
+    """
+
+    def __init__(
+        self, clock: VirtualClock | None = None, bucket: str = "memory", prefix_depth: int = 3
+    ) -> None:
+        self._bucket = bucket
+        self._clock = clock or VirtualClock()
+        self._depth = prefix_depth
+        self._lock = threading.Lock()
+        self._objects: dict[str, StoredObject] = {}
+        self._infos: dict[str, ObjectInfo] = {}
+        self._keys: list[str] = []
+        self.requests: Counter[tuple[str, str]] = Counter()
+        """(operation, key prefix) -> requests."""
+
+    @property
+    def bucket(self) -> str:
+        return self._bucket
+
+    # --- accounting ------------------------------------------------------------
+
+    def prefix_of(self, key: str) -> str:
+        """The counting prefix of a key: its first ``prefix_depth`` segments."""
+        parts = key.split("/")
+        return "/".join(parts[: self._depth]) + "/" if len(parts) > self._depth else key
+
+    def _count(self, operation: str, key: str) -> None:
+        self.requests[(operation, self.prefix_of(key))] += 1
+
+    def count(self, operation: str | None = None, prefix: str | None = None) -> int:
+        """Requests so far, optionally of one operation and/or under one
+        counting prefix (a prefix matches every counting prefix below it)."""
+        return sum(
+            n
+            for (op, pre), n in self.requests.items()
+            if (operation is None or op == operation) and (prefix is None or pre.startswith(prefix))
+        )
+
+    def reset_counts(self) -> None:
+        self.requests.clear()
+
+    # --- reads ----------------------------------------------------------------------
+
+    def get(self, key: str, *, byte_range: tuple[int, int] | None = None) -> StoredObject:
+        with self._lock:
+            self._count("GetObject", key)
+            obj = self._objects.get(key)
+        if obj is None:
+            raise NotFoundError(f"no such key key={key!r}")
+        if byte_range is None:
+            return obj
+        first, last = byte_range
+        return StoredObject(key, obj.body[first : last + 1], obj.etag, obj.last_modified)
+
+    def head(self, key: str) -> ObjectInfo:
+        with self._lock:
+            self._count("HeadObject", key)
+            obj = self._objects.get(key)
+        if obj is None:
+            raise NotFoundError(f"no such key key={key!r}")
+        return ObjectInfo(key, len(obj.body), obj.etag, obj.last_modified)
+
+    def list_pages(
+        self, prefix: str, *, start_after: str | None = None, page_size: int = 1000
+    ) -> Iterator[list[ObjectInfo]]:
+        after = start_after or ""
+        while True:
+            with self._lock:
+                self._count("ListObjectsV2", prefix)
+                start = bisect.bisect_right(self._keys, after) if after else 0
+                start = max(start, bisect.bisect_left(self._keys, prefix))
+                page: list[ObjectInfo] = []
+                for key in self._keys[start:]:
+                    if not key.startswith(prefix) or len(page) == min(page_size, 1000):
+                        break
+                    page.append(self._infos[key])
+                more = (
+                    start + len(page) < len(self._keys)
+                    and self._keys[start + len(page)].startswith(prefix)
+                    and len(page) == min(page_size, 1000)
+                )
+            if page:
+                yield page
+            if not more:
+                return
+            after = page[-1].key
+
+    def list_objects(
+        self, prefix: str, *, start_after: str | None = None, page_size: int = 1000
+    ) -> Iterator[ObjectInfo]:
+        for page in self.list_pages(prefix, start_after=start_after, page_size=page_size):
+            yield from page
+
+    def list_prefixes(self, prefix: str) -> list[str]:
+        with self._lock:
+            self._count("ListObjectsV2", prefix)
+            found = {
+                prefix + key[len(prefix) :].split("/", 1)[0] + "/"
+                for key in self._keys
+                if key.startswith(prefix) and "/" in key[len(prefix) :]
+            }
+        return sorted(found)
+
+    # --- writes ------------------------------------------------------------------------
+
+    def _store(self, key: str, body: bytes, metadata: Mapping[str, str] | None) -> str:
+        etag = f'"{hashlib.md5(body).hexdigest()}"'  # S3's ETag, not security
+        if key not in self._objects:
+            bisect.insort(self._keys, key)
+        stored = StoredObject(key, body, etag, self._clock.now(), dict(metadata or {}))
+        self._objects[key] = stored
+        self._infos[key] = ObjectInfo(key, len(body), etag, stored.last_modified)
+        return etag
+
+    def put(self, key: str, body: bytes, *, metadata: Mapping[str, str] | None = None) -> str:
+        with self._lock:
+            self._count("PutObject", key)
+            return self._store(key, body, metadata)
+
+    def put_if_absent(
+        self, key: str, body: bytes, *, metadata: Mapping[str, str] | None = None
+    ) -> str:
+        with self._lock:
+            self._count("PutObject", key)
+            if key in self._objects:
+                raise PreconditionFailedError(f"412 (If-None-Match *) key={key!r}")
+            return self._store(key, body, metadata)
+
+    def put_if_match(
+        self, key: str, body: bytes, etag: str, *, metadata: Mapping[str, str] | None = None
+    ) -> str:
+        with self._lock:
+            self._count("PutObject", key)
+            obj = self._objects.get(key)
+            if obj is None:
+                raise NotFoundError(f"404 (If-Match {etag}) key={key!r}")
+            if obj.etag != etag:
+                raise PreconditionFailedError(f"412 (If-Match {etag}) key={key!r}")
+            return self._store(key, body, metadata)
+
+    def delete(self, key: str) -> None:
+        with self._lock:
+            self._count("DeleteObject", key)
+            self._remove(key)
+
+    def _remove(self, key: str) -> None:
+        if self._objects.pop(key, None) is not None:
+            del self._infos[key]
+            del self._keys[bisect.bisect_left(self._keys, key)]
+
+    def delete_batch(self, keys: list[str]) -> DeleteOutcome:
+        if len(keys) > MAX_KEYS_PER_DELETE:
+            raise ValueError(f"at most {MAX_KEYS_PER_DELETE} keys per batch, got {len(keys)}")
+        with self._lock:
+            self._count("DeleteObjects", keys[0] if keys else "")
+            for key in keys:
+                self._remove(key)
+        return DeleteOutcome(tuple(keys), {}, 1)
+
+    def delete_many(self, keys: Iterable[str]) -> DeleteOutcome:
+        batch: list[str] = []
+        outcomes = []
+        for key in keys:
+            batch.append(key)
+            if len(batch) == MAX_KEYS_PER_DELETE:
+                outcomes.append(self.delete_batch(batch))
+                batch = []
+        if batch:
+            outcomes.append(self.delete_batch(batch))
+        return DeleteOutcome.merge(outcomes)

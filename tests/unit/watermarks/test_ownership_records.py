@@ -1,0 +1,105 @@
+"""Node lease and ownership record codecs: round trips, forward
+compatibility (unknown fields ignored), newer versions refused."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from epochgc.errors import MalformedRecordError, UnsupportedVersionError
+from epochgc.watermarks.ownership_records import (
+    NodeLeaseDocument,
+    OwnerDocument,
+    decode_node_lease,
+    decode_owner,
+    encode_node_lease,
+    encode_owner,
+)
+
+times = st.datetimes(
+    min_value=datetime(2000, 1, 1), max_value=datetime(2200, 1, 1), timezones=st.just(UTC)
+).map(lambda t: t.replace(microsecond=t.microsecond // 1000 * 1000))
+node_ids = st.from_regex(r"[A-Za-z0-9_-]{1,64}", fullmatch=True)
+incarnations = st.text(alphabet="0123456789abcdef", min_size=1, max_size=32)
+
+
+@given(node_ids, incarnations, times, st.integers(0, 3600), st.booleans())
+def test_node_lease_round_trip(
+    node: str, incarnation: str, renewed: datetime, ttl: int, released: bool
+) -> None:
+    doc = NodeLeaseDocument(node, incarnation, renewed, renewed + timedelta(seconds=ttl), released)
+    assert decode_node_lease(encode_node_lease(doc), "lease") == doc
+
+
+@given(node_ids, incarnations, st.integers(1, 2**40), times, st.booleans())
+def test_owner_round_trip(
+    node: str, incarnation: str, term: int, updated: datetime, released: bool
+) -> None:
+    doc = OwnerDocument(node, incarnation, term, updated, released)
+    assert decode_owner(encode_owner(doc), "owner") == doc
+
+
+def test_released_is_written_only_when_true_and_renewals_change_the_bytes() -> None:
+    at = datetime(2026, 11, 24, 5, 0, tzinfo=UTC)
+    held = NodeLeaseDocument("n1", "abc", at, at + timedelta(seconds=15))
+    assert "released" not in json.loads(encode_node_lease(held))
+    later = NodeLeaseDocument("n1", "abc", at + timedelta(seconds=5), at + timedelta(seconds=20))
+    assert encode_node_lease(later) != encode_node_lease(held)
+    owner = json.loads(encode_owner(OwnerDocument("n1", "abc", 3, at)))
+    assert owner == {
+        "v": 1,
+        "node": "n1",
+        "incarnation": "abc",
+        "term": 3,
+        "updated_at": "2026-11-24T05:00:00.000Z",
+    }
+
+
+def test_unknown_fields_are_ignored_and_newer_versions_refused() -> None:
+    doc = {
+        "v": 1,
+        "node": "n1",
+        "incarnation": "abc",
+        "term": 2,
+        "updated_at": "2026-11-24T05:00:00Z",
+        "future": {"x": 1},
+    }
+    assert decode_owner(json.dumps(doc).encode(), "owner").term == 2
+    with pytest.raises(UnsupportedVersionError):
+        decode_owner(json.dumps({**doc, "v": 2}).encode(), "owner")
+    lease = {
+        "v": 2,
+        "node": "n1",
+        "incarnation": "abc",
+        "renewed_at": "2026-11-24T05:00:00Z",
+        "expires_at": "2026-11-24T05:00:15Z",
+    }
+    with pytest.raises(UnsupportedVersionError):
+        decode_node_lease(json.dumps(lease).encode(), "lease")
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"term": 0},
+        {"term": True},
+        {"node": "a/b"},
+        {"incarnation": ""},
+        {"released": "yes"},
+        {"updated_at": "yesterday"},
+    ],
+)
+def test_malformed_owner_records_are_refused(change: dict[str, object]) -> None:
+    doc = {
+        "v": 1,
+        "node": "n1",
+        "incarnation": "abc",
+        "term": 2,
+        "updated_at": "2026-11-24T05:00:00Z",
+    }
+    with pytest.raises(MalformedRecordError):
+        decode_owner(json.dumps({**doc, **change}).encode(), "owner")
