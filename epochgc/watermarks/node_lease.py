@@ -30,8 +30,10 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import NoReturn
 
-from epochgc.errors import EpochGCError, LeaseLostError, NotFoundError, PreconditionFailedError
+from epochgc.errors import EpochGCError, LeaseLostError, NotFoundError
+from epochgc.storage.conditional_put import put_conditionally
 from epochgc.storage.keys import node_lease_key
 from epochgc.storage.object_store import ObjectStore, StoredObject
 from epochgc.watermarks.leases import LeasePolicy
@@ -139,18 +141,13 @@ class NodeLease:
         self.incarnation = self._incarnations()
         body = self._body(released=False)
         sent = self._monotonic()
-        try:
-            if stored is None:
-                etag = self._store.put_if_absent(self.key, body)
-            else:
-                etag = self._store.put_if_match(self.key, body, stored.etag)
-        except (PreconditionFailedError, NotFoundError) as err:
-            landed = self._landed(body)
-            if landed is None:
-                log.info("node lease %s not taken: someone moved first (%s)", self.node_id, err)
-                self._etag = None
-                return False
-            etag = landed
+        etag = put_conditionally(
+            self._store, self.key, body, None if stored is None else stored.etag
+        )
+        if etag is None:
+            log.info("node lease %s not taken: someone moved first", self.node_id)
+            self._etag = None
+            return False
         self._etag = etag
         self._valid_until = sent + self.policy.ttl_seconds - self.policy.skew_margin_seconds
         self._sent_at = sent
@@ -202,14 +199,9 @@ class NodeLease:
         assert self._etag is not None
         body = self._body(released=False)
         sent = self._monotonic()
-        try:
-            etag = self._store.put_if_match(self.key, body, self._etag)
-        except (PreconditionFailedError, NotFoundError) as err:
-            landed = self._landed(body)
-            if landed is None:
-                self._lose(f"the lease object changed under us ({err})")
-            assert landed is not None
-            etag = landed
+        etag = put_conditionally(self._store, self.key, body, self._etag)
+        if etag is None:
+            self._lose("the lease object changed under us (its bytes are not ours)")
         self._etag = etag
         self._valid_until = sent + self.policy.ttl_seconds - self.policy.skew_margin_seconds
         self._sent_at = sent
@@ -252,15 +244,7 @@ class NodeLease:
         except NotFoundError:
             return None
 
-    def _landed(self, body: bytes) -> str | None:
-        """The object's ETag if it holds exactly ``body`` (our write landed
-        and only its answer was lost), else ``None``."""
-        stored = self._read()
-        if stored is None or stored.body != body:
-            return None
-        return stored.etag
-
-    def _lose(self, why: str) -> None:
+    def _lose(self, why: str) -> NoReturn:
         self._etag = None
         self._valid_until = float("-inf")
         self.stats["lost"] += 1

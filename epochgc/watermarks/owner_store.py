@@ -21,7 +21,7 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 
-from epochgc.errors import NotFoundError, PreconditionFailedError
+from epochgc.storage.conditional_put import put_conditionally
 from epochgc.storage.keys import PartitionId, owner_key
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.ownership import OwnerRecord
@@ -77,16 +77,7 @@ class OwnershipStore:
         )
 
     def _write(self, key: str, body: bytes, etag: str | None) -> str | None:
-        try:
-            if etag is None:
-                return self._store.put_if_absent(key, body)
-            return self._store.put_if_match(key, body, etag)
-        except (PreconditionFailedError, NotFoundError) as err:
-            try:
-                stored = self._store.get(key)
-            except NotFoundError:
-                stored = None
-            if stored is not None and stored.body == body:
-                return stored.etag  # our write landed; only its answer was lost
-            log.info("ownership record %s changed first (%s)", key, err)
-            return None
+        written = put_conditionally(self._store, key, body, etag)
+        if written is None:
+            log.info("ownership record %s changed first", key)
+        return written
