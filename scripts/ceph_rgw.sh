@@ -78,9 +78,10 @@ fsid = $fsid
 mon host = v1:127.0.0.1:$mon_port
 mon initial members = a
 ms bind msgr2 = false
-auth cluster required = none
-auth service required = none
-auth client required = none
+auth cluster required = cephx
+auth service required = cephx
+auth client required = cephx
+keyring = $dir/keyring
 run dir = $dir/run
 admin socket = $dir/run/\$name.asok
 pid file = $dir/run/\$name.pid
@@ -120,8 +121,18 @@ start() {
     local fsid osd_uuid
     fsid="$(uuidgen)"
     write_conf "$fsid"
+    # One keyring for every daemon and client; ceph-mon --mkfs imports all
+    # of its keys. (With auth none, a client's or the OSD's first command
+    # could reach the monitor before the monmap and be refused: "wrong fsid".)
+    ceph-authtool --create-keyring "$dir/keyring" --gen-key -n mon. --cap mon 'allow *' >/dev/null
+    ceph-authtool "$dir/keyring" --gen-key -n client.admin \
+        --cap mon 'allow *' --cap osd 'allow *' --cap mgr 'allow *' >/dev/null
+    ceph-authtool "$dir/keyring" --gen-key -n osd.0 \
+        --cap mon 'allow profile osd' --cap osd 'allow *' --cap mgr 'allow profile osd' >/dev/null
+    ceph-authtool "$dir/keyring" --gen-key -n client.rgw.a \
+        --cap mon 'allow rw' --cap osd 'allow rwx' >/dev/null
     monmaptool --create --addv a "[v1:127.0.0.1:$mon_port]" --fsid "$fsid" "$dir/monmap" >/dev/null
-    ceph-mon -c "$conf" --mkfs -i a --monmap "$dir/monmap" >"$dir/log/mkfs-mon.out" 2>&1 \
+    ceph-mon -c "$conf" --mkfs -i a --monmap "$dir/monmap" --keyring "$dir/keyring" >"$dir/log/mkfs-mon.out" 2>&1 \
         || die "ceph-mon --mkfs failed: $(tail -1 "$dir/log/mkfs-mon.out")"
     ceph-mon -c "$conf" -i a 2>>"$dir/log/start.err" || die "ceph-mon did not start (see $dir/log)"
     wait_for 30 "ceph-mon" ceph -c "$conf" mon stat
@@ -131,15 +142,7 @@ start() {
     [ "$osd_id" = "0" ] || die "expected osd id 0, got $osd_id"
     ceph-osd -c "$conf" -i 0 --mkfs --osd-uuid "$osd_uuid" >"$dir/log/mkfs-osd.out" 2>&1 \
         || die "ceph-osd --mkfs failed: $(tail -1 "$dir/log/mkfs-osd.out")"
-    # Now and then the OSD's first command reaches the monitor before it
-    # has the cluster's fsid ("wrong fsid") and the OSD exits: start it again.
-    local try
-    for try in 1 2 3; do
-        ceph-osd -c "$conf" -i 0 2>>"$dir/log/start.err" && break
-        [ "$try" -lt 3 ] || die "ceph-osd did not start in 3 tries (see $dir/log)"
-        say "ceph-osd exited at start (try $try), starting it again"
-        sleep 1
-    done
+    ceph-osd -c "$conf" -i 0 2>>"$dir/log/start.err" || die "ceph-osd did not start (see $dir/log)"
     wait_for 60 "ceph-osd" osd_is_up
     radosgw -c "$conf" -n client.rgw.a 2>>"$dir/log/start.err" || die "radosgw did not start (see $dir/log)"
     wait_for 120 "radosgw" rgw_answers
