@@ -176,6 +176,8 @@ def _probe_cas_match(store: ObjectStore, base: str, detect_form: bool) -> str:
     current = _form_aware(store)
     if current is None:
         return "replaced, new etag"
+    if aware is None:
+        return f"replaced, new etag; If-Match form: {current.if_match_form} (configured)"
     if current.if_match_form == "bare":
         return (
             "replaced, new etag; If-Match form: bare (the store answers 412 to the quoted "

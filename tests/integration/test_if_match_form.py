@@ -105,6 +105,8 @@ def test_a_configured_form_is_used_as_is_without_detection(
         bare.use_if_match_form("bare")
         ensure_store_capable(bare, "epochgc", detect_if_match_form=False)
         assert proxy.answered == refused, "the quoted form was never sent"
+        results = {r.name: r for r in run_probes(bare, "epochgc", detect_if_match_form=False)}
+        assert results[CAS_MATCH].detail.endswith("If-Match form: bare (configured)")
 
 
 def test_the_capability_cache_hands_the_found_form_to_later_stores(
