@@ -79,7 +79,7 @@ SOAK_SECONDS ?= 60
 soak: $(STAMP)
 	$(BIN)/epochgc verify --seed $(SOAK_SEEDS) --duration $(SOAK_SECONDS) --spark --folder soak-runs
 
-# The package as a wheel, for spark-submit --py-files (see README).
+# The package as a wheel, for spark-submit --py-files (see docs/operating.md).
 wheel: $(STAMP)
 	$(BIN)/pip wheel --quiet --no-deps --wheel-dir dist .
 
