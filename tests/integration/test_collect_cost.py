@@ -3,7 +3,9 @@ on the embedded S3 (issue 19, points 1 and 2)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -11,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from epochgc.gc.collect import CollectSettings, collect_once
+from epochgc.gc.collector import ScheduleSettings
+from epochgc.gc.daemon import GcDaemon
 from epochgc.gc.listing_schedule import ListingPolicy
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import encode_l0_key, gc_run_summary_key, parse_l0_key
@@ -18,9 +22,11 @@ from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.reports import NodeReport, PartitionReport, publish_report
+from tests.integration.test_daemon import settings as daemon_settings
 from tests.support.cli import run_cli
 from tests.support.config_files import write_server_config
 from tests.support.moto_seed import seed_objects
+from tests.support.waiting import wait_for
 
 ROOT = "epochgc"
 SHARDS = 1000
@@ -143,3 +149,48 @@ def test_gc_runs_shows_cost_per_run_and_per_gb_old_summaries_included(
         assert row["cost_usd"] >= 20 * 0.005 / 1000, "at least one LIST per shard"
     table = run_cli("gc", "runs", "--config", str(config)).stdout
     assert "cost $" in table and "$/GB" in table and "0.005000" in table
+
+
+def test_the_daemon_lists_shards_when_due_and_deletes_within_the_lag_bound(
+    store: S3ObjectStore, bucket: str
+) -> None:
+    world(store, bucket, shards=40)
+    lag = 4.0
+    listing = ListingPolicy(max_lag_seconds=lag, full_sweep_interval_seconds=3600)
+    stats = RequestStats()
+    stats.attach(store.client)
+    daemon = GcDaemon(
+        store,
+        stats,
+        ROOT,
+        daemon_settings(
+            "gc-cost",
+            collect=dataclasses.replace(settings(), listing=listing),
+            schedule=ScheduleSettings(
+                interval=timedelta(seconds=0.3),
+                epoch_interval=timedelta(seconds=60),
+                scheduled_idle=timedelta(seconds=0.5),
+            ),
+        ),
+    )
+
+    def sample(name: str) -> float:
+        return daemon.registry.get_sample_value(name) or 0.0
+
+    daemon.start()
+    try:
+        wait_for(lambda: sample("epochgc_collector_shards_listed_total") >= 40, what="a full sweep")
+        rounds_before = daemon.rounds
+        report(store, 8)
+        raised = time.monotonic()
+        wait_for(lambda: 8 not in l0_epochs(store), timeout=lag * 3, what="the epoch-8 objects")
+        waited = time.monotonic() - raised
+        idle_rounds = daemon.rounds - rounds_before
+    finally:
+        daemon.stop()
+    assert waited <= lag + 2, "deleted within the lag bound (plus a round)"
+    assert idle_rounds >= 3, "rounds kept running"
+    assert sample("epochgc_collector_shards_listed_total") <= 40 * 3, (
+        "rounds in between listed no shard: today each would list all 40"
+    )
+    assert sample("epochgc_collector_request_cost_dollars_total") > 0
