@@ -23,14 +23,15 @@ record); the writers' PUTs and the daemon's housekeeping (leases, control
 and report polls, presence) are outside both. Objects are 64 bytes in
 memory; storage dollars are modelled at ``--object-mib`` per object.
 
-The floor. With steady ingest every shard receives objects, so each shard
-must be listed at least once per ``max_lag`` (an object that becomes
-eligible just after a listing waits until the next one), each listing is at
-least one LIST page, and the ``rate x max_lag`` objects of a lag period need
-at least ``ceil(rate x max_lag / 1000)`` DeleteObjects. Per 1000 objects
-reclaimed:
+The floor. Each shard that receives an object in a lag period must be
+listed at least once in that period (an object that becomes eligible just
+after a listing waits until the next one), each listing is at least one
+LIST page, and the ``N = rate x max_lag`` objects of a period need at least
+``ceil(N / 1000)`` DeleteObjects. With objects spread uniformly over ``S``
+shards, ``S (1 - exp(-N / S))`` shards receive one in a period (all of them
+at steady ingest). Per 1000 objects reclaimed:
 
-    floor = (shards + ceil(rate * max_lag / 1000)) / (rate * max_lag) * 1000
+    floor = (S (1 - exp(-N / S)) + ceil(N / 1000)) / N * 1000
 
 (at 10 objects/s, 1 h, 1000 shards: 1036 requests per 36,000 objects, 28.8
 per 1000). Listing more often than ``max_lag`` can only pay when the
@@ -38,6 +39,11 @@ economic interval ``T* = sqrt(2 L / (s r))`` (``gc.cost``) is shorter, i.e.
 at tens of MB/s per shard; the benchmark prints ``T*`` for its ingest. The
 floor's dollars are its LISTs and DeleteObjects at the ``[cost]`` prices
 plus the storage of eligible bytes waiting half a lag period on average.
+
+With sparse ingest (``--rate 0.2``: most shards empty most of the time)
+the schedule stays near this floor, but today's sweep lists only the few
+shards present, so the ">= 10x fewer than today" target, set for steady
+ingest into every shard, is not met there and says nothing about it.
 
 Measured from the end of the first hour (``--warmup``: both contenders
 start by listing everything once) to the end. Targets: requests per 1000
@@ -256,9 +262,12 @@ def floor_per_1000(args: argparse.Namespace) -> tuple[float, float]:
     """The floor's requests per 1000 reclaimed, and its dollars per hour."""
     per_period = args.rate * args.max_lag
     deletes = math.ceil(per_period / 1000)
-    requests = SHARDS + deletes
+    listings = SHARDS * (1 - math.exp(-per_period / SHARDS))
+    requests = listings + deletes
     prices = Prices()
-    period_dollars = prices.request_cost({"ListObjectsV2": SHARDS, "DeleteObjects": deletes})
+    period_dollars = (
+        prices.price_of("ListObjectsV2") * listings + prices.price_of("DeleteObjects") * deletes
+    )
     waiting = args.rate * args.object_mib * 2**20 * args.max_lag / 2  # bytes, on average
     period_dollars += prices.storage_cost(waiting * args.max_lag)
     return requests / per_period * 1000, period_dollars * 3600 / args.max_lag

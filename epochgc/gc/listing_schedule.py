@@ -166,8 +166,11 @@ def learn(
 ) -> ShardKnowledge:
     """The knowledge after a round: listed shards take their new facts; a
     shard whose listing or deletions failed is forgotten (so the next round
-    lists it again); quiet shards note ``now``; with ``present`` (a
-    discovery ran), shards no longer present are dropped."""
+    lists it again); quiet shards note ``now``. With ``present`` (a
+    discovery ran), a known shard that is not present is empty: that is
+    what a listing at ``now`` would have found, so it takes those facts
+    (a shard emptied by a round vanishes from the delimiter listing; when
+    writers fill it again, it is listed when due, not as a new shard)."""
     failed_set = set(failed)
     shards = dict(knowledge.shards)
     for shard in plan.shards:
@@ -182,8 +185,12 @@ def learn(
             shards[shard] = mark_quiet(shards[shard], now)
     discovered_at = knowledge.discovered_at
     if present is not None:
-        keep = set(present)
-        shards = {s: f for s, f in shards.items() if s in keep}
+        there = set(present)
+        for shard, known in list(shards.items()):
+            if shard not in there and shard not in failed_set:
+                shards[shard] = observe_listing(
+                    known, ShardObservation(), safe_epoch=safe_epoch, now=now
+                )
         discovered_at = now
     return ShardKnowledge(
         shards=shards,

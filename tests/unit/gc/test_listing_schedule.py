@@ -72,14 +72,20 @@ def test_new_shards_and_full_sweeps_are_listed() -> None:
     assert plan_listing(knowledge, [0, 7], safe_epoch=10, now=day, policy=POLICY).full_sweep
 
 
-def test_failed_shards_are_forgotten_and_gone_shards_dropped() -> None:
-    knowledge = known({0: facts(T0, 10, None), 1: facts(T0, 10, None), 2: facts(T0, 10, None)})
+def test_failed_shards_are_forgotten_and_absent_shards_known_empty() -> None:
+    knowledge = known({0: facts(T0, 10, None), 1: facts(T0, 10, None), 2: facts(T0, 10, 11)})
     now = T0 + timedelta(hours=1)
     plan = plan_listing(knowledge, [0, 1], safe_epoch=11, now=now, policy=POLICY)
     seen = {0: ShardObservation(3, 3000, 12)}
     after = learn(knowledge, plan, seen, [1], safe_epoch=11, now=now, present=[0, 1])
-    assert set(after.shards) == {0}
+    assert set(after.shards) == {0, 2}, "a failed shard is listed again next round"
     assert after.shards[0].lowest_epoch == 12 and after.shards[0].bytes_per_second > 0
+    gone = after.shards[2]
+    assert (gone.listed_at, gone.safe_epoch, gone.lowest_epoch) == (now, 11, None)
+    again = plan_listing(
+        after, [0, 2], safe_epoch=11, now=now + timedelta(minutes=1), policy=POLICY
+    )
+    assert again.shards == () and 2 in again.quiet, "refilled, it waits for M like any shard"
 
 
 @given(
