@@ -187,10 +187,12 @@ def collect_once(
             rate_limit_keys_per_second=settings.rate_limit_keys_per_second,
         ),
     )
-    policy = None if dry_run or all_shards else settings.listing
+    policy = None if dry_run else settings.listing
     if policy is not None and knowledge is None:
         knowledge = load_knowledge(store, root)
-    choice = _choose_shards(store, root, policy, knowledge, safe.safe_epoch, started)
+    choice = _choose_shards(
+        store, root, policy, knowledge, safe.safe_epoch, started, all_shards=all_shards
+    )
     found, listing, shards = choice.found, choice.plan, choice.shards
     guard_on = settings.max_delete_fraction < 1.0 and not force
     stopped: str | None = None
@@ -327,13 +329,19 @@ def _choose_shards(
     knowledge: ShardKnowledge | None,
     safe_epoch: int,
     now: datetime,
+    *,
+    all_shards: bool = False,
 ) -> _ShardChoice:
-    """The shards a round lists: every shard present without a policy;
+    """The shards a round lists: every shard present without a policy or
+    with ``all_shards`` (a full sweep the knowledge learns from);
     otherwise those the schedule picks, running the delimiter listing only
     when something is due among the known shards or the shard list is stale."""
     if policy is None or knowledge is None:
         found = discover_shards(store, root)
         return _ShardChoice(found, True, None, found.shards)
+    if all_shards:
+        found = discover_shards(store, root)
+        return _ShardChoice(found, True, ListingPlan(found.shards, True, (), None), found.shards)
     plan = plan_listing(knowledge, knowledge.shards, safe_epoch=safe_epoch, now=now, policy=policy)
     if not (plan.shards or plan.full_sweep or needs_discovery(knowledge, now, policy)):
         return _ShardChoice(ShardListing(()), False, plan, plan.shards)
