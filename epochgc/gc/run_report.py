@@ -183,7 +183,7 @@ def decode_summary(data: bytes, where: str = "gc run summary") -> RunSummary:
         objects_deleted=get_int(raw_janitor, "objects_deleted", where, 0) if raw_janitor else 0,
         complete=bool(raw_janitor.get("complete", True)),
     )
-    cost_usd, prices = _decode_cost(doc.get("cost"), where)
+    cost_usd, prices = _decode_cost(doc["cost"], where) if "cost" in doc else (None, None)
     return RunSummary(
         run_id=get_str(doc, "run_id", where),
         engine=get_str(doc, "engine", where),
@@ -203,7 +203,7 @@ def decode_summary(data: bytes, where: str = "gc run summary") -> RunSummary:
         janitor=janitor,
         cost_usd=cost_usd,
         prices=prices,
-        shards=_decode_shards(doc.get("shards"), where),
+        shards=_decode_shards(doc["shards"], where) if "shards" in doc else None,
     )
 
 
@@ -214,14 +214,12 @@ def _number(value: object, what: str) -> float:
 
 
 def _decode_cost(raw: object, where: str) -> tuple[float | None, Prices | None]:
-    if raw is None:
-        return None, None
     if not isinstance(raw, dict):
         raise MalformedRecordError(f"{where}: 'cost' must be an object")
     usd = _number(raw.get("requests_usd"), f"{where}: cost.requests_usd")
-    raw_prices = raw.get("prices")
-    if raw_prices is None:
+    if "prices" not in raw:
         return usd, None
+    raw_prices = raw["prices"]
     if not isinstance(raw_prices, dict):
         raise MalformedRecordError(f"{where}: cost.prices must be an object")
     defaults = Prices().as_dict()
@@ -237,14 +235,11 @@ def _decode_cost(raw: object, where: str) -> tuple[float | None, Prices | None]:
     )
 
 
-def _decode_shards(raw: object, where: str) -> RunShards | None:
-    if raw is None:
-        return None
+def _decode_shards(raw: object, where: str) -> RunShards:
     if not isinstance(raw, dict) or not isinstance(raw.get("full_sweep"), bool):
         raise MalformedRecordError(f"{where}: 'shards' must be an object with 'full_sweep'")
-    present = raw.get("present")
     return RunShards(
-        present=None if present is None else get_int(raw, "present", where, 0),
+        present=get_int(raw, "present", where, 0) if "present" in raw else None,
         listed=get_int(raw, "listed", where, 0),
         full_sweep=bool(raw["full_sweep"]),
     )

@@ -25,6 +25,7 @@ shard once", never "skip".
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -34,6 +35,7 @@ from epochgc.errors import MalformedRecordError
 from epochgc.watermarks.records import dump_document, format_time, load_document, parse_time
 
 KNOWLEDGE_VERSION = 1
+_SHARD_NAME = re.compile(r"[0-9]{3}")
 RATE_SMOOTHING = 0.5
 """Weight of the newest sample in the arrival-rate average."""
 
@@ -164,12 +166,12 @@ def decode_knowledge(data: bytes, where: str = "shard knowledge") -> ShardKnowle
             every shard (it never skips on a document it cannot read).
     """
     doc = load_document(data, where, KNOWLEDGE_VERSION)
-    raw = doc.get("shards", {})
+    raw = doc.get("shards")
     if not isinstance(raw, dict):
         raise MalformedRecordError(f"{where}: 'shards' must be an object")
     shards: dict[int, ShardFacts] = {}
     for name, item in raw.items():
-        if not (isinstance(name, str) and len(name) == 3 and name.isdigit()):
+        if not _SHARD_NAME.fullmatch(name):
             raise MalformedRecordError(f"{where}: shard {name!r} is not three digits")
         if not isinstance(item, dict):
             raise MalformedRecordError(f"{where}: shard {name} must be an object")
