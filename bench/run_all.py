@@ -28,6 +28,7 @@ BENCHES = (
     "bench_inventory",
     "bench_startup",
     "bench_ownership",
+    "bench_steady",
 )
 VERDICT = re.compile(r"^bench (\S+): (.*) \(target (.*)\) (PASS|FAIL)$")
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -41,9 +41,10 @@ from epochgc.gc.run_report import (
     decode_summary,
     encode_summary,
     list_runs,
+    run_cost,
     run_figures,
 )
-from epochgc.gc.service import collect_settings_of, run_daemon
+from epochgc.gc.service import collect_settings_of, prices_of, run_daemon
 from epochgc.gc.status_view import StatusInputs, status_view
 from epochgc.liveness_cli import cmd_gc_explain, cmd_partition_skip, stuck_line
 from epochgc.logging_setup import setup_logging
@@ -175,6 +176,7 @@ def _cmd_gc_collect(config: Config, args: argparse.Namespace) -> int:
             collect_settings_of(config),
             dry_run=args.dry_run,
             force=args.force,
+            all_shards=args.all_shards,
         )
     s = outcome.summary
     if config.metrics.pushgateway:
@@ -268,23 +270,37 @@ def _cmd_gc_epoch_info(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_gc_runs(config: Config, args: argparse.Namespace) -> int:
-    rows = []
+    rows: list[dict[str, object]] = []
+    prices = prices_of(config)
     with open_store(config, writes=False) as handle:
         for run_id in list_runs(handle.store, config.layout.root, args.limit):
             key = gc_run_summary_key(config.layout.root, run_id)
             try:
-                rows.append(json.loads(encode_summary(decode_summary(handle.store.get(key).body))))
+                summary = decode_summary(handle.store.get(key).body)
             except EpochGCError as err:
                 rows.append({"run_id": run_id, "error": str(err)})
+                continue
+            row = json.loads(encode_summary(summary))
+            row["cost_usd"], row["usd_per_gb"] = run_cost(summary, prices)
+            rows.append(row)
     lines = [
         f"{r['run_id']:28} {r.get('engine', '?'):15} {r.get('safe_epoch', '?'):>8} "
-        f"{r.get('deleted', '?'):>9} {r.get('errors', '?'):>6}  "
+        f"{r.get('deleted', '?'):>9} {r.get('errors', '?'):>6} "
+        f"{_dollars(r.get('cost_usd')):>10} {_dollars(r.get('usd_per_gb')):>10}  "
         f"{'ok' if r.get('success') else 'FAILED'}{' dry-run' if r.get('dry_run') else ''}"
         for r in rows
     ]
-    header = f"{'run':28} {'engine':15} {'M':>8} {'deleted':>9} {'errors':>6}  outcome"
+    header = (
+        f"{'run':28} {'engine':15} {'M':>8} {'deleted':>9} {'errors':>6} "
+        f"{'cost $':>10} {'$/GB':>10}  outcome"
+    )
     _print(rows, args, "\n".join([header, *lines]) if lines else "no runs yet")
     return EXIT_OK
+
+
+def _dollars(value: object) -> str:
+    """A modelled cost for a table: ``-`` when there is none."""
+    return f"{value:.6f}" if isinstance(value, float | int) else "-"
 
 
 def _operator() -> str:
@@ -746,6 +762,12 @@ def _add_gc_commands(
         action="store_true",
         help="bypass the delete-fraction guard ([gc] max_delete_fraction); nothing else "
         "(a pause still stops the round)",
+    )
+    collect.add_argument(
+        "--all-shards",
+        action="store_true",
+        help="list every shard now, not only those the cost-aware schedule picks "
+        "([gc] max_lag_seconds)",
     )
     collect.add_argument(
         "--engine",

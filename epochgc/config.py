@@ -270,6 +270,13 @@ class GcConfig:
     costs M nothing) and expired run summaries."""
     runs_retention_days: float = _check(_at_least(0.0), default=30.0)
     """Run summaries (and dry-run plans) older than this are deleted."""
+    max_lag_seconds: float = _check(_at_least(1.0), default=3600.0)
+    """The longest an eligible L0 object waits for its shard to be listed
+    (while rounds run): the bound of the cost-aware schedule. Shorter costs
+    more LISTs; safety does not depend on it."""
+    full_sweep_interval_seconds: float = _check(_at_least(1.0), default=86400.0)
+    """Every shard is listed at least this often, whatever the shard
+    knowledge says: catches orphans written with an old epoch."""
 
 
 @dataclass(frozen=True)
@@ -387,6 +394,21 @@ class SparkConfig:
 
 
 @dataclass(frozen=True)
+class CostConfig:
+    """Prices the collector models its cost at (docs/operating.md, "Cost");
+    defaults: S3 Standard's published prices, in dollars."""
+
+    list_price_per_1000: float = _check(_at_least(0.0), default=0.005)
+    """LIST (and PUT, COPY, POST) requests, per 1000."""
+    delete_price_per_1000: float = _check(_at_least(0.0), default=0.0)
+    """DeleteObjects / DeleteObject requests, per 1000 (free on S3)."""
+    get_price_per_1000: float = _check(_at_least(0.0), default=0.0004)
+    """GET, HEAD and other requests, per 1000."""
+    storage_price_per_gb_month: float = _check(_at_least(0.0), default=0.023)
+    """Storage per GB (2^30 bytes) per month: what waiting eligible bytes cost."""
+
+
+@dataclass(frozen=True)
 class LoggingConfig:
     """Log output; ``--log-level`` on the command line wins."""
 
@@ -412,6 +434,7 @@ class Config:
     inventory: InventoryConfig = field(default_factory=InventoryConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
+    cost: CostConfig = field(default_factory=CostConfig)
 
     def describe(self) -> dict[str, dict[str, Any]]:
         """The configuration as plain data with secrets masked (for logs)."""

@@ -199,7 +199,8 @@ class ControllerLog:
             "type": "create_topic",
             "topic": name,
             "partitions": partitions,
-            "config": {"created_by": f"foreign-writer-{uuid.uuid4()}"},
+            # Ours to reconcile: epochgc's reconciler never leads this topic.
+            "config": {"reconciler": "foreign-writer", "created_by": f"fw-{uuid.uuid4()}"},
             "ts": now_text(),
         }
         offset = self.append(entry)

@@ -3,7 +3,13 @@
 1. Compute ``M`` lazily (controller tail + one report per node). Untrusted
    inputs: no deletion, ``SafetyBlockedError``.
 2. Find the shards: every shard present in the bucket (a delimiter listing
-   of ``{root}/l0/``, ``gc.shards``), not ``0..layout.l0_shards-1``.
+   of ``{root}/l0/``, ``gc.shards``), not ``0..layout.l0_shards-1``. With a
+   listing policy (``CollectSettings.listing``, on in the product), the
+   round lists only the shards the cost-aware schedule picks
+   (``gc.listing_schedule``) from the shard knowledge, and runs the
+   delimiter listing only when it lists something or its list of shards
+   is stale; afterwards it writes what it learnt (``{root}/gc/shards/state``).
+   A dry run and ``all_shards`` list every shard.
 3. Unless it is a dry run, read ``{root}/gc/control.json``: paused means
    no deletion, ``CollectorPausedError`` (``paused by WHO: REASON``).
    ``force`` never overrides a pause.
@@ -18,7 +24,8 @@
    Memory is bounded by the batches in flight, whatever the bucket holds.
 6. ``--dry-run`` deletes nothing and streams the plan (key, size,
    last_modified) into a Parquet file beside the summary.
-7. Every run writes ``{root}/gc/runs/{run_id}/summary.json``.
+7. Every run writes ``{root}/gc/runs/{run_id}/summary.json``, with its
+   requests and their modelled cost (``gc.cost``).
 """
 
 from __future__ import annotations
@@ -26,16 +33,26 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from epochgc.errors import EpochGCError
 from epochgc.gc.control import ensure_not_paused
+from epochgc.gc.cost import Prices
 from epochgc.gc.janitor import Janitor, JanitorResult
+from epochgc.gc.listing_schedule import (
+    ListingPlan,
+    ListingPolicy,
+    learn,
+    needs_discovery,
+    plan_listing,
+)
 from epochgc.gc.plan_file import PlanWriter
-from epochgc.gc.run_report import RunSummary, new_run_id, write_summary
-from epochgc.gc.shards import discover_shards
+from epochgc.gc.run_report import RunShards, RunSummary, new_run_id, write_summary
+from epochgc.gc.shard_knowledge import ShardKnowledge
+from epochgc.gc.shards import ShardListing, discover_shards, load_knowledge, save_knowledge
 from epochgc.gc.sweeper import Sweeper, SweepPolicy, SweepResult
 from epochgc.storage.keys import gc_run_prefix
 from epochgc.storage.object_store import ObjectStore
@@ -61,6 +78,10 @@ class CollectSettings:
     shard_concurrency: int = 8
     delete_concurrency: int = 4
     rate_limit_keys_per_second: float | None = None
+    listing: ListingPolicy | None = None
+    """The cost-aware schedule; ``None`` lists every shard every round."""
+    prices: Prices = dataclasses.field(default_factory=Prices)
+    """What the run summary's cost is modelled at (``[cost]``)."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +104,10 @@ class CollectOutcome:
     bytes outstanding."""
     foreign_prefixes: int = 0
     """Prefixes under ``{root}/l0/`` that are not shards (never swept)."""
+    knowledge: ShardKnowledge | None = None
+    """The shard knowledge after the round (with a listing policy)."""
+    next_listing_at: datetime | None = None
+    """When the schedule next finds a shard worth listing (with a policy)."""
 
 
 def guard_message(eligible: int, listed: int, max_fraction: float, command: str) -> str | None:
@@ -121,6 +146,8 @@ def collect_once(
     stop: threading.Event | None = None,
     controller: Controller | None = None,
     janitor: Janitor | None = None,
+    knowledge: ShardKnowledge | None = None,
+    all_shards: bool = False,
 ) -> CollectOutcome:
     """Run one round (see the module docstring).
 
@@ -132,12 +159,17 @@ def collect_once(
     after the DeleteObjects batches in flight; the summary then says what
     was done (the next round finishes the job: nothing is lost).
 
+    With ``settings.listing``, a long-lived caller passes the ``knowledge``
+    the previous round returned (otherwise it is read from the bucket);
+    ``all_shards`` lists every shard present whatever the schedule says.
+
     Raises:
         SafetyBlockedError: ``M`` could not be computed from trusted inputs.
         CollectorPausedError: the collector is paused (not for a dry run).
         StorageError: the shards could not be listed.
     """
     started = now or datetime.now(UTC)
+    clock_started = time.monotonic()
     run_id = new_run_id(started)
     before = stats.by_operation()
     tracker = tracker or SafeEpochTracker(blocked_after=1)
@@ -155,7 +187,13 @@ def collect_once(
             rate_limit_keys_per_second=settings.rate_limit_keys_per_second,
         ),
     )
-    found = discover_shards(store, root)
+    policy = None if dry_run else settings.listing
+    if policy is not None and knowledge is None:
+        knowledge = load_knowledge(store, root)
+    choice = _choose_shards(
+        store, root, policy, knowledge, safe.safe_epoch, started, all_shards=all_shards
+    )
+    found, listing, shards = choice.found, choice.plan, choice.shards
     guard_on = settings.max_delete_fraction < 1.0 and not force
     stopped: str | None = None
     plan_key: str | None = None
@@ -164,12 +202,12 @@ def collect_once(
         run_id,
         safe.safe_epoch,
         safe.controller_offset,
-        len(found.shards),
+        len(shards),
     )
     if dry_run:
         with PlanWriter(with_last_modified=True) as plan:
             result = sweeper.sweep(
-                found.shards,
+                shards,
                 safe.safe_epoch,
                 started,
                 dry_run=True,
@@ -185,7 +223,7 @@ def collect_once(
     elif guard_on:
         ensure_not_paused(store, root)
         result = sweeper.sweep(
-            found.shards, safe.safe_epoch, started, dry_run=True, full_listing=True, stop=stop
+            shards, safe.safe_epoch, started, dry_run=True, full_listing=True, stop=stop
         )
         stopped = guard_message(
             result.eligible, result.listed, settings.max_delete_fraction, "epochgc gc collect"
@@ -195,7 +233,7 @@ def collect_once(
         else:
             ensure_not_paused(store, root)
             deleted = sweeper.sweep(
-                found.shards,
+                shards,
                 safe.safe_epoch,
                 started,
                 expected_deletes=result.eligible,
@@ -204,11 +242,27 @@ def collect_once(
             result = _counted_then_deleted(result, deleted)
     else:
         ensure_not_paused(store, root)
-        result = sweeper.sweep(found.shards, safe.safe_epoch, started, stop=stop)
+        result = sweeper.sweep(shards, safe.safe_epoch, started, stop=stop)
+    if listing is not None and knowledge is not None and stopped is None:
+        knowledge = _learn_and_save(
+            store,
+            root,
+            knowledge,
+            listing,
+            result,
+            found.shards if choice.discovered else None,
+            safe.safe_epoch,
+            started,
+            stop,
+        )
     cleaned = JanitorResult()
     if janitor is not None and not dry_run and stopped is None:
         cleaned = janitor.run_once(controller.snapshot())
-    finished = datetime.now(UTC)
+    finished = (
+        datetime.now(UTC)
+        if now is None
+        else started + timedelta(seconds=time.monotonic() - clock_started)
+    )
     requests = _delta(before, stats.by_operation())
     summary = RunSummary.of_sweep(
         run_id,
@@ -220,9 +274,14 @@ def collect_once(
         dry_run=dry_run,
         requests=requests,
     )
-    summary = dataclasses.replace(summary, janitor=cleaned)
-    if stopped is not None:
-        summary = dataclasses.replace(summary, success=False)
+    summary = dataclasses.replace(
+        summary,
+        janitor=cleaned,
+        cost_usd=settings.prices.request_cost(requests),
+        prices=settings.prices,
+        shards=choice.run_shards(),
+        success=summary.success and stopped is None,
+    )
     key = write_summary(store, root, summary)
     log.debug(
         "gc run %s: listed %d, eligible %d, deleted %d (%d bytes), errors %d",
@@ -242,7 +301,84 @@ def collect_once(
         result.youngest_too_young,
         result.bytes_listed,
         len(found.foreign),
+        knowledge,
+        listing.next_due_at if listing is not None else None,
     )
+
+
+@dataclass(frozen=True)
+class _ShardChoice:
+    found: ShardListing
+    discovered: bool
+    plan: ListingPlan | None
+    shards: tuple[int, ...]
+
+    def run_shards(self) -> RunShards:
+        """What the run summary says about the shards."""
+        return RunShards(
+            present=len(self.found.shards) if self.discovered else None,
+            listed=len(self.shards),
+            full_sweep=self.plan is None or self.plan.full_sweep,
+        )
+
+
+def _choose_shards(
+    store: ObjectStore,
+    root: str,
+    policy: ListingPolicy | None,
+    knowledge: ShardKnowledge | None,
+    safe_epoch: int,
+    now: datetime,
+    *,
+    all_shards: bool = False,
+) -> _ShardChoice:
+    """The shards a round lists: every shard present without a policy or
+    with ``all_shards`` (a full sweep the knowledge learns from);
+    otherwise those the schedule picks, running the delimiter listing only
+    when something is due among the known shards or the shard list is stale."""
+    if policy is None or knowledge is None:
+        found = discover_shards(store, root)
+        return _ShardChoice(found, True, None, found.shards)
+    if all_shards:
+        found = discover_shards(store, root)
+        return _ShardChoice(found, True, ListingPlan(found.shards, True, (), None), found.shards)
+    plan = plan_listing(knowledge, knowledge.shards, safe_epoch=safe_epoch, now=now, policy=policy)
+    if not (plan.shards or plan.full_sweep or needs_discovery(knowledge, now, policy)):
+        return _ShardChoice(ShardListing(()), False, plan, plan.shards)
+    found = discover_shards(store, root)
+    plan = plan_listing(knowledge, found.shards, safe_epoch=safe_epoch, now=now, policy=policy)
+    return _ShardChoice(found, True, plan, plan.shards)
+
+
+def _learn_and_save(
+    store: ObjectStore,
+    root: str,
+    knowledge: ShardKnowledge,
+    plan: ListingPlan,
+    result: SweepResult,
+    present: tuple[int, ...] | None,
+    safe_epoch: int,
+    now: datetime,
+    stop: threading.Event | None,
+) -> ShardKnowledge:
+    """Fold the round's listings into the knowledge and write it when a
+    shard was listed or the shard list changed. A stopped round learns
+    nothing (its batches may not all have gone out), so its shards are
+    listed again as if the round had not run."""
+    if stop is not None and stop.is_set():
+        return knowledge
+    updated = learn(
+        knowledge,
+        plan,
+        result.shards,
+        result.failed_shards,
+        safe_epoch=safe_epoch,
+        now=now,
+        present=present,
+    )
+    if plan.shards or present is not None:
+        save_knowledge(store, root, updated)
+    return updated
 
 
 def _counted_then_deleted(counted: SweepResult, deleted: SweepResult) -> SweepResult:
@@ -255,6 +391,8 @@ def _counted_then_deleted(counted: SweepResult, deleted: SweepResult) -> SweepRe
     result.errors = counted.errors + deleted.errors
     result.error_samples = (counted.error_samples + deleted.error_samples)[:10]
     result.seconds = counted.seconds + deleted.seconds
+    result.failed_shards = counted.failed_shards | deleted.failed_shards
+    result.shards = {s: o for s, o in counted.shards.items() if s in deleted.shards}
     return result
 
 

@@ -2,6 +2,10 @@
 safety_blocked, stopping, stopped), one round at a time, and when the next
 round should come.
 
+The collector keeps the shard knowledge (``gc.shard_knowledge``) in memory
+between rounds: it reads ``{root}/gc/shards/state`` once, at its first
+round, and each round hands back the knowledge updated by its listings.
+
 ``Collector.run_round`` is what the daemon's GC job calls; it returns a
 ``RoundReport`` and the daemon turns that into logs, metrics, the status
 document and the next fire time. The collector holds no lease and no
@@ -32,6 +36,7 @@ from epochgc.errors import EpochGCError
 from epochgc.gc.collect import CollectOutcome, CollectSettings, SafetyBlockedError, collect_once
 from epochgc.gc.control import CollectorPausedError, CollectorState, ControlDocument
 from epochgc.gc.janitor import Janitor
+from epochgc.gc.shard_knowledge import ShardKnowledge
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
 from epochgc.watermarks.aggregate import SafeEpochTracker
@@ -66,12 +71,21 @@ class ScheduleSettings:
         after_failure: the wait after a failed round.
         epoch_interval: the epoch ticker's period; ``M`` cannot move before
             the next tick, so an idle round waits for it.
+        scheduled_idle: with the cost-aware schedule, the longest wait
+            after a round when no shard is due sooner: ``M``, the metrics
+            and the status stay this fresh (``None``: ``interval``).
     """
 
     interval: timedelta = timedelta(seconds=60)
     after_progress: timedelta = timedelta(seconds=1)
     after_failure: timedelta = timedelta(seconds=10)
     epoch_interval: timedelta = timedelta(seconds=60)
+    scheduled_idle: timedelta | None = None
+
+    @property
+    def longest_wait(self) -> timedelta:
+        """The longest wait between two rounds that ran."""
+        return max(self.interval, self.scheduled_idle or self.interval)
 
 
 def next_round_delay(
@@ -82,6 +96,7 @@ def next_round_delay(
     min_object_age: timedelta,
     youngest_too_young: datetime | None,
     epoch_started_at: datetime | None,
+    next_listing_at: datetime | None = None,
 ) -> timedelta:
     """How long to wait before the next round. Pure.
 
@@ -89,7 +104,16 @@ def next_round_delay(
     next epoch tick is due (``M`` may move then) or the youngest too-young
     object ages in, whichever comes first, never longer than the interval.
     Paused or blocked: the interval (control changes are polled apart).
+
+    With the cost-aware schedule (``next_listing_at`` given), a round lists
+    only the shards that are due, so the next round comes when the next
+    shard is due, or after ``scheduled_idle`` (idle rounds keep ``M`` and
+    the metrics fresh and cost a few requests each), whichever is first; a
+    round that deleted something is not followed at once (the shards it
+    listed are not due again soon).
     """
+    if next_listing_at is not None and outcome in (RoundOutcome.COLLECTED, RoundOutcome.IDLE):
+        return max(min(next_listing_at - now, settings.longest_wait), timedelta(seconds=0.5))
     if outcome is RoundOutcome.COLLECTED:
         return min(settings.after_progress, settings.interval)
     if outcome is RoundOutcome.FAILED:
@@ -141,7 +165,11 @@ class Collector:
         janitor: Janitor | None = None,
         janitor_interval_seconds: float = 300.0,
         monotonic: Callable[[], float] = time.monotonic,
+        now: Callable[[], datetime] | None = None,
     ) -> None:
+        self._now = now
+        self.knowledge: ShardKnowledge | None = None
+        """The shard knowledge after the last round (``None``: not read yet)."""
         self._janitor = janitor
         self._janitor_interval = janitor_interval_seconds
         self._monotonic = monotonic
@@ -233,6 +261,8 @@ class Collector:
                 stop=stop,
                 controller=self.controller,
                 janitor=self._janitor if due else None,
+                knowledge=self.knowledge,
+                now=self._now() if self._now is not None else None,
             )
         except SafetyBlockedError:
             return self._untrusted(self.tracker.last_error)
@@ -247,6 +277,8 @@ class Collector:
             return RoundReport(
                 RoundOutcome.FAILED, self.state, error=str(err), finished_at=datetime.now(UTC)
             )
+        if collected.knowledge is not None:
+            self.knowledge = collected.knowledge
         summary = collected.summary
         finished = summary.finished_at
         if due and summary.janitor.complete and collected.stopped_by_guard is None:

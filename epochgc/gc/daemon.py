@@ -154,7 +154,7 @@ class GcDaemon:
         self.metrics = GcMetrics(self.registry)
         register_s3_requests(self.registry, stats)
         self.registry.register(PinningCollector(self._pinning_sample))
-        self.metrics.round_interval.set(settings.schedule.interval.total_seconds())
+        self.metrics.round_interval.set(settings.schedule.longest_wait.total_seconds())
         self._last_clean = time.time()
         self.metrics.sweep_lag.set_function(lambda: max(0.0, time.time() - self._last_clean))
         self.collector = Collector(
@@ -638,6 +638,7 @@ class GcDaemon:
             min_object_age=self._settings.collect.min_object_age,
             youngest_too_young=collected.youngest_too_young if collected else None,
             epoch_started_at=epoch_started_at,
+            next_listing_at=collected.next_listing_at if collected else None,
         )
 
     def _observe(self, report: RoundReport, seconds: float) -> None:
@@ -653,14 +654,19 @@ class GcDaemon:
         m.objects_deleted.inc(s.deleted)
         m.bytes_deleted.inc(s.bytes_deleted)
         m.delete_errors.inc(s.errors)
+        m.request_cost.inc(s.cost_usd or 0.0)
+        if s.shards is not None:
+            m.shards_listed.inc(s.shards.listed)
         for reason, count in s.skipped.items():
             m.objects_skipped.labels(reason).inc(count)
         if report.outcome in (RoundOutcome.COLLECTED, RoundOutcome.IDLE) and (
             s.deleted >= s.eligible
         ):
             self._last_clean = time.time()
-        m.l0_objects_outstanding.set(max(0, s.listed - s.deleted))
-        m.l0_bytes_outstanding.set(max(0, collected.bytes_listed - s.bytes_deleted))
+        if s.shards is None or s.shards.full_sweep:
+            # Only a round that listed every shard saw everything outstanding.
+            m.l0_objects_outstanding.set(max(0, s.listed - s.deleted))
+            m.l0_bytes_outstanding.set(max(0, collected.bytes_listed - s.bytes_deleted))
         safe = collected.safe
         m.safe_epoch.set(safe.safe_epoch)
         m.cluster_epoch.set(safe.controller_offset)

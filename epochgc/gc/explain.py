@@ -157,7 +157,15 @@ def explain(inputs: ExplainInputs) -> Explanation:
         )
     deletable = not any(r.blocking for r in reasons)
     if deletable:
-        reasons.insert(0, Reason("eligible", "the next round deletes it", blocking=False))
+        reasons.insert(
+            0,
+            Reason(
+                "eligible",
+                "the next round that lists its shard deletes it (within gc.max_lag_seconds "
+                "of M passing its epoch; `gc collect --all-shards` now)",
+                blocking=False,
+            ),
+        )
     return Explanation(deletable, epoch, inputs.safe_epoch, tuple(reasons), pinning)
 
 

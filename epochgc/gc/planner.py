@@ -15,6 +15,8 @@ from datetime import datetime, timedelta
 from epochgc.gc.eligibility import Verdict, judge
 from epochgc.storage.object_store import ObjectInfo
 
+_KEPT = (Verdict.TOO_YOUNG, Verdict.ABOVE_SAFE_EPOCH)
+
 
 @dataclass(frozen=True)
 class PagePlan:
@@ -28,6 +30,9 @@ class PagePlan:
     youngest_too_young: datetime | None = None
     """The latest ``last_modified`` among too-young objects (when the next
     round could find them old enough)."""
+    lowest_kept_epoch: int | None = None
+    """The lowest epoch among the parseable keys judged and kept (too young
+    or above ``M``): what is left of the shard starts there."""
 
 
 def plan_page(
@@ -45,18 +50,21 @@ def plan_page(
     eligible: list[ObjectInfo] = []
     verdicts: Counter[Verdict] = Counter()
     youngest: datetime | None = None
+    lowest: int | None = None
     listed = 0
     for info in page:
         listed += 1
-        verdict, _parsed = judge(
+        verdict, parsed = judge(
             info.key, info.last_modified, root=root, safe_epoch=safe_epoch, now=now, min_age=min_age
         )
         verdicts[verdict] += 1
+        if parsed is not None and verdict in _KEPT and (lowest is None or parsed.epoch < lowest):
+            lowest = parsed.epoch
         if verdict is Verdict.ELIGIBLE:
             eligible.append(info)
         elif verdict is Verdict.TOO_YOUNG:
             if youngest is None or info.last_modified > youngest:
                 youngest = info.last_modified
         elif verdict is Verdict.ABOVE_SAFE_EPOCH and stop_at_safe_epoch:
-            return PagePlan(tuple(eligible), verdicts, True, listed, youngest)
-    return PagePlan(tuple(eligible), verdicts, False, listed, youngest)
+            return PagePlan(tuple(eligible), verdicts, True, listed, youngest, lowest)
+    return PagePlan(tuple(eligible), verdicts, False, listed, youngest, lowest)

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from epochgc.errors import MalformedRecordError
+from epochgc.gc.cost import Prices, cost_per_gb
 from epochgc.gc.eligibility import Verdict
 from epochgc.gc.janitor import JanitorResult
 from epochgc.gc.sweeper import SweepResult
@@ -30,7 +31,8 @@ from epochgc.watermarks.records import (
 
 SUMMARY_VERSION = 2
 """2 adds the ``janitor`` object; a version 1 summary reads as a run whose
-janitor did nothing."""
+janitor did nothing. ``cost`` and ``shards`` are optional fields added
+within version 2 (older summaries have neither)."""
 ENGINES = ("local", "spark-listing", "spark-inventory")
 _SKIP_NAMES = {
     Verdict.TOO_YOUNG: "too_young",
@@ -38,6 +40,17 @@ _SKIP_NAMES = {
     Verdict.UNPARSEABLE: "unparseable",
     Verdict.OUTSIDE_ROOT: "outside_root",
 }
+
+
+@dataclass(frozen=True)
+class RunShards:
+    """Which shards a round listed (the cost-aware schedule's choice)."""
+
+    present: int | None
+    """Shards in the bucket, when the round ran the delimiter listing."""
+    listed: int
+    full_sweep: bool
+    """Every shard present was listed."""
 
 
 def new_run_id(now: datetime) -> str:
@@ -66,6 +79,11 @@ class RunSummary:
     requests: Mapping[str, int] = field(default_factory=dict)
     janitor: JanitorResult = field(default_factory=JanitorResult)
     """What the janitor removed of deleted topic incarnations in this run."""
+    cost_usd: float | None = None
+    """The modelled dollars of ``requests`` at ``prices`` (``None``: a
+    summary written without them)."""
+    prices: Prices | None = None
+    shards: RunShards | None = None
 
     @staticmethod
     def of_sweep(
@@ -127,6 +145,19 @@ def encode_summary(summary: RunSummary) -> bytes:
             "complete": summary.janitor.complete,
         },
     }
+    if summary.cost_usd is not None:
+        cost: dict[str, Any] = {"requests_usd": round(summary.cost_usd, 9)}
+        if summary.prices is not None:
+            cost["prices"] = summary.prices.as_dict()
+        doc["cost"] = cost
+    if summary.shards is not None:
+        shards: dict[str, Any] = {
+            "listed": summary.shards.listed,
+            "full_sweep": summary.shards.full_sweep,
+        }
+        if summary.shards.present is not None:
+            shards["present"] = summary.shards.present
+        doc["shards"] = shards
     return dump_document(doc)
 
 
@@ -152,6 +183,7 @@ def decode_summary(data: bytes, where: str = "gc run summary") -> RunSummary:
         objects_deleted=get_int(raw_janitor, "objects_deleted", where, 0) if raw_janitor else 0,
         complete=bool(raw_janitor.get("complete", True)),
     )
+    cost_usd, prices = _decode_cost(doc["cost"], where) if "cost" in doc else (None, None)
     return RunSummary(
         run_id=get_str(doc, "run_id", where),
         engine=get_str(doc, "engine", where),
@@ -169,6 +201,47 @@ def decode_summary(data: bytes, where: str = "gc run summary") -> RunSummary:
         errors=get_int(doc, "errors", where, 0),
         requests={str(k): get_int(requests, k, where, 0) for k in requests},
         janitor=janitor,
+        cost_usd=cost_usd,
+        prices=prices,
+        shards=_decode_shards(doc["shards"], where) if "shards" in doc else None,
+    )
+
+
+def _number(value: object, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise MalformedRecordError(f"{what} must be a number >= 0, got {value!r}")
+    return float(value)
+
+
+def _decode_cost(raw: object, where: str) -> tuple[float | None, Prices | None]:
+    if not isinstance(raw, dict):
+        raise MalformedRecordError(f"{where}: 'cost' must be an object")
+    usd = _number(raw.get("requests_usd"), f"{where}: cost.requests_usd")
+    if "prices" not in raw:
+        return usd, None
+    raw_prices = raw["prices"]
+    if not isinstance(raw_prices, dict):
+        raise MalformedRecordError(f"{where}: cost.prices must be an object")
+    defaults = Prices().as_dict()
+    values = {
+        name: _number(raw_prices.get(name, default), f"{where}: cost.prices.{name}")
+        for name, default in defaults.items()
+    }
+    return usd, Prices(
+        list_per_1000=values["list_per_1000"],
+        delete_per_1000=values["delete_per_1000"],
+        get_per_1000=values["get_per_1000"],
+        storage_per_gb_month=values["storage_per_gb_month"],
+    )
+
+
+def _decode_shards(raw: object, where: str) -> RunShards:
+    if not isinstance(raw, dict) or not isinstance(raw.get("full_sweep"), bool):
+        raise MalformedRecordError(f"{where}: 'shards' must be an object with 'full_sweep'")
+    return RunShards(
+        present=get_int(raw, "present", where, 0) if "present" in raw else None,
+        listed=get_int(raw, "listed", where, 0),
+        full_sweep=bool(raw["full_sweep"]),
     )
 
 
@@ -224,6 +297,17 @@ def list_runs(store: ObjectStore, root: str, limit: int = 20) -> list[str]:
     return sorted(_run_files(store, root))[-limit:]
 
 
+def run_cost(summary: RunSummary, prices: Prices) -> tuple[float, float | None]:
+    """A run's modelled request cost in dollars, and dollars per GB
+    reclaimed (``None`` when it reclaimed nothing). A summary written
+    without a cost (version 1, or before cost was recorded) is priced from
+    its ``requests`` at ``prices``."""
+    usd = summary.cost_usd
+    if usd is None:
+        usd = prices.request_cost(summary.requests)
+    return usd, cost_per_gb(usd, summary.bytes_deleted)
+
+
 def run_figures(summary: RunSummary, seconds: float) -> dict[str, float]:
     """The figures a run pushes (``metrics.push.RUN_GAUGES``)."""
     return {
@@ -236,4 +320,5 @@ def run_figures(summary: RunSummary, seconds: float) -> dict[str, float]:
         "duration_seconds": seconds,
         "success": int(summary.success),
         "last_completion_timestamp_seconds": summary.finished_at.timestamp(),
+        "request_cost_dollars": summary.cost_usd or 0.0,
     }

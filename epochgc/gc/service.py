@@ -11,7 +11,9 @@ from datetime import timedelta
 from epochgc.config import Config
 from epochgc.gc.collect import CollectSettings
 from epochgc.gc.collector import ScheduleSettings
+from epochgc.gc.cost import Prices
 from epochgc.gc.daemon import DaemonSettings, GcDaemon
+from epochgc.gc.listing_schedule import ListingPolicy
 from epochgc.gc.maintenance import MaintenanceSettings
 from epochgc.metrics.instruments import CollectorRegistry
 from epochgc.reconciler.service import default_node_id, lease_policy_of
@@ -22,16 +24,35 @@ from epochgc.watermarks.controller import CompactionPolicy
 log = logging.getLogger("epochgc.gc.service")
 
 
+def prices_of(config: Config) -> Prices:
+    """``Prices`` from ``[cost]``."""
+    c = config.cost
+    return Prices(
+        list_per_1000=c.list_price_per_1000,
+        delete_per_1000=c.delete_price_per_1000,
+        get_per_1000=c.get_price_per_1000,
+        storage_per_gb_month=c.storage_price_per_gb_month,
+    )
+
+
 def collect_settings_of(config: Config) -> CollectSettings:
-    """``CollectSettings`` from ``[gc]`` (a round sweeps every shard in the
-    bucket, not ``layout.l0_shards``)."""
+    """``CollectSettings`` from ``[gc]`` and ``[cost]``: a round lists the
+    shards present in the bucket (not ``layout.l0_shards``) that the
+    cost-aware schedule picks."""
     g = config.gc
+    prices = prices_of(config)
     return CollectSettings(
         min_object_age=timedelta(seconds=g.min_object_age_seconds),
         max_delete_fraction=g.max_delete_fraction,
         shard_concurrency=g.shard_concurrency,
         delete_concurrency=g.delete_concurrency,
         rate_limit_keys_per_second=g.rate_limit_keys_per_second or None,
+        listing=ListingPolicy(
+            max_lag_seconds=g.max_lag_seconds,
+            full_sweep_interval_seconds=g.full_sweep_interval_seconds,
+            prices=prices,
+        ),
+        prices=prices,
     )
 
 
@@ -49,6 +70,10 @@ def daemon_settings_of(
             after_progress=timedelta(seconds=d.after_progress_seconds),
             after_failure=timedelta(seconds=d.after_failure_seconds),
             epoch_interval=timedelta(seconds=config.epoch.interval_seconds),
+            # Rounds with no shard due are bookkeeping: a dozen per lag period.
+            scheduled_idle=timedelta(
+                seconds=max(d.interval_seconds, config.gc.max_lag_seconds / 12)
+            ),
         ),
         lease=lease_policy_of(config),
         misfire_grace_seconds=d.misfire_grace_seconds,

@@ -11,6 +11,11 @@ three-digit shard can be), however many objects sit below them.
 A prefix under ``l0/`` that is not a shard (``0007/``, ``ab/``) is never
 swept: nothing below it can parse as an L0 key. It is counted and logged,
 because something is writing where it should not.
+
+The shard knowledge (``shard_knowledge``) is read and written here too: one
+GET when a collector starts, one PUT after a round that listed shards. A
+missing or unreadable document reads as "nothing known", so the next round
+lists every shard: it can cost a round its savings, never a deletion.
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ import logging
 import re
 from dataclasses import dataclass
 
-from epochgc.storage.keys import l0_prefix
+from epochgc.errors import NotFoundError, RecordError
+from epochgc.gc.shard_knowledge import ShardKnowledge, decode_knowledge, encode_knowledge
+from epochgc.storage.keys import gc_shard_state_key, l0_prefix
 from epochgc.storage.object_store import ObjectStore
 
 log = logging.getLogger("epochgc.gc.shards")
@@ -66,3 +73,31 @@ def discover_shards(store: ObjectStore, root: str) -> ShardListing:
             ", ".join(found.foreign[:5]),
         )
     return found
+
+
+def load_knowledge(store: ObjectStore, root: str) -> ShardKnowledge:
+    """The shard knowledge of ``{root}/gc/shards/state``; nothing known when
+    it is absent or cannot be read (logged: the next round lists every
+    shard).
+
+    Raises:
+        StorageError: the GET itself failed (the round fails and retries).
+    """
+    key = gc_shard_state_key(root)
+    try:
+        return decode_knowledge(store.get(key).body, key)
+    except NotFoundError:
+        return ShardKnowledge()
+    except RecordError as err:
+        log.warning("ignoring the shard knowledge (every shard will be listed): %s", err)
+        return ShardKnowledge()
+
+
+def save_knowledge(store: ObjectStore, root: str, knowledge: ShardKnowledge) -> None:
+    """Write the shard knowledge (one PUT; last writer wins: every writer's
+    facts come from its own listings, so any of them is true).
+
+    Raises:
+        StorageError: the PUT failed.
+    """
+    store.put(gc_shard_state_key(root), encode_knowledge(knowledge))

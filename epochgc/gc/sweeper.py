@@ -35,8 +35,9 @@ from epochgc.errors import EpochGCError
 from epochgc.gc.eligibility import Verdict
 from epochgc.gc.planner import plan_page
 from epochgc.gc.rate import RateController
+from epochgc.gc.shard_knowledge import ShardObservation
 from epochgc.progress import ProgressLog
-from epochgc.storage.keys import l0_shard_prefix
+from epochgc.storage.keys import l0_shard_prefix, parse_l0_key
 from epochgc.storage.object_store import MAX_KEYS_PER_DELETE, DeleteOutcome, ObjectInfo, ObjectStore
 
 log = logging.getLogger("epochgc.gc.sweeper")
@@ -85,6 +86,11 @@ class SweepResult:
     error_samples: list[str] = field(default_factory=list)
     youngest_too_young: datetime | None = None
     seconds: float = 0.0
+    shards: dict[int, ShardObservation] = field(default_factory=dict)
+    """What each completely listed shard held (the shard knowledge learns
+    from it); a shard stopped early or whose listing failed is absent."""
+    failed_shards: set[int] = field(default_factory=set)
+    """Shards whose listing or some of whose deletions failed."""
 
 
 class Sweeper:
@@ -230,6 +236,8 @@ class _SweepRun:
     def sweep_shard(self, shard: int) -> None:
         sweeper = self.sweeper
         prefix = l0_shard_prefix(sweeper._root, shard)
+        eligible = eligible_bytes = 0
+        lowest: int | None = None
         try:
             for page in sweeper._store.list_pages(prefix):
                 if self.stop.is_set():
@@ -250,9 +258,20 @@ class _SweepRun:
                 )
                 for info in plan.eligible:
                     self.add(info)
+                eligible += len(plan.eligible)
+                eligible_bytes += sum(info.size for info in plan.eligible)
+                if plan.lowest_kept_epoch is not None and (
+                    lowest is None or plan.lowest_kept_epoch < lowest
+                ):
+                    lowest = plan.lowest_kept_epoch
                 if plan.stop:
-                    return
+                    break
+            if not self.stop.is_set():
+                with self.lock:
+                    self.result.shards[shard] = ShardObservation(eligible, eligible_bytes, lowest)
         except EpochGCError as err:
+            with self.lock:
+                self.result.failed_shards.add(shard)
             self.count_error(f"listing shard {shard}: {err}")
         finally:
             if self.progress is not None:
@@ -336,6 +355,10 @@ class _SweepRun:
             else:
                 self.progress.advance(0, deleted=len(outcome.deleted))
         if outcome.failed:
+            root = self.sweeper._root
+            shards = {p.shard for k in outcome.failed if (p := parse_l0_key(k, root)) is not None}
+            with self.lock:
+                self.result.failed_shards.update(shards)
             for key, code in list(outcome.failed.items())[:3]:
                 self.count_error(f"{key}: {code}", count=0)
             with self.lock:

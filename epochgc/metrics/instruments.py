@@ -116,6 +116,17 @@ class GcMetrics:
             "Keys whose deletion (or shards whose listing) failed after retries.",
             registry=registry,
         )
+        self.request_cost = Counter(
+            "epochgc_collector_request_cost_dollars_total",
+            "Modelled dollars of the collector rounds' S3 requests at the [cost] prices.",
+            registry=registry,
+        )
+        self.shards_listed = Counter(
+            "epochgc_collector_shards_listed_total",
+            "L0 shards listed by collector rounds (the cost-aware schedule lists only "
+            "those worth listing).",
+            registry=registry,
+        )
         self.round_duration = Histogram(
             "epochgc_collector_round_duration_seconds",
             "Duration of collector rounds that ran a sweep.",

@@ -25,6 +25,7 @@ RUN_GAUGES = {
     "duration_seconds": "How long it took.",
     "success": "1 if it finished without errors.",
     "last_completion_timestamp_seconds": "When it finished (Unix time).",
+    "request_cost_dollars": "Modelled dollars of its S3 requests at the [cost] prices.",
 }
 """``epochgc_gc_run_<name>``: the figures a run pushes."""
 

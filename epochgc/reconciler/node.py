@@ -47,6 +47,7 @@ from epochgc.ingest.leader_service import PartitionLeaderService
 from epochgc.reconciler.fetch import L0UnreadableError
 from epochgc.reconciler.reconcile import Reconciler
 from epochgc.reconciler.retention import RetentionTargets, update_retention_hint
+from epochgc.reconciler.topics import epochgc_topics
 from epochgc.storage.keys import PartitionId, report_key
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.controller import Controller, TopicInfo
@@ -186,13 +187,14 @@ class ReconcilerNode:
         """One round of every duty (see the module docstring)."""
         started = self._monotonic()
         view = await asyncio.to_thread(self._controller.snapshot)
-        self._live = view.live_partitions()
+        topics = epochgc_topics(view.topics)
+        self._live = {pid for topic in topics.values() for pid in topic.partition_ids()}
         await self._drop_lost(self._live)
-        for topic in view.topics.values():
+        for topic in topics.values():
             for pid in topic.partition_ids():
                 if pid not in self._led:
                     await self._try_lead(pid)
-        await self._reconcile_all(view.topics)
+        await self._reconcile_all(topics)
         await self._housekeep(view.offset)
         await self._publish_report()
         self.stats.rounds += 1
@@ -270,7 +272,7 @@ class ReconcilerNode:
         for key, led in list(self._led.items()):
             name = partition_lease_name(key)
             if key not in live:
-                await self._step_down(key, "topic deleted", release=True)
+                await self._step_down(key, "topic deleted or not epochgc's", release=True)
             elif self._leases.grant(name) is None:
                 self.stats.lost_leaderships += 1
                 await self._step_down(key, "lease lost", release=False)

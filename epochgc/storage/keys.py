@@ -427,6 +427,14 @@ def gc_daemon_key(root: str, node_id: str) -> str:
     return f"{gc_daemons_prefix(root)}{node_id}"
 
 
+def gc_shard_state_key(root: str) -> str:
+    """Key of the collector's shard knowledge (what earlier listings found in
+    each L0 shard): which shards a round lists depends on it, never what it
+    deletes."""
+    _require_root(root)
+    return f"{root}/gc/shards/state"
+
+
 # --- node leases and ownership records --------------------------------------
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import itertools
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -127,6 +128,7 @@ class PartitionReplica:
         self._retained: list[RetainedPlaceholder] = []
         self._lost: list[LostRange] = []
         self._snapshot: LogSnapshot | None = None
+        self._written_snapshot_etag: str | None = None
         self.hole: int | None = None
 
     @property
@@ -168,8 +170,10 @@ class PartitionReplica:
         return self.state
 
     def _load_snapshot(self) -> None:
+        self._adopt_snapshot(self._log.read_snapshot())
+
+    def _adopt_snapshot(self, snapshot: LogSnapshot | None) -> None:
         where = f"snapshot of {self.pid}"
-        snapshot = self._log.read_snapshot()
         if snapshot is None:
             decoded = PartitionSnapshot(PartitionState.new(self.pid.revision))
         else:
@@ -198,12 +202,31 @@ class PartitionReplica:
         Stops at a hole (``self.hole``); if the hole is where reading
         started and a newer snapshot covers it (someone truncated past us),
         reloads from that snapshot and continues.
+
+        Entries just read are applied only if no newer snapshot covers
+        them (one HEAD per read that found entries): truncation frees the
+        slots a snapshot covers, and a create-only put whose slot was
+        chosen before the truncation (a deposed leader, an operator's
+        ``records_lost``) lands there afterwards, below the snapshot, where
+        no reader starting from the snapshot looks. Snapshots only move
+        forward and a slot is truncated only after a snapshot covers it,
+        so a snapshot that does not cover what was read proves the entries
+        are the log's own; one that does replaces them.
         """
         applied: list[AppliedEntry] = []
         reloaded = False
         while True:
             start = self.state.applied_log_offset + 1
             read = self._log.read(start)
+            if read.entries and self._newer_snapshot_covers(start):
+                log.info(
+                    "%s/%d: a snapshot moved past offset %d while reading; adopted it",
+                    self.topic,
+                    self.partition,
+                    start,
+                )
+                applied = [a for a in applied if a.offset > self.state.applied_log_offset]
+                continue
             for entry in read.entries:
                 command = decode_command(entry.payload, f"{self._log.key_of(entry.offset)}")
                 applied.append(self._apply(entry.offset, command))
@@ -214,8 +237,36 @@ class PartitionReplica:
             if newer is None or newer.covered_offset < start:
                 return applied
             log.info("%s/%d: log truncated past us; reloading snapshot", self.topic, self.partition)
-            self._load_snapshot()
+            self._adopt_snapshot(newer)
             reloaded = True
+
+    def _newer_snapshot_covers(self, offset: int) -> bool:
+        """Adopt the stored snapshot if it changed since this replica last
+        saw it and covers ``offset``; return whether it did. A changed one
+        that covers less is remembered (it is the one a snapshot write must
+        replace) but leaves the state alone."""
+        known = self._snapshot.etag if self._snapshot is not None else None
+        etag = self._log.snapshot_etag()
+        if etag is None or etag == known:
+            return False
+        stored = self._log.read_snapshot()
+        if stored is None or stored.covered_offset < offset:
+            self._snapshot = stored
+            return False
+        self._adopt_snapshot(stored)
+        return True
+
+    @property
+    def snapshot_etag(self) -> str | None:
+        """The etag of the stored snapshot this replica last saw (``None``:
+        none yet)."""
+        return self._snapshot.etag if self._snapshot is not None else None
+
+    @property
+    def written_snapshot_etag(self) -> str | None:
+        """The etag of the snapshot this replica itself wrote last (``None``:
+        none), for a leader to tell its own snapshots from another's."""
+        return self._written_snapshot_etag
 
     def apply_known(
         self, entries: Sequence[LogEntry], commands: Sequence[Command]
@@ -282,9 +333,14 @@ class PartitionReplica:
                             f"was not applied ({entry.result.outcome.value})"
                         )
                     return entry
-            raise FencedError(
-                f"{self.topic}/{self.partition}: records_lost written at log offset {slot} "
-                "but not read back"
+            # Not read back: a snapshot covers the slot, so the put landed
+            # below it after a truncation freed the slot (see ``catch_up``)
+            # and no reader will ever replay it. Plan again from that state.
+            log.info(
+                "%s/%d: records_lost put at freed log offset %d; planning again",
+                self.topic,
+                self.partition,
+                slot,
             )
         raise FencedError(
             f"{self.topic}/{self.partition}: the log tail kept moving; "
@@ -302,6 +358,7 @@ class PartitionReplica:
         )
         try:
             self._snapshot = self._log.write_snapshot(payload, covered, self._snapshot)
+            self._written_snapshot_etag = self._snapshot.etag
         except PreconditionFailedError:
             self._snapshot = self._log.read_snapshot()
             return False
@@ -315,14 +372,22 @@ class PartitionReplica:
         With ``max_log_entries`` > 0, a log longer than that is under space
         pressure: truncation then ignores the retention hint (never ``lro``).
         """
+        if not self.snapshot_due(every_entries):
+            return 0
+        self.write_snapshot()
+        return self.truncate(ignore_hint=self.under_space_pressure(max_log_entries))
+
+    def snapshot_due(self, every_entries: int) -> bool:
+        """Whether ``every_entries`` entries were applied since the snapshot."""
         if every_entries < 1:
             raise ValueError("every_entries must be >= 1")
         covered = self._snapshot.covered_offset if self._snapshot is not None else -1
-        if self.state.applied_log_offset - covered < every_entries:
-            return 0
-        self.write_snapshot()
-        pressure = 0 < max_log_entries < self.log_length()
-        return self.truncate(ignore_hint=pressure)
+        return self.state.applied_log_offset - covered >= every_entries
+
+    def under_space_pressure(self, max_log_entries: int) -> bool:
+        """A log longer than ``max_log_entries`` (> 0) is truncated up to
+        ``lro`` whatever the retention hint asks."""
+        return 0 < max_log_entries < self.log_length()
 
     def log_length(self) -> int:
         """About how many entries the log holds (from its oldest retained
@@ -352,6 +417,11 @@ class PartitionReplica:
         deleted = self._log.truncate(below)
         self._retained = [r for r in self._retained if r.log_offset >= below]
         return deleted
+
+
+def _put_succeeded(item: _InFlight) -> bool:
+    put = item.put
+    return put is not None and put.exception() is None and put.result() is True
 
 
 @dataclass
@@ -415,7 +485,16 @@ class PartitionLeader:
         # sequence numbers and slots are handed out in the same order and
         # entries are applied in slot order.
         self._lock = threading.RLock()
+        # Puts settle on one thread of their own (see ``_settle_loop``),
+        # woken when a put finishes.
+        self._put_done = threading.Condition(self._lock)
+        self._closing = False
+        self._settler: threading.Thread | None = None
         self._inflight: collections.deque[_InFlight] = collections.deque()
+        # The stored snapshot this leader started from; with the one its
+        # replica last wrote, the only ones it expects to find. Another
+        # means another writer compacted the log (see ``_settle``).
+        self._snapshot_etag: str | None = None
         self._executor = ThreadPoolExecutor(
             max_workers=depth,
             thread_name_prefix=f"epochgc-leader-{replica.topic}-{replica.partition}",
@@ -454,6 +533,13 @@ class PartitionLeader:
         with self._lock:
             self._next_seq = replica.state.last_seq + 1
             self._next_slot = replica.state.applied_log_offset + 1
+            self._snapshot_etag = replica.snapshot_etag
+            self._settler = threading.Thread(
+                target=self._settle_loop,
+                name=f"epochgc-settle-{replica.topic}-{replica.partition}",
+                daemon=True,
+            )
+            self._settler.start()
         log.info(
             "%s/%d: leading at term %d, window %s",
             replica.topic,
@@ -464,8 +550,13 @@ class PartitionLeader:
         return replica.applied_window()
 
     def close(self) -> None:
-        """Wait for appends in flight, then release the put threads."""
+        """Wait for appends in flight to settle, then release the threads."""
         self._executor.shutdown(wait=True)
+        with self._lock:
+            self._closing = True
+            self._put_done.notify_all()
+        if self._settler is not None:
+            self._settler.join()
 
     def catch_up(self) -> list[AppliedEntry]:
         """Nothing to read: the leader applies its own entries as they
@@ -473,9 +564,26 @@ class PartitionLeader:
         return []
 
     def maybe_snapshot(self, every_entries: int, max_log_entries: int = 0) -> int:
-        """``replica.maybe_snapshot()`` under this leader's lock."""
+        """``replica.maybe_snapshot()`` under this leader's lock.
+
+        A snapshot write that finds another writer's snapshot in place ends
+        the term: only a newer leader (or an operator's compaction) writes
+        one, and the slots it truncated may take this leader's late puts.
+        """
         with self._lock:
-            return self.replica.maybe_snapshot(every_entries, max_log_entries)
+            replica = self.replica
+            if self._broken is not None or not replica.snapshot_due(every_entries):
+                return 0
+            replica.write_snapshot()
+            if replica.snapshot_etag not in self._expected_snapshots():
+                self._broken = self._foreign_snapshot_error()
+                log.warning("%s; this leader stops", self._broken)
+                return 0
+            return replica.truncate(ignore_hint=replica.under_space_pressure(max_log_entries))
+
+    def _expected_snapshots(self) -> tuple[str | None, str | None]:
+        """The stored snapshots this leader may find (under the lock)."""
+        return self._snapshot_etag, self.replica.written_snapshot_etag
 
     def stamp(self, command: SequencedCommand) -> SequencedCommand:
         """``command`` with this leader's term and the next sequence number."""
@@ -510,17 +618,74 @@ class PartitionLeader:
             self._next_slot += 1
             self._inflight.append(item)
             item.put = self._executor.submit(self.replica.log.append_at, item.slot, item.payload)
-        item.put.add_done_callback(lambda _done: self._settle())
+        item.put.add_done_callback(lambda _done: self._wake_settler())
         return result
 
-    def _settle(self) -> None:
+    def _wake_settler(self) -> None:
         with self._lock:
-            while self._inflight:
-                head = self._inflight[0]
-                if head.put is None or not head.put.done():
-                    return
-                self._inflight.popleft()
-                self._settle_one(head)
+            self._put_done.notify_all()
+
+    def _settle_loop(self) -> None:
+        """Settle finished puts, head first, until closed.
+
+        A put that succeeded is acknowledged only after the stored snapshot
+        is seen unchanged by a HEAD sent after the put finished: a newer
+        leader that snapshotted and truncated the log freed the slots below
+        its snapshot, and this leader's put into such a slot succeeds but is
+        never replayed by anyone. With the snapshot unchanged, every slot
+        the puts took was free because it was never written, and replay
+        judges them as usual. One HEAD covers every put finished before it
+        was sent, and puts go on meanwhile, so the check costs latency (one
+        round trip per acknowledgement) but not throughput.
+        """
+        while True:
+            with self._lock:
+                while not self._closing and not self._head_done():
+                    self._put_done.wait()
+                count = self._head_done()
+                if count == 0:
+                    return  # closing, and every put settled
+                batch = list(itertools.islice(self._inflight, count))
+                check = self._broken is None and any(_put_succeeded(i) for i in batch)
+            foreign = check and self._snapshot_changed()
+            with self._lock:
+                if foreign and self._broken is None:
+                    self._broken = self._foreign_snapshot_error()
+                    log.warning("%s; this leader stops", self._broken)
+                for _ in range(count):
+                    self._settle_one(self._inflight.popleft())
+
+    def _head_done(self) -> int:
+        """How many puts at the head of the queue finished (under the lock)."""
+        count = 0
+        for item in self._inflight:
+            if item.put is None or not item.put.done():
+                break
+            count += 1
+        return count
+
+    def _snapshot_changed(self) -> bool:
+        """Whether the stored snapshot is one this leader did not expect
+        (checked against what it expects after the HEAD, so a snapshot it
+        wrote meanwhile is its own)."""
+        try:
+            stored = self.replica.log.snapshot_etag()
+        except Exception as err:  # the check could not be made: do not acknowledge
+            log.warning(
+                "%s/%d: cannot check the snapshot before acknowledging: %s",
+                self.replica.topic,
+                self.replica.partition,
+                err,
+            )
+            return True
+        with self._lock:
+            return stored not in self._expected_snapshots()
+
+    def _foreign_snapshot_error(self) -> FencedError:
+        return FencedError(
+            f"{self.replica.topic}/{self.replica.partition}: another writer snapshotted the "
+            f"log during term {self.term} (a newer leader, or an operator's compaction)"
+        )
 
     def _settle_one(self, item: _InFlight) -> None:
         if self._broken is not None:

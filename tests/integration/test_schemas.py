@@ -13,6 +13,7 @@ from typing import Any
 from epochgc.gc.collect import CollectSettings, collect_once
 from epochgc.gc.control import pause, request_reset
 from epochgc.gc.daemon import GcDaemon
+from epochgc.gc.listing_schedule import ListingPolicy
 from epochgc.ingest.directory import LeaderDirectory
 from epochgc.ingest.producer import Producer
 from epochgc.reconciler.fetch import pending_placeholders
@@ -20,8 +21,10 @@ from epochgc.reconciler.node import NodeSettings, ReconcilerNode
 from epochgc.storage.keys import (
     controller_log_prefix,
     controller_snapshot_key,
+    encode_l0_key,
     gc_control_key,
     gc_daemon_key,
+    gc_shard_state_key,
     gc_status_key,
     parse_log_entry_key,
     report_key,
@@ -163,7 +166,7 @@ def test_a_daemons_presence_and_status_documents_fit_their_schemas(
     daemon.start()
     try:
         wait_for(lambda: daemon.rounds > 0, what="a first round")
-        wait_for(lambda: bool(store.list_objects(gc_status_key(ROOT))), what="a status")
+        wait_for(lambda: any(store.list_objects(gc_status_key(ROOT))), what="a status")
         presence = stored(store, gc_daemon_key(ROOT, "gc-a"))
         status = stored(store, gc_status_key(ROOT))
     finally:
@@ -177,17 +180,24 @@ def test_a_daemons_presence_and_status_documents_fit_their_schemas(
 def test_a_collect_rounds_summary_fits_the_schema(store: S3ObjectStore) -> None:
     controller = Controller(store, ROOT)
     controller.tick()
+    store.put(encode_l0_key(ROOT, 7, 5, "00000000-0000-4000-8000-000000000000"), b"x")
     stats = RequestStats()
     stats.attach(store.client)
     outcome = collect_once(
         store,
         stats,
         ROOT,
-        CollectSettings(min_object_age=timedelta(0), max_delete_fraction=1.0),
+        CollectSettings(
+            min_object_age=timedelta(0), max_delete_fraction=1.0, listing=ListingPolicy()
+        ),
     )
     summary = stored(store, outcome.summary_key)
     assert summary["v"] == 2 and summary["engine"] == "local"
+    assert summary["cost"]["requests_usd"] > 0 and summary["shards"]["full_sweep"] is True
     assert schema_errors("run-summary", summary) == []
+    knowledge = stored(store, gc_shard_state_key(ROOT))
+    assert knowledge["v"] == 1 and schema_errors("shard-knowledge", knowledge) == []
+    assert knowledge["shards"]["007"]["lowest_epoch"] == 5
 
 
 def test_the_control_document_fits_the_schema(store: S3ObjectStore) -> None:

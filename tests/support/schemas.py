@@ -32,6 +32,7 @@ NAMES = (
     "layout-marker",
     "status",
     "presence",
+    "shard-knowledge",
 )
 
 

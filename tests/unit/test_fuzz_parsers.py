@@ -31,6 +31,7 @@ from epochgc.errors import ConfigError, EpochGCError, RecordError
 from epochgc.gc.control import decode_control, decode_status
 from epochgc.gc.presence import decode_presence
 from epochgc.gc.run_report import decode_summary
+from epochgc.gc.shard_knowledge import decode_knowledge
 from epochgc.ingest.l0_format import decode_records
 from epochgc.storage.inventory import (
     InventoryError,
@@ -465,6 +466,25 @@ run_summaries = with_unknown(
                 optional={"complete": st.booleans()},
             )
             | st.just({}),
+            "cost": st.fixed_dictionaries(
+                {"requests_usd": st.floats(0, 1e6) | st.integers(0, 10**6)},
+                optional={
+                    "prices": st.dictionaries(
+                        st.sampled_from(
+                            [
+                                "list_per_1000",
+                                "delete_per_1000",
+                                "get_per_1000",
+                                "storage_per_gb_month",
+                            ]
+                        ),
+                        st.floats(0, 10),
+                    )
+                },
+            ),
+            "shards": st.fixed_dictionaries(
+                {"listed": counts, "full_sweep": st.booleans()}, optional={"present": counts}
+            ),
         },
     )
 )
@@ -517,6 +537,23 @@ presence_documents = with_unknown(
         optional={"metrics": st.none() | st.text(max_size=30)},
     )
 )
+shard_facts = st.fixed_dictionaries(
+    {"listed_at": rfc3339(), "safe_epoch": counts},
+    optional={
+        "lowest_epoch": st.none() | counts,
+        "bytes_per_second": st.floats(0, 1e12) | st.integers(0, 10**12),
+        "quiet_at": optional_times,
+    },
+)
+shard_knowledge = with_unknown(
+    st.fixed_dictionaries(
+        {
+            "v": st.just(1),
+            "shards": st.dictionaries(st.integers(0, 999).map("{:03d}".format), shard_facts),
+        },
+        optional={"full_sweep_at": optional_times, "discovered_at": optional_times},
+    )
+)
 layout_markers = with_unknown(
     st.fixed_dictionaries({"v": st.just(1), "layout": st.integers(1, 2**40)})
 )
@@ -531,6 +568,7 @@ SCHEMA_READERS: list[tuple[str, st.SearchStrategy[Any], Callable[[bytes], object
     ("layout-marker", layout_markers, lambda b: decode_layout_marker(b, "marker"), True),
     ("status", status_documents, decode_status, True),
     ("presence", presence_documents, lambda b: decode_presence(b, "presence"), True),
+    ("shard-knowledge", shard_knowledge, decode_knowledge, True),
 ]
 SCHEMA_IDS = [s[0] for s in SCHEMA_READERS]
 BAD_NAMES = ["", ".", "..", "a/b", "orders\n", "x" * 250, "é", 7, None]

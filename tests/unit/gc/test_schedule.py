@@ -64,3 +64,24 @@ def test_idle_delay_is_bounded(tick_age: float, young_age: float) -> None:
         youngest_too_young=NOW - timedelta(seconds=young_age),
     )
     assert timedelta(seconds=0.5) <= result <= SCHEDULE.interval
+
+
+def test_with_the_cost_schedule_rounds_come_when_a_shard_is_due() -> None:
+    schedule = ScheduleSettings(interval=timedelta(seconds=60), scheduled_idle=timedelta(minutes=5))
+    args: dict[str, object] = {
+        "now": NOW,
+        "min_object_age": timedelta(0),
+        "youngest_too_young": None,
+        "epoch_started_at": NOW,
+    }
+    soon = NOW + timedelta(seconds=90)
+    for outcome in (RoundOutcome.COLLECTED, RoundOutcome.IDLE):
+        assert next_round_delay(outcome, schedule, next_listing_at=soon, **args) == timedelta(  # type: ignore[arg-type]
+            seconds=90
+        ), "not a second after progress: the listed shards are not due again soon"
+    later = NOW + timedelta(hours=1)
+    idle = next_round_delay(RoundOutcome.IDLE, schedule, next_listing_at=later, **args)  # type: ignore[arg-type]
+    assert idle == timedelta(minutes=5), "idle rounds keep M and the metrics this fresh"
+    failed = next_round_delay(RoundOutcome.FAILED, schedule, next_listing_at=later, **args)  # type: ignore[arg-type]
+    assert failed == timedelta(seconds=10)
+    assert schedule.longest_wait == timedelta(minutes=5)

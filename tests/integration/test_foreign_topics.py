@@ -1,0 +1,63 @@
+"""Topics another system reconciles are never led by epochgc's reconciler.
+
+A topic whose ``create_topic`` config names another reconciler
+(``"reconciler": "kafscale"``) has its partition logs kept by that system.
+An epochgc reconciler that led it anyway would find an empty, idle
+partition and publish ``M(p)`` close to the cluster epoch, and the
+collector would delete objects the other system has not reconciled yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from epochgc.ingest.directory import LeaderDirectory
+from epochgc.reconciler.node import NodeSettings, ReconcilerNode
+from epochgc.storage.s3 import S3ObjectStore
+from epochgc.watermarks.aggregate import join_safe_epoch
+from epochgc.watermarks.controller import Controller
+from epochgc.watermarks.leases import LeaseManager, LeasePolicy
+from epochgc.watermarks.reports import read_reports
+
+ROOT = "epochgc"
+POLICY = LeasePolicy(ttl_seconds=3.0, renew_interval_seconds=0.3, skew_margin_seconds=0.3)
+SETTINGS = NodeSettings(
+    idle_interval_seconds=0.0, report_interval_seconds=0.0, snapshot_every_entries=1000
+)
+
+
+def test_a_reconciler_leads_only_topics_it_reconciles(store: S3ObjectStore) -> None:
+    asyncio.run(_rounds(store))
+
+
+async def _rounds(store: S3ObjectStore) -> None:
+    controller = Controller(store, ROOT)
+    controller.tick()
+    theirs = controller.create_topic("theirs", 2, {"reconciler": "kafscale"})
+    ours = controller.create_topic("ours", 1, {"reconciler": "epochgc"})
+    legacy = controller.create_topic("legacy", 1)  # no key: epochgc's, as before
+    odd = controller.create_topic("odd", 1, {"reconciler": 7})  # not a name: not ours
+    leases = LeaseManager(store, ROOT, "node-a", policy=POLICY)
+    leases.start()
+    node = ReconcilerNode(store, ROOT, "node-a", leases, LeaderDirectory(), settings=SETTINGS)
+    try:
+        for _ in range(3):
+            await asyncio.to_thread(controller.tick)
+            for _ in range(3):
+                await node.run_round()
+        await node.publish_report_now()
+        led = {(pid.topic, pid.partition) for pid in node.led_partitions()}
+    finally:
+        await node.stop()
+        leases.stop()
+
+    assert led == {("ours", 0), ("legacy", 0)}
+    reports, skipped = await asyncio.to_thread(read_reports, store, ROOT)
+    assert skipped == []
+    reported = {e.topic for r in reports for e in r.partitions}
+    assert reported == {"ours", "legacy"}
+    safe = join_safe_epoch(await asyncio.to_thread(controller.snapshot), reports)
+    assert safe.safe_epoch == min(theirs.revision, odd.revision) - 1, (
+        "the other system's topic pins M until it reports"
+    )
+    assert ours.revision and legacy.revision

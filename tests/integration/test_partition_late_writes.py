@@ -1,0 +1,146 @@
+"""Late writes into truncated partition-log slots change nothing.
+
+Truncation deletes the entries a snapshot covers, which frees their slots:
+a create-only put whose slot was chosen before the truncation (a deposed
+leader stopped between its lease check and its put, an operator's
+``records_lost`` planned against an old tail) then succeeds below the
+snapshot, where no reader that starts from the snapshot ever looks. Without
+care, such an entry is applied by a reader that was just below it, and a
+deposed leader acknowledges an append nobody will ever replay.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from epochgc.errors import FencedError
+from epochgc.storage.keys import PartitionId
+from epochgc.storage.s3 import S3ObjectStore
+from epochgc.watermarks.commands import PlaceholderBatch, Placeholders, RecordsLost
+from epochgc.watermarks.controller import Controller
+from epochgc.watermarks.records import encode_command
+from epochgc.watermarks.replica import PartitionLeader, PartitionReplica
+from epochgc.watermarks.skip import plan_skip
+
+ROOT = "epochgc"
+PID = PartitionId("orders", 2, 0)
+NOW = datetime(2026, 11, 24, tzinfo=UTC)
+
+
+def batch(i: int) -> tuple[PlaceholderBatch, ...]:
+    return (PlaceholderBatch(f"l0/{i}", 0, 10, 1),)
+
+
+def open_replica(store: S3ObjectStore) -> PartitionReplica:
+    replica = PartitionReplica(store, ROOT, PID)
+    replica.open()
+    return replica
+
+
+def leader(store: S3ObjectStore, term: int) -> PartitionLeader:
+    lead = PartitionLeader(open_replica(store), term)
+    lead.start()
+    return lead
+
+
+@pytest.fixture
+def topic(store: S3ObjectStore) -> int:
+    controller = Controller(store, ROOT)
+    controller.tick()
+    return controller.create_topic("orders", 1).revision  # revision 2
+
+
+def compact_all(lead: PartitionLeader) -> int:
+    """Reconcile everything appended so far, snapshot, truncate."""
+    state = lead.replica.state
+    lead.advance_reconciled(lro=state.next_offset - 1, log_offset=state.applied_log_offset)
+    assert lead.replica.write_snapshot()
+    return lead.replica.truncate()
+
+
+def test_a_reader_just_below_a_truncation_ignores_a_late_write(
+    store: S3ObjectStore, topic: int
+) -> None:
+    lead = leader(store, 1)  # offset 0: term_start
+    lead.append_placeholders(3, batch(0))  # offset 1
+    reader = open_replica(store)
+    assert reader.state.applied_log_offset == 1
+    for i in range(1, 4):
+        lead.append_placeholders(3, batch(i))  # offsets 2..4
+    assert compact_all(lead) == 5  # offsets 0..4 gone (the tail, 5, stays): slot 2 is free
+    truth = lead.replica.state
+    # A writer of the current term that chose slot 2 long ago lands now.
+    late = Placeholders(1, truth.last_seq + 1, 3, batch(99))
+    assert lead.replica.log.append_at(2, encode_command(late))
+
+    reader.catch_up()
+
+    assert reader.state == truth, "the reader applied a late write below the snapshot"
+
+
+def test_a_deposed_leader_never_acknowledges_a_put_into_a_truncated_slot(
+    store: S3ObjectStore, topic: int
+) -> None:
+    old = leader(store, 1)  # offset 0
+    old.append_placeholders(3, batch(0))  # offset 1; old's next slot is 2
+    # The old leader stops (a pause past its lease) before its next put.
+    new = leader(store, 2)  # term_start at offset 2
+    for i in range(1, 4):
+        new.append_placeholders(3, batch(i))  # offsets 3..5
+    assert compact_all(new) == 6  # offsets 0..5 gone (the tail, 6, stays): slot 2 is free
+    truth = open_replica(store).state
+
+    # It resumes: its lease check passed before the pause, its put lands.
+    future = old.submit(Placeholders(0, 0, 3, batch(77)))
+
+    with pytest.raises(FencedError):
+        future.result(timeout=30)
+    assert open_replica(store).state == truth
+    old.close()
+    new.close()
+
+
+def test_a_records_lost_whose_slot_was_freed_under_it_is_planned_again(
+    store: S3ObjectStore, topic: int
+) -> None:
+    lead = leader(store, 1)  # offset 0
+    for i in range(5):
+        lead.append_placeholders(3, batch(i))  # offsets 1..5, records 0..4
+    operator = open_replica(store)  # will plan slot 6
+    put = operator.log.append_at
+    raced = False
+
+    def leader_compacts_first(slot: int, payload: bytes) -> bool:
+        """Between the operator's plan and its put, the leader writes slot
+        6, moves on, snapshots and truncates through it."""
+        nonlocal raced
+        if not raced:
+            raced = True
+            lead.append_placeholders(3, batch(5))  # offset 6, record 5
+            lead.append_placeholders(3, batch(6))  # offset 7, record 6
+            lead.advance_reconciled(lro=5, log_offset=6)  # offset 8
+            assert lead.replica.write_snapshot()
+            assert lead.replica.truncate() == 7  # offsets 0..6: slot 6 is free again
+        return put(slot, payload)
+
+    operator.log.append_at = leader_compacts_first  # type: ignore[method-assign]
+
+    def through_the_last_record(replica: PartitionReplica) -> RecordsLost:
+        state = replica.state
+        command, _ = plan_skip(
+            state, replica.retained, state.next_offset - 1, by="op", reason="lost", now=NOW
+        )
+        return command
+
+    entry = operator.append_records_lost(through_the_last_record)
+
+    fresh = open_replica(store)
+    assert fresh.lost, (
+        f"records_lost reported applied at log offset {entry.offset}, "
+        "below the snapshot, where no reader replays it"
+    )
+    assert entry.offset > 8
+    assert fresh.state.lro == 6
+    lead.close()
