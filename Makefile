@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install servers demo test lint typecheck unit unit-newest bench soak wheel clean
+.PHONY: install servers demo test lint typecheck unit unit-newest bench soak wheel clean test-rgw
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -52,6 +52,20 @@ unit-newest: $(VENV_NEWEST)/.installed
 
 test: lint typecheck unit unit-newest
 
+# Ceph's RADOS Gateway from Debian on this machine (scripts/ceph_rgw.sh: one
+# monitor, one memstore OSD, radosgw on 127.0.0.1; the packages install when
+# missing, as root or with sudo), then tests/rgw/ (check-store and the
+# quickstart's produce / reconcile / collect there) and DeleteObjects
+# measured there beside moto. Not part of `make test`; stops the gateway.
+RGW_DIR ?= /tmp/epochgc-ceph-rgw
+RGW_BENCH_KEYS ?= 10000
+
+test-rgw: $(STAMP)
+	bash scripts/ceph_rgw.sh start $(RGW_DIR) > $(RGW_DIR).env || { bash scripts/ceph_rgw.sh stop $(RGW_DIR); exit 1; }
+	env $$(cat $(RGW_DIR).env) $(BIN)/pytest -v -rP tests/rgw \
+	  && env $$(cat $(RGW_DIR).env) $(BIN)/python -m bench.bench_store_delete --keys $(RGW_BENCH_KEYS); \
+	  rc=$$?; bash scripts/ceph_rgw.sh stop $(RGW_DIR); rm -f $(RGW_DIR).env; exit $$rc
+
 # Every benchmark runs, one after the other, even when an earlier one
 # misses its target; one table at the end; non-zero if any missed.
 bench: $(STAMP)
@@ -65,7 +79,7 @@ SOAK_SECONDS ?= 60
 soak: $(STAMP)
 	$(BIN)/epochgc verify --seed $(SOAK_SEEDS) --duration $(SOAK_SECONDS) --spark --folder soak-runs
 
-# The package as a wheel, for spark-submit --py-files (see README).
+# The package as a wheel, for spark-submit --py-files (see docs/operating.md).
 wheel: $(STAMP)
 	$(BIN)/pip wheel --quiet --no-deps --wheel-dir dist .
 

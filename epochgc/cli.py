@@ -76,13 +76,18 @@ EXIT_CONFIG = 2
 
 def _cmd_check_store(config: Config, args: argparse.Namespace) -> int:
     with open_store(config, check_layout=False, writes=False) as handle:
-        results = run_probes(handle.store, config.layout.root)
+        results = run_probes(
+            handle.store,
+            config.layout.root,
+            detect_if_match_form=config.store.if_match_form == "auto",
+        )
     if args.json:
         print(
             json.dumps(
                 {
                     "bucket": config.store.bucket,
                     "ok": all(r.passed for r in results),
+                    "if_match_form": handle.store.if_match_form,
                     "probes": [
                         {"name": r.name, "passed": r.passed, "detail": r.detail} for r in results
                     ],

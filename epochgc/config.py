@@ -33,6 +33,7 @@ from epochgc.storage.keys import SHARD_COUNT_MAX, is_valid_node_id, is_valid_roo
 ENV_PREFIX = "EPOCHGC_"
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _ADDRESSING_STYLES = ("auto", "path", "virtual")
+_IF_MATCH_FORMS = ("auto", "quoted", "bare")
 
 Check = Callable[[Any], str | None]
 
@@ -113,6 +114,10 @@ class StoreConfig:
     max_backoff_seconds: float = _check(_at_least(0.0), default=5.0)
     delete_concurrency: int = _check(_between(1, 64), default=4)
     """DeleteObjects requests kept in flight by one batched delete."""
+    if_match_form: str = _check(_one_of(_IF_MATCH_FORMS), default="auto")
+    """The ETag form sent in ``If-Match``: ``auto`` lets the capability
+    probes find it (quoted for S3, bare for Ceph RGW 16); ``quoted`` or
+    ``bare`` skips the search and is tested as is."""
 
     def __post_init__(self) -> None:
         if self.base_backoff_seconds > self.max_backoff_seconds:

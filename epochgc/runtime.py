@@ -20,7 +20,7 @@ from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.probe import ensure_store_capable
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.retry import RetryPolicy
-from epochgc.storage.s3 import S3ObjectStore
+from epochgc.storage.s3 import IF_MATCH_FORMS, IfMatchForm, S3ObjectStore
 from epochgc.watermarks.layout import ensure_layout
 
 log = logging.getLogger("epochgc.runtime")
@@ -70,13 +70,17 @@ def store_from_settings(
         retry_policy=policy,
         delete_concurrency=config.store.delete_concurrency,
     )
+    form = config.store.if_match_form
+    if form in IF_MATCH_FORMS:
+        store.use_if_match_form(form)
     return store, stats
 
 
 class CapabilityCache:
     """The stores that passed the capability probes in this process, by
     (endpoint, bucket), so the probes run once per process whatever the
-    number of rounds or commands.
+    number of rounds or commands; with each, the ``If-Match`` ETag form the
+    probes found, handed to every later store of that endpoint and bucket.
 
     Example::
 
@@ -87,10 +91,14 @@ class CapabilityCache:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._passed: set[tuple[str, str]] = set()
+        self._passed: dict[tuple[str, str], IfMatchForm] = {}
 
-    def ensure(self, store: S3ObjectStore, root: str, endpoint: str) -> None:
-        """Probe ``store`` unless it already passed in this process.
+    def ensure(
+        self, store: S3ObjectStore, root: str, endpoint: str, *, if_match_form: str = "auto"
+    ) -> None:
+        """Probe ``store`` unless it already passed in this process; leave it
+        sending the ``If-Match`` form found (``if_match_form`` ``"auto"``) or
+        the one configured (``"quoted"``/``"bare"``, tested as is).
 
         Raises:
             StoreCapabilityError: the store lacks what epochgc needs.
@@ -99,10 +107,18 @@ class CapabilityCache:
         key = (endpoint, store.bucket)
         with self._lock:
             if key in self._passed:
+                store.use_if_match_form(self._passed[key])
                 return
-            ensure_store_capable(store, root, endpoint=endpoint)
-            self._passed.add(key)
-            log.info("store capabilities checked: bucket=%s endpoint=%s", store.bucket, endpoint)
+            ensure_store_capable(
+                store, root, endpoint=endpoint, detect_if_match_form=if_match_form == "auto"
+            )
+            self._passed[key] = store.if_match_form
+            log.info(
+                "store capabilities checked: bucket=%s endpoint=%s if_match_form=%s",
+                store.bucket,
+                endpoint,
+                store.if_match_form,
+            )
 
 
 PROCESS_CAPABILITIES = CapabilityCache()
@@ -147,7 +163,9 @@ def open_store(
         endpoint = settings.endpoint_url or f"aws:{settings.region}"
         log.debug("object store: bucket=%s endpoint=%s", config.store.bucket, endpoint)
         if writes:
-            capabilities.ensure(store, config.layout.root, endpoint)
+            capabilities.ensure(
+                store, config.layout.root, endpoint, if_match_form=config.store.if_match_form
+            )
         if check_layout:
             ensure_layout(store, config.layout.root)
         yield StoreHandle(store, stats, endpoint, settings)

@@ -12,6 +12,13 @@ permanent store error (no such bucket, access denied, bad credentials) is
 not a missing feature: it propagates as itself, so ``check-store`` says
 "bucket missing" rather than "the store lacks what epochgc needs".
 
+The CAS probe also finds the form of the ETag the store honours in
+``If-Match``: S3 takes the quoted ETag it returned; Ceph RGW 16 and
+DigitalOcean Spaces answer 412 to it and take only the bare one. The probe
+tries the quoted form, then the bare one, and leaves the store sending the
+form that worked; the stale-ETag probe that follows then proves the store
+really enforces that form, so detection never weakens a probe.
+
 ``ensure_store_capable`` is the gate every writing command and process
 passes once (``runtime.open_store`` caches the verdict per endpoint and
 bucket). It runs the same probes, leaner (one race round, three list
@@ -25,6 +32,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol, cast
 
 from epochgc.errors import (
     EpochGCError,
@@ -34,6 +42,7 @@ from epochgc.errors import (
     StoreCapabilityError,
 )
 from epochgc.storage.object_store import ObjectStore
+from epochgc.storage.s3 import IfMatchForm
 
 
 @dataclass(frozen=True)
@@ -49,11 +58,35 @@ class _ProbeFailedError(Exception):
     pass
 
 
+class _IfMatchFormAware(Protocol):
+    """A store that can send the ETag in ``If-Match`` in either form."""
+
+    @property
+    def if_match_form(self) -> IfMatchForm: ...
+
+    def use_if_match_form(self, form: IfMatchForm) -> None: ...
+
+
+def _form_aware(store: ObjectStore) -> _IfMatchFormAware | None:
+    if hasattr(store, "use_if_match_form") and hasattr(store, "if_match_form"):
+        return cast(_IfMatchFormAware, store)
+    return None
+
+
 def run_probes(
-    store: ObjectStore, root: str, *, race_rounds: int = 5, list_keys: int = 5
+    store: ObjectStore,
+    root: str,
+    *,
+    race_rounds: int = 5,
+    list_keys: int = 5,
+    detect_if_match_form: bool = True,
 ) -> list[ProbeResult]:
     """Run every probe against ``store``; a store that lacks a feature is a
     failed probe, never an exception.
+
+    With ``detect_if_match_form`` the CAS probe finds the ETag form the
+    store honours and leaves ``store`` using it; without, the store's
+    current form (``store.if_match_form`` in the config) is tested as is.
 
     Raises:
         PermanentStorageError: the bucket cannot be used at all (missing,
@@ -62,7 +95,10 @@ def run_probes(
     base = f"{root}/meta/probe/{uuid.uuid4()}/"
     probes: list[tuple[str, Callable[[], str]]] = [
         ("create-only put (If-None-Match: *)", lambda: _probe_create_only(store, base)),
-        ("CAS put, current etag (If-Match)", lambda: _probe_cas_match(store, base)),
+        (
+            "CAS put, current etag (If-Match)",
+            lambda: _probe_cas_match(store, base, detect_if_match_form),
+        ),
         ("CAS put, stale etag (If-Match)", lambda: _probe_cas_stale(store, base)),
         ("create-only race, two writers", lambda: _probe_race(store, base, race_rounds)),
         ("DeleteObjects of a missing key", lambda: _probe_delete_missing(store, base)),
@@ -110,25 +146,66 @@ def _cas_with_fresh_etag(store: ObjectStore, key: str, body: bytes, etag: str) -
     try:
         return store.put_if_match(key, body, etag)
     except PreconditionFailedError:
-        raise _ProbeFailedError(
-            f"the store rejected (412) the ETag it had just returned ({etag}) in If-Match: "
-            "leases could never be renewed or released, nor snapshots replaced "
-            "(Ceph RGW 16 does this with quoted ETags)"
-        ) from None
+        aware = _form_aware(store)
+        form = f", sent {aware.if_match_form}" if aware else ""
+        raise _ProbeFailedError(_rejected_own_etag(etag, form)) from None
     except NotFoundError:
         raise _ProbeFailedError(
             "the store answered 404 to If-Match on the object it had just written"
         ) from None
 
 
-def _probe_cas_match(store: ObjectStore, base: str) -> str:
+def _rejected_own_etag(etag: str, forms: str) -> str:
+    return (
+        f"the store rejected (412) the ETag it had just returned ({etag}) in If-Match{forms}: "
+        "leases could never be renewed or released, nor snapshots replaced"
+    )
+
+
+def _probe_cas_match(store: ObjectStore, base: str, detect_form: bool) -> str:
     key = f"{base}cas-match"
     etag = store.put_if_absent(key, b"v1")
-    new_etag = _cas_with_fresh_etag(store, key, b"v2", etag)
+    aware = _form_aware(store) if detect_form else None
+    if aware is None:
+        new_etag = _cas_with_fresh_etag(store, key, b"v2", etag)
+    else:
+        new_etag = _detect_if_match_form(store, aware, key, etag)
     body = store.get(key).body
     _expect(body == b"v2", f"CAS with the current etag did not write (body={body!r})")
     _expect(new_etag != etag, "the etag did not change after a successful CAS")
-    return "replaced, new etag"
+    current = _form_aware(store)
+    if current is None:
+        return "replaced, new etag"
+    if aware is None:
+        return f"replaced, new etag; If-Match form: {current.if_match_form} (configured)"
+    if current.if_match_form == "bare":
+        return (
+            "replaced, new etag; If-Match form: bare (the store answers 412 to the quoted "
+            "ETag, as Ceph RGW 16 does)"
+        )
+    return f"replaced, new etag; If-Match form: {current.if_match_form}"
+
+
+def _detect_if_match_form(store: ObjectStore, aware: _IfMatchFormAware, key: str, etag: str) -> str:
+    """CAS ``key`` from ``etag`` to ``b"v2"``, quoted form first, then bare;
+    leave ``aware`` sending the form that wrote. Return the new ETag."""
+    aware.use_if_match_form("quoted")
+    try:
+        return store.put_if_match(key, b"v2", etag)
+    except PreconditionFailedError:
+        pass
+    except NotFoundError:
+        raise _ProbeFailedError(
+            "the store answered 404 to If-Match on the object it had just written"
+        ) from None
+    body = store.get(key).body
+    _expect(body == b"v1", f"a CAS the store refused (412) changed the object (body={body!r})")
+    aware.use_if_match_form("bare")
+    try:
+        return store.put_if_match(key, b"v2", etag)
+    except (PreconditionFailedError, NotFoundError):
+        aware.use_if_match_form("quoted")
+        raise _ProbeFailedError(_rejected_own_etag(etag, ", quoted and bare")) from None
 
 
 def _probe_cas_stale(store: ObjectStore, base: str) -> str:
@@ -242,16 +319,21 @@ def format_probe_table(results: list[ProbeResult], bucket: str) -> str:
     return "\n".join(lines)
 
 
-def ensure_store_capable(store: ObjectStore, root: str, *, endpoint: str = "") -> None:
+def ensure_store_capable(
+    store: ObjectStore, root: str, *, endpoint: str = "", detect_if_match_form: bool = True
+) -> None:
     """Run the (lean) probes and refuse a store that fails any: the gate
     every command and process that writes passes before its first write.
+    On success ``store`` sends the ETag form it honours (see ``run_probes``).
 
     Raises:
         StoreCapabilityError: one line naming the first failed probe and what
             the store did; the full table is its ``table``.
         PermanentStorageError: the bucket cannot be used at all.
     """
-    results = run_probes(store, root, race_rounds=1, list_keys=3)
+    results = run_probes(
+        store, root, race_rounds=1, list_keys=3, detect_if_match_form=detect_if_match_form
+    )
     failed = [r for r in results if not r.passed]
     if failed:
         first = failed[0]

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
 from botocore.exceptions import (
     BotoCoreError,
@@ -70,6 +70,19 @@ T = TypeVar("T")
 
 _NOT_FOUND_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
 
+IfMatchForm = Literal["quoted", "bare"]
+"""How a store wants the ETag in ``If-Match``: ``quoted`` as S3 returns it
+(``"abc"``), or ``bare`` (``abc``): Ceph RGW 16 and DigitalOcean Spaces
+answer 412 to the quoted form of the very ETag they returned."""
+
+IF_MATCH_FORMS: tuple[IfMatchForm, ...] = get_args(IfMatchForm)
+
+
+def if_match_value(etag: str, form: IfMatchForm) -> str:
+    """``etag`` (in either form) as the ``If-Match`` header value ``form`` wants."""
+    bare = etag.strip('"')
+    return bare if form == "bare" else f'"{bare}"'
+
 
 class S3ObjectStore:
     """``ObjectStore`` over a boto3 S3 client.
@@ -90,6 +103,9 @@ class S3ObjectStore:
             flight at once.
         on_throttle: called on every SlowDown/throttling answer (whole
             request or per key), so a sweeper can lower its request rate.
+        if_match_form: the ETag form ``put_if_match`` sends; callers always
+            pass ETags as the store returned them. The capability probes
+            find it (``use_if_match_form``) or ``store.if_match_form`` sets it.
     """
 
     def __init__(
@@ -102,6 +118,7 @@ class S3ObjectStore:
         unit_random: Callable[[], float] = random.random,
         delete_concurrency: int = 4,
         on_throttle: Callable[[], None] | None = None,
+        if_match_form: IfMatchForm = "quoted",
     ) -> None:
         if delete_concurrency < 1:
             raise ValueError("delete_concurrency must be >= 1")
@@ -113,10 +130,23 @@ class S3ObjectStore:
         self._delete_concurrency = delete_concurrency
         self.on_throttle = on_throttle
         self._endpoint = str(getattr(client.meta, "endpoint_url", "") or "")
+        self._if_match_form: IfMatchForm = "quoted"
+        self.use_if_match_form(if_match_form)
 
     @property
     def bucket(self) -> str:
         return self._bucket
+
+    @property
+    def if_match_form(self) -> IfMatchForm:
+        """The ETag form ``put_if_match`` sends."""
+        return self._if_match_form
+
+    def use_if_match_form(self, form: IfMatchForm) -> None:
+        """Send ETags in ``form`` from now on (what the probes found)."""
+        if form not in IF_MATCH_FORMS:
+            raise ValueError(f"if_match_form must be one of {IF_MATCH_FORMS}, got {form!r}")
+        self._if_match_form = form
 
     @property
     def client(self) -> S3Client:
@@ -228,7 +258,9 @@ class S3ObjectStore:
     ) -> str:
         if not etag:
             raise ValueError("put_if_match needs a non-empty etag")
-        return self._put(key, body, metadata, {"IfMatch": etag})
+        return self._put(
+            key, body, metadata, {"IfMatch": if_match_value(etag, self._if_match_form)}
+        )
 
     def _put(
         self,

@@ -3,11 +3,13 @@ separate process: one line naming the cause and exit 1, never a traceback,
 never success on a bucket that is not there; ``check-store`` tells a missing
 bucket or denied access apart from a missing feature; and every command that
 writes refuses a store without the conditional-write semantics it needs
-(here Ceph RGW 16's, emulated by a proxy), with the probe table, while
-read-only commands still work there."""
+(one that answers 412 to every If-Match, emulated by a proxy), with the
+probe table, while read-only commands still work there; a store that takes
+only the bare ETag in If-Match (Ceph RGW 16) is used in that form."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import uuid
 from pathlib import Path
@@ -18,7 +20,12 @@ from epochgc.storage.embedded import EmbeddedS3
 from tests.support.aws_env import clear_aws_credentials
 from tests.support.cli import run_cli
 from tests.support.config_files import write_server_config
-from tests.support.s3_proxy import deny_everything, rgw16_if_match, s3_fault_proxy
+from tests.support.s3_proxy import (
+    deny_everything,
+    reject_every_if_match,
+    rgw16_if_match,
+    s3_fault_proxy,
+)
 
 FAST = (
     "max_attempts = 2\nbase_backoff_seconds = 0.001\nmax_backoff_seconds = 0.002\n"
@@ -104,7 +111,7 @@ def test_gc_collect_without_credentials_says_so_at_once(
 def test_commands_that_write_refuse_a_store_that_rejects_its_own_etags(
     s3_server: EmbeddedS3, bucket: str, tmp_path: Path, command: tuple[str, ...]
 ) -> None:
-    with s3_fault_proxy(s3_server.endpoint_url, rgw16_if_match) as proxy:
+    with s3_fault_proxy(s3_server.endpoint_url, reject_every_if_match) as proxy:
         config = write_server_config(tmp_path / "rgw.toml", proxy.endpoint, bucket, FAST)
         done = run_cli(*command, "--config", str(config))
     assert done.returncode == 1, done.stderr
@@ -117,8 +124,22 @@ def test_commands_that_write_refuse_a_store_that_rejects_its_own_etags(
 def test_read_only_commands_still_work_on_such_a_store(
     s3_server: EmbeddedS3, bucket: str, tmp_path: Path
 ) -> None:
-    with s3_fault_proxy(s3_server.endpoint_url, rgw16_if_match) as proxy:
+    with s3_fault_proxy(s3_server.endpoint_url, reject_every_if_match) as proxy:
         config = write_server_config(tmp_path / "rgw.toml", proxy.endpoint, bucket, FAST)
         done = run_cli("gc", "status", "--config", str(config))
     assert done.returncode == 0, done.stderr
     assert proxy.answered == 0
+
+
+def test_commands_that_write_work_on_a_store_that_takes_only_the_bare_etag(
+    s3_server: EmbeddedS3, bucket: str, tmp_path: Path
+) -> None:
+    with s3_fault_proxy(s3_server.endpoint_url, rgw16_if_match) as proxy:
+        config = str(write_server_config(tmp_path / "rgw.toml", proxy.endpoint, bucket, FAST))
+        report = run_cli("check-store", "--config", config, "--json")
+        assert report.returncode == 0, report.stdout + report.stderr
+        assert json.loads(report.stdout)["if_match_form"] == "bare"
+        for command in (("topic", "create", "orders", "--partitions", "1"), ("epoch", "tick")):
+            done = run_cli(*command, "--config", config)
+            assert done.returncode == 0, done.stderr
+            assert error_lines(done) == []

@@ -1,6 +1,6 @@
 """The collector never sends a key outside ``{root}/l0/`` to DeleteObjects,
 even when the listing hands it such keys (a misbehaving store or proxy, a
-prefix bug): the least-privilege policy in the README relies on it."""
+prefix bug): the least-privilege policy in docs/operating.md relies on it."""
 
 from __future__ import annotations
 

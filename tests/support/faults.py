@@ -146,8 +146,8 @@ class HookedStore:
 
 class RejectIfMatchStore:
     """An ``ObjectStore`` wrapper that answers 412 to every ``If-Match`` PUT
-    without sending it, as Ceph RGW 16 does to the quoted ETag it returned
-    itself. Everything else goes to the real store. ``rejected`` counts
+    without sending it, whatever the ETag's form (Ceph RGW 16 does so only
+    to the quoted form). Everything else goes to the real store. ``rejected`` counts
     the refusals."""
 
     def __init__(self, store: Any) -> None:

@@ -19,16 +19,38 @@ from urllib.parse import urlsplit
 Rule = Callable[[str, str, Mapping[str, str]], tuple[int, str] | None]
 """(method, path, headers) -> (status, S3 error code) to answer, or None."""
 
+Rewrite = Callable[[str, str, dict[str, str]], dict[str, str]]
+"""(method, path, headers) -> the headers to forward instead."""
+
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection"}
 
 
 def rgw16_if_match(method: str, _path: str, headers: Mapping[str, str]) -> tuple[int, str] | None:
     """Ceph RGW 16.2: a PUT whose ``If-Match`` carries the ETag in quotes, as
-    the store itself returned it, is answered 412 (the bare ETag would be
-    accepted, but no S3 client sends that)."""
+    the store itself returned it, is answered 412; the bare ETag is
+    forwarded and honoured (DigitalOcean Spaces behaves the same)."""
     if method == "PUT" and headers.get("If-Match", "").startswith('"'):
         return 412, "PreconditionFailed"
     return None
+
+
+def reject_every_if_match(
+    method: str, _path: str, headers: Mapping[str, str]
+) -> tuple[int, str] | None:
+    """A store that answers 412 to every ``If-Match`` PUT, whatever the form
+    of the ETag: leases could never be renewed there."""
+    if method == "PUT" and "If-Match" in headers:
+        return 412, "PreconditionFailed"
+    return None
+
+
+def drop_bare_if_match(method: str, _path: str, headers: dict[str, str]) -> dict[str, str]:
+    """With ``rgw16_if_match``: a store that rejects the quoted ETag and
+    silently ignores the bare one (forwards the PUT without its condition),
+    so a stale bare ETag would overwrite."""
+    if method == "PUT" and not headers.get("If-Match", '"').startswith('"'):
+        return {k: v for k, v in headers.items() if k != "If-Match"}
+    return headers
 
 
 def deny_everything(_method: str, _path: str, _headers: Mapping[str, str]) -> tuple[int, str]:
@@ -45,10 +67,11 @@ class S3FaultProxy:
             write_server_config(path, proxy.endpoint, bucket)
     """
 
-    def __init__(self, upstream: str, rule: Rule) -> None:
+    def __init__(self, upstream: str, rule: Rule, rewrite: Rewrite | None = None) -> None:
         parts = urlsplit(upstream)
         self._upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
         self._rule = rule
+        self._rewrite = rewrite
         self._lock = threading.Lock()
         self.answered = 0
         proxy = self
@@ -69,6 +92,8 @@ class S3FaultProxy:
                         proxy.answered += 1
                     self._reply_error(*answer)
                     return
+                if proxy._rewrite is not None:
+                    headers = proxy._rewrite(self.command, self.path, headers)
                 conn = http.client.HTTPConnection(*proxy._upstream, timeout=30)
                 try:
                     conn.request(self.command, self.path, body=body, headers=headers)
@@ -117,8 +142,10 @@ class S3FaultProxy:
 
 
 @contextmanager
-def s3_fault_proxy(upstream: str, rule: Rule) -> Iterator[S3FaultProxy]:
-    proxy = S3FaultProxy(upstream, rule)
+def s3_fault_proxy(
+    upstream: str, rule: Rule, rewrite: Rewrite | None = None
+) -> Iterator[S3FaultProxy]:
+    proxy = S3FaultProxy(upstream, rule, rewrite)
     proxy.start()
     try:
         yield proxy
