@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from epochgc.config import load_config
 from epochgc.errors import ConfigError, InvalidArgumentError
 from epochgc.gc.spark_conf import merged_conf, parse_conf_args
+from tests.support.cli import run_cli
 
 KEYS = st.from_regex(r"spark\.[a-z][a-zA-Z0-9_]{0,8}(\.[a-zA-Z0-9_-]{1,8}){0,3}", fullmatch=True)
 VALUES = st.text(st.characters(blacklist_characters="\r\n", blacklist_categories=["Cs"]))
@@ -93,3 +94,10 @@ def test_describe_masks_a_secret_named_in_the_conf_table(tmp_path: Path) -> None
         "spark.executorEnv.AWS_SECRET_ACCESS_KEY": "***",
         "spark.executor.memory": "2g",
     }
+
+
+def test_gc_spark_refuses_a_bad_conf_flag_in_one_line_before_spark_starts() -> None:
+    done = run_cli("gc", "spark", "--master", "spark://127.0.0.1:1", "--conf", "executor.memory")
+    assert done.returncode != 0
+    (line,) = done.stderr.strip().splitlines()
+    assert line.endswith("--conf expects KEY=VALUE, got 'executor.memory' (no '=')"), line
