@@ -229,3 +229,41 @@ def test_gc_spark_ships_itself_and_a_worker_killed_mid_job_loses_nothing(
     # only if the lost task's result came from its rerun.
     assert summary["eligible"] == len(keys) - len(stay)
     assert _left(store) == stay
+
+
+def test_executors_without_credentials_fail_the_run_in_one_line_without_retrying(
+    tmp_path: Path,
+    spark_cluster: StandaloneCluster,
+    spark_package_dir: Path,
+    s3_server: EmbeddedS3,
+    store: S3ObjectStore,
+    bucket: str,
+) -> None:
+    """``[spark] credentials = "executor"`` on workers that have none: every
+    shard fails at once with a credentials error (permanent, not retried),
+    the run fails naming the cause in one line, nothing is deleted."""
+    keys, _ = _seed(store, bucket)
+    config = tmp_path / "gc.toml"
+    config.write_text(
+        f'[store]\nbucket = "{bucket}"\nendpoint_url = "{s3_server.endpoint_url}"\n'
+        f'addressing_style = "path"\n{GC}[spark]\nlisting_tasks = 2\n'
+        f'package_dir = "{spark_package_dir}"\ncredentials = "executor"\n'
+    )
+    env = _driver_env(
+        AWS_ACCESS_KEY_ID=EMBEDDED_ACCESS_KEY,
+        AWS_SECRET_ACCESS_KEY=EMBEDDED_SECRET_KEY,
+        AWS_CONFIG_FILE=os.devnull,
+        AWS_SHARED_CREDENTIALS_FILE=os.devnull,
+    )
+    done = _run(
+        [sys.executable, "-m", "epochgc.cli", "gc", "spark", "--master", spark_cluster.master_url,
+         "--conf", "spark.driver.host=127.0.0.1", "--config", str(config), "--json"],
+        env,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    causes = [line for line in done.stderr.splitlines() if "no credentials found" in line]
+    assert causes, done.stderr[-3000:]
+    summary = _json_of(done.stdout)
+    assert (summary["success"], summary["deleted"], summary["errors"]) == (False, 0, 8)
+    assert _left(store) == keys
