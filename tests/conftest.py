@@ -82,9 +82,18 @@ def spark_package_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
     """One Spark standalone cluster (a master, two bare workers) for the
     session; see ``tests/support/spark_cluster.py``."""
-    cluster = StandaloneCluster(tmp_path_factory.mktemp("spark-cluster"))
+    for attempt in range(3):
+        # Free ports are picked, then bound by the JVMs: on a busy machine
+        # another process may take one in between; start again on new ones.
+        cluster = StandaloneCluster(tmp_path_factory.mktemp("spark-cluster"))
+        try:
+            cluster.start()
+            break
+        except RuntimeError:
+            cluster.stop()
+            if attempt == 2:
+                raise
     try:
-        cluster.start()
         yield cluster
     finally:
         cluster.stop()

@@ -168,10 +168,10 @@ def test_credentials_only_in_the_drivers_environment_reach_the_tasks(
 
 
 def _slow_deletes(method: str, path: str, _headers: Mapping[str, str]) -> None:
-    """Every DeleteObjects takes 1.5 s, so a task is still running when its
+    """Every DeleteObjects takes 0.75 s, so a task is still running when its
     worker is killed."""
     if method == "POST" and "delete" in path:
-        time.sleep(1.5)
+        time.sleep(0.75)
 
 
 def test_gc_spark_ships_itself_and_a_worker_killed_mid_job_loses_nothing(

@@ -96,12 +96,12 @@ class StandaloneCluster:
             for proc in self._procs:
                 if proc.poll() is not None:
                     raise RuntimeError(
-                        f"a Spark daemon exited ({proc.returncode}): see {self.folder}"
+                        f"a Spark daemon exited ({proc.returncode}): {self._log_tail()}"
                     )
             if self.alive_workers() == self.workers:
                 return
             time.sleep(0.3)
-        raise RuntimeError(f"{self.workers} workers not ALIVE after {timeout}s: see {self.folder}")
+        raise RuntimeError(f"{self.workers} workers not ALIVE after {timeout}s: {self._log_tail()}")
 
     def master_state(self) -> dict[str, Any]:
         """The master's JSON status page (workers, applications)."""
@@ -147,8 +147,9 @@ class StandaloneCluster:
         os.killpg(self._procs[1 + n].pid, signal.SIGKILL)
         self._procs[1 + n].wait(timeout=10)
 
-    def restart_worker(self, n: int, timeout: float = 60.0) -> None:
-        """Start a killed worker ``n`` again (so later tests get two workers)."""
+    def restart_worker(self, n: int) -> None:
+        """Start a killed worker ``n`` again, without waiting for it to join
+        (later jobs get its executor once it has registered)."""
         old = self._procs[1 + n]
         if old.poll() is None:
             return
@@ -167,9 +168,6 @@ class StandaloneCluster:
             "--work-dir",
             str(self.folder / f"worker-{n}"),
         )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self.alive_workers() < self.workers:
-            time.sleep(0.3)
 
     def stop(self) -> None:
         """Stop every daemon (workers first); idempotent."""
@@ -185,6 +183,14 @@ class StandaloneCluster:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=5)
+
+    def _log_tail(self) -> str:
+        """The last lines of every daemon's log, for a failure message."""
+        tails = []
+        for log in sorted(self.folder.glob("*.log")):
+            lines = log.read_text(errors="replace").splitlines()[-5:]
+            tails.append(f"{log.name}: " + " | ".join(lines))
+        return "; ".join(tails)
 
     def _spawn(self, name: str, main_class: str, *args: str) -> subprocess.Popen[bytes]:
         log = (self.folder / f"{name}.log").open("ab")
