@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install servers demo test lint typecheck unit unit-newest bench soak wheel clean test-rgw
+.PHONY: install servers demo test lint typecheck unit unit-newest bench soak spark-package clean test-rgw
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -79,9 +79,11 @@ SOAK_SECONDS ?= 60
 soak: $(STAMP)
 	$(BIN)/epochgc verify --seed $(SOAK_SEEDS) --duration $(SOAK_SECONDS) --spark --folder soak-runs
 
-# The package as a wheel, for spark-submit --py-files (see docs/operating.md).
-wheel: $(STAMP)
-	$(BIN)/pip wheel --quiet --no-deps --wheel-dir dist .
+# What Spark executors need (docs/spark.md): dist/spark/epochgc.zip for
+# --py-files and dist/spark/epochgc-env.tar.gz (boto3 + pyarrow, venv-pack)
+# for --archives. A wheel in --py-files never reaches the executors' path.
+spark-package: $(STAMP)
+	$(BIN)/epochgc spark package --out dist/spark
 
 clean:
 	rm -rf $(VENV) $(VENV_NEWEST) dist .pytest_cache .mypy_cache .ruff_cache

@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from epochgc.config import Config, load_config, log_level_of
 from epochgc.errors import ConfigError, EpochGCError, StoreCapabilityError
@@ -52,6 +53,9 @@ from epochgc.metrics.push import COLLECT_JOB, push_run
 from epochgc.progress import ProgressLog
 from epochgc.reconciler.service import produce_and_verify, run_reconciler
 from epochgc.runtime import open_store
+
+if TYPE_CHECKING:
+    from epochgc.gc.spark_package import SparkPackage
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import gc_run_summary_key
 from epochgc.storage.object_store import ObjectStore
@@ -417,9 +421,12 @@ def _cmd_gc_spark(config: Config, args: argparse.Namespace) -> int:
     # Imported here: only these commands need Spark (an extra).
     require("pyspark", SPARK, "epochgc gc spark")
     require("pyarrow", SPARK, "epochgc gc spark")
+    from epochgc.gc.spark_conf import merged_conf, parse_conf_args  # noqa: PLC0415
     from epochgc.gc.spark_job import SparkRunOptions, run_spark_gc  # noqa: PLC0415
     from epochgc.gc.spark_session import build_spark_session  # noqa: PLC0415
 
+    spark_conf = merged_conf(config.spark.conf, parse_conf_args(args.conf))
+    master = args.master or config.spark.master
     options = SparkRunOptions(
         mode=args.mode,
         dry_run=args.dry_run,
@@ -432,7 +439,9 @@ def _cmd_gc_spark(config: Config, args: argparse.Namespace) -> int:
         if not args.dry_run:
             # Refuse before starting Spark (the driver checks again itself).
             ensure_not_paused(handle.store, config.layout.root)
-        spark = build_spark_session(args.master or config.spark.master)
+        spark = build_spark_session(
+            master, conf=spark_conf, package=_spark_package_to_ship(config, master)
+        )
         try:
             outcome = run_spark_gc(
                 spark, config, handle.store, handle.stats, handle.client_settings, options
@@ -454,6 +463,47 @@ def _cmd_gc_spark(config: Config, args: argparse.Namespace) -> int:
         details=f", {outcome.tasks} tasks"
         + (f", inventory {outcome.manifest_key}" if outcome.manifest_key else ""),
     )
+
+
+def _spark_package_to_ship(config: Config, master: str) -> SparkPackage | None:
+    """The executors' package for a non-local master (built when missing),
+    or ``None`` (local master, spark-submit, or ``[spark] ship = false``)."""
+    from epochgc.gc.spark_package import default_package_dir, ensure_package  # noqa: PLC0415
+    from epochgc.gc.spark_session import is_local_master, under_spark_submit  # noqa: PLC0415
+
+    if not config.spark.ship or is_local_master(master) or under_spark_submit():
+        return None
+    return ensure_package(Path(config.spark.package_dir or default_package_dir()))
+
+
+def _cmd_spark_package(config: Config, args: argparse.Namespace) -> int:
+    require("pyspark", SPARK, "epochgc spark package")
+    from epochgc.gc.spark_package import (  # noqa: PLC0415
+        EXECUTOR_PYTHON,
+        default_package_dir,
+        ensure_package,
+    )
+
+    out = Path(args.out or config.spark.package_dir or default_package_dir())
+    package = ensure_package(out, rebuild_environment=args.rebuild_environment)
+    flags = (
+        f"--py-files {package.code_zip} --archives {package.archives_entry} "
+        f"--conf spark.pyspark.python={EXECUTOR_PYTHON}"
+    )
+    _print(
+        {
+            "code_zip": str(package.code_zip),
+            "environment": str(package.environment),
+            "archives": package.archives_entry,
+            "executor_python": EXECUTOR_PYTHON,
+            "spark_submit_flags": flags,
+        },
+        args,
+        f"executors' package in {out}:\n  {package.code_zip.name} (epochgc, for --py-files)\n"
+        f"  {package.environment.name} (boto3 + pyarrow, for --archives)\n"
+        f"spark-submit {flags} scripts/spark_gc.py --config FILE",
+    )
+    return EXIT_OK
 
 
 def _cmd_inventory_build(config: Config, args: argparse.Namespace) -> int:
@@ -845,7 +895,30 @@ def _add_gc_commands(
         "needed: at your own risk); never above the cluster epoch",
     )
     spark.add_argument("--master", help="Spark master (default: [spark] master)")
+    spark.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting (repeatable; over [spark] conf; see docs/spark.md)",
+    )
     spark.set_defaults(handler=_cmd_gc_spark)
+    shipping = sub.add_parser("spark", help="what Spark executors need (docs/spark.md)")
+    shipping_sub = shipping.add_subparsers(dest="spark_command", required=True, metavar="ACTION")
+    package = shipping_sub.add_parser(
+        "package",
+        parents=[reporting],
+        help="build the code zip (--py-files) and the packed environment (--archives)",
+    )
+    package.add_argument(
+        "--out", metavar="DIR", help="output folder (default: [spark] package_dir)"
+    )
+    package.add_argument(
+        "--rebuild-environment",
+        action="store_true",
+        help="build the environment archive again even if it exists",
+    )
+    package.set_defaults(handler=_cmd_spark_package)
     daemon = sub.add_parser(
         "daemon",
         parents=[common],

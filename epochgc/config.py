@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from epochgc.errors import ConfigError
+from epochgc.gc.spark_conf import conf_key_problem, conf_text, conf_value_problem
 from epochgc.storage.keys import SHARD_COUNT_MAX, is_valid_node_id, is_valid_root
 
 ENV_PREFIX = "EPOCHGC_"
@@ -82,6 +83,18 @@ def _url_or_empty(value: str) -> str | None:
 
 
 def _no_check(_value: Any) -> None:
+    return None
+
+
+_SPARK_CREDENTIALS = ("driver", "executor")
+_SECRET_NAME = re.compile(r"(?i)secret|password|token")
+
+
+def _spark_conf(value: dict[str, str]) -> str | None:
+    for key, item in value.items():
+        problem = conf_key_problem(key) or conf_value_problem(item)
+        if problem is not None:
+            return f"{key}: {problem}"
     return None
 
 
@@ -391,6 +404,20 @@ class SparkConfig:
     spark-submit the submit's master is used)."""
     listing_tasks: int = _check(_between(0, 100_000), default=0)
     """Tasks in listing mode (0: one per shard, at most 1000)."""
+    ship: bool = _check(_no_check, default=True)
+    """On a non-local master, ship the code zip and the packed environment
+    (``epochgc spark package``) so bare workers need nothing installed;
+    ``false`` when every worker already has epochgc, boto3 and pyarrow."""
+    package_dir: str = _check(_no_check, default="")
+    """Where ``gc spark`` finds (or builds) the shipped files; empty:
+    ``~/.cache/epochgc/spark``."""
+    credentials: str = _check(_one_of(_SPARK_CREDENTIALS), default="driver")
+    """``driver``: the driver resolves the store credentials (the config's
+    key pair or its AWS chain) and hands them to the executors' environment,
+    never into the pickled tasks. ``executor``: tasks use the executors' own
+    AWS chain (instance profile, IRSA, their environment)."""
+    conf: dict[str, str] = _check(_spark_conf, default_factory=dict)  # noqa: RUF009
+    """Spark settings for ``gc spark`` (``--conf KEY=VALUE`` wins)."""
 
 
 @dataclass(frozen=True)
@@ -444,6 +471,10 @@ class Config:
             for key in values:
                 if "secret" in key and values[key]:
                     values[key] = "***"
+                elif isinstance(values[key], dict):  # [spark] conf may name a secret
+                    values[key] = {
+                        k: "***" if _SECRET_NAME.search(k) else v for k, v in values[key].items()
+                    }
             out[section.name] = values
         return out
 
@@ -588,6 +619,12 @@ def _coerce_typed(value: Any, type_name: str, source: str, key: str) -> Any:
             return float(value)
     elif type_name == "str" and isinstance(value, str):
         return value
+    elif type_name == "dict[str, str]" and isinstance(value, dict):
+        for name, item in value.items():
+            problem = conf_key_problem(name) or conf_value_problem(item)
+            if problem is not None:
+                raise ConfigError(source, f"{key}.{name}", problem)
+        return {name: conf_text(item) for name, item in value.items()}
     raise ConfigError(source, key, f"must be {type_name}, got {type(value).__name__} {value!r}")
 
 
@@ -604,7 +641,11 @@ def _parse_text(text: str, type_name: str, source: str, key: str) -> Any:
             return int(text.strip())
         if type_name == "float":
             return float(text.strip())
-    except ValueError as err:
+        if type_name == "dict[str, str]":
+            # An inline TOML table, e.g. {"spark.executor.memory" = "2g"}.
+            table = tomllib.loads(f"v = {text}")["v"]
+            return _coerce_typed(table, type_name, source, key)
+    except (ValueError, tomllib.TOMLDecodeError) as err:
         raise ConfigError(source, key, f"must be {type_name}, got {text!r}") from err
     return text
 

@@ -1,12 +1,15 @@
-"""spark-submit entry point of the epochgc deletion job.
+"""spark-submit entry point of the epochgc deletion job (docs/spark.md).
 
-    make wheel
-    spark-submit --master yarn --py-files dist/epochgc-*.whl \
+    epochgc spark package --out dist/spark
+    spark-submit --master spark://spark-master:7077 \
+        --py-files dist/spark/epochgc.zip \
+        --archives dist/spark/epochgc-env.tar.gz#environment \
+        --conf spark.pyspark.python=./environment/bin/python \
+        --conf spark.pyspark.driver.python=python \
         scripts/spark_gc.py --config gc.toml --mode inventory
 
-Takes the arguments of ``epochgc gc spark`` (without ``--master``: the
-submit decides). Executors need boto3 and pyarrow importable (the wheel
-carries only epochgc itself).
+Takes the arguments of ``epochgc gc spark`` (without ``--master`` and
+``--conf``: the submit decides).
 """
 
 import sys

@@ -42,6 +42,7 @@ from epochgc.gc.control import ensure_not_paused
 from epochgc.gc.eligibility import Verdict
 from epochgc.gc.run_report import RunSummary, new_run_id, run_figures, write_summary
 from epochgc.gc.shards import discover_shards
+from epochgc.gc.spark_credentials import hand_over, without_secrets
 from epochgc.gc.spark_tasks import TaskResult, TaskSpec, inventory_task, listing_task, sum_skipped
 from epochgc.gc.sweeper import SweepResult
 from epochgc.metrics.push import push_run
@@ -179,8 +180,10 @@ def run_spark_gc(
     if not options.dry_run:
         ensure_not_paused(store, root)
     engine = f"spark-{options.mode}"
+    # The tasks carry no secret: the executors' environment does (spark_credentials).
+    hand_over(spark, client, config.spark.credentials)
     spec = TaskSpec(
-        client=client,
+        client=without_secrets(client),
         bucket=config.store.bucket,
         root=root,
         run_id=run_id,

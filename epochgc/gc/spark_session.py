@@ -1,18 +1,35 @@
 """Building the SparkSession for ``epochgc gc spark``: quiet logs, the
-driver on loopback in local mode, Python workers running this interpreter
-(so they import the same installed epochgc, boto3 and pyarrow).
+driver on loopback in local mode, the user's Spark settings, and what the
+executors run.
 
-Under ``spark-submit`` the submit decides the master and the deployment;
-this only names the application and leaves the rest alone.
+* Local master (``local[...]``): Python workers run this interpreter, so
+  they import the same installed epochgc, boto3 and pyarrow.
+* Any other master, with a ``SparkPackage`` (``spark_package``): the code
+  zip goes to every executor's Python path (``addPyFile``) and the packed
+  environment is unpacked in each executor's working directory
+  (``spark.archives``), whose ``./environment/bin/python`` runs the Python
+  workers. Nothing has to be installed on the workers but a matching Python.
+
+Settings apply in this order, later wins: epochgc's defaults, then the
+user's (``[spark] conf``, ``--conf``), then the shipping settings, which
+must hold for the job to run at all. Under ``spark-submit`` the submit
+decides the master, the deployment and the settings; this only names the
+application and leaves the rest alone.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from epochgc.gc.spark_package import EXECUTOR_PYTHON, SparkPackage
+
+log = logging.getLogger("epochgc.gc.spark")
 
 _LOG4J = """\
 rootLogger.level = warn
@@ -31,31 +48,76 @@ def under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def build_spark_session(master: str, app_name: str = "epochgc-gc", *, ui: bool = True) -> Any:
+def is_local_master(master: str) -> bool:
+    """Whether ``master`` runs executors inside the driver's JVM."""
+    return master == "local" or master.startswith("local[")
+
+
+def build_spark_session(
+    master: str,
+    app_name: str = "epochgc-gc",
+    *,
+    ui: bool = True,
+    conf: Mapping[str, str] | None = None,
+    package: SparkPackage | None = None,
+) -> Any:
     """A SparkSession for the GC job (``Any``: pyspark ships no types we
-    check against)."""
+    check against).
+
+    Args:
+        master: the Spark master (ignored under spark-submit).
+        conf: the user's Spark settings (already checked by ``spark_conf``).
+        package: what to ship to the executors; ``None`` for a local master
+            or workers that have everything installed.
+    """
     from pyspark.sql import SparkSession  # noqa: PLC0415 - only the Spark commands need it
 
+    conf = dict(conf or {})
     builder = SparkSession.builder.appName(app_name)
-    if not under_spark_submit():
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-        builder = builder.master(master)
-        if master.startswith("local"):
-            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-            builder = builder.config("spark.driver.host", "127.0.0.1").config(
-                "spark.driver.bindAddress", "127.0.0.1"
+    if under_spark_submit():
+        if conf:
+            log.warning(
+                "ignoring %d Spark setting(s) of [spark] conf / --conf (%s): under spark-submit, "
+                "give them to spark-submit --conf",
+                len(conf),
+                ", ".join(sorted(conf)),
             )
-        log4j = Path(tempfile.gettempdir()) / "epochgc-log4j2.properties"
-        log4j.write_text(_LOG4J)
-        builder = (
-            builder.config(
-                "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}"
-            )
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.ui.enabled", "true" if ui else "false")
-            .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        spark = builder.getOrCreate()
+        spark.sparkContext.setLogLevel("WARN")
+        return spark
+    builder = builder.master(master)
+    if is_local_master(master):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = builder.config("spark.driver.host", "127.0.0.1").config(
+            "spark.driver.bindAddress", "127.0.0.1"
         )
+    log4j = Path(tempfile.gettempdir()) / "epochgc-log4j2.properties"
+    log4j.write_text(_LOG4J)
+    builder = (
+        builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.ui.enabled", "true" if ui else "false")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+    )
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    # Outside spark-submit, PySpark reads the executors' Python from the
+    # environment only; honour the setting a user would give spark-submit.
+    python = conf.get("spark.pyspark.python")
+    if package is not None:
+        archives = [package.archives_entry, *filter(None, [conf.get("spark.archives")])]
+        builder = builder.config("spark.archives", ",".join(archives))
+        python = EXECUTOR_PYTHON
+        log.info(
+            "shipping %s and %s to the executors", package.code_zip.name, package.environment.name
+        )
+    if python is not None:
+        os.environ["PYSPARK_PYTHON"] = python
+    else:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    if package is not None:
+        spark.sparkContext.addPyFile(str(package.code_zip))
     return spark

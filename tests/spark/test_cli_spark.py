@@ -4,9 +4,6 @@ them (separate processes, their own Spark driver)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -14,7 +11,7 @@ from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import encode_l0_key
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
-from tests.support.cli import REPO, run_cli
+from tests.support.cli import run_cli
 from tests.support.config_files import write_server_config
 from tests.support.moto_seed import seed_objects
 
@@ -55,61 +52,6 @@ def test_build_an_inventory_then_delete_from_it(
     assert "spark task 0" in done.stderr, "each task logs a line when it finishes"
     left = {o.key for o in store.list_objects("epochgc/l0/")}
     assert left == {k for k in keys if "/000000000000000006/" in k}
-
-
-def test_spark_submit_with_the_package_as_a_wheel(
-    tmp_path: Path, s3_server: EmbeddedS3, store: S3ObjectStore, bucket: str
-) -> None:
-    Controller(store, "epochgc").advance_to(5)
-    keys = [encode_l0_key("epochgc", s, e, str(uuid.uuid4())) for s in range(2) for e in (5, 6)]
-    seed_objects(bucket, keys)
-    config = write_server_config(
-        tmp_path / "submit.toml",
-        s3_server.endpoint_url,
-        bucket,
-        "[layout]\nl0_shards = 2\n[gc]\nmin_object_age_seconds = 0.0\nmax_delete_fraction = 1.0\n",
-    )
-    wheel_dir = tmp_path / "dist"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--quiet",
-            "--no-deps",
-            "--wheel-dir",
-            str(wheel_dir),
-            str(REPO),
-        ],
-        check=True,
-        timeout=300,
-    )
-    (wheel,) = wheel_dir.glob("epochgc-*.whl")
-    submit = Path(sys.executable).parent / "spark-submit"
-    done = subprocess.run(
-        [
-            str(submit),
-            "--master",
-            "local[1]",
-            "--py-files",
-            str(wheel),
-            str(REPO / "scripts" / "spark_gc.py"),
-            "--config",
-            str(config),
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"},
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(done.stdout[done.stdout.index("{") :])["deleted"] == 2
-    assert {o.key for o in store.list_objects("epochgc/l0/")} == {
-        k for k in keys if "/000000000000000006/" in k
-    }
 
 
 def test_gc_spark_refuses_while_paused_and_takes_m_above_the_computed_only_by_its_flag(

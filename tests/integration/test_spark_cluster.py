@@ -1,0 +1,269 @@
+"""The Spark job on a real cluster manager: a standalone master and two bare
+workers (``tests/support/spark_cluster.py``), driven the way an operator
+drives it, from separate processes (``epochgc gc spark --master spark://...``
+and the ``spark-submit`` recipe of docs/spark.md). The workers have no
+epochgc, boto3 or pyarrow and no AWS credentials: whatever the tasks need
+must be shipped or handed over.
+
+One cluster and one packed environment serve every test here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from epochgc.storage.embedded import EMBEDDED_ACCESS_KEY, EMBEDDED_SECRET_KEY, EmbeddedS3
+from epochgc.storage.keys import encode_l0_key
+from epochgc.storage.s3 import S3ObjectStore
+from epochgc.watermarks.controller import Controller
+from tests.support.cli import REPO
+from tests.support.config_files import write_server_config
+from tests.support.moto_seed import seed_objects
+from tests.support.s3_proxy import s3_fault_proxy
+from tests.support.spark_cluster import StandaloneCluster
+
+pytestmark = pytest.mark.slow
+
+GC = "[layout]\nl0_shards = 8\n[gc]\nmin_object_age_seconds = 0.0\nmax_delete_fraction = 1.0\n"
+
+
+def _seed(store: S3ObjectStore, bucket: str) -> tuple[set[str], set[str]]:
+    """L0 objects of epochs 4..6 in 8 shards, M = 5: (all keys, those that stay)."""
+    Controller(store, "epochgc").advance_to(5)
+    keys = {
+        encode_l0_key("epochgc", shard, epoch, str(uuid.uuid4()))
+        for shard in range(8)
+        for epoch in (4, 5, 6)
+        for _ in range(3)
+    }
+    seed_objects(bucket, keys)
+    return keys, {k for k in keys if "/000000000000000006/" in k}
+
+
+def _left(store: S3ObjectStore) -> set[str]:
+    return {o.key for o in store.list_objects("epochgc/l0/")}
+
+
+def _driver_env(**extra: str) -> dict[str, str]:
+    """The operator's shell: this virtualenv's commands first on PATH, the
+    driver on loopback, no PYSPARK_PYTHON pointing at a local interpreter."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    env.update(extra)
+    return env
+
+
+def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        args, cwd=REPO, env=env, capture_output=True, text=True, timeout=240, check=False
+    )
+
+
+def _json_of(stdout: str) -> dict[str, object]:
+    summary: dict[str, object] = json.loads(stdout[stdout.index("{") :])
+    return summary
+
+
+def _recipe(page: Path) -> list[list[str]]:
+    """The commands of the fenced block that follows the
+    ``<!-- tested by tests/integration/test_spark_cluster.py -->`` marker."""
+    text = page.read_text()
+    found = re.search(
+        r"<!-- tested by tests/integration/test_spark_cluster\.py -->\s*```\w*\n(.*?)```",
+        text,
+        re.S,
+    )
+    assert found, f"{page.name} has no tested spark-submit recipe"
+    return [shlex.split(line) for line in found.group(1).replace("\\\n", " ").splitlines()]
+
+
+def test_the_spark_submit_recipe_deletes_exactly_the_eligible_keys_on_bare_workers(
+    tmp_path: Path,
+    spark_cluster: StandaloneCluster,
+    spark_package_dir: Path,
+    s3_server: EmbeddedS3,
+    store: S3ObjectStore,
+    bucket: str,
+) -> None:
+    """docs/spark.md's recipe, word for word but for the master, the
+    package folder and the configuration file. (With the wheel in
+    ``--py-files`` instead of the zip, every task failed with
+    ``ModuleNotFoundError: No module named 'epochgc'``.)"""
+    keys, stay = _seed(store, bucket)
+    config = write_server_config(tmp_path / "gc.toml", s3_server.endpoint_url, bucket, GC)
+    env = _driver_env()
+    built = _run([sys.executable, "-m", "epochgc.cli", "inventory", "build", "--config",
+                  str(config)], env)  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    replace = {
+        "spark://spark-master:7077": spark_cluster.master_url,
+        "dist/spark": str(spark_package_dir),
+        "gc.toml": str(config),
+    }
+    package, submit = _recipe(REPO / "docs" / "spark.md")
+    package, submit = ([_substitute(word, replace) for word in c] for c in (package, submit))
+    made = _run(package, env)
+    assert made.returncode == 0, made.stderr
+    done = _run([*submit, "--json"], env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    summary = _json_of(done.stdout)
+    assert (summary["engine"], summary["deleted"]) == ("spark-inventory", len(keys) - len(stay))
+    assert _left(store) == stay
+
+
+def _substitute(word: str, replace: dict[str, str]) -> str:
+    for old, new in replace.items():
+        word = word.replace(old, new)
+    return word
+
+
+def test_credentials_only_in_the_drivers_environment_reach_the_tasks(
+    tmp_path: Path,
+    spark_cluster: StandaloneCluster,
+    spark_package_dir: Path,
+    s3_server: EmbeddedS3,
+    store: S3ObjectStore,
+    bucket: str,
+) -> None:
+    """No key pair in the configuration, none on the workers: the driver's
+    AWS chain (here its environment) is what the tasks must use."""
+    keys, stay = _seed(store, bucket)
+    config = tmp_path / "gc.toml"
+    config.write_text(
+        f'[store]\nbucket = "{bucket}"\nendpoint_url = "{s3_server.endpoint_url}"\n'
+        f'addressing_style = "path"\n{GC}[spark]\npackage_dir = "{spark_package_dir}"\n'
+    )
+    env = _driver_env(
+        AWS_ACCESS_KEY_ID=EMBEDDED_ACCESS_KEY,
+        AWS_SECRET_ACCESS_KEY=EMBEDDED_SECRET_KEY,
+        AWS_CONFIG_FILE=os.devnull,
+        AWS_SHARED_CREDENTIALS_FILE=os.devnull,
+    )
+    built = _run([sys.executable, "-m", "epochgc.cli", "inventory", "build", "--config",
+                  str(config)], env)  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    done = _run(
+        [sys.executable, "-m", "epochgc.cli", "gc", "spark", "--mode", "inventory", "--master",
+         spark_cluster.master_url, "--conf", "spark.driver.host=127.0.0.1", "--config",
+         str(config), "--json"],
+        env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = _json_of(done.stdout)
+    assert (summary["deleted"], summary["errors"]) == (len(keys) - len(stay), 0)
+    assert _left(store) == stay
+    assert EMBEDDED_SECRET_KEY not in done.stdout + done.stderr, "no secret in the output"
+
+
+def _slow_deletes(method: str, path: str, _headers: Mapping[str, str]) -> None:
+    """Every DeleteObjects takes 0.75 s, so a task is still running when its
+    worker is killed."""
+    if method == "POST" and "delete" in path:
+        time.sleep(0.75)
+
+
+def test_gc_spark_ships_itself_and_a_worker_killed_mid_job_loses_nothing(
+    tmp_path: Path,
+    spark_cluster: StandaloneCluster,
+    spark_package_dir: Path,
+    s3_server: EmbeddedS3,
+    store: S3ObjectStore,
+    bucket: str,
+) -> None:
+    """Listing mode through ``epochgc gc spark --master spark://...`` (which
+    ships the package itself, and takes ``--conf`` over ``[spark] conf``:
+    the table's driver host is an address this machine does not have);
+    once a task runs on worker 0, that worker dies with its executor; the
+    task reruns on worker 1 and the bucket ends exactly as it should."""
+    keys, stay = _seed(store, bucket)
+    with s3_fault_proxy(s3_server.endpoint_url, _slow_deletes) as proxy:
+        config = write_server_config(
+            tmp_path / "gc.toml",
+            proxy.endpoint,
+            bucket,
+            GC + f'[spark]\nlisting_tasks = 8\npackage_dir = "{spark_package_dir}"\n'
+            'conf = { "spark.driver.host" = "192.0.2.1", "spark.executor.memory" = "512m" }\n',
+        )
+        driver = subprocess.Popen(
+            [sys.executable, "-m", "epochgc.cli", "gc", "spark", "--master",
+             spark_cluster.master_url, "--conf", "spark.driver.host=127.0.0.1", "--config",
+             str(config), "--json"],
+            cwd=REPO,
+            env=_driver_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 180
+            while not spark_cluster.worker_runs_python(0):
+                assert driver.poll() is None, "the job ended before a task started on worker 0"
+                assert time.monotonic() < deadline, "no task started on worker 0"
+                time.sleep(0.1)
+            spark_cluster.kill_worker(0)
+            out, err = driver.communicate(timeout=240)
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+                driver.communicate()
+            spark_cluster.restart_worker(0)
+    assert driver.returncode == 0, err[-3000:]
+    # Spark logs the executor's loss as an error; the task lost with it is
+    # rerun without counting as a task failure (logged only at INFO).
+    assert "Lost executor" in err, err[-3000:]
+    summary = _json_of(out)
+    assert (summary["deleted"], summary["errors"]) == (len(keys) - len(stay), 0)
+    # Each of the 8 tasks sees its shard's 6 eligible keys: the total holds
+    # only if the lost task's result came from its rerun.
+    assert summary["eligible"] == len(keys) - len(stay)
+    assert _left(store) == stay
+
+
+def test_executors_without_credentials_fail_the_run_in_one_line_without_retrying(
+    tmp_path: Path,
+    spark_cluster: StandaloneCluster,
+    spark_package_dir: Path,
+    s3_server: EmbeddedS3,
+    store: S3ObjectStore,
+    bucket: str,
+) -> None:
+    """``[spark] credentials = "executor"`` on workers that have none: every
+    shard fails at once with a credentials error (permanent, not retried),
+    the run fails naming the cause in one line, nothing is deleted."""
+    keys, _ = _seed(store, bucket)
+    config = tmp_path / "gc.toml"
+    config.write_text(
+        f'[store]\nbucket = "{bucket}"\nendpoint_url = "{s3_server.endpoint_url}"\n'
+        f'addressing_style = "path"\n{GC}[spark]\nlisting_tasks = 2\n'
+        f'package_dir = "{spark_package_dir}"\ncredentials = "executor"\n'
+    )
+    env = _driver_env(
+        AWS_ACCESS_KEY_ID=EMBEDDED_ACCESS_KEY,
+        AWS_SECRET_ACCESS_KEY=EMBEDDED_SECRET_KEY,
+        AWS_CONFIG_FILE=os.devnull,
+        AWS_SHARED_CREDENTIALS_FILE=os.devnull,
+    )
+    done = _run(
+        [sys.executable, "-m", "epochgc.cli", "gc", "spark", "--master", spark_cluster.master_url,
+         "--conf", "spark.driver.host=127.0.0.1", "--config", str(config), "--json"],
+        env,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    causes = [line for line in done.stderr.splitlines() if "no credentials found" in line]
+    assert causes, done.stderr[-3000:]
+    summary = _json_of(done.stdout)
+    assert (summary["success"], summary["deleted"], summary["errors"]) == (False, 0, 8)
+    assert _left(store) == keys
