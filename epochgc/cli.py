@@ -275,6 +275,7 @@ def _cmd_gc_runs(config: Config, args: argparse.Namespace) -> int:
         f"{r['run_id']:28} {r.get('engine', '?'):15} {r.get('safe_epoch', '?'):>8} "
         f"{r.get('deleted', '?'):>9} {r.get('errors', '?'):>6}  "
         f"{'ok' if r.get('success') else 'FAILED'}{' dry-run' if r.get('dry_run') else ''}"
+        f"{': ' + r['cause'] if r.get('cause') else ''}"
         for r in rows
     ]
     header = f"{'run':28} {'engine':15} {'M':>8} {'deleted':>9} {'errors':>6}  outcome"

@@ -32,6 +32,7 @@ SUMMARY_VERSION = 2
 """2 adds the ``janitor`` object; a version 1 summary reads as a run whose
 janitor did nothing."""
 ENGINES = ("local", "spark-listing", "spark-inventory")
+MAX_FAILED_FILES = 100
 _SKIP_NAMES = {
     Verdict.TOO_YOUNG: "too_young",
     Verdict.ABOVE_SAFE_EPOCH: "above_safe_epoch",
@@ -66,6 +67,12 @@ class RunSummary:
     requests: Mapping[str, int] = field(default_factory=dict)
     janitor: JanitorResult = field(default_factory=JanitorResult)
     """What the janitor removed of deleted topic incarnations in this run."""
+    cause: str | None = None
+    """Why the run failed or stopped, in one line (optional field: a run
+    that failed as a whole, e.g. an aborted Spark job or a pause mid-job)."""
+    failed_files: tuple[tuple[str, str], ...] = ()
+    """Inventory data files that could not be read: (key, cause); the first
+    ``MAX_FAILED_FILES`` (optional field)."""
 
     @staticmethod
     def of_sweep(
@@ -127,7 +134,30 @@ def encode_summary(summary: RunSummary) -> bytes:
             "complete": summary.janitor.complete,
         },
     }
+    doc.update(_failure_fields(summary))
     return dump_document(doc)
+
+
+def _failure_fields(summary: RunSummary) -> dict[str, Any]:
+    """The optional fields of a failed run (absent when not set)."""
+    doc: dict[str, Any] = {}
+    if summary.cause:
+        doc["cause"] = summary.cause
+    if summary.failed_files:
+        doc["failed_files"] = [
+            {"key": key, "cause": cause} for key, cause in summary.failed_files[:MAX_FAILED_FILES]
+        ]
+    return doc
+
+
+def _decode_failed_files(doc: dict[str, Any], where: str) -> tuple[tuple[str, str], ...]:
+    raw = doc.get("failed_files", [])
+    if not isinstance(raw, list) or not all(
+        isinstance(e, dict) and isinstance(e.get("key"), str) and isinstance(e.get("cause"), str)
+        for e in raw
+    ):
+        raise MalformedRecordError(f"{where}: 'failed_files' must be a list of {{key, cause}}")
+    return tuple((e["key"], e["cause"]) for e in raw)
 
 
 def decode_summary(data: bytes, where: str = "gc run summary") -> RunSummary:
@@ -169,6 +199,8 @@ def decode_summary(data: bytes, where: str = "gc run summary") -> RunSummary:
         errors=get_int(doc, "errors", where, 0),
         requests={str(k): get_int(requests, k, where, 0) for k in requests},
         janitor=janitor,
+        cause=doc["cause"] if isinstance(doc.get("cause"), str) else None,
+        failed_files=_decode_failed_files(doc, where),
     )
 
 
