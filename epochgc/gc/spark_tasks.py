@@ -31,11 +31,11 @@ executor died, even though Spark never returns that attempt's result.
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 import logging
 import resource
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -45,7 +45,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from epochgc.errors import EpochGCError
 from epochgc.gc.control import read_control
@@ -54,7 +53,12 @@ from epochgc.gc.inventory_filter import select_eligible
 from epochgc.gc.plan_file import PlanWriter
 from epochgc.gc.sweeper import Sweeper, SweepPolicy, SweepResult
 from epochgc.storage.client import ClientSettings, make_s3_client
-from epochgc.storage.inventory import InventoryFile, InventoryManifest, read_data_file
+from epochgc.storage.inventory import (
+    InventoryFile,
+    InventoryManifest,
+    download_data_file,
+    iter_data_batches,
+)
 from epochgc.storage.keys import gc_run_prefix
 from epochgc.storage.object_store import MAX_KEYS_PER_DELETE, DeleteOutcome, ObjectInfo
 from epochgc.storage.request_stats import RequestStats
@@ -166,50 +170,82 @@ def listing_task(spec: TaskSpec, task: int, shards: list[int]) -> TaskResult:
 
 
 def inventory_task(spec: TaskSpec, task: int, entry: InventoryFile) -> TaskResult:
-    """Filter one inventory data file and delete what it allows."""
+    """Filter one inventory data file and delete (or plan, or count) what
+    it allows, a batch of rows at a time: the file is copied to local disk
+    (MD5 checked), then read in row batches, each filtered and handed on
+    before the next is read. A file that cannot be read, including an
+    Arrow memory error, fails that file (counted, named in the result),
+    not the task."""
     with _Attempt(spec, task, entry.key) as attempt:
-        store = attempt.store
-        result = attempt.result
         assert spec.manifest is not None, "inventory mode ships the manifest"
-        try:
-            source, _ = (
-                (store, attempt.stats)
-                if spec.inventory_bucket in ("", spec.bucket)
-                else _open_store(spec, spec.inventory_bucket)
-            )
-            rows = read_data_file(source.get(entry.key).body, spec.manifest, entry)
-        except EpochGCError as err:
-            attempt.error(f"{entry.key}: {err}")
-            result.failed_files.append((entry.key, str(err)))
-            return attempt.result
-        selection = select_eligible(
-            rows, root=spec.root, safe_epoch=spec.safe_epoch, now=spec.now, min_age=spec.min_age
+        source = (
+            attempt.store
+            if spec.inventory_bucket in ("", spec.bucket)
+            else _open_store(spec, spec.inventory_bucket)[0]
         )
-        result.listed = selection.listed
-        result.eligible = selection.eligible.num_rows
-        result.skipped = {v.value: n for v, n in selection.skipped.items() if n}
-        if spec.count_only:
-            pass
-        elif spec.dry_run:
-            result.plan_key = _write_plan_part(store, spec, task, selection.eligible, result)
-        else:
-            _delete_selection(attempt, selection.eligible)
+        with tempfile.NamedTemporaryFile(prefix="epochgc-inventory-") as local:
+            try:
+                download_data_file(source, entry, local)
+            except _READ_ERRORS as err:
+                attempt.fail_file(
+                    entry.key, str(err) if isinstance(err, EpochGCError) else one_line(err)
+                )
+                return attempt.result
+            batches = _eligible_batches(attempt, local.name, entry)
+            if spec.count_only:
+                for _ in batches:
+                    pass
+            elif spec.dry_run:
+                _write_plan_part(attempt, batches)
+            else:
+                _delete_batches(attempt, batches)
     return attempt.result
 
 
-def _delete_selection(attempt: _Attempt, eligible: pa.Table) -> None:
+_READ_ERRORS = (EpochGCError, pa.ArrowException, MemoryError, OSError)
+"""What fails one data file: unreadable contents, a store error, and the
+memory errors of a worker under ``spark.executor.pyspark.memory``."""
+
+
+def _eligible_batches(attempt: _Attempt, path: str, entry: InventoryFile) -> Iterator[pa.Table]:
+    """The eligible rows (``key``, ``size``) of each batch of the file, the
+    result's counts kept as they go; a read error ends the file there."""
+    spec = attempt.spec
+    result = attempt.result
+    assert spec.manifest is not None
+    try:
+        for rows in iter_data_batches(path, spec.manifest, entry):
+            selection = select_eligible(
+                rows,
+                root=spec.root,
+                safe_epoch=spec.safe_epoch,
+                now=spec.now,
+                min_age=spec.min_age,
+            )
+            del rows
+            result.listed += selection.listed
+            result.eligible += selection.eligible.num_rows
+            for verdict, n in selection.skipped.items():
+                if n:
+                    result.skipped[verdict.value] = result.skipped.get(verdict.value, 0) + n
+            yield selection.eligible
+    except _READ_ERRORS as err:
+        attempt.fail_file(entry.key, one_line(err))
+
+
+def _delete_batches(attempt: _Attempt, batches: Iterator[pa.Table]) -> None:
     """Delete through the sweeper's own delete path (batches of 1000,
     several in flight, AIMD on SlowDown, per-key errors counted, the rate
-    share and the pause check), feeding it one Arrow record batch at a
-    time rather than a list of every row."""
+    share and the pause check), fed lazily a row batch at a time."""
     now = attempt.spec.now
 
     def rows() -> Iterator[ObjectInfo]:
-        for batch in eligible.to_batches(max_chunksize=MAX_KEYS_PER_DELETE):
-            keys = batch.column("key").to_pylist()
-            sizes = batch.column("size").to_pylist()
-            for key, size in zip(keys, sizes, strict=True):
-                yield ObjectInfo(key, size or 0, "", now)
+        for table in batches:
+            for batch in table.to_batches(max_chunksize=MAX_KEYS_PER_DELETE):
+                keys = batch.column("key").to_pylist()
+                sizes = batch.column("size").to_pylist()
+                for key, size in zip(keys, sizes, strict=True):
+                    yield ObjectInfo(key, size or 0, "", now)
 
     done = attempt.sweeper().delete_objects(rows(), attempt.spec.safe_epoch, stop=attempt.stop)
     result = attempt.result
@@ -219,19 +255,18 @@ def _delete_selection(attempt: _Attempt, eligible: pa.Table) -> None:
     result.error_samples += done.error_samples
 
 
-def _write_plan_part(
-    store: S3ObjectStore, spec: TaskSpec, task: int, plan: pa.Table, result: TaskResult
-) -> str | None:
-    key = f"{gc_run_prefix(spec.root, spec.run_id)}plan/part-{task:05d}.parquet"
-    sink = io.BytesIO()
-    pq.write_table(plan, sink)
-    try:
-        store.put(key, sink.getvalue())
-    except EpochGCError as err:
-        result.errors += 1
-        result.error_samples.append(f"{key}: {err}")
-        return None
-    return key
+def _write_plan_part(attempt: _Attempt, batches: Iterator[pa.Table]) -> None:
+    """Stream the eligible rows into this task's part of the plan
+    (``{run}/plan/part-{task:05d}.parquet``)."""
+    spec = attempt.spec
+    key = f"{gc_run_prefix(spec.root, spec.run_id)}plan/part-{attempt.result.task:05d}.parquet"
+    with PlanWriter(with_last_modified=False) as plan:
+        for table in batches:
+            plan.add_table(table)
+        try:
+            attempt.result.plan_key = plan.upload(attempt.store, key)
+        except EpochGCError as err:
+            attempt.error(f"{key}: {err}")
 
 
 def task_record_key(root: str, run_id: str, phase: str, task: int, attempt: str) -> str:
@@ -366,6 +401,12 @@ class _Attempt:
         self.result.errors += 1
         if len(self.result.error_samples) < 10:
             self.result.error_samples.append(message)
+
+    def fail_file(self, key: str, cause: str) -> None:
+        """A data file that could not be read (or only in part)."""
+        self.error(f"{key}: {cause}")
+        self.result.failed_files.append((key, cause))
+        log.warning("inventory data file %s failed: %s", key, cause)
 
     def halt(self, paused: str | None, cause: str | None) -> None:
         """Stop deleting (a pause, or a control document that cannot be read)."""
