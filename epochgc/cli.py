@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from epochgc.config import Config, load_config, log_level_of
+from epochgc.config import SPARK_LOG_LEVELS, Config, load_config, log_level_of
 from epochgc.errors import ConfigError, EpochGCError, StoreCapabilityError
 from epochgc.extras import SPARK, require
 from epochgc.gc.collect import collect_once
@@ -412,7 +412,10 @@ def _cmd_gc_spark(config: Config, args: argparse.Namespace) -> int:
         if not args.dry_run:
             # Refuse before starting Spark (the driver checks again itself).
             ensure_not_paused(handle.store, config.layout.root)
-        spark = build_spark_session(args.master or config.spark.master)
+        spark = build_spark_session(
+            args.master or config.spark.master,
+            log_level=args.spark_log_level or config.spark.log_level,
+        )
         try:
             outcome = run_spark_gc(
                 spark, config, handle.store, handle.stats, handle.client_settings, options
@@ -819,6 +822,11 @@ def _add_gc_commands(
         "needed: at your own risk); never above the cluster epoch",
     )
     spark.add_argument("--master", help="Spark master (default: [spark] master)")
+    spark.add_argument(
+        "--spark-log-level",
+        choices=SPARK_LOG_LEVELS,
+        help="Spark's own log level (default: [spark] log_level, WARN)",
+    )
     spark.set_defaults(handler=_cmd_gc_spark)
     daemon = sub.add_parser(
         "daemon",

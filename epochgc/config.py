@@ -370,6 +370,9 @@ class InventoryConfig:
     """Rows per data file written by ``epochgc inventory build``."""
 
 
+SPARK_LOG_LEVELS = ("ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
+
+
 @dataclass(frozen=True)
 class SparkConfig:
     """``epochgc gc spark``."""
@@ -379,6 +382,9 @@ class SparkConfig:
     spark-submit the submit's master is used)."""
     listing_tasks: int = _check(_between(0, 100_000), default=0)
     """Tasks in listing mode (0: one per shard, at most 1000)."""
+    log_level: str = _check(_one_of(SPARK_LOG_LEVELS), default="WARN")
+    """Spark's own log level on the driver, also under spark-submit
+    (``--spark-log-level`` wins); epochgc's lines follow ``[logging]``."""
 
 
 @dataclass(frozen=True)

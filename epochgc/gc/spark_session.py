@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 _LOG4J = """\
-rootLogger.level = warn
+rootLogger.level = {level}
 rootLogger.appenderRef.stdout.ref = console
 appender.console.type = Console
 appender.console.name = console
@@ -31,9 +31,14 @@ def under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def build_spark_session(master: str, app_name: str = "epochgc-gc", *, ui: bool = True) -> Any:
+def build_spark_session(
+    master: str, app_name: str = "epochgc-gc", *, ui: bool = True, log_level: str = "WARN"
+) -> Any:
     """A SparkSession for the GC job (``Any``: pyspark ships no types we
-    check against)."""
+    check against). Spark's own logs go at ``log_level``: from the JVM's
+    start through a log4j2 file when this process starts the JVM; under
+    spark-submit through ``spark.log.level``, which Spark applies right
+    after its three start-up lines (version, OS, Java)."""
     from pyspark.sql import SparkSession  # noqa: PLC0415 - only the Spark commands need it
 
     builder = SparkSession.builder.appName(app_name)
@@ -47,7 +52,7 @@ def build_spark_session(master: str, app_name: str = "epochgc-gc", *, ui: bool =
                 "spark.driver.bindAddress", "127.0.0.1"
             )
         log4j = Path(tempfile.gettempdir()) / "epochgc-log4j2.properties"
-        log4j.write_text(_LOG4J)
+        log4j.write_text(_LOG4J.replace("{level}", log_level.lower()))
         builder = (
             builder.config(
                 "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}"
@@ -56,6 +61,9 @@ def build_spark_session(master: str, app_name: str = "epochgc-gc", *, ui: bool =
             .config("spark.ui.enabled", "true" if ui else "false")
             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         )
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+    # Spark applies this as its context starts, also in the JVM spark-submit
+    # started with Spark's INFO profile (setting the level through the
+    # gateway earlier does not hold: the context reloads that profile).
+    spark = builder.config("spark.log.level", log_level).getOrCreate()
+    spark.sparkContext.setLogLevel(log_level)
     return spark
