@@ -110,6 +110,9 @@ class SparkOutcome:
     stopped_by_guard: str | None
     manifest_key: str | None
     tasks: int
+    worker_peak_rss_bytes: int = 0
+    """The highest peak resident memory a task's Python worker reported
+    (what ``spark.executor.pyspark.memory`` must cover)."""
 
 
 def choose_safe_epoch(
@@ -254,7 +257,15 @@ def run_spark_gc(
     if job.paused is not None:
         raise CollectorPausedError(f"{job.paused} (mid-job; run {run_id}, summary {key})")
     plan_prefix = f"{gc_run_prefix(root, run_id)}plan/" if options.dry_run else None
-    return SparkOutcome(summary, key, plan_prefix, job.stopped, job.manifest_key, job.task_count)
+    return SparkOutcome(
+        summary,
+        key,
+        plan_prefix,
+        job.stopped,
+        job.manifest_key,
+        job.task_count,
+        max((r.peak_rss_bytes for r in job.results), default=0),
+    )
 
 
 def _as_one_line(err: BaseException, run_id: str) -> BaseException:
