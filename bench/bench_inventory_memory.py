@@ -7,7 +7,8 @@ Two synthetic inventories over Parquet data files of the same size
 spark --mode inventory`` (local[2]) in a fresh process, the embedded S3 in
 a process of its own (so its copies of the files count for neither), and
 that process prints the peak resident memory of the driver's Python
-process, of the driver's JVM, and of the Python workers (the highest peak
+process while the job runs (reset after the data is generated), of the
+driver's JVM, and of the Python workers (the highest peak
 a task reported). The Python figures for the two sizes must be within 20%
 of each other: the driver holds the manifest, not the rows, and each task
 one batch of one file, whatever the number of files. The JVM is printed,
@@ -19,10 +20,11 @@ Run from the repository root: ``python -m bench.bench_inventory_memory``.
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import io
 import json
-import resource
+import os
 import subprocess
 import sys
 import tempfile
@@ -132,6 +134,9 @@ def measure(rows: int, file_rows: int) -> dict[str, Any]:
         generated = time.perf_counter() - started
         spark = build_spark_session("local[2]", "epochgc-bench-inventory-memory", ui=False)
         try:
+            # the driver's peak from here on: generating the data is not the job's
+            gc.collect()
+            Path("/proc/self/clear_refs").write_text("5")
             started = time.perf_counter()
             outcome = run_spark_gc(
                 spark,
@@ -142,6 +147,7 @@ def measure(rows: int, file_rows: int) -> dict[str, Any]:
                 SparkRunOptions(mode="inventory", dry_run=True),
             )
             seconds = time.perf_counter() - started
+            driver = _vm_hwm(os.getpid())
             gateway = getattr(spark.sparkContext._gateway, "proc", None)
             jvm = _vm_hwm(gateway.pid) if gateway is not None else 0
         finally:
@@ -156,7 +162,7 @@ def measure(rows: int, file_rows: int) -> dict[str, Any]:
         "errors": summary.errors,
         "generate_seconds": round(generated, 1),
         "job_seconds": round(seconds, 1),
-        "driver_python": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "driver_python": driver,
         "driver_jvm": jvm,
         "workers": outcome.worker_peak_rss_bytes,
     }

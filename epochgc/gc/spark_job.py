@@ -301,8 +301,9 @@ def one_line_cause(err: BaseException) -> str:
     whose text holds the worker's whole traceback; what an operator needs
     is the worker's exception line (``ModuleNotFoundError: No module named
     'epochgc'``, ``pyarrow.lib.ArrowMemoryError: ...``): the line that ends
-    the first Python traceback in the text. Without one, the first line of
-    the message (e.g. ``Job aborted due to stage failure: ...``).
+    the first Python traceback in the text. Without one (a worker that
+    crashed, a lost executor), Spark's ``Job aborted ...`` line, else the
+    first line of the message.
     """
     if isinstance(err, EpochGCError):
         return str(err).splitlines()[0] if str(err) else type(err).__name__
@@ -321,6 +322,9 @@ def one_line_cause(err: BaseException) -> str:
             if match and not match.group(1).startswith(_JVM_PREFIXES):
                 return _clip(f"{match.group(1).rsplit('.', 1)[-1]}: {match.group(2)}")
             in_traceback = False
+    aborted = next((line for line in lines if "Job aborted" in line), None)
+    if aborted is not None:  # no Python traceback (a worker died, a lost executor)
+        return _clip(aborted[aborted.index("Job aborted") :].strip())
     first = next((line.strip() for line in lines if line.strip()), "")
     return _clip(f"{type(err).__name__}: {first}" if first else type(err).__name__)
 

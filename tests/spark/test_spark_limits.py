@@ -4,7 +4,9 @@ mid-job, tasks that crash after deleting, tasks that cannot even start."""
 
 from __future__ import annotations
 
+import itertools
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +16,12 @@ from epochgc.config import Config
 from epochgc.errors import EpochGCError
 from epochgc.gc.control import CollectorPausedError
 from epochgc.gc.run_report import RunSummary, decode_summary, list_runs
-from epochgc.gc.spark_job import SparkOutcome, SparkRunOptions, run_spark_gc
+from epochgc.gc.spark_job import SparkOutcome, SparkRunOptions, inventory_location, run_spark_gc
 from epochgc.runtime import client_settings_of
 from epochgc.storage.embedded import EmbeddedS3
+from epochgc.storage.inventory import build_inventory
 from epochgc.storage.keys import encode_l0_key, gc_run_summary_key
+from epochgc.storage.object_store import ObjectInfo
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
@@ -28,6 +32,7 @@ from tests.support.task_hooks import (
     DeleteLog,
     FailAtStart,
     FailBeforeDelete,
+    LimitMemory,
     PauseAfterDeletes,
     read_delete_log,
 )
@@ -160,3 +165,34 @@ def test_tasks_that_cannot_start_leave_a_failed_record_naming_the_cause(
     assert runs.returncode == 0, runs.stderr
     line = next(x for x in runs.stdout.splitlines() if x.startswith(summary.run_id))
     assert "FAILED" in line and "ModuleNotFoundError: No module named 'epochgc'" in line
+
+
+def test_a_memory_error_reading_one_data_file_fails_that_file_not_the_job(
+    spark: Any, tmp_path: Path, s3_server: EmbeddedS3, store: S3ObjectStore, bucket: str
+) -> None:
+    """The worker reading the first data file runs out of memory (an
+    address-space limit, as spark.executor.pyspark.memory sets): that file
+    is counted and named in the summary, the other file's keys go."""
+    keys = eligible_world(store, bucket, per_shard=100)
+    config = make_config(tmp_path, s3_server, bucket)
+    # the first file also lists 200k objects elsewhere in the bucket (skipped
+    # as outside the root), so reading it takes some memory
+    when = datetime(2026, 11, 1, tzinfo=UTC)
+    elsewhere = (ObjectInfo(f"elsewhere/{n:08d}", 1, "e", when) for n in range(200_000))
+    build_inventory(
+        store,
+        store,
+        inventory_location(config),
+        itertools.chain(elsewhere, store.list_objects(f"{ROOT}/l0/")),
+        file_format="Parquet",
+        rows_per_file=200_400,
+    )
+    outcome = run(
+        spark, config, store, s3_server, mode="inventory", client_hook=LimitMemory(0, 24 << 20)
+    )
+    summary = only_summary(store)
+    assert outcome.tasks == 2 and summary.errors >= 1 and not summary.success
+    assert len(summary.failed_files) == 1
+    key, cause = summary.failed_files[0]
+    assert key.startswith("inventory/") and "MemoryError" in cause
+    assert summary.deleted == len(keys) - 400 == len(keys) - len(l0_left(store))

@@ -122,3 +122,38 @@ class FailBeforeDelete:
 class FailAtStart:
     def __call__(self, client: Any) -> None:
         raise ModuleNotFoundError("No module named 'epochgc'")
+
+
+@dataclass(frozen=True)
+class LimitMemory:
+    """What ``spark.executor.pyspark.memory`` does to a Python worker
+    (an address-space limit), for one task only, set once the task has
+    fetched its data file, ``headroom`` bytes above what the worker then
+    maps: reading the file fails (``ArrowMemoryError``). The limit is
+    lifted when the task writes its record (its PUT at the end), so the
+    reused worker serves later tasks normally."""
+
+    partition: int
+    headroom: int = 1 << 20
+
+    def __call__(self, client: Any) -> None:
+        import resource  # noqa: PLC0415
+
+        from pyspark import TaskContext  # noqa: PLC0415
+
+        context = TaskContext.get()
+        if context is None or context.partitionId() != self.partition:
+            return
+        old = resource.getrlimit(resource.RLIMIT_AS)
+        headroom = self.headroom
+
+        def limit(**_kwargs: Any) -> None:
+            with open("/proc/self/status", encoding="ascii") as status:
+                size = next(int(x.split()[1]) * 1024 for x in status if x.startswith("VmSize:"))
+            resource.setrlimit(resource.RLIMIT_AS, (size + headroom, old[1]))
+
+        def lift(**_kwargs: Any) -> None:
+            resource.setrlimit(resource.RLIMIT_AS, old)
+
+        client.meta.events.register("after-call.s3.GetObject", limit)
+        client.meta.events.register("before-call.s3.PutObject", lift)

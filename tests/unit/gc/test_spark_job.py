@@ -57,6 +57,14 @@ def test_the_cause_of_a_failed_job_is_the_workers_exception_line() -> None:
         "\tat org.apache.spark.api.python.BasePythonRunner.handlePythonException(x.scala:1)\n"
     )
     assert one_line_cause(RuntimeError(text)) == "ArrowMemoryError: malloc of size 67108864 failed"
-    assert one_line_cause(RuntimeError("Job aborted\nmore")) == "RuntimeError: Job aborted"
+    crashed = (
+        "An error occurred while calling z:org.apache.spark.api.python.PythonRDD.collectAndServe.\n"
+        ": org.apache.spark.SparkException: Job aborted due to stage failure: Lost task 0.0: "
+        "org.apache.spark.SparkException: Python worker exited unexpectedly (crashed)\n"
+        "\tat org.apache.spark.api.python.BasePythonRunner(x.scala:1)\n"
+    )
+    assert one_line_cause(RuntimeError(crashed)).startswith("Job aborted due to stage failure")
+    assert "Python worker exited unexpectedly" in one_line_cause(RuntimeError(crashed))
+    assert one_line_cause(RuntimeError("no luck\nmore")) == "RuntimeError: no luck"
     assert "\n" not in one_line_cause(RuntimeError("x" * 1000))
     assert len(one_line_cause(RuntimeError("x" * 1000))) <= 400
