@@ -362,7 +362,6 @@ class _Attempt:
         self._records = not (spec.dry_run or spec.count_only)
         self._key = task_record_key(spec.root, spec.run_id, spec.phase, task, self.result.attempt)
         self._capture = _WarningCapture(self.result.log_lines)
-        logging.getLogger("epochgc").addHandler(self._capture)
         self._store, self.stats = _open_store(spec, spec.bucket)
         self.store: S3ObjectStore = self._store
         self._gate = _PauseGate(self._store, spec.root, self)
@@ -442,6 +441,9 @@ class _Attempt:
             log.warning("task %d: could not write its record %s: %s", result.task, self._key, err)
 
     def __enter__(self) -> _Attempt:
+        # added here, removed in __exit__: a reused worker must not keep
+        # handlers of earlier tasks
+        logging.getLogger("epochgc").addHandler(self._capture)
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
