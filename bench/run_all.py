@@ -26,6 +26,7 @@ BENCHES = (
     "bench_pipeline",
     "bench_sweep",
     "bench_inventory",
+    "bench_inventory_memory",
     "bench_startup",
     "bench_ownership",
     "bench_steady",

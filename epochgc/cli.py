@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from epochgc.config import Config, load_config, log_level_of
+from epochgc.config import SPARK_LOG_LEVELS, Config, load_config, log_level_of
 from epochgc.errors import ConfigError, EpochGCError, StoreCapabilityError
 from epochgc.extras import SPARK, require
 from epochgc.gc.collect import collect_once
@@ -292,6 +292,7 @@ def _cmd_gc_runs(config: Config, args: argparse.Namespace) -> int:
         f"{r.get('deleted', '?'):>9} {r.get('errors', '?'):>6} "
         f"{_dollars(r.get('cost_usd')):>10} {_dollars(r.get('usd_per_gb')):>10}  "
         f"{'ok' if r.get('success') else 'FAILED'}{' dry-run' if r.get('dry_run') else ''}"
+        f"{': ' + str(r['cause']) if r.get('cause') else ''}"
         for r in rows
     ]
     header = (
@@ -440,7 +441,10 @@ def _cmd_gc_spark(config: Config, args: argparse.Namespace) -> int:
             # Refuse before starting Spark (the driver checks again itself).
             ensure_not_paused(handle.store, config.layout.root)
         spark = build_spark_session(
-            master, conf=spark_conf, package=_spark_package_to_ship(config, master)
+            master,
+            conf=spark_conf,
+            package=_spark_package_to_ship(config, master),
+            log_level=args.spark_log_level or config.spark.log_level,
         )
         try:
             outcome = run_spark_gc(
@@ -901,6 +905,11 @@ def _add_gc_commands(
         default=[],
         metavar="KEY=VALUE",
         help="a Spark setting (repeatable; over [spark] conf; see docs/spark.md)",
+    )
+    spark.add_argument(
+        "--spark-log-level",
+        choices=SPARK_LOG_LEVELS,
+        help="Spark's own log level (default: [spark] log_level, WARN)",
     )
     spark.set_defaults(handler=_cmd_gc_spark)
     shipping = sub.add_parser("spark", help="what Spark executors need (docs/spark.md)")

@@ -395,6 +395,9 @@ class InventoryConfig:
     """Rows per data file written by ``epochgc inventory build``."""
 
 
+SPARK_LOG_LEVELS = ("ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
+
+
 @dataclass(frozen=True)
 class SparkConfig:
     """``epochgc gc spark``."""
@@ -418,6 +421,9 @@ class SparkConfig:
     AWS chain (instance profile, IRSA, their environment)."""
     conf: dict[str, str] = _check(_spark_conf, default_factory=dict)  # noqa: RUF009
     """Spark settings for ``gc spark`` (``--conf KEY=VALUE`` wins)."""
+    log_level: str = _check(_one_of(SPARK_LOG_LEVELS), default="WARN")
+    """Spark's own log level on the driver, also under spark-submit
+    (``--spark-log-level`` wins); epochgc's lines follow ``[logging]``."""
 
 
 @dataclass(frozen=True)

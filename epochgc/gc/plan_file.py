@@ -58,6 +58,14 @@ class PlanWriter:
         self._writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=self._schema))
         self.rows += len(batch)
 
+    def add_table(self, table: Any) -> None:
+        """Append Arrow rows (an inventory task's eligible rows: ``key``,
+        ``size``, and ``last_modified`` when this plan has it), without
+        turning them into Python objects."""
+        names = self._schema.names
+        self._writer.write_table(table.select(names).cast(self._schema))
+        self.rows += table.num_rows
+
     def upload(self, store: ObjectStore, key: str) -> str:
         """Finish the file and put it at ``key`` (the one moment the
         compressed plan is in memory, as the body of a PUT).

@@ -4,6 +4,13 @@ S3 scales request rate per prefix and answers 503 SlowDown while it does;
 the right response is to halve the rate (multiplicative decrease) and then
 creep back up (additive increase), as TCP does. ``RateController`` decides
 how long a batch must wait; it never sleeps itself (the caller does).
+
+A hard limit (``gc.rate_limit_keys_per_second``) is a cap on the store, not
+on one process: the Spark job gives each task ``task_rate_share`` of it, so
+the tasks that run at once together stay under it. Each batch waits until
+it is paid for (no free first burst), so k tasks starting together do not
+send k bursts above the cap; and a SlowDown never lifts the rate above the
+cap (``min_rate`` yields to a lower limit).
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ class RateController:
         if limit is not None and limit <= 0:
             raise ValueError("limit must be > 0")
         self._limit = limit
-        self._min = min_rate
+        self._min = min_rate if limit is None else min(min_rate, limit)
         self._step = increase_per_batch
         self._clock = clock
         self._lock = threading.Lock()
@@ -57,15 +64,15 @@ class RateController:
             return self._rate
 
     def reserve(self, keys: int) -> float:
-        """Reserve ``keys`` deletions; return the seconds to wait first."""
+        """Reserve ``keys`` deletions; return the seconds to wait before
+        sending them (until they are paid for at the current rate)."""
         with self._lock:
             now = self._clock()
             self._keys += keys
             if self._rate is None:
                 return 0.0
-            start = max(now, self._next_free)
-            self._next_free = start + keys / self._rate
-            return start - now
+            self._next_free = max(now, self._next_free) + keys / self._rate
+            return self._next_free - now
 
     def on_throttle(self) -> None:
         """Multiplicative decrease."""
@@ -85,3 +92,18 @@ class RateController:
                 return
             raised = self._rate + self._step
             self._rate = raised if self._limit is None else min(raised, self._limit)
+
+
+def task_rate_share(limit: float, tasks: int, slots: int) -> float | None:
+    """Each task's part of a cluster-wide ``limit`` (keys/s), or ``None``
+    for no limit (``limit <= 0``). Pure.
+
+    At most ``min(tasks, slots)`` tasks run at once (``slots``: the task
+    slots of the cluster, Spark's default parallelism), so that many shares
+    add up to the limit. A task that starts after another finished takes
+    over its share, never adds to it. Fewer slots than reported (dynamic
+    allocation growing later) only makes the job slower than the limit.
+    """
+    if limit <= 0:
+        return None
+    return limit / max(1, min(tasks, slots))

@@ -34,6 +34,7 @@ SUMMARY_VERSION = 2
 janitor did nothing. ``cost`` and ``shards`` are optional fields added
 within version 2 (older summaries have neither)."""
 ENGINES = ("local", "spark-listing", "spark-inventory")
+MAX_FAILED_FILES = 100
 _SKIP_NAMES = {
     Verdict.TOO_YOUNG: "too_young",
     Verdict.ABOVE_SAFE_EPOCH: "above_safe_epoch",
@@ -84,6 +85,12 @@ class RunSummary:
     summary written without them)."""
     prices: Prices | None = None
     shards: RunShards | None = None
+    cause: str | None = None
+    """Why the run failed or stopped, in one line (optional field: a run
+    that failed as a whole, e.g. an aborted Spark job or a pause mid-job)."""
+    failed_files: tuple[tuple[str, str], ...] = ()
+    """Inventory data files that could not be read: (key, cause); the first
+    ``MAX_FAILED_FILES`` (optional field)."""
 
     @staticmethod
     def of_sweep(
@@ -158,7 +165,30 @@ def encode_summary(summary: RunSummary) -> bytes:
         if summary.shards.present is not None:
             shards["present"] = summary.shards.present
         doc["shards"] = shards
+    doc.update(_failure_fields(summary))
     return dump_document(doc)
+
+
+def _failure_fields(summary: RunSummary) -> dict[str, Any]:
+    """The optional fields of a failed run (absent when not set)."""
+    doc: dict[str, Any] = {}
+    if summary.cause:
+        doc["cause"] = summary.cause
+    if summary.failed_files:
+        doc["failed_files"] = [
+            {"key": key, "cause": cause} for key, cause in summary.failed_files[:MAX_FAILED_FILES]
+        ]
+    return doc
+
+
+def _decode_failed_files(doc: dict[str, Any], where: str) -> tuple[tuple[str, str], ...]:
+    raw = doc.get("failed_files", [])
+    if not isinstance(raw, list) or not all(
+        isinstance(e, dict) and isinstance(e.get("key"), str) and isinstance(e.get("cause"), str)
+        for e in raw
+    ):
+        raise MalformedRecordError(f"{where}: 'failed_files' must be a list of {{key, cause}}")
+    return tuple((e["key"], e["cause"]) for e in raw)
 
 
 def decode_summary(data: bytes, where: str = "gc run summary") -> RunSummary:
@@ -201,6 +231,8 @@ def decode_summary(data: bytes, where: str = "gc run summary") -> RunSummary:
         errors=get_int(doc, "errors", where, 0),
         requests={str(k): get_int(requests, k, where, 0) for k in requests},
         janitor=janitor,
+        cause=doc["cause"] if isinstance(doc.get("cause"), str) else None,
+        failed_files=_decode_failed_files(doc, where),
         cost_usd=cost_usd,
         prices=prices,
         shards=_decode_shards(doc["shards"], where) if "shards" in doc else None,

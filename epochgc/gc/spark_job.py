@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -36,16 +38,32 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from epochgc.config import Config
-from epochgc.errors import InvalidArgumentError
+from epochgc.errors import EpochGCError, InvalidArgumentError
 from epochgc.gc.collect import SafetyBlockedError, guard_message, untrusted_inputs_message
-from epochgc.gc.control import ensure_not_paused
+from epochgc.gc.control import CollectorPausedError, ensure_not_paused
 from epochgc.gc.eligibility import Verdict
-from epochgc.gc.run_report import RunSummary, new_run_id, run_figures, write_summary
+from epochgc.gc.rate import task_rate_share
+from epochgc.gc.run_report import (
+    MAX_FAILED_FILES,
+    RunSummary,
+    new_run_id,
+    run_figures,
+    write_summary,
+)
 from epochgc.gc.shards import discover_shards
 from epochgc.gc.spark_credentials import hand_over, without_secrets
-from epochgc.gc.spark_tasks import TaskResult, TaskSpec, inventory_task, listing_task, sum_skipped
+from epochgc.gc.spark_tasks import (
+    TaskResult,
+    TaskSpec,
+    decode_task_record,
+    inventory_task,
+    listing_task,
+    sum_skipped,
+    task_records_prefix,
+)
 from epochgc.gc.sweeper import SweepResult
 from epochgc.metrics.push import push_run
+from epochgc.progress import ProgressLog
 from epochgc.storage.client import ClientSettings
 from epochgc.storage.inventory import (
     InventoryLocation,
@@ -93,6 +111,9 @@ class SparkOutcome:
     stopped_by_guard: str | None
     manifest_key: str | None
     tasks: int
+    worker_peak_rss_bytes: int = 0
+    """The highest peak resident memory a task's Python worker reported
+    (what ``spark.executor.pyspark.memory`` must cover)."""
 
 
 def choose_safe_epoch(
@@ -140,6 +161,11 @@ def shard_groups(shards: Sequence[int], tasks: int) -> list[list[int]]:
     return [list(shards[start : start + size]) for start in range(0, count, size)]
 
 
+class SparkJobError(EpochGCError):
+    """The Spark job failed as a whole (tasks failed, the job was aborted):
+    the message is the cause in one line; the run's summary says the same."""
+
+
 def run_spark_gc(
     spark: Any,
     config: Config,
@@ -154,12 +180,20 @@ def run_spark_gc(
     """Run the job (see the module docstring). ``client_hook`` is applied to
     every task's boto3 client (benchmarks and fault injection).
 
+    Once the job starts (``M`` known, the collector not paused), the run
+    summary is written whatever happens (``finally``): a failed or aborted
+    job, a pause mid-job or an unreadable manifest leaves a summary marked
+    failed with its one-line ``cause``, counting what tasks reported,
+    including attempts that failed or were rerun (their task records).
+
     Raises:
         SafetyBlockedError: ``M`` cannot be computed from trusted inputs.
         CollectorPausedError: the collector is paused (not for a dry run),
-            before the first deleting job or between counting and deleting.
+            before the first deleting job, between counting and deleting, or
+            mid-job (tasks stop within one batch).
         InvalidArgumentError: a bad ``--max-epoch`` or mode.
         InventoryError: no trustworthy manifest (inventory mode).
+        SparkJobError: the job failed (tasks raised, the job was aborted).
     """
     if options.mode not in MODES:
         raise InvalidArgumentError(f"mode must be one of {MODES}, got {options.mode!r}")
@@ -180,104 +214,261 @@ def run_spark_gc(
     if not options.dry_run:
         ensure_not_paused(store, root)
     engine = f"spark-{options.mode}"
-    # The tasks carry no secret: the executors' environment does (spark_credentials).
-    hand_over(spark, client, config.spark.credentials)
-    spec = TaskSpec(
-        client=without_secrets(client),
-        bucket=config.store.bucket,
-        root=root,
-        run_id=run_id,
-        safe_epoch=safe_epoch,
-        now=started,
-        min_age=timedelta(seconds=config.gc.min_object_age_seconds),
-        dry_run=options.dry_run,
-        retry=RetryPolicy(
-            max_attempts=config.store.max_attempts,
-            base_delay_seconds=config.store.base_backoff_seconds,
-            max_delay_seconds=config.store.max_backoff_seconds,
-        ),
-        delete_concurrency=config.gc.delete_concurrency,
-        shard_concurrency=config.gc.shard_concurrency,
-        client_hook=client_hook,
-    )
-    manifest_key: str | None = None
-    if options.mode == "inventory":
-        location = inventory_location(config)
-        inventory_store = (
-            store
-            if location.bucket == config.store.bucket or not isinstance(store, S3ObjectStore)
-            else S3ObjectStore(store.client, location.bucket)
+    job = _Job(spark, store, run_id, options)
+    failure: BaseException | None = None
+    try:
+        job.run(config, store, client, safe_epoch, started, client_hook, safe.controller_offset)
+    except BaseException as err:
+        failure = err
+        raise _as_one_line(err, run_id) from err
+    finally:
+        summary = summarise(
+            job.results + job.lost_attempts(),
+            run_id=run_id,
+            engine=engine,
+            safe_epoch=safe_epoch,
+            controller_offset=safe.controller_offset,
+            started_at=started,
+            dry_run=options.dry_run,
+            driver_requests=stats.by_operation(),
+            stopped=job.stopped is not None,
+            cause=one_line_cause(failure) if failure is not None else job.paused,
         )
-        manifest_key = find_newest_manifest(inventory_store, location)
-        manifest = load_manifest(inventory_store, manifest_key)
-        _check_source(manifest, config.store.bucket)
-        spec = dataclasses.replace(spec, inventory_bucket=location.bucket, manifest=manifest)
-        log.info(
-            "inventory %s: %s, %d data files, created %s",
-            manifest_key,
-            manifest.file_format,
-            len(manifest.files),
-            manifest.created_at.isoformat(),
+        key = _write_summary_anyway(store, root, summary, failure)
+        seconds = time.perf_counter() - clock
+        log.log(
+            logging.INFO if summary.success else logging.WARNING,
+            "gc spark %s %s in %.1fs: listed %d, eligible %d, deleted %d (%d bytes), errors %d%s",
+            run_id,
+            "done" if summary.success else "FAILED",
+            seconds,
+            summary.listed,
+            summary.eligible,
+            summary.deleted,
+            summary.bytes_deleted,
+            summary.errors,
+            f"; {summary.cause}" if summary.cause else "",
         )
-    shards = () if options.mode == "inventory" else discover_shards(store, root).shards
-    run = _JobRunner(spark, spec, options, shards)
-    log.info(
-        "gc spark %s (%s%s): M=%d (computed %d, controller offset %d), %d tasks",
-        run_id,
-        engine,
-        ", dry run" if options.dry_run else "",
-        safe_epoch,
-        safe.safe_epoch,
-        safe.controller_offset,
-        run.task_count,
-    )
-    guard_on = config.gc.max_delete_fraction < 1.0 and not options.force and not options.dry_run
-    stopped: str | None = None
-    if guard_on:
-        counted = run.run(dataclasses.replace(spec, count_only=True), "count what would go")
-        stopped = guard_message(
-            sum(r.eligible for r in counted),
-            sum(r.listed for r in counted),
-            config.gc.max_delete_fraction,
-            "epochgc gc spark",
-        )
-        if stopped is not None:
-            log.warning("gc spark %s stopped: %s", run_id, stopped)
-            results = counted
-        else:
-            ensure_not_paused(store, root)  # a pause may have come during the count
-    if stopped is None:
-        verb = "plan (dry run)" if options.dry_run else "delete"
-        results = run.run(spec, verb)
-    summary = summarise(
-        results,
-        run_id=run_id,
-        engine=engine,
-        safe_epoch=safe_epoch,
-        controller_offset=safe.controller_offset,
-        started_at=started,
-        dry_run=options.dry_run,
-        driver_requests=stats.by_operation(),
-        stopped=stopped is not None,
-    )
-    key = write_summary(store, root, summary)
-    seconds = time.perf_counter() - clock
-    log.info(
-        "gc spark %s done in %.1fs: listed %d, eligible %d, deleted %d (%d bytes), errors %d",
-        run_id,
-        seconds,
-        summary.listed,
-        summary.eligible,
-        summary.deleted,
-        summary.bytes_deleted,
-        summary.errors,
-    )
-    for sample in [s for r in results for s in r.error_samples][:10]:
-        log.warning("gc spark %s error: %s", run_id, sample)
-    if config.metrics.pushgateway:
-        push_run(config.metrics.pushgateway, engine, run_figures(summary, seconds), summary.skipped)
+        for sample in [s for r in job.results for s in r.error_samples][:10]:
+            log.warning("gc spark %s error: %s", run_id, sample)
+        if config.metrics.pushgateway and failure is None:
+            push_run(
+                config.metrics.pushgateway, engine, run_figures(summary, seconds), summary.skipped
+            )
+    if job.paused is not None:
+        raise CollectorPausedError(f"{job.paused} (mid-job; run {run_id}, summary {key})")
     plan_prefix = f"{gc_run_prefix(root, run_id)}plan/" if options.dry_run else None
-    return SparkOutcome(summary, key, plan_prefix, stopped, manifest_key, run.task_count)
+    return SparkOutcome(
+        summary,
+        key,
+        plan_prefix,
+        job.stopped,
+        job.manifest_key,
+        job.task_count,
+        max((r.peak_rss_bytes for r in job.results), default=0),
+    )
+
+
+def _as_one_line(err: BaseException, run_id: str) -> BaseException:
+    """What the caller sees of a failed job: our own errors (and Ctrl-C) as
+    they are, anything else (Py4J, PySpark) as a one-line ``SparkJobError``."""
+    if isinstance(err, EpochGCError | KeyboardInterrupt | SystemExit):
+        return err
+    return SparkJobError(f"spark job failed: {one_line_cause(err)} (run {run_id})")
+
+
+def _write_summary_anyway(
+    store: ObjectStore, root: str, summary: RunSummary, failure: BaseException | None
+) -> str:
+    """Write the summary; when the job already failed, a summary that cannot
+    be written is logged, not raised over the job's own cause."""
+    if failure is None:
+        return write_summary(store, root, summary)
+    try:
+        return write_summary(store, root, summary)
+    except EpochGCError as err:
+        log.error("gc spark %s: could not write the run summary: %s", summary.run_id, err)
+        return ""
+
+
+_PY_EXCEPTION = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)): (.*)$")
+_JVM_PREFIXES = ("org.", "java.", "scala.", "py4j.", "pyspark.errors.")
+
+
+def one_line_cause(err: BaseException) -> str:
+    """The cause of a failed job in one line. Pure.
+
+    A task's Python exception reaches the driver wrapped in Java exceptions
+    whose text holds the worker's whole traceback; what an operator needs
+    is the worker's exception line (``ModuleNotFoundError: No module named
+    'epochgc'``, ``pyarrow.lib.ArrowMemoryError: ...``): the line that ends
+    the first Python traceback in the text. Without one (a worker that
+    crashed, a lost executor), Spark's ``Job aborted ...`` line, else the
+    first line of the message.
+    """
+    if isinstance(err, EpochGCError):
+        return str(err).splitlines()[0] if str(err) else type(err).__name__
+    if isinstance(err, KeyboardInterrupt):
+        return "interrupted (KeyboardInterrupt)"
+    lines = str(err).splitlines()
+    in_traceback = False
+    for line in lines:
+        if "Traceback (most recent call last)" in line:
+            in_traceback = True
+            continue
+        if in_traceback and line[:1].isspace():
+            continue
+        if in_traceback:
+            match = _PY_EXCEPTION.match(line.strip())
+            if match and not match.group(1).startswith(_JVM_PREFIXES):
+                return _clip(f"{match.group(1).rsplit('.', 1)[-1]}: {match.group(2)}")
+            in_traceback = False
+    aborted = next((line for line in lines if "Job aborted" in line), None)
+    if aborted is not None:  # no Python traceback (a worker died, a lost executor)
+        return _clip(aborted[aborted.index("Job aborted") :].strip())
+    first = next((line.strip() for line in lines if line.strip()), "")
+    return _clip(f"{type(err).__name__}: {first}" if first else type(err).__name__)
+
+
+def _clip(line: str, limit: int = 400) -> str:
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+class _Job:
+    """One ``gc spark`` run on the driver: the plan, the Spark jobs, and
+    what the tasks reported (kept here so the driver's ``finally`` can sum
+    it whatever happened)."""
+
+    def __init__(self, spark: Any, store: ObjectStore, run_id: str, options: SparkRunOptions):
+        self._spark = spark
+        self._store = store
+        self._run_id = run_id
+        self._options = options
+        self.results: list[TaskResult] = []
+        self.stopped: str | None = None
+        self.paused: str | None = None
+        self.manifest_key: str | None = None
+        self.task_count = 0
+        self._runner: _JobRunner | None = None
+        self._phase = ""
+        self._root = ""
+
+    def run(
+        self,
+        config: Config,
+        store: ObjectStore,
+        client: ClientSettings,
+        safe_epoch: int,
+        started: datetime,
+        client_hook: Callable[[Any], None] | None,
+        controller_offset: int,
+    ) -> None:
+        options = self._options
+        root = self._root = config.layout.root
+        # The tasks carry no secret: the executors' environment does (spark_credentials).
+        hand_over(self._spark, client, config.spark.credentials)
+        spec = TaskSpec(
+            client=without_secrets(client),
+            bucket=config.store.bucket,
+            root=root,
+            run_id=self._run_id,
+            safe_epoch=safe_epoch,
+            now=started,
+            min_age=timedelta(seconds=config.gc.min_object_age_seconds),
+            dry_run=options.dry_run,
+            retry=RetryPolicy(
+                max_attempts=config.store.max_attempts,
+                base_delay_seconds=config.store.base_backoff_seconds,
+                max_delay_seconds=config.store.max_backoff_seconds,
+            ),
+            delete_concurrency=config.gc.delete_concurrency,
+            shard_concurrency=config.gc.shard_concurrency,
+            client_hook=client_hook,
+        )
+        if options.mode == "inventory":
+            location = inventory_location(config)
+            inventory_store = (
+                store
+                if location.bucket == config.store.bucket or not isinstance(store, S3ObjectStore)
+                else S3ObjectStore(store.client, location.bucket)
+            )
+            self.manifest_key = find_newest_manifest(inventory_store, location)
+            manifest = load_manifest(inventory_store, self.manifest_key)
+            _check_source(manifest, config.store.bucket)
+            spec = dataclasses.replace(spec, inventory_bucket=location.bucket, manifest=manifest)
+            log.info(
+                "inventory %s: %s, %d data files, created %s",
+                self.manifest_key,
+                manifest.file_format,
+                len(manifest.files),
+                manifest.created_at.isoformat(),
+            )
+        shards = () if options.mode == "inventory" else discover_shards(store, root).shards
+        run = self._runner = _JobRunner(self._spark, spec, options, shards)
+        self.task_count = run.task_count
+        share = task_rate_share(config.gc.rate_limit_keys_per_second, run.task_count, run.slots)
+        spec = dataclasses.replace(spec, rate_limit_keys_per_second=share)
+        log.info(
+            "gc spark %s (spark-%s%s): M=%d (controller offset %d), %d tasks%s",
+            self._run_id,
+            options.mode,
+            ", dry run" if options.dry_run else "",
+            safe_epoch,
+            controller_offset,
+            run.task_count,
+            f", {share:.0f} keys/s each ({config.gc.rate_limit_keys_per_second:g} in all)"
+            if share is not None
+            else "",
+        )
+        guard_on = config.gc.max_delete_fraction < 1.0 and not options.force and not options.dry_run
+        if guard_on:
+            self._phase = "count"
+            counted = run.run(
+                dataclasses.replace(spec, count_only=True, phase="count"), "count what would go"
+            )
+            self.results = counted
+            self.stopped = guard_message(
+                sum(r.eligible for r in counted),
+                sum(r.listed for r in counted),
+                config.gc.max_delete_fraction,
+                "epochgc gc spark",
+            )
+            if self.stopped is not None:
+                log.warning("gc spark %s stopped: %s", self._run_id, self.stopped)
+                return
+            ensure_not_paused(store, root)  # a pause may have come during the count
+        self._phase = "plan" if options.dry_run else "delete"
+        self.results = []
+        self.results = run.run(
+            dataclasses.replace(spec, phase=self._phase),
+            "plan (dry run)" if options.dry_run else "delete",
+            sink=self.results,
+        )
+        self.paused = next((r.paused for r in self.results if r.paused), None)
+
+    def lost_attempts(self) -> list[TaskResult]:
+        """Records of attempts whose result never reached the driver (a
+        task that raised, an executor that died, a job aborted): their
+        deletions happened and count. Only the deleting phase keeps them."""
+        if self._phase != "delete":
+            return []
+        known = {r.attempt for r in self.results}
+        prefix = task_records_prefix(self._root, self._run_id)
+        lost: list[TaskResult] = []
+        try:
+            for info in self._store.list_objects(f"{prefix}{self._phase}-"):
+                attempt = info.key.rsplit("-", 1)[-1].removesuffix(".json")
+                if attempt in known:
+                    continue
+                try:
+                    lost.append(decode_task_record(self._store.get(info.key).body))
+                except (EpochGCError, ValueError, TypeError) as err:
+                    log.warning(
+                        "gc spark %s: task record %s unreadable: %s", self._run_id, info.key, err
+                    )
+        except EpochGCError as err:
+            log.warning("gc spark %s: task records unreadable: %s", self._run_id, err)
+        return lost
 
 
 def inventory_location(config: Config) -> InventoryLocation:
@@ -299,8 +490,23 @@ def _check_source(manifest: InventoryManifest, bucket: str) -> None:
         )
 
 
+class _ResultList:
+    """Accumulator parameter (PySpark's ``AccumulatorParam`` protocol) that
+    collects finished tasks' results on the driver as each task ends: Spark
+    applies a successful task's update once, when it finishes, so the
+    driver can report progress before the job is over."""
+
+    def zero(self, _value: list[TaskResult]) -> list[TaskResult]:
+        return []
+
+    def addInPlace(self, value1: list[TaskResult], value2: list[TaskResult]) -> list[TaskResult]:  # noqa: N802 - PySpark's name
+        value1.extend(value2)
+        return value1
+
+
 class _JobRunner:
-    """Runs one Spark job over the plan's units (shard groups or files)."""
+    """Runs one Spark job over the plan's units (shard groups or files),
+    printing a line per finished task as results arrive."""
 
     def __init__(
         self, spark: Any, spec: TaskSpec, options: SparkRunOptions, shards: Sequence[int]
@@ -320,28 +526,108 @@ class _JobRunner:
     def task_count(self) -> int:
         return len(self._units)
 
-    def run(self, spec: TaskSpec, verb: str) -> list[TaskResult]:
+    @property
+    def slots(self) -> int:
+        """Tasks the cluster runs at once (Spark's default parallelism)."""
+        return int(self._spark.sparkContext.defaultParallelism)
+
+    def run(
+        self, spec: TaskSpec, verb: str, *, sink: list[TaskResult] | None = None
+    ) -> list[TaskResult]:
+        """Run the tasks; return their results. Finished tasks' results are
+        appended to ``sink`` as they arrive (what the caller still has when
+        the job fails).
+
+        Raises:
+            whatever the Spark job raised (a task's exception, an abort).
+        """
         sc = self._spark.sparkContext
+        units = list(enumerate(self._units))
+        if not units:
+            return []  # no shard in the bucket: nothing to run
+        if spec.manifest is not None:
+            # tasks need the format and columns, not the list of every file
+            spec = dataclasses.replace(spec, manifest=dataclasses.replace(spec.manifest, files=()))
+        finished = sink if sink is not None else []
+        group = f"epochgc-{spec.run_id}-{spec.phase}"
         description = (
             f"epochgc gc {self._options.mode}: {verb}, M={spec.safe_epoch}, {self._what} "
             f"(run {spec.run_id})"
         )
-        sc.setJobGroup(f"epochgc-{spec.run_id}", description, interruptOnCancel=True)
-        sc.setLocalProperty("callSite.short", f"epochgc {verb} ({self._what})")
-        sc.setLocalProperty("callSite.long", description)
+        accumulator = sc.accumulator([], _ResultList())
         task = self._task
-        units = list(enumerate(self._units))
-        if not units:
-            return []  # no shard in the bucket: nothing to run
+
+        def run_unit(unit: tuple[int, Any]) -> TaskResult:
+            result = task(spec, unit[0], unit[1])
+            accumulator.add([result])
+            return result
+
+        outcome: dict[str, Any] = {}
+
+        def job() -> None:
+            # local properties belong to the thread that submits the job
+            sc.setJobGroup(group, description, interruptOnCancel=True)
+            sc.setLocalProperty("callSite.short", f"epochgc {verb} ({self._what})")
+            sc.setLocalProperty("callSite.long", description)
+            try:
+                outcome["results"] = sc.parallelize(units, len(units)).map(run_unit).collect()
+            except BaseException as err:  # handed to the driver's thread
+                outcome["error"] = err
+            finally:
+                sc.setLocalProperty("callSite.short", None)
+                sc.setLocalProperty("callSite.long", None)
+
+        progress = ProgressLog(
+            log, f"gc spark {verb} M={spec.safe_epoch}", len(units), unit="tasks"
+        )
+        reported = 0
+        thread = threading.Thread(target=job, name="epochgc-spark-job", daemon=True)
+        thread.start()
         try:
-            rdd = sc.parallelize(units, len(units))
-            results: list[TaskResult] = rdd.map(lambda unit: task(spec, unit[0], unit[1])).collect()
+            while thread.is_alive():
+                thread.join(0.5)
+                reported = self._report(accumulator.value, reported, finished, progress, len(units))
+        except BaseException:
+            sc.cancelJobGroup(group)
+            thread.join(30)
+            raise
         finally:
-            sc.setLocalProperty("callSite.short", None)
-            sc.setLocalProperty("callSite.long", None)
-        for r in sorted(results, key=lambda r: r.task):
-            log.debug("task %d: deleted %d in %.1fs", r.task, r.deleted, r.seconds)
+            self._report(accumulator.value, reported, finished, progress, len(units))
+        if "error" in outcome:
+            raise outcome["error"]
+        results: list[TaskResult] = outcome["results"]
         return results
+
+    def _report(
+        self,
+        arrived: list[TaskResult],
+        reported: int,
+        finished: list[TaskResult],
+        progress: ProgressLog,
+        total: int,
+    ) -> int:
+        for r in arrived[reported:]:
+            finished.append(r)
+            rate = r.deleted / r.seconds if r.seconds > 0 else 0.0
+            log.info(
+                "task %d/%d done (%s): listed %d, eligible %d, deleted %d in %.1fs "
+                "(%.0f keys/s), errors %d, worker peak %d MiB%s",
+                r.task + 1,
+                total,
+                r.what,
+                r.listed,
+                r.eligible,
+                r.deleted,
+                r.seconds,
+                rate,
+                r.errors,
+                r.peak_rss_bytes // 2**20,
+                f"; {r.cause}" if r.cause else "",
+            )
+            for line in r.log_lines:
+                log.warning("task %d: %s", r.task + 1, line)
+            progress.advance(1, deleted=r.deleted)
+        return len(arrived)
 
 
 def summarise(
@@ -355,8 +641,13 @@ def summarise(
     dry_run: bool,
     driver_requests: dict[str, int],
     stopped: bool,
+    cause: str | None = None,
 ) -> RunSummary:
-    """Sum the tasks into a run summary (docs/contract.md, "Run summary (version 2)")."""
+    """Sum the tasks into a run summary (docs/contract.md, "Run summary
+    (version 2)"). ``results`` may hold several attempts of one task (a
+    finished one and the records of attempts that failed): deletions of
+    every attempt count; an attempt that did not finish counts what it
+    deleted as listed and eligible, since its listing is lost with it."""
     sweep = SweepResult(safe_epoch)
     sweep.listed = sum(r.listed for r in results)
     sweep.eligible = sum(r.eligible for r in results)
@@ -380,4 +671,8 @@ def summarise(
         dry_run=dry_run,
         requests=requests,
     )
-    return dataclasses.replace(summary, success=False) if stopped else summary
+    failed_files = tuple(pair for r in results for pair in r.failed_files)
+    summary = dataclasses.replace(
+        summary, cause=cause, failed_files=failed_files[:MAX_FAILED_FILES]
+    )
+    return dataclasses.replace(summary, success=False) if stopped or cause else summary

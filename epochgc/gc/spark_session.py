@@ -32,7 +32,7 @@ from epochgc.gc.spark_package import EXECUTOR_PYTHON, SparkPackage
 log = logging.getLogger("epochgc.gc.spark")
 
 _LOG4J = """\
-rootLogger.level = warn
+rootLogger.level = {level}
 rootLogger.appenderRef.stdout.ref = console
 appender.console.type = Console
 appender.console.name = console
@@ -60,9 +60,13 @@ def build_spark_session(
     ui: bool = True,
     conf: Mapping[str, str] | None = None,
     package: SparkPackage | None = None,
+    log_level: str = "WARN",
 ) -> Any:
     """A SparkSession for the GC job (``Any``: pyspark ships no types we
-    check against).
+    check against). Spark's own logs go at ``log_level``: from the JVM's
+    start through a log4j2 file when this process starts the JVM; under
+    spark-submit through ``spark.log.level``, which Spark applies right
+    after its three start-up lines (version, OS, Java).
 
     Args:
         master: the Spark master (ignored under spark-submit).
@@ -82,9 +86,7 @@ def build_spark_session(
                 len(conf),
                 ", ".join(sorted(conf)),
             )
-        spark = builder.getOrCreate()
-        spark.sparkContext.setLogLevel("WARN")
-        return spark
+        return _start(builder, log_level)
     builder = builder.master(master)
     if is_local_master(master):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -92,7 +94,7 @@ def build_spark_session(
             "spark.driver.bindAddress", "127.0.0.1"
         )
     log4j = Path(tempfile.gettempdir()) / "epochgc-log4j2.properties"
-    log4j.write_text(_LOG4J)
+    log4j.write_text(_LOG4J.replace("{level}", log_level.lower()))
     builder = (
         builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
         .config("spark.ui.showConsoleProgress", "false")
@@ -116,8 +118,17 @@ def build_spark_session(
     else:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+    spark = _start(builder, log_level)
     if package is not None:
         spark.sparkContext.addPyFile(str(package.code_zip))
+    return spark
+
+
+def _start(builder: Any, log_level: str) -> Any:
+    # Spark applies spark.log.level as its context starts, also in the JVM
+    # spark-submit started with Spark's INFO profile (setting the level
+    # through the gateway earlier does not hold: the context reloads that
+    # profile).
+    spark = builder.config("spark.log.level", log_level).getOrCreate()
+    spark.sparkContext.setLogLevel(log_level)
     return spark

@@ -13,31 +13,54 @@ A task never raises for store trouble: it reports errors in its
 what the others did is still summed. A dry-run or counting task deletes
 nothing; a dry run writes its part of the plan as
 ``{run}/plan/part-{task:05d}.parquet``.
+
+Limits, as for the local engine: each task deletes at its share of
+``gc.rate_limit_keys_per_second`` (``TaskSpec.rate_limit_keys_per_second``,
+computed by the driver), with ``gc.delete_concurrency`` DeleteObjects in
+flight, and reads the control document before every DeleteObjects: once
+the collector is paused, the task sends no further batch (at most the
+batches already past that check still go) and reports the pause.
+
+A record of every attempt: a deleting task writes its running totals to
+``{run}/tasks/{phase}-{task:05d}-{attempt}.json`` after every batch and
+once more when it ends (finished, or failed with its one-line cause), so
+the driver can count the deletions of an attempt that crashed, or whose
+executor died, even though Spark never returns that attempt's result.
 """
 
 from __future__ import annotations
 
-import io
+import dataclasses
+import json
 import logging
+import resource
 import sys
+import tempfile
+import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from epochgc.errors import EpochGCError
+from epochgc.gc.control import read_control
 from epochgc.gc.eligibility import Verdict
 from epochgc.gc.inventory_filter import select_eligible
 from epochgc.gc.plan_file import PlanWriter
 from epochgc.gc.sweeper import Sweeper, SweepPolicy, SweepResult
 from epochgc.storage.client import ClientSettings, make_s3_client
-from epochgc.storage.inventory import InventoryFile, InventoryManifest, read_data_file
+from epochgc.storage.inventory import (
+    InventoryFile,
+    InventoryManifest,
+    download_data_file,
+    iter_data_batches,
+)
 from epochgc.storage.keys import gc_run_prefix
-from epochgc.storage.object_store import MAX_KEYS_PER_DELETE, ObjectInfo
+from epochgc.storage.object_store import MAX_KEYS_PER_DELETE, DeleteOutcome, ObjectInfo
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.retry import RetryPolicy
 from epochgc.storage.s3 import S3ObjectStore
@@ -68,6 +91,11 @@ class TaskSpec:
     client_hook: Callable[[Any], None] | None = None
     """Called with each task's new boto3 client (benchmarks add latency,
     fault-injection runs add faults); must pickle."""
+    rate_limit_keys_per_second: float | None = None
+    """This task's share of ``gc.rate_limit_keys_per_second`` (``None``:
+    no limit; SlowDown still halves the rate)."""
+    phase: str = "delete"
+    """``count``, ``plan`` or ``delete``: names the task records."""
 
 
 @dataclass
@@ -85,6 +113,22 @@ class TaskResult:
     requests: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
     plan_key: str | None = None
+    what: str = ""
+    """The task's slice of the work (shards or data file), for log lines."""
+    attempt: str = ""
+    """Unique per attempt: a rerun task writes a record of its own."""
+    finished: bool = False
+    """The attempt ran to its end (its result reached, or could reach, the driver)."""
+    cause: str | None = None
+    """Why the attempt ended early: its exception in one line."""
+    paused: str | None = None
+    """``paused by WHO: REASON`` when the control document stopped it."""
+    failed_files: list[tuple[str, str]] = field(default_factory=list)
+    """Inventory data files this task could not read: (key, cause)."""
+    log_lines: list[str] = field(default_factory=list)
+    """The task's own warnings, for the driver to print (bounded)."""
+    peak_rss_bytes: int = 0
+    """Peak resident memory of the Python worker that ran it."""
 
 
 def _open_store(spec: TaskSpec, bucket: str) -> tuple[S3ObjectStore, RequestStats]:
@@ -101,141 +145,354 @@ def _open_store(spec: TaskSpec, bucket: str) -> tuple[S3ObjectStore, RequestStat
 
 def listing_task(spec: TaskSpec, task: int, shards: list[int]) -> TaskResult:
     """Sweep ``shards`` (delete, plan, or only count)."""
-    _worker_logging()
-    started = time.perf_counter()
-    store, stats = _open_store(spec, spec.bucket)
-    sweeper = _sweeper(store, spec)
-    planning = spec.dry_run or spec.count_only
-    plan_key = f"{gc_run_prefix(spec.root, spec.run_id)}plan/part-{task:05d}.parquet"
-    with PlanWriter(with_last_modified=False) as plan:
-        sweep = sweeper.sweep(
-            shards,
-            spec.safe_epoch,
-            spec.now,
-            dry_run=planning,
-            full_listing=spec.count_only,
-            plan_sink=plan.add if spec.dry_run and not spec.count_only else None,
-        )
-        result = _result_of_sweep(task, sweep)
-        if spec.dry_run and not spec.count_only:
-            try:
-                result.plan_key = plan.upload(store, plan_key)
-            except EpochGCError as err:
-                result.errors += 1
-                result.error_samples.append(f"{plan_key}: {err}")
-    return _finish(result, stats, started, f"shards {shards[0]}..{shards[-1]}")
-
-
-def _result_of_sweep(task: int, sweep: SweepResult) -> TaskResult:
-    return TaskResult(
-        task,
-        listed=sweep.listed,
-        eligible=sweep.eligible,
-        deleted=sweep.deleted,
-        bytes_deleted=sweep.bytes_deleted,
-        skipped={v.value: n for v, n in sweep.skipped.items()},
-        errors=sweep.errors,
-        error_samples=list(sweep.error_samples),
-    )
+    with _Attempt(spec, task, f"shards {shards[0]}..{shards[-1]}") as attempt:
+        store = attempt.store
+        sweeper = attempt.sweeper()
+        planning = spec.dry_run or spec.count_only
+        plan_key = f"{gc_run_prefix(spec.root, spec.run_id)}plan/part-{task:05d}.parquet"
+        with PlanWriter(with_last_modified=False) as plan:
+            sweep = sweeper.sweep(
+                shards,
+                spec.safe_epoch,
+                spec.now,
+                dry_run=planning,
+                full_listing=spec.count_only,
+                plan_sink=plan.add if spec.dry_run and not spec.count_only else None,
+                stop=attempt.stop,
+            )
+            attempt.take_sweep(sweep)
+            if spec.dry_run and not spec.count_only:
+                try:
+                    attempt.result.plan_key = plan.upload(store, plan_key)
+                except EpochGCError as err:
+                    attempt.error(f"{plan_key}: {err}")
+    return attempt.result
 
 
 def inventory_task(spec: TaskSpec, task: int, entry: InventoryFile) -> TaskResult:
-    """Filter one inventory data file and delete what it allows."""
-    _worker_logging()
-    started = time.perf_counter()
-    store, stats = _open_store(spec, spec.bucket)
-    result = TaskResult(task)
-    assert spec.manifest is not None, "inventory mode ships the manifest"
-    try:
-        source, _ = (
-            (store, stats)
+    """Filter one inventory data file and delete (or plan, or count) what
+    it allows, a batch of rows at a time: the file is copied to local disk
+    (MD5 checked), then read in row batches, each filtered and handed on
+    before the next is read. A file that cannot be read, including an
+    Arrow memory error, fails that file (counted, named in the result),
+    not the task."""
+    with _Attempt(spec, task, entry.key) as attempt:
+        assert spec.manifest is not None, "inventory mode ships the manifest"
+        source = (
+            attempt.store
             if spec.inventory_bucket in ("", spec.bucket)
-            else _open_store(spec, spec.inventory_bucket)
+            else _open_store(spec, spec.inventory_bucket)[0]
         )
-        rows = read_data_file(source.get(entry.key).body, spec.manifest, entry)
-    except EpochGCError as err:
-        result.errors += 1
-        result.error_samples.append(f"{entry.key}: {err}")
-        return _finish(result, stats, started, entry.key)
-    selection = select_eligible(
-        rows, root=spec.root, safe_epoch=spec.safe_epoch, now=spec.now, min_age=spec.min_age
-    )
-    result.listed = selection.listed
-    result.eligible = selection.eligible.num_rows
-    result.skipped = {v.value: n for v, n in selection.skipped.items() if n}
-    if spec.count_only:
-        pass
-    elif spec.dry_run:
-        result.plan_key = _write_plan_part(store, spec, task, selection.eligible, result)
-    else:
-        _delete_selection(store, spec, selection.eligible, result)
-    return _finish(result, stats, started, entry.key)
+        with tempfile.NamedTemporaryFile(prefix="epochgc-inventory-") as local:
+            try:
+                download_data_file(source, entry, local)
+            except _READ_ERRORS as err:
+                attempt.fail_file(
+                    entry.key, str(err) if isinstance(err, EpochGCError) else one_line(err)
+                )
+                return attempt.result
+            batches = _eligible_batches(attempt, local.name, entry)
+            if spec.count_only:
+                for _ in batches:
+                    pass
+            elif spec.dry_run:
+                _write_plan_part(attempt, batches)
+            else:
+                _delete_batches(attempt, batches)
+    return attempt.result
 
 
-def _delete_selection(
-    store: S3ObjectStore, spec: TaskSpec, eligible: pa.Table, result: TaskResult
-) -> None:
+_READ_ERRORS = (EpochGCError, pa.ArrowException, MemoryError, OSError)
+"""What fails one data file: unreadable contents, a store error, and the
+memory errors of a worker under ``spark.executor.pyspark.memory``."""
+
+
+def _eligible_batches(attempt: _Attempt, path: str, entry: InventoryFile) -> Iterator[pa.Table]:
+    """The eligible rows (``key``, ``size``) of each batch of the file, the
+    result's counts kept as they go; a read error ends the file there."""
+    spec = attempt.spec
+    result = attempt.result
+    assert spec.manifest is not None
+    try:
+        for rows in iter_data_batches(path, spec.manifest, entry):
+            selection = select_eligible(
+                rows,
+                root=spec.root,
+                safe_epoch=spec.safe_epoch,
+                now=spec.now,
+                min_age=spec.min_age,
+            )
+            del rows
+            result.listed += selection.listed
+            result.eligible += selection.eligible.num_rows
+            for verdict, n in selection.skipped.items():
+                if n:
+                    result.skipped[verdict.value] = result.skipped.get(verdict.value, 0) + n
+            yield selection.eligible
+    except _READ_ERRORS as err:
+        attempt.fail_file(entry.key, one_line(err))
+
+
+def _delete_batches(attempt: _Attempt, batches: Iterator[pa.Table]) -> None:
     """Delete through the sweeper's own delete path (batches of 1000,
-    several in flight, AIMD on SlowDown, per-key errors counted), feeding
-    it one Arrow record batch at a time rather than a list of every row."""
+    several in flight, AIMD on SlowDown, per-key errors counted, the rate
+    share and the pause check), fed lazily a row batch at a time."""
+    now = attempt.spec.now
 
     def rows() -> Iterator[ObjectInfo]:
-        for batch in eligible.to_batches(max_chunksize=MAX_KEYS_PER_DELETE):
-            keys = batch.column("key").to_pylist()
-            sizes = batch.column("size").to_pylist()
-            for key, size in zip(keys, sizes, strict=True):
-                yield ObjectInfo(key, size or 0, "", spec.now)
+        for table in batches:
+            for batch in table.to_batches(max_chunksize=MAX_KEYS_PER_DELETE):
+                keys = batch.column("key").to_pylist()
+                sizes = batch.column("size").to_pylist()
+                for key, size in zip(keys, sizes, strict=True):
+                    yield ObjectInfo(key, size or 0, "", now)
 
-    done = _sweeper(store, spec).delete_objects(rows(), spec.safe_epoch)
-    result.deleted = done.deleted
-    result.bytes_deleted = done.bytes_deleted
+    done = attempt.sweeper().delete_objects(rows(), attempt.spec.safe_epoch, stop=attempt.stop)
+    result = attempt.result
+    result.deleted += done.deleted
+    result.bytes_deleted += done.bytes_deleted
     result.errors += done.errors
     result.error_samples += done.error_samples
 
 
-def _sweeper(store: S3ObjectStore, spec: TaskSpec) -> Sweeper:
-    return Sweeper(
-        store,
-        spec.root,
-        SweepPolicy(
-            min_object_age=spec.min_age,
-            shard_concurrency=spec.shard_concurrency,
-            delete_concurrency=spec.delete_concurrency,
-        ),
-    )
+def _write_plan_part(attempt: _Attempt, batches: Iterator[pa.Table]) -> None:
+    """Stream the eligible rows into this task's part of the plan
+    (``{run}/plan/part-{task:05d}.parquet``)."""
+    spec = attempt.spec
+    key = f"{gc_run_prefix(spec.root, spec.run_id)}plan/part-{attempt.result.task:05d}.parquet"
+    with PlanWriter(with_last_modified=False) as plan:
+        for table in batches:
+            plan.add_table(table)
+        try:
+            attempt.result.plan_key = plan.upload(attempt.store, key)
+        except EpochGCError as err:
+            attempt.error(f"{key}: {err}")
 
 
-def _write_plan_part(
-    store: S3ObjectStore, spec: TaskSpec, task: int, plan: pa.Table, result: TaskResult
-) -> str | None:
-    key = f"{gc_run_prefix(spec.root, spec.run_id)}plan/part-{task:05d}.parquet"
-    sink = io.BytesIO()
-    pq.write_table(plan, sink)
-    try:
-        store.put(key, sink.getvalue())
-    except EpochGCError as err:
-        result.errors += 1
-        result.error_samples.append(f"{key}: {err}")
-        return None
-    return key
+def task_record_key(root: str, run_id: str, phase: str, task: int, attempt: str) -> str:
+    """Where an attempt's running totals are kept (beside the summary)."""
+    return f"{task_records_prefix(root, run_id)}{phase}-{task:05d}-{attempt}.json"
 
 
-def _finish(result: TaskResult, stats: RequestStats, started: float, what: str) -> TaskResult:
-    result.requests = stats.by_operation()
-    result.seconds = time.perf_counter() - started
-    rate = result.deleted / result.seconds if result.seconds > 0 else 0.0
-    log.info(
-        "spark task %d (%s): listed %d, eligible %d, deleted %d in %.1fs (%.0f keys/s), errors %d",
-        result.task,
-        what,
-        result.listed,
-        result.eligible,
-        result.deleted,
-        result.seconds,
-        rate,
-        result.errors,
-    )
-    return result
+def task_records_prefix(root: str, run_id: str) -> str:
+    return f"{gc_run_prefix(root, run_id)}tasks/"
+
+
+def encode_task_record(result: TaskResult) -> bytes:
+    """An attempt's record: the ``TaskResult`` fields as JSON (``v`` 1)."""
+    return json.dumps({"v": 1, **dataclasses.asdict(result)}, sort_keys=True).encode("utf-8")
+
+
+def decode_task_record(data: bytes) -> TaskResult:
+    """The ``TaskResult`` of a record (unknown fields ignored).
+
+    Raises:
+        ValueError: not a record this version can read.
+    """
+    doc = json.loads(data.decode("utf-8"))
+    if not isinstance(doc, dict) or doc.get("v") != 1:
+        raise ValueError("not a version 1 task record")
+    names = {f.name for f in dataclasses.fields(TaskResult)}
+    fields = {k: v for k, v in doc.items() if k in names}
+    fields["failed_files"] = [tuple(pair) for pair in fields.get("failed_files", [])]
+    return TaskResult(**fields)
+
+
+def one_line(err: BaseException) -> str:
+    """An exception as the one line an operator reads."""
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+class _PauseGate:
+    """The task's store, with the control document read before every
+    DeleteObjects: once paused (or unreadable: deleting must not go on
+    without knowing), the batch is not sent, the task's stop event is set
+    and the attempt says why. Everything else goes straight through."""
+
+    def __init__(self, store: S3ObjectStore, root: str, attempt: _Attempt) -> None:
+        self._store = store
+        self._root = root
+        self._attempt = attempt
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    @property
+    def on_throttle(self) -> Callable[[], None] | None:
+        return self._store.on_throttle
+
+    @on_throttle.setter
+    def on_throttle(self, value: Callable[[], None] | None) -> None:
+        self._store.on_throttle = value
+
+    def delete_batch(self, keys: list[str]) -> DeleteOutcome:
+        if self._attempt.stop.is_set():
+            return DeleteOutcome((), {}, 0)
+        try:
+            doc, _ = read_control(self._store, self._root)
+        except EpochGCError as err:
+            self._attempt.halt(None, f"control document unreadable: {err}")
+            return DeleteOutcome((), {}, 0)
+        if doc.paused:
+            self._attempt.halt(
+                f"paused by {doc.updated_by or 'an operator'}: {doc.reason or 'no reason given'}",
+                None,
+            )
+            return DeleteOutcome((), {}, 0)
+        return self._store.delete_batch(keys)
+
+
+class _Attempt:
+    """One attempt of one task: its store, its result, its record.
+
+    Used as a context manager around the task's work: it writes the record
+    after every DeleteObjects batch (deleting tasks only) and at the end;
+    an exception is recorded with its one-line cause and re-raised, so
+    Spark still sees the task fail (and may rerun it).
+    """
+
+    def __init__(self, spec: TaskSpec, task: int, what: str) -> None:
+        _worker_logging()
+        self.spec = spec
+        self.started = time.perf_counter()
+        self.result = TaskResult(task, what=what, attempt=uuid.uuid4().hex[:12])
+        self.stop = threading.Event()
+        self._lock = threading.Lock()
+        self._records = not (spec.dry_run or spec.count_only)
+        self._key = task_record_key(spec.root, spec.run_id, spec.phase, task, self.result.attempt)
+        self._capture = _WarningCapture(self.result.log_lines)
+        self._store, self.stats = _open_store(spec, spec.bucket)
+        self.store: S3ObjectStore = self._store
+        self._gate = _PauseGate(self._store, spec.root, self)
+        # running totals of the deletions so far (the sweeper's result
+        # arrives only at the end)
+        self._deleted = 0
+        self._bytes = 0
+        self._failed = 0
+
+    def sweeper(self) -> Sweeper:
+        spec = self.spec
+        return Sweeper(
+            self._gate,
+            spec.root,
+            SweepPolicy(
+                min_object_age=spec.min_age,
+                shard_concurrency=spec.shard_concurrency,
+                delete_concurrency=spec.delete_concurrency,
+                rate_limit_keys_per_second=spec.rate_limit_keys_per_second,
+            ),
+            on_batch=self._on_batch,
+        )
+
+    def take_sweep(self, sweep: SweepResult) -> None:
+        r = self.result
+        r.listed += sweep.listed
+        r.eligible += sweep.eligible
+        r.deleted += sweep.deleted
+        r.bytes_deleted += sweep.bytes_deleted
+        for verdict, n in sweep.skipped.items():
+            r.skipped[verdict.value] = r.skipped.get(verdict.value, 0) + n
+        r.errors += sweep.errors
+        r.error_samples += list(sweep.error_samples)
+
+    def error(self, message: str) -> None:
+        self.result.errors += 1
+        if len(self.result.error_samples) < 10:
+            self.result.error_samples.append(message)
+
+    def fail_file(self, key: str, cause: str) -> None:
+        """A data file that could not be read (or only in part)."""
+        self.error(f"{key}: {cause}")
+        self.result.failed_files.append((key, cause))
+        log.warning("inventory data file %s failed: %s", key, cause)
+
+    def halt(self, paused: str | None, cause: str | None) -> None:
+        """Stop deleting (a pause, or a control document that cannot be read)."""
+        with self._lock:
+            if not self.stop.is_set():
+                self.result.paused = paused
+                self.result.cause = cause or paused
+                if cause is not None:
+                    self.error(cause)
+            self.stop.set()
+
+    def _on_batch(self, deleted: int, size: int, failed: int) -> None:
+        with self._lock:
+            self._deleted += deleted
+            self._bytes += size
+            self._failed += failed
+            partial = dataclasses.replace(
+                self.result,
+                listed=max(self.result.listed, self._deleted),
+                eligible=max(self.result.eligible, self._deleted),
+                deleted=self._deleted,
+                bytes_deleted=self._bytes,
+                errors=self.result.errors + self._failed,
+            )
+            self._record(partial)
+
+    def _record(self, result: TaskResult) -> None:
+        if not self._records:
+            return
+        try:
+            self._store.put(self._key, encode_task_record(result))
+        except EpochGCError as err:
+            log.warning("task %d: could not write its record %s: %s", result.task, self._key, err)
+
+    def __enter__(self) -> _Attempt:
+        # added here, removed in __exit__: a reused worker must not keep
+        # handlers of earlier tasks
+        logging.getLogger("epochgc").addHandler(self._capture)
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        logging.getLogger("epochgc").removeHandler(self._capture)
+        r = self.result
+        r.requests = self.stats.by_operation()
+        r.seconds = time.perf_counter() - self.started
+        r.peak_rss_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        if exc is not None:
+            with self._lock:
+                # the sweeper never returned: its totals so far are the record's
+                r.cause = one_line(exc)
+                r.deleted = max(r.deleted, self._deleted)
+                r.bytes_deleted = max(r.bytes_deleted, self._bytes)
+                r.listed = max(r.listed, r.deleted)
+                r.eligible = max(r.eligible, r.deleted)
+                r.errors = max(r.errors, self._failed) + 1
+                self._record(r)
+            log.warning("spark task %d (%s) failed: %s", r.task, r.what, r.cause)
+            return
+        r.finished = True
+        with self._lock:
+            self._record(r)
+        rate = r.deleted / r.seconds if r.seconds > 0 else 0.0
+        log.info(
+            "spark task %d (%s): listed %d, eligible %d, deleted %d in %.1fs (%.0f keys/s), "
+            "errors %d",
+            r.task,
+            r.what,
+            r.listed,
+            r.eligible,
+            r.deleted,
+            r.seconds,
+            rate,
+            r.errors,
+        )
+
+
+class _WarningCapture(logging.Handler):
+    """Keeps a task's own warnings (at most 20) for its result, so they
+    reach the driver's log and not only the executor's stderr."""
+
+    def __init__(self, sink: list[str]) -> None:
+        super().__init__(logging.WARNING)
+        self._sink = sink
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if len(self._sink) < 20:
+            self._sink.append(f"{record.levelname} {record.name}: {record.getMessage()}")
 
 
 def _worker_logging() -> None:

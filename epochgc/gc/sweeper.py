@@ -105,6 +105,10 @@ class Sweeper:
         store: the bucket (its ``on_throttle`` is pointed at this sweeper's
             rate controller).
         sleep: injected for tests.
+        on_batch: called after each DeleteObjects batch with (keys deleted,
+            their bytes, keys failed), from the deleting thread: a Spark task
+            records its running totals there, so a task that dies later
+            does not take its deletions out of the run's counts.
     """
 
     def __init__(
@@ -114,8 +118,10 @@ class Sweeper:
         policy: SweepPolicy,
         *,
         sleep: Callable[[float], None] = time.sleep,
+        on_batch: Callable[[int, int, int], None] | None = None,
     ) -> None:
         self._store = store
+        self._on_batch = on_batch
         self._root = root
         self._policy = policy
         self._sleep = sleep
@@ -346,9 +352,12 @@ class _SweepRun:
         finally:
             self.slots.release()
         sizes = {info.key: info.size for info in batch}
+        size = sum(sizes.get(k, 0) for k in outcome.deleted)
         with self.lock:
             self.result.deleted += len(outcome.deleted)
-            self.result.bytes_deleted += sum(sizes.get(k, 0) for k in outcome.deleted)
+            self.result.bytes_deleted += size
+        if self.sweeper._on_batch is not None:
+            self.sweeper._on_batch(len(outcome.deleted), size, len(outcome.failed))
         if self.progress is not None:
             if self.progress_by_objects:
                 self.progress.advance(len(outcome.deleted))

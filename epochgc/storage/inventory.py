@@ -16,7 +16,15 @@ have snake_case columns (``key``, ``size``, ``last_modified_date``).
 Every data file is normalised to one Arrow schema, ``key`` (string),
 ``size`` (int64), ``last_modified`` (timestamp ms, UTC), so the filter that
 follows has one shape to handle. The pure parts (manifest codec, schema
-parsing, normalisation) take bytes; the I/O parts take an ``ObjectStore``.
+parsing, normalisation) take bytes or a file; the I/O parts take an
+``ObjectStore``.
+
+Memory: a data file is read in row batches (``iter_data_batches``: Parquet
+row groups through ``iter_batches``, CSV through Arrow's streaming reader),
+after ``download_data_file`` copied it to a local file in ranged GETs while
+checking its MD5. So a reader holds one chunk or one batch at a time,
+whatever the file's size; nothing is read from a file whose checksum does
+not match.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import IO, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -231,8 +239,68 @@ def load_manifest(store: ObjectStore, key: str) -> InventoryManifest:
     return parse_manifest(data, key)
 
 
+BATCH_ROWS = 64 * 1024
+"""Rows per batch a data file is read in (a few MB of Arrow memory)."""
+DOWNLOAD_CHUNK_BYTES = 8 * 2**20
+"""Bytes per ranged GET when copying a data file to local disk."""
+
+
+def download_data_file(
+    store: ObjectStore,
+    entry: InventoryFile,
+    sink: IO[bytes],
+    chunk_bytes: int = DOWNLOAD_CHUNK_BYTES,
+) -> None:
+    """Copy ``entry`` to ``sink`` in ranged GETs of ``chunk_bytes``,
+    checking its MD5 against the manifest's on the way.
+
+    Raises:
+        InventoryError: MD5 mismatch (the file is not what the manifest
+            lists: nothing of it may be used).
+        StorageError: a GET failed.
+    """
+    digest = hashlib.md5(usedforsecurity=False)
+    offset = 0
+    while offset < entry.size:
+        last = min(offset + chunk_bytes, entry.size) - 1
+        chunk = store.get(entry.key, byte_range=(offset, last)).body
+        if not chunk:
+            break
+        digest.update(chunk)
+        sink.write(chunk)
+        offset += len(chunk)
+    actual = digest.hexdigest()
+    if actual != entry.md5.lower():
+        raise InventoryError(f"{entry.key}: MD5 {actual} does not match the manifest's")
+    sink.flush()
+
+
+def iter_data_batches(
+    source: str | pa.NativeFile,
+    manifest: InventoryManifest,
+    entry: InventoryFile,
+    batch_rows: int = BATCH_ROWS,
+) -> Iterator[pa.Table]:
+    """A data file (a local path or an Arrow file), already checked against
+    its MD5, as normalised tables of at most about ``batch_rows`` rows each.
+
+    Raises:
+        InventoryError: unreadable contents (raised when the bad part is
+            reached: earlier batches have been yielded).
+    """
+    try:
+        if manifest.file_format == "CSV":
+            yield from _csv_batches(source, manifest.columns)
+        else:
+            yield from _parquet_batches(source, manifest.columns, batch_rows)
+    except (pa.ArrowInvalid, OSError) as err:
+        raise InventoryError(f"{entry.key}: unreadable {manifest.file_format}: {err}") from err
+
+
 def read_data_file(data: bytes, manifest: InventoryManifest, entry: InventoryFile) -> pa.Table:
-    """A data file as a normalised table (``key``, ``size``, ``last_modified``).
+    """A whole data file in memory as one normalised table (tests, small
+    files and the parsing benchmark; tasks stream with
+    ``iter_data_batches``).
 
     Raises:
         InventoryError: MD5 mismatch or unreadable contents.
@@ -240,32 +308,46 @@ def read_data_file(data: bytes, manifest: InventoryManifest, entry: InventoryFil
     actual = hashlib.md5(data, usedforsecurity=False).hexdigest()
     if actual != entry.md5.lower():
         raise InventoryError(f"{entry.key}: MD5 {actual} does not match the manifest's")
-    try:
-        if manifest.file_format == "CSV":
-            return _read_csv(data, manifest.columns)
-        return _read_parquet(data, manifest.columns)
-    except (pa.ArrowInvalid, OSError) as err:
-        raise InventoryError(f"{entry.key}: unreadable {manifest.file_format}: {err}") from err
+    tables = list(iter_data_batches(pa.BufferReader(data), manifest, entry))
+    if not tables:
+        return NORMALISED.empty_table()
+    return pa.concat_tables(tables)
 
 
-def _read_csv(data: bytes, columns: tuple[str, ...]) -> pa.Table:
+_CSV_TYPES: dict[str, pa.DataType] = {
+    "Key": pa.string(),
+    "Size": pa.int64(),
+    "LastModifiedDate": pa.timestamp("ms", tz="UTC"),
+    "IsDeleteMarker": pa.bool_(),
+}
+
+
+def _csv_batches(source: str | pa.NativeFile, columns: tuple[str, ...]) -> Iterator[pa.Table]:
     wanted = [c for c in columns if c in _CSV_COLUMNS or c == _DELETE_MARKER["CSV"]]
-    types: dict[str, pa.DataType] = {
-        "Key": pa.string(),
-        "Size": pa.int64(),
-        "LastModifiedDate": pa.timestamp("ms", tz="UTC"),
-        "IsDeleteMarker": pa.bool_(),
-    }
-    table = pcsv.read_csv(
-        pa.input_stream(io.BytesIO(data), compression="gzip"),
-        read_options=pcsv.ReadOptions(column_names=list(columns)),
+    raw = pa.OSFile(source) if isinstance(source, str) else source
+    reader = pcsv.open_csv(
+        pa.CompressedInputStream(raw, "gzip"),
+        read_options=pcsv.ReadOptions(column_names=list(columns), block_size=4 * 2**20),
         convert_options=pcsv.ConvertOptions(
-            column_types={c: types[c] for c in wanted}, include_columns=wanted
+            column_types={c: _CSV_TYPES[c] for c in wanted}, include_columns=wanted
         ),
     )
-    table = _drop_delete_markers(table, _DELETE_MARKER["CSV"])
-    keys = _url_decoded(table.column("Key"))
-    return _normalise(table.set_column(table.schema.get_field_index("Key"), "Key", keys), "CSV")
+    for batch in reader:
+        table = _drop_delete_markers(pa.Table.from_batches([batch]), _DELETE_MARKER["CSV"])
+        keys = _url_decoded(table.column("Key"))
+        table = table.set_column(table.schema.get_field_index("Key"), "Key", keys)
+        yield _normalise(table, "CSV")
+
+
+def _parquet_batches(
+    source: str | pa.NativeFile, columns: tuple[str, ...], batch_rows: int
+) -> Iterator[pa.Table]:
+    wanted = [c for c in columns if c in _PARQUET_COLUMNS or c == _DELETE_MARKER["Parquet"]]
+    parquet = pq.ParquetFile(source, buffer_size=2**20, pre_buffer=False)
+    present = [c for c in wanted if c in parquet.schema_arrow.names]
+    for batch in parquet.iter_batches(batch_size=batch_rows, columns=present):
+        table = pa.Table.from_batches([batch])
+        yield _normalise(_drop_delete_markers(table, _DELETE_MARKER["Parquet"]), "Parquet")
 
 
 def _url_decoded(keys: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -285,12 +367,6 @@ def _url_decoded(keys: pa.ChunkedArray) -> pa.ChunkedArray:
         ],
         pa.string(),
     )
-
-
-def _read_parquet(data: bytes, columns: tuple[str, ...]) -> pa.Table:
-    wanted = [c for c in columns if c in _PARQUET_COLUMNS or c == _DELETE_MARKER["Parquet"]]
-    table = pq.read_table(io.BytesIO(data), columns=wanted)
-    return _normalise(_drop_delete_markers(table, _DELETE_MARKER["Parquet"]), "Parquet")
 
 
 def _drop_delete_markers(table: pa.Table, column: str) -> pa.Table:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime
 
 import pytest
 
 from epochgc.errors import MalformedRecordError, UnsupportedVersionError
-from epochgc.gc.run_report import decode_summary, encode_summary, new_run_id
+from epochgc.gc.run_report import RunSummary, decode_summary, encode_summary, new_run_id
 
 V1 = b"""{"v": 1, "run_id": "r-1", "engine": "local",
  "dry_run": false, "safe_epoch": 80, "controller_offset": 97,
@@ -57,3 +58,16 @@ def test_run_ids_sort_by_start_time() -> None:
     early = new_run_id(datetime(2026, 11, 22, 3, 0, 0, tzinfo=UTC))
     late = new_run_id(datetime(2026, 11, 22, 3, 0, 1, tzinfo=UTC))
     assert early < late and early.startswith("20261122T030000Z-")
+
+
+def test_a_failed_runs_cause_and_failed_files_round_trip_and_are_absent_otherwise() -> None:
+    at = datetime(2026, 11, 24, tzinfo=UTC)
+    ok = RunSummary("r", "spark-inventory", False, 1, 2, at, at, True, 0, 0, 0, 0, {}, 0)
+    assert "cause" not in json.loads(encode_summary(ok))
+    assert "failed_files" not in json.loads(encode_summary(ok))
+    failed = dataclasses.replace(
+        ok, success=False, cause="spark job failed: X", failed_files=(("inv/a.csv.gz", "boom"),)
+    )
+    back = decode_summary(encode_summary(failed))
+    assert back.cause == "spark job failed: X"
+    assert back.failed_files == (("inv/a.csv.gz", "boom"),)

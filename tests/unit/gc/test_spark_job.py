@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from epochgc.errors import InvalidArgumentError
-from epochgc.gc.spark_job import choose_safe_epoch, shard_groups
+from epochgc.gc.spark_job import choose_safe_epoch, one_line_cause, shard_groups
 
 
 @given(
@@ -43,3 +43,28 @@ def test_every_shard_found_is_in_exactly_one_group(shards: list[int], tasks: int
     groups = shard_groups(shards, tasks)
     assert [s for g in groups for s in g] == shards
     assert all(groups) and len(groups) <= max(1, tasks or len(shards))
+
+
+def test_the_cause_of_a_failed_job_is_the_workers_exception_line() -> None:
+    text = (
+        "An error occurred while calling o71.collectAndServe.\n"
+        ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage "
+        "1.0 failed 1 times, most recent failure: Lost task 0.0 (TID 1): "
+        "org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
+        '  File "/w/pyspark/worker.py", line 1, in main\n'
+        "    func, profiler = read_command(pickleSer, infile)\n"
+        "pyarrow.lib.ArrowMemoryError: malloc of size 67108864 failed\n"
+        "\tat org.apache.spark.api.python.BasePythonRunner.handlePythonException(x.scala:1)\n"
+    )
+    assert one_line_cause(RuntimeError(text)) == "ArrowMemoryError: malloc of size 67108864 failed"
+    crashed = (
+        "An error occurred while calling z:org.apache.spark.api.python.PythonRDD.collectAndServe.\n"
+        ": org.apache.spark.SparkException: Job aborted due to stage failure: Lost task 0.0: "
+        "org.apache.spark.SparkException: Python worker exited unexpectedly (crashed)\n"
+        "\tat org.apache.spark.api.python.BasePythonRunner(x.scala:1)\n"
+    )
+    assert one_line_cause(RuntimeError(crashed)).startswith("Job aborted due to stage failure")
+    assert "Python worker exited unexpectedly" in one_line_cause(RuntimeError(crashed))
+    assert one_line_cause(RuntimeError("no luck\nmore")) == "RuntimeError: no luck"
+    assert "\n" not in one_line_cause(RuntimeError("x" * 1000))
+    assert len(one_line_cause(RuntimeError("x" * 1000))) <= 400

@@ -1,0 +1,159 @@
+"""Test-only ``client_hook``s for the Spark job: each is called in a Spark
+Python worker with a task's new boto3 client, so it pickles (a plain class
+with plain fields) and reports through files, never through memory the
+test process could see.
+
+* ``DeleteLog`` appends one line per DeleteObjects the store answered
+  (``delete <unix time> <keys deleted>``) and one per client a task made
+  (``start <unix time>``): the rate the store saw, measured from its side.
+* ``PauseAfterDeletes`` pauses the collector (``gc pause``, the real
+  control document) right after the n-th DeleteObjects of the whole job: an
+  operator's pause landing mid-job.
+* ``FailBeforeDelete`` raises inside a task right before its n-th
+  DeleteObjects (a task crashing after it deleted some keys);
+  ``FailAtStart`` raises as soon as the task opens the store (what a task
+  sees when the executor cannot import epochgc).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+
+def _append(path: str, line: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True)
+class DeleteLog:
+    path: str
+
+    def __call__(self, client: Any) -> None:
+        _append(self.path, f"start {time.time():.6f}")
+        path = self.path
+
+        def before(params: Any, context: Any, **_kwargs: Any) -> None:
+            context["epochgc_keys"] = len(params["Delete"]["Objects"])
+
+        def after(parsed: Any, context: Any, **_kwargs: Any) -> None:
+            # Quiet mode lists only the keys that failed: the rest are gone.
+            deleted = context.get("epochgc_keys", 0) - len(parsed.get("Errors", []))
+            _append(path, f"delete {time.time():.6f} {deleted}")
+
+        client.meta.events.register("before-parameter-build.s3.DeleteObjects", before)
+        client.meta.events.register("after-call.s3.DeleteObjects", after)
+
+
+def read_delete_log(path: Path) -> tuple[list[float], list[tuple[float, int]]]:
+    """(task start times, (time, keys) of each DeleteObjects)."""
+    starts: list[float] = []
+    deletes: list[tuple[float, int]] = []
+    for line in path.read_text().splitlines():
+        kind, at, *rest = line.split()
+        if kind == "start":
+            starts.append(float(at))
+        else:
+            deletes.append((float(at), int(rest[0])))
+    return starts, deletes
+
+
+@dataclass(frozen=True)
+class PauseAfterDeletes:
+    flag: str
+    bucket: str
+    root: str
+    after: int = 1
+    by: str = "dave"
+    reason: str = "mid-job"
+
+    def __call__(self, client: Any) -> None:
+        hook = self
+
+        def after_call(**_kwargs: Any) -> None:
+            _append(hook.flag + ".count", "d")
+            if len(Path(hook.flag + ".count").read_text()) // 2 < hook.after:
+                return
+            try:
+                fd = os.open(hook.flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                return  # another task paused already
+            os.close(fd)
+            from epochgc.gc.control import pause  # noqa: PLC0415
+            from epochgc.storage.s3 import S3ObjectStore  # noqa: PLC0415
+
+            pause(
+                S3ObjectStore(client, hook.bucket),
+                hook.root,
+                by=hook.by,
+                reason=hook.reason,
+                now=datetime.now(UTC),
+            )
+
+        client.meta.events.register("after-call.s3.DeleteObjects", after_call)
+
+
+@dataclass(frozen=True)
+class FailBeforeDelete:
+    nth: int
+    message: str = "injected crash"
+
+    def __call__(self, client: Any) -> None:
+        calls = [0]
+        hook = self
+
+        def before(**_kwargs: Any) -> None:
+            calls[0] += 1
+            if calls[0] >= hook.nth:
+                raise RuntimeError(hook.message)
+
+        client.meta.events.register("before-call.s3.DeleteObjects", before)
+
+
+@dataclass(frozen=True)
+class FailAtStart:
+    def __call__(self, client: Any) -> None:
+        raise ModuleNotFoundError("No module named 'epochgc'")
+
+
+@dataclass(frozen=True)
+class LimitMemory:
+    """What ``spark.executor.pyspark.memory`` does to a Python worker
+    (an address-space limit), for one task only, set once the task has
+    fetched its data file, ``headroom`` bytes above what the worker then
+    maps: reading the file fails (``ArrowMemoryError``). The limit is
+    lifted when the task writes its record (its PUT at the end), so the
+    reused worker serves later tasks normally."""
+
+    partition: int
+    headroom: int = 1 << 20
+
+    def __call__(self, client: Any) -> None:
+        import resource  # noqa: PLC0415
+
+        from pyspark import TaskContext  # noqa: PLC0415
+
+        context = TaskContext.get()
+        if context is None or context.partitionId() != self.partition:
+            return
+        old = resource.getrlimit(resource.RLIMIT_AS)
+        headroom = self.headroom
+
+        def limit(**_kwargs: Any) -> None:
+            with open("/proc/self/status", encoding="ascii") as status:
+                size = next(int(x.split()[1]) * 1024 for x in status if x.startswith("VmSize:"))
+            resource.setrlimit(resource.RLIMIT_AS, (size + headroom, old[1]))
+
+        def lift(**_kwargs: Any) -> None:
+            resource.setrlimit(resource.RLIMIT_AS, old)
+
+        client.meta.events.register("after-call.s3.GetObject", limit)
+        client.meta.events.register("before-call.s3.PutObject", lift)
