@@ -23,3 +23,18 @@ def seed_objects(bucket: str, keys: Iterable[str], body: bytes = b"x") -> int:
         backend.put_object(bucket, key, body)
         count += 1
     return count
+
+
+def stored_keys(bucket: str) -> set[str]:
+    """The keys ``bucket`` holds now, read from the backend (a LIST over
+    HTTP would cost the server seconds per check at benchmark sizes)."""
+    from moto.s3.models import s3_backends  # noqa: PLC0415 - only with moto running
+
+    return set(s3_backends[MOTO_ACCOUNT_ID]["aws"].get_bucket(bucket).keys.keys())
+
+
+def drop_bucket(bucket: str) -> None:
+    """Forget ``bucket`` and everything in it (frees a benchmark's memory)."""
+    from moto.s3.models import s3_backends  # noqa: PLC0415 - only with moto running
+
+    s3_backends[MOTO_ACCOUNT_ID]["aws"].buckets.pop(bucket, None)
