@@ -21,16 +21,19 @@ about 40,500 eligible, about 10,100 per shard. Why 4 shards of 12,500:
   DeleteObjects per 1000: per 1000 deleted that is ``2 + (fraction of the
   last page wasted) * 1000 / e``, which stays under 2.1 only from about
   10,000 eligible keys a listed shard. That is the operating point the
-  collector aims for (DESIGN 13: a shard is listed when it may hold
+  collector aims for (issue 19: a shard is listed when it may hold
   enough eligible objects to pay for the LIST); with fewer keys a shard
   no per-shard sweep can reach 2.1 (the previous 16 shards of 2,530
   eligible needed 3 pages each: 16 x 3 + 41 = 89 requests for 40,515
   deleted = 2.20). Here 4 x 11 LIST + 41 DeleteObjects = 85 for ~40,500.
 * Time. Two of the peers delete one key per request (``aws s3 rm``,
   ``rclone delete``); at the embedded server's few hundred single deletes
-  a second, 40,500 keys take about two minutes each, which with the rest
-  keeps the run near five minutes on two shared cores (``--objects`` and
-  ``--shards`` scale it; ``--peers`` picks the peers).
+  a second, 40,500 keys take two to three minutes each, and the whole run
+  6 to 9 minutes on two shared cores, more than the 5 the issue hoped
+  for. Fewer keys would not keep the point: a data set of ~10,000
+  eligible keys a shard with fewer shards leaves the sweeper fewer shards
+  to list in parallel (``--objects 30000 --shards 2`` still has a floor of
+  2.097 and runs in about 4 minutes); ``--peers`` picks the peers.
 
 Contenders (``bench/peers.py``): epochgc's ``Sweeper.sweep`` (16 shard
 listers, 8 DeleteObjects in flight); the single-threaded boto3
@@ -41,11 +44,16 @@ installed when missing (``scripts/install_bench_tools.sh``); a peer that
 cannot be installed is reported ``skipped: <why>`` and the run FAILs.
 
 The ceiling: the most LIST + DeleteObjects work the server completes per
-second on this data, measured in the same run with ``N`` clients in flight
-(each listing its own slice of a shard, entered with ``StartAfter``, and
-deleting in batches of 1000 as it goes) for growing ``N`` until more
-clients no longer raise the rate; the curve is printed, its maximum is the
-ceiling, and every contender is shown as a fraction of it. "server busy"
+second on this data, measured in the same run by clients that know the
+data: the eligible keys cut into 1000-key slices, each one LIST page
+entered with ``StartAfter`` and one DeleteObjects, all independent (the
+fewest requests the work allows, with as much in flight as wanted), with
+``N`` of them in flight for growing ``N`` (8, 24, 48 >= the 44 slices)
+until more clients no longer raise the rate; the curve is printed, its maximum is the
+ceiling, and every contender is shown as a fraction of it. The ceiling's
+last point, epochgc, boto3 and s3cmd run ``--repeat`` times (2) in alternating
+order and keep their fastest run (background load on shared cores comes
+and goes); aws and rclone run once. "server busy"
 is the CPU time this process (that is, the embedded server) used per
 second of the contender's run: near 100% the server is the bottleneck, as
 it is for any contender with enough requests in flight. The embedded
@@ -64,6 +72,7 @@ Run from the repository root: ``python -m bench.bench_sweep``.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import random
@@ -73,7 +82,7 @@ import tempfile
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,6 +107,10 @@ ROOT = "epochgc"
 TARGET_FRACTION = 0.8
 TARGET_REQUESTS_PER_1000 = 2.1
 RUN_TIMEOUT_SECONDS = 900
+SLOW_PEERS = frozenset({"aws", "rclone"})
+"""Peers that delete one key per request: minutes per run, so run once."""
+
+CommandFor = Callable[[Target, Path], Command]
 
 
 @dataclass
@@ -217,11 +230,11 @@ class Bench:
             secret_key=EMBEDDED_SECRET_KEY,
         )
 
-    def run(self, s3: EmbeddedS3, name: str, command_for: object) -> Outcome:
+    def run(self, s3: EmbeddedS3, name: str, command_for: CommandFor) -> Outcome:
         bucket = f"sweep-{name}"
         s3.create_bucket(bucket)
         seed_objects(bucket, self.keys)
-        command: Command = command_for(self.target(bucket), self.workdir)  # type: ignore[operator]
+        command = command_for(self.target(bucket), self.workdir)
         outcome = Outcome(name)
         proxy_control(self.proxy, "reset")
         cpu_before = time.process_time()
@@ -261,6 +274,13 @@ class Bench:
         return outcome
 
 
+def best_run(outcomes: list[Outcome]) -> Outcome:
+    """The fastest of a contender's runs, unless one went wrong: then that
+    one, so that no failure hides behind a good run."""
+    wrong = [o for o in outcomes if o.failed or o.wrongly_deleted or o.eligible_left]
+    return wrong[0] if wrong else max(outcomes, key=lambda o: o.rate)
+
+
 def floor_line(keys: list[str], safe_epoch: int) -> str:
     """The fewest requests any client needs on this data: a LIST page per
     1000 eligible keys of each shard (rounded up) and a DeleteObjects per
@@ -292,13 +312,16 @@ def main() -> int:
     parser.add_argument("--latency-ms", type=float, default=20.0)
     parser.add_argument(
         "--ceiling-clients",
-        default="4,16,32",
+        default="8,24,48",
         help="client counts of the ceiling curve (comma-separated)",
     )
     parser.add_argument(
         "--peers", default="s3cmd,aws,rclone", help="peer tools to run (comma-separated)"
     )
     parser.add_argument("--seed", type=int, default=5)
+    parser.add_argument(
+        "--repeat", type=int, default=2, help="runs of each fast contender (best one counts)"
+    )
     args = parser.parse_args()
     setup_logging()
     keys = make_keys(args.objects, args.shards, args.epochs, args.seed)
@@ -319,23 +342,35 @@ def main() -> int:
         )
         print(floor_line(keys, args.safe_epoch), flush=True)
         slices = ceiling_slices(keys, ROOT, args.safe_epoch)
-        curve = [
-            bench.run(
-                s3,
-                f"ceiling-{n}",
-                lambda target, workdir, n=n: ceiling_command(target, workdir, n, slices),
-            )
+        commands: dict[str, CommandFor] = {
+            f"ceiling-{n}": functools.partial(ceiling_command, clients=n, slices=slices)
             for n in (int(c) for c in args.ceiling_clients.split(","))
-        ]
-        contenders = [
-            bench.run(s3, "epochgc", epochgc_command),
-            bench.run(s3, "boto3", boto3_command),
-        ]
+        }
+        commands |= {"epochgc": epochgc_command, "boto3": boto3_command}
+        commands |= {p: PEER_COMMANDS[p] for p in peers if p not in skipped}
+        # The fast ones (the ceiling's last point, epochgc, boto3, s3cmd)
+        # run --repeat times, in alternating order, and keep their best
+        # run: background load on a shared machine comes and goes, and a
+        # contender should not lose to a busy minute. The per-key deleters
+        # take minutes and run once.
+        points = [n for n in commands if n.startswith("ceiling-")]
+        fast = [points[-1], *(n for n in commands if n not in SLOW_PEERS | set(points))]
+        runs: dict[str, list[Outcome]] = {n: [] for n in commands}
+        for name in points[:-1]:  # the lower points of the curve: once
+            runs[name].append(bench.run(s3, name, commands[name]))
+        for round_number in range(args.repeat):
+            for name in fast if round_number % 2 == 0 else fast[::-1]:
+                runs[name].append(bench.run(s3, name, commands[name]))
+        for name in commands:
+            if name in SLOW_PEERS:
+                runs[name].append(bench.run(s3, name, commands[name]))
+        best = {name: best_run(outcomes) for name, outcomes in runs.items()}
+        curve = [best[n] for n in commands if n.startswith("ceiling-")]
+        contenders = [best["epochgc"], best["boto3"]]
         for peer in peers:
-            if peer in skipped:
-                contenders.append(Outcome(peer, skipped=skipped[peer]))
-            else:
-                contenders.append(bench.run(s3, peer, PEER_COMMANDS[peer]))
+            contenders.append(
+                Outcome(peer, skipped=skipped[peer]) if peer in skipped else best[peer]
+            )
     return report(curve, contenders, len(bench.eligible))
 
 

@@ -133,7 +133,7 @@ def boto3_command(target: Target, workdir: Path) -> Command:
 
 
 def ceiling_command(
-    target: Target, workdir: Path, clients: int, slices: list[tuple[str, str]]
+    target: Target, workdir: Path, *, clients: int, slices: list[tuple[str, str]]
 ) -> Command:
     """The ceiling's ``clients`` threads sharing ``slices`` (see
     ``ceiling_slices``)."""
