@@ -349,7 +349,26 @@ def run_ceiling(args: argparse.Namespace) -> dict[str, Any]:
     for prefix, start_after in json.loads(Path(args.slices).read_text()):
         work.put((prefix, start_after))
     lock = threading.Lock()
-    totals = {"deleted": 0, "errors": 0}
+    totals: dict[str, Any] = {"deleted": 0, "errors": 0, "samples": []}
+
+    def one_slice(prefix: str, start_after: str) -> None:
+        page = client.list_objects_v2(
+            Bucket=args.bucket, Prefix=prefix, StartAfter=start_after, MaxKeys=1000
+        )
+        keys = []
+        for item in page.get("Contents", []):
+            epoch = _epoch_of(item["Key"], args.root)
+            if epoch is not None and epoch <= args.safe_epoch:
+                keys.append(item["Key"])
+        if not keys:
+            return
+        answer = client.delete_objects(
+            Bucket=args.bucket, Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True}
+        )
+        failed = len(answer.get("Errors", []))
+        with lock:
+            totals["deleted"] += len(keys) - failed
+            totals["errors"] += failed
 
     def worker() -> None:
         while True:
@@ -357,23 +376,12 @@ def run_ceiling(args: argparse.Namespace) -> dict[str, Any]:
                 prefix, start_after = work.get_nowait()
             except queue.Empty:
                 return
-            page = client.list_objects_v2(
-                Bucket=args.bucket, Prefix=prefix, StartAfter=start_after, MaxKeys=1000
-            )
-            keys = []
-            for item in page.get("Contents", []):
-                epoch = _epoch_of(item["Key"], args.root)
-                if epoch is not None and epoch <= args.safe_epoch:
-                    keys.append(item["Key"])
-            if not keys:
-                continue
-            answer = client.delete_objects(
-                Bucket=args.bucket, Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True}
-            )
-            failed = len(answer.get("Errors", []))
-            with lock:
-                totals["deleted"] += len(keys) - failed
-                totals["errors"] += failed
+            try:
+                one_slice(prefix, start_after)
+            except Exception as err:  # counted; the run then exits 1
+                with lock:
+                    totals["errors"] += 1
+                    totals["samples"].append(f"{prefix} after {start_after!r}: {err}")
 
     threads = [threading.Thread(target=worker) for _ in range(args.clients)]
     for thread in threads:
@@ -401,6 +409,10 @@ def main() -> int:
     outcome = runner(args)
     outcome["seconds"] = time.perf_counter() - started
     print(json.dumps(outcome))
+    if outcome.get("errors"):
+        samples = outcome.get("samples")
+        print(f"{args.mode}: {outcome['errors']} errors, e.g. {samples}", file=sys.stderr)
+        return 1
     return 0
 
 
