@@ -229,6 +229,7 @@ class Bench:
         self.eligible = {k for k in keys if epoch_of(k) <= args.safe_epoch}
         self.proxy = proxy
         self.workdir = Path(tempfile.mkdtemp(prefix="bench-sweep-"))
+        self.runs = 0
 
     def target(self, bucket: str) -> Target:
         return Target(
@@ -242,7 +243,8 @@ class Bench:
         )
 
     def run(self, s3: EmbeddedS3, name: str, command_for: CommandFor) -> Outcome:
-        bucket = f"sweep-{name}"
+        self.runs += 1
+        bucket = f"sweep-{self.runs}-{name}"
         s3.create_bucket(bucket)
         seed_objects(bucket, self.keys)
         command = command_for(self.target(bucket), self.workdir)
