@@ -85,6 +85,7 @@ import json
 import logging
 import os
 import random
+import resource
 import signal
 import subprocess
 import sys
@@ -135,6 +136,7 @@ class Outcome:
     span_seconds: float = 0.0
     wall_seconds: float = 0.0
     server_cpu_seconds: float = 0.0
+    client_cpu_seconds: float = 0.0
     by_kind: dict[str, int] = field(default_factory=dict)
     retried_5xx: int = 0
     skipped: str = ""
@@ -165,10 +167,17 @@ class Outcome:
             f"{self.name:11}: {self.deleted:6d} deleted in {self.span_seconds:6.1f}s "
             f"(wall {self.wall_seconds:5.1f}s) = {self.rate:6.0f} objects/s{fraction}; "
             f"{self.requests} requests ({kinds}) = {self.requests_per_1000:7.2f}/1000; "
-            f"{self.retried_5xx} retried 5xx; server busy {self.server_busy:4.0%}; "
+            f"{self.retried_5xx} retried 5xx; server busy {self.server_busy:4.0%}, "
+            f"client CPU {self.client_cpu_seconds:5.1f}s; "
             f"{self.wrongly_deleted} ineligible deleted, {self.eligible_left} eligible left"
         )
         return text + (f"; FAILED: {self.failed}" if self.failed else "")
+
+
+def children_cpu_seconds() -> float:
+    """CPU seconds used so far by this process's finished children."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def make_keys(objects: int, shards: int, epochs: int, seed: int) -> list[str]:
@@ -251,6 +260,7 @@ class Bench:
         outcome = Outcome(name)
         proxy_control(self.proxy, "reset")
         cpu_before = time.process_time()
+        client_before = children_cpu_seconds()
         started = time.perf_counter()
         try:
             done = subprocess.run(
@@ -268,6 +278,7 @@ class Bench:
             outcome.failed = f"timed out after {RUN_TIMEOUT_SECONDS}s"
         outcome.wall_seconds = time.perf_counter() - started
         outcome.server_cpu_seconds = time.process_time() - cpu_before
+        outcome.client_cpu_seconds = children_cpu_seconds() - client_before
         stats = proxy_control(self.proxy, "stats")
         outcome.by_kind = dict(stats["by_kind"])  # type: ignore[call-overload]
         outcome.retried_5xx = sum(
