@@ -465,7 +465,10 @@ def report(curve: list[Outcome], contenders: list[Outcome], eligible: int) -> in
 
 
 if __name__ == "__main__":
-    code = main()
+    try:
+        code = main()
+    except SystemExit as stop:  # argparse, or the SIGTERM handler
+        code = stop.code if isinstance(stop.code, int) else 1
     sys.stdout.flush()
     sys.stderr.flush()
     # Tearing down the interpreter after the embedded server has held a few
