@@ -29,8 +29,8 @@ about 40,500 eligible, about 10,100 per shard. Why 4 shards of 12,500:
 * Time. Two of the peers delete one key per request (``aws s3 rm``,
   ``rclone delete``); at the embedded server's few hundred single deletes
   a second, 40,500 keys take two to three minutes each, and the whole run
-  6 to 9 minutes on two shared cores, more than the 5 the issue hoped
-  for. Fewer keys would not keep the point: a data set of ~10,000
+  9 to 12.5 minutes on two cores shared with other work, more than the 5
+  hoped for. Fewer keys would not keep the point: a data set of ~10,000
   eligible keys a shard with fewer shards leaves the sweeper fewer shards
   to list in parallel (``--objects 30000 --shards 2`` still has a floor of
   2.097 and runs in about 4 minutes); ``--peers`` picks the peers.
