@@ -237,8 +237,13 @@ class Bench:
         self.keys = keys
         self.eligible = {k for k in keys if epoch_of(k) <= args.safe_epoch}
         self.proxy = proxy
-        self.workdir = Path(tempfile.mkdtemp(prefix="bench-sweep-"))
+        self._workdir = tempfile.TemporaryDirectory(prefix="bench-sweep-")
+        self.workdir = Path(self._workdir.name)
         self.runs = 0
+
+    def close(self) -> None:
+        """Remove the contenders' config files."""
+        self._workdir.cleanup()
 
     def target(self, bucket: str) -> Target:
         return Target(
@@ -414,6 +419,7 @@ def main() -> int:
             contenders.append(
                 Outcome(peer, skipped=skipped[peer]) if peer in skipped else best[peer]
             )
+        bench.close()
     return report(curve, contenders, len(bench.eligible))
 
 
