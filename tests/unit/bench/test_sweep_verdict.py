@@ -1,0 +1,75 @@
+"""bench_sweep's verdict and the ceiling's slicing (pure parts, no server)."""
+
+from __future__ import annotations
+
+import random
+import uuid
+
+import pytest
+
+from bench.bench_sweep import Outcome, report
+from bench.peers import ceiling_slices
+from epochgc.storage.keys import encode_l0_key
+
+
+def outcome(name: str, rate: float, requests: int = 85, deleted: int = 40_500) -> Outcome:
+    return Outcome(
+        name,
+        deleted=deleted,
+        span_seconds=deleted / rate,
+        by_kind={"LIST": requests - 41, "DeleteObjects": 41},
+    )
+
+
+def test_a_run_meeting_every_target_passes(capsys: pytest.CaptureFixture[str]) -> None:
+    curve = [outcome("ceiling-4", 2000), outcome("ceiling-16", 3000)]
+    contenders = [outcome("epochgc", 2700), outcome("boto3", 1400), outcome("s3cmd", 700)]
+    assert report(curve, contenders, 40_500) == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith("PASS")
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"skipped": "rclone not installed (no sudo)"}, "rclone skipped: rclone not installed"),
+        ({"wrongly_deleted": 1}, "1 ineligible deleted"),
+        ({"eligible_left": 5}, "rclone left 5 of 40500 eligible"),
+        ({"span_seconds": 40_500 / 2800}, "NOT ahead of every peer"),
+    ],
+)
+def test_a_skipped_wrong_incomplete_or_faster_peer_fails_the_run(
+    change: dict[str, object], why: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    peer = outcome("rclone", 400)
+    for name, value in change.items():
+        setattr(peer, name, value)
+    curve = [outcome("ceiling-16", 3000)]
+    assert report(curve, [outcome("epochgc", 2700), peer], 40_500) == 1
+    out = capsys.readouterr().out
+    assert why in out
+    assert out.splitlines()[-1].endswith("FAIL")
+
+
+def test_below_the_ceiling_fraction_or_above_the_request_budget_fails() -> None:
+    curve = [outcome("ceiling-16", 3000)]
+    assert report(curve, [outcome("epochgc", 2300), outcome("boto3", 1000)], 40_500) == 1
+    assert report(curve, [outcome("epochgc", 2700, 90), outcome("boto3", 1000)], 40_500) == 1
+
+
+def test_ceiling_slices_are_one_page_each_and_cover_exactly_the_eligible_keys() -> None:
+    rng = random.Random(3)
+    keys = [
+        encode_l0_key("epochgc", rng.randrange(3), rng.randrange(10), str(uuid.uuid4()))
+        for _ in range(7_000)
+    ]
+    slices = ceiling_slices(keys, "epochgc", 6)
+    covered: list[str] = []
+    for prefix, start_after in slices:
+        shard_keys = sorted(k for k in keys if k.startswith(prefix) and k > start_after)
+        page = shard_keys[:1000]  # what one LIST page returns
+        covered += [k for k in page if int(k.split("/")[3]) <= 6]
+    eligible = [k for k in keys if int(k.split("/")[3]) <= 6]
+    assert sorted(covered) == sorted(eligible)
+    assert len(slices) == sum(
+        -(-sum(1 for k in eligible if k.startswith(p)) // 1000) for p in {s[0] for s in slices}
+    )
