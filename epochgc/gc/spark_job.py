@@ -53,6 +53,7 @@ from epochgc.gc.run_report import (
 from epochgc.gc.shards import discover_shards
 from epochgc.gc.spark_credentials import hand_over, without_secrets
 from epochgc.gc.spark_tasks import (
+    ResultList,
     TaskResult,
     TaskSpec,
     decode_task_record,
@@ -490,20 +491,6 @@ def _check_source(manifest: InventoryManifest, bucket: str) -> None:
         )
 
 
-class _ResultList:
-    """Accumulator parameter (PySpark's ``AccumulatorParam`` protocol) that
-    collects finished tasks' results on the driver as each task ends: Spark
-    applies a successful task's update once, when it finishes, so the
-    driver can report progress before the job is over."""
-
-    def zero(self, _value: list[TaskResult]) -> list[TaskResult]:
-        return []
-
-    def addInPlace(self, value1: list[TaskResult], value2: list[TaskResult]) -> list[TaskResult]:  # noqa: N802 - PySpark's name
-        value1.extend(value2)
-        return value1
-
-
 class _JobRunner:
     """Runs one Spark job over the plan's units (shard groups or files),
     printing a line per finished task as results arrive."""
@@ -554,7 +541,7 @@ class _JobRunner:
             f"epochgc gc {self._options.mode}: {verb}, M={spec.safe_epoch}, {self._what} "
             f"(run {spec.run_id})"
         )
-        accumulator = sc.accumulator([], _ResultList())
+        accumulator = sc.accumulator([], ResultList())
         task = self._task
 
         def run_unit(unit: tuple[int, Any]) -> TaskResult:

@@ -516,3 +516,21 @@ def sum_skipped(results: list[TaskResult]) -> dict[Verdict, int]:
             verdict = Verdict(name)
             totals[verdict] = totals.get(verdict, 0) + count
     return totals
+
+
+class ResultList:
+    """Accumulator parameter (PySpark's ``AccumulatorParam`` protocol) that
+    collects finished tasks' results on the driver as each task ends: Spark
+    applies a successful task's update once, when it finishes, so the
+    driver can report progress before the job is over.
+
+    It lives here, with the tasks, because Spark pickles it into every task
+    by reference: executors import this module, never the driver's
+    ``spark_job`` (which imports what only the driver has)."""
+
+    def zero(self, _value: list[TaskResult]) -> list[TaskResult]:
+        return []
+
+    def addInPlace(self, value1: list[TaskResult], value2: list[TaskResult]) -> list[TaskResult]:  # noqa: N802 - PySpark's name
+        value1.extend(value2)
+        return value1
