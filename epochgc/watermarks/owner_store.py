@@ -2,12 +2,17 @@
 ``{root}/meta/owners/{topic}/{revision}/{partition}`` (README, "Nodes and ownership (in progress)").
 
 * take a partition with no record: create-only (``If-None-Match: *``),
-  term 1;
+  term 1, or one above the term of the partition's lease from the
+  per-partition lease design when a bucket from that design still holds
+  one (read once, here; the old lease is never read again afterwards);
 * take a released record, or take one over from an owner that is not
   live: ``If-Match`` the ETag seen, term + 1 (the new owner's
   ``term_start`` then fences the old one's late log entries);
 * hand back or give up on stop: ``If-Match`` the ETag we wrote, same term,
-  ``released: true``.
+  ``released: true``;
+* raise our own term (the partition log already holds a term at or above
+  the record's, e.g. a leader whose append failed spent its term):
+  ``If-Match`` the ETag we wrote, the new term.
 
 A 412 or 404 is checked by re-reading: the write counts only if the object
 holds exactly our bytes (it landed, only its answer was lost). Otherwise
@@ -21,9 +26,11 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 
+from epochgc.errors import NotFoundError, RecordError
 from epochgc.storage.conditional_put import put_conditionally
-from epochgc.storage.keys import PartitionId, owner_key
+from epochgc.storage.keys import PartitionId, legacy_partition_lease_key, owner_key
 from epochgc.storage.object_store import ObjectStore
+from epochgc.watermarks.leases import decode_lease
 from epochgc.watermarks.ownership import OwnerRecord
 from epochgc.watermarks.ownership_records import OwnerDocument, encode_owner
 
@@ -54,11 +61,38 @@ class OwnershipStore:
         Raises:
             StorageError: the store failed (outcome unknown: re-read next round).
         """
-        term = 1 if seen is None else seen.term + 1
+        term = self._legacy_term(pid) + 1 if seen is None else seen.term + 1
         body = encode_owner(OwnerDocument(node, incarnation, term, self._now()))
         key = owner_key(self._root, pid)
         etag = self._write(key, body, None if seen is None else seen.etag)
         return None if etag is None else OwnerRecord(node, incarnation, term, False, etag)
+
+    def raise_term(self, pid: PartitionId, held: OwnerRecord, term: int) -> OwnerRecord | None:
+        """Move our record to ``term`` (above ``held.term``); ``None`` if it
+        is no longer ours as we wrote it.
+
+        Raises:
+            StorageError: the store failed.
+        """
+        if term <= held.term:
+            raise ValueError(f"term {term} is not above the record's {held.term}")
+        body = encode_owner(OwnerDocument(held.node, held.incarnation, term, self._now()))
+        etag = self._write(owner_key(self._root, pid), body, held.etag)
+        return None if etag is None else OwnerRecord(held.node, held.incarnation, term, False, etag)
+
+    def _legacy_term(self, pid: PartitionId) -> int:
+        """The term of the partition's lease from the per-partition lease
+        design, 0 when there is none. An unreadable one counts as 0: the
+        new leader still opens the partition log and starts above the
+        highest term it finds there."""
+        key = legacy_partition_lease_key(self._root, pid)
+        try:
+            return decode_lease(self._store.get(key).body, key).term
+        except NotFoundError:
+            return 0
+        except RecordError as err:
+            log.warning("ignoring unreadable old partition lease %s: %s", key, err)
+            return 0
 
     def release(self, pid: PartitionId, held: OwnerRecord) -> OwnerRecord | None:
         """Mark our record released (same term); ``None`` if it is no

@@ -375,3 +375,33 @@ def test_a_write_whose_answer_was_lost_counts_when_the_bytes_are_ours(
     clock.advance(POLICY.renew_interval_seconds)
     lease.renew()
     assert lease.is_valid() and lease.etag == any_store.get(lease.key).etag
+
+
+def test_upgrade_the_first_record_starts_above_the_old_partition_leases_term(
+    any_store: ObjectStore, clock: VirtualClock
+) -> None:
+    """A bucket from the per-partition lease design: the partition's old
+    lease ``meta/leases/partition.{topic}.{revision}.{p}`` is at term 7. The
+    first ownership record must start above it, so the new owner's
+    ``term_start`` fences whatever the old leader left in flight; after that
+    the old lease object is ignored (not read again)."""
+    legacy = f"{ROOT}/meta/leases/partition.orders.3.0"
+    any_store.put(
+        legacy,
+        b'{"v":1,"holder":"old-node/abc","term":7,"expires_at":"2026-11-24T05:00:15.000Z"}',
+    )
+    cluster = Cluster(any_store, clock, pids(2))
+    node = cluster.add("a")
+    cluster.round()
+    assert node.term(PartitionId("orders", 3, 0)) == 8
+    assert node.term(PartitionId("orders", 3, 1)) == 1  # no old lease: term 1
+    any_store.put(
+        legacy,
+        b'{"v":1,"holder":"old-node/abc","term":50,"expires_at":"2026-11-24T05:00:15.000Z"}',
+    )
+    node.stop()
+    clock.advance(ROUND)
+    again = cluster.add("b")
+    cluster.killed.add("a")
+    cluster.round()
+    assert again.term(PartitionId("orders", 3, 0)) == 9  # the record's term + 1, not 51
