@@ -1,5 +1,5 @@
 """The cluster as one node sees it: live nodes and ownership records, read
-by LIST (README, "Nodes and ownership (in progress)").
+by LIST (docs/operating.md, "Nodes, ownership and balance").
 
 One refresh costs one LIST page per 1000 ownership records plus one per
 1000 nodes, whatever the partitions: the listings carry ETags, and a body

@@ -6,8 +6,10 @@ A lease is one object ``{root}/meta/leases/{name}`` holding
 ownership, built on S3: create-only when the object is missing, CAS
 (``If-Match``) to take it over once expired, CAS to renew, CAS to release;
 one heartbeat loop per process renews all its leases. ``term`` grows on
-every change of holder (and when a holder restarts its term after a failed
-append) and is the fencing token every partition-log entry carries.
+every change of holder. These are the singleton roles' leases (``gc``,
+``ticker``); partitions are owned through node leases and ownership records
+(``node_lease.py``, ``node_ownership.py``), whose record term is the
+fencing token every partition-log entry carries.
 
 Timing never compares wall clocks across processes (the approach of the
 AWS DynamoDB lock client): a wall clock minutes off, which ``epochgc verify``
@@ -212,7 +214,7 @@ class LeaseManager:
     Example::
 
         leases = LeaseManager(store, "epochgc", node_id="reconciler-1")
-        grant = leases.try_acquire("partition.orders.0")
+        grant = leases.try_acquire("ticker")
         leases.start()          # heartbeat thread
         leases.check(grant.name)  # raises LeaseLostError once lost
         leases.stop()           # releases everything: immediate failover
@@ -376,14 +378,6 @@ class LeaseManager:
             log.info("acquired lease %s at term %d", name, doc.term)
         return grant
 
-    def bump_term(self, name: str) -> LeaseGrant:
-        """Move our own lease to a new term (a leader restarting its term).
-
-        Raises:
-            LeaseLostError: the lease is not ours any more.
-        """
-        return self._rewrite(name, term_delta=1)
-
     def renew(self, name: str) -> LeaseGrant:
         """Extend our lease by one TTL.
 
@@ -391,13 +385,10 @@ class LeaseManager:
             LeaseLostError: another holder has it, or it expired before we
                 could renew.
         """
-        return self._rewrite(name, term_delta=0)
-
-    def _rewrite(self, name: str, term_delta: int) -> LeaseGrant:
         with self._serial(name):
-            return self._rewrite_serial(name, term_delta)
+            return self._renew_serial(name)
 
-    def _rewrite_serial(self, name: str, term_delta: int) -> LeaseGrant:
+    def _renew_serial(self, name: str) -> LeaseGrant:
         with self._lock:
             held = self._grants.get(name)
         if held is not None and not self._is_valid(held):
@@ -405,7 +396,7 @@ class LeaseManager:
         grant = self.check(name)
         doc = LeaseDocument(
             self.holder,
-            grant.term + term_delta,
+            grant.term,
             self._now() + timedelta(seconds=self._policy.ttl_seconds),
         )
         sent = self._monotonic()

@@ -1,5 +1,5 @@
 """This process's node liveness lease ``{root}/meta/nodes/{node_id}``
-(README, "Nodes and ownership (in progress)"; the document:
+(docs/operating.md, "Nodes, ownership and balance"; the document:
 ``ownership_records``).
 
 One lease per node, whatever it owns: staying alive costs one CAS per renew
@@ -33,6 +33,7 @@ from datetime import UTC, datetime, timedelta
 from typing import NoReturn
 
 from epochgc.errors import EpochGCError, LeaseLostError, NotFoundError
+from epochgc.periodic import PeriodicThread
 from epochgc.storage.conditional_put import put_conditionally
 from epochgc.storage.keys import node_lease_key
 from epochgc.storage.object_store import ObjectStore, StoredObject
@@ -93,10 +94,41 @@ class NodeLease:
         self._valid_until = float("-inf")
         self._sent_at = float("-inf")
         self._watched: tuple[str, float] | None = None
-        self.stats: dict[str, int] = {"acquired": 0, "renewals": 0, "lost": 0}
+        self.stats: dict[str, int] = {
+            "acquired": 0,
+            "renewals": 0,
+            "lost": 0,
+            "renew_failures": 0,
+        }
+        self.last_renew_seconds = 0.0
+        """How long the last successful renewal took (for the metrics)."""
         self._writes = threading.RLock()
         """Orders this process's writes of the lease (a heartbeat thread's
         renewal must never land after, and undo, a release)."""
+        self._heartbeat = PeriodicThread(
+            f"node-lease-{node_id}",
+            max(0.05, self.policy.renew_interval_seconds / 4),
+            self.renew_if_due,
+        )
+
+    # --- heartbeat -------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the heartbeat thread: it renews the lease every renew
+        interval while held, whatever the rounds are doing (a slow round
+        must not cost the node its lease).
+
+        Raises:
+            RuntimeError: already started.
+        """
+        self._heartbeat.start()
+
+    def stop(self, *, release: bool = True) -> None:
+        """Stop the heartbeat; release the lease unless ``release`` is false
+        (a kill -9 releases nothing: the others wait a TTL). Idempotent."""
+        self._heartbeat.stop()
+        if release:
+            self.release()
 
     # --- queries -------------------------------------------------------------------
 
@@ -177,6 +209,7 @@ class NodeLease:
         except LeaseLostError:
             pass
         except EpochGCError as err:
+            self.stats["renew_failures"] += 1
             log.warning("renewing node lease %s failed: %s", self.node_id, err)
         return True
 
@@ -206,6 +239,7 @@ class NodeLease:
         self._valid_until = sent + self.policy.ttl_seconds - self.policy.skew_margin_seconds
         self._sent_at = sent
         self.stats["renewals"] += 1
+        self.last_renew_seconds = self._monotonic() - sent
 
     def release(self) -> None:
         """Give the lease up (``released: true``): other nodes drop this one

@@ -1,5 +1,5 @@
-"""One node's partition ownership, round by round (README, "Nodes
-and ownership (in progress)"): read the cluster (``cluster_view``), decide
+"""One node's partition ownership, round by round (docs/operating.md,
+"Nodes, ownership and balance"): read the cluster (``cluster_view``), decide
 (``ownership.plan_round``), write (``owner_store``).
 
 A node owns a partition while the record names its current incarnation and
@@ -9,8 +9,9 @@ another ETag in a later listing was taken from us (our lease must have
 lapsed in the taker's eyes): it is dropped at once. A hand-back stops
 treating the partition as owned before the release is sent.
 
-Not wired into the reconciler yet: ``reconciler/node.py`` still leads
-partitions with per-partition leases (``leases.py``).
+The reconciler (``reconciler/node.py``) leads exactly ``owned()``, each
+partition at the record's term: the partition log's ``term_start`` carries
+it, and fences a deposed owner's late appends.
 """
 
 from __future__ import annotations
@@ -95,6 +96,46 @@ class NodeOwnership:
     def node_id(self) -> str:
         return self._lease.node_id
 
+    @property
+    def lease(self) -> NodeLease:
+        return self._lease
+
+    def start(self) -> None:
+        """Start the node lease's heartbeat (the lease itself is taken by
+        ``ensure_lease``, from the rounds)."""
+        self._lease.start()
+
+    def ensure_lease(self) -> bool:
+        """Hold the node lease, taking it if needed; ``False`` while another
+        incarnation still holds it (a previous process of this node id that
+        was killed: it goes after a TTL of silence).
+
+        Raises:
+            StorageError, RecordError: the lease object could not be read.
+        """
+        return self._lease.try_acquire()
+
+    def raise_term(self, pid: PartitionId, above: int) -> int | None:
+        """Move our record of ``pid`` to a term above ``above`` (the highest
+        term its partition log holds); the new term, or ``None`` when the
+        partition is not ours any more.
+
+        Raises:
+            StorageError: the store failed (outcome unknown: the next
+                listing shows it).
+        """
+        held = self._mine.get(pid)
+        if held is None or pid not in self.owned():
+            return None
+        raised = self._owners.raise_term(pid, held, max(above, held.term) + 1)
+        if raised is None:
+            del self._mine[pid]
+            self.totals["lost"] += 1
+            return None
+        self._mine[pid] = raised
+        self.view.remember(pid, raised)
+        return raised.term
+
     def owned(self) -> frozenset[PartitionId]:
         """Partitions this node owns now (empty without a valid lease)."""
         if not self._lease.is_valid() or self._lease.incarnation != self._incarnation:
@@ -124,6 +165,8 @@ class NodeOwnership:
             log.warning("ownership round skipped: cluster state unreadable: %s", err)
             return RoundReport(owned=len(self.owned()), skipped=str(err))
         lost = 0
+        for pid in [p for p in self._mine if p not in partitions]:
+            del self._mine[pid]  # its topic incarnation is gone (the janitor deletes the record)
         for pid, held in list(self._mine.items()):
             if state.listed.get(pid) != held.etag:
                 del self._mine[pid]
@@ -188,9 +231,16 @@ class NodeOwnership:
             log.info("took over %s from %s at term %d", pid, seen.node, taken.term)
         return True
 
-    def stop(self) -> None:
-        """Release every record we hold, then the node lease: the other
-        nodes take our partitions at their next round. Best effort."""
+    def stop(self, *, release: bool = True) -> None:
+        """Stop the heartbeat; release every record we hold, then the node
+        lease: the other nodes take our partitions at their next round.
+        Best effort. ``release=False`` is a kill -9: nothing is released,
+        the others take over after a TTL of silence."""
+        if not release:
+            self._lease.stop(release=False)
+            self._mine.clear()
+            return
+        self._lease.stop(release=False)
         for pid, held in list(self._mine.items()):
             del self._mine[pid]
             try:

@@ -1,5 +1,6 @@
 """Conditional writes of ownership records
-``{root}/meta/owners/{topic}/{revision}/{partition}`` (README, "Nodes and ownership (in progress)").
+``{root}/meta/owners/{topic}/{revision}/{partition}`` (docs/operating.md,
+"Nodes, ownership and balance").
 
 * take a partition with no record: create-only (``If-None-Match: *``),
   term 1, or one above the term of the partition's lease from the
@@ -32,7 +33,7 @@ from epochgc.storage.keys import PartitionId, legacy_partition_lease_key, owner_
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.leases import decode_lease
 from epochgc.watermarks.ownership import OwnerRecord
-from epochgc.watermarks.ownership_records import OwnerDocument, encode_owner
+from epochgc.watermarks.ownership_records import OwnerDocument, decode_owner, encode_owner
 
 log = logging.getLogger("epochgc.watermarks.owner_store")
 
@@ -115,3 +116,18 @@ class OwnershipStore:
         if written is None:
             log.info("ownership record %s changed first", key)
         return written
+
+
+def read_owner(store: ObjectStore, root: str, pid: PartitionId) -> OwnerDocument | None:
+    """The ownership record of ``pid`` as stored (``None``: never owned),
+    for displays and error messages. Whether its owner is still alive is
+    its node lease's business (``epochgc node list``).
+
+    Raises:
+        MalformedRecordError, UnsupportedVersionError, StorageError.
+    """
+    key = owner_key(root, pid)
+    try:
+        return decode_owner(store.get(key).body, key)
+    except NotFoundError:
+        return None

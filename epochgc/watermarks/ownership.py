@@ -1,5 +1,5 @@
 """Which node should own which partition, and what this node does about it
-this round (README, "Nodes and ownership (in progress)"). Pure: no I/O, no
+this round (docs/operating.md, "Nodes, ownership and balance"). Pure: no I/O, no
 clock reads (monotonic times come in as arguments).
 
 Every node computes the same *desired assignment* from the same live node

@@ -16,7 +16,7 @@ from epochgc.gc.daemon import GcDaemon
 from epochgc.ingest.directory import LeaderDirectory
 from epochgc.ingest.producer import Producer
 from epochgc.reconciler.fetch import pending_placeholders
-from epochgc.reconciler.node import NodeSettings, ReconcilerNode
+from epochgc.reconciler.node import NodeSettings
 from epochgc.storage.keys import (
     controller_log_prefix,
     controller_snapshot_key,
@@ -31,9 +31,9 @@ from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
 from epochgc.watermarks.layout import ensure_layout, layout_marker_key
-from epochgc.watermarks.leases import LeaseManager
 from epochgc.watermarks.replica import PartitionReplica
 from tests.integration.test_daemon import settings as daemon_settings
+from tests.support.nodes import reconciler_node
 from tests.support.schemas import schema_errors
 from tests.support.waiting import wait_for
 
@@ -88,12 +88,10 @@ def test_a_reconciler_nodes_report_fits_the_schema(store: S3ObjectStore) -> None
     async def scenario() -> None:
         controller = Controller(store, ROOT)
         controller.create_topic("orders", 2)
-        leases = LeaseManager(store, ROOT, "node-a")
-        node = ReconcilerNode(
+        node, _leases = reconciler_node(
             store,
             ROOT,
             "node-a",
-            leases,
             LeaderDirectory(),
             settings=NodeSettings(idle_interval_seconds=0.0, report_interval_seconds=0.0),
         )
@@ -119,12 +117,10 @@ def test_a_stuck_partitions_report_entry_fits_the_schema(store: S3ObjectStore) -
         controller.tick()
         topic = controller.create_topic("orders", 1)
         directory = LeaderDirectory()
-        leases = LeaseManager(store, ROOT, "node-a")
-        node = ReconcilerNode(
+        node, _leases = reconciler_node(
             store,
             ROOT,
             "node-a",
-            leases,
             directory,
             settings=NodeSettings(report_interval_seconds=0.0, stuck_retry_seconds=0.0),
         )
