@@ -203,9 +203,7 @@ class ReconcilerNode:
         self._live = view.live_partitions()
         await self._ownership_round(self._live)
         await self._drop_lost(self._live)
-        for pid in sorted(self._ownership.owned() - set(self._led), key=str):
-            if pid in self._live:
-                await self._try_lead(pid)
+        await self._lead_new(view.live_partitions())
         await self._reconcile_all(view.topics)
         await self._housekeep(view.offset)
         await self._publish_report()
@@ -276,6 +274,20 @@ class ReconcilerNode:
                 report.lost,
                 report.owned,
             )
+
+    async def _lead_new(self, live: set[PartitionId]) -> None:
+        """Start leading every partition owned but not led yet, several at
+        once (``reconcile_concurrency``): opening a replica and writing its
+        ``term_start`` is a few requests each, and a node taking over a
+        dead node's hundred partitions must not do them one after another."""
+        limit = asyncio.Semaphore(self._settings.reconcile_concurrency)
+
+        async def one(pid: PartitionId) -> None:
+            async with limit:
+                await self._try_lead(pid)
+
+        new = sorted(p for p in self._ownership.owned() - set(self._led) if p in live)
+        await asyncio.gather(*(one(pid) for pid in new))
 
     def _check_owned(self, pid: PartitionId, term: int) -> None:
         """The leader's guard before every append: still ours, at ``term``."""

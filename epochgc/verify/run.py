@@ -6,7 +6,9 @@ process; two reconciler nodes (each with producers writing to the
 partitions it leads) and two GC daemons as separate processes, all behind a
 ``FaultyStore`` (failed requests, SlowDown, lost answers of applied
 requests, latency, partial DeleteObjects); process faults from here:
-``kill -9`` of a node or daemon (restarted a moment later) and ``SIGSTOP``
+``kill -9`` of a node or daemon (restarted a moment later), a clean leave
+(SIGTERM: a node releases its ownership records and node lease) and a join
+a moment later (the node takes its share back by hand-back), and ``SIGSTOP``
 past the lease TTL (leases expire and are taken over, then the process
 wakes up fenced); deleting the ``churn`` topic while producers write to it
 and its reconcilers are behind, then creating it again under the same name
@@ -205,6 +207,19 @@ class _Processes:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
 
+    def terminate(self, ident: str) -> None:
+        """A clean stop (SIGTERM): a node steps down and releases its
+        ownership records and node lease; a daemon its roles. Killed after
+        20 s if it does not stop."""
+        proc = self.procs[ident]
+        proc.send_signal(signal.SIGCONT)
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
     def stop_all(self) -> None:
         for proc in self.procs.values():
             if proc.poll() is None:
@@ -348,8 +363,17 @@ def _disturb(
             )
             result.process_faults["spark_job"] += 1
         ident = rng.choice(sorted(procs.procs))
-        action = rng.choice(["kill", "pause", "nothing"])
-        if action == "kill":
+        action = rng.choice(["kill", "pause", "nothing", "leave"])
+        if action == "leave":
+            # The node (or daemon) leaves cleanly, the others take its
+            # partitions (roles) at once, and it joins again a moment later:
+            # a join that takes its share back by hand-back.
+            procs.terminate(ident)
+            result.process_faults[f"leave_{procs.roles[ident]}"] += 1
+            time.sleep(rng.uniform(0.5, 2.5))
+            procs.start(ident, procs.roles[ident], 0.0)
+            result.process_faults[f"join_{procs.roles[ident]}"] += 1
+        elif action == "kill":
             procs.kill(ident)
             result.process_faults[f"kill_{procs.roles[ident]}"] += 1
             time.sleep(rng.uniform(0.2, 1.0))
