@@ -47,6 +47,11 @@ def sample_node(node: ReconcilerNode) -> NodeSample:
         lease_acquisitions=owned["taken"] + owned["taken_over"],
         lease_losses=owned["lost"] + lease.stats["lost"],
         lease_renew_failures=lease.stats["renew_failures"],
+        partitions_owned=len(node.ownership.owned()),
+        ownership_moves=tuple(
+            (kind, owned[kind]) for kind in ("taken", "taken_over", "handed_back", "lost")
+        ),
+        node_lease_renew_seconds=lease.last_renew_seconds,
         stuck=tuple(
             StuckSample(pid.topic, pid.partition, cause.cause)
             for pid, cause in sorted(node.stuck_partitions().items())
