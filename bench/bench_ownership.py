@@ -48,7 +48,7 @@ from bench._harness import figures, setup_logging, verdict
 from bench._ownership_real import RealResult, run_node_leases, run_partition_leases
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import PartitionId
-from epochgc.watermarks.leases import LeasePolicy
+from epochgc.watermarks.lease_timing import LeasePolicy
 from epochgc.watermarks.node_lease import NodeLease
 from epochgc.watermarks.node_ownership import NodeOwnership
 from epochgc.watermarks.ownership import AssignmentCache

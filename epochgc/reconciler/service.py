@@ -36,7 +36,8 @@ from epochgc.storage.keys import PartitionId
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.leases import LeaseManager, LeasePolicy
+from epochgc.watermarks.lease_timing import LeasePolicy
+from epochgc.watermarks.leases import LeaseManager
 from epochgc.watermarks.node_lease import NodeLease
 from epochgc.watermarks.node_ownership import NodeOwnership
 from epochgc.watermarks.owner_store import read_owner

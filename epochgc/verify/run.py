@@ -66,6 +66,7 @@ from epochgc.storage.keys import (
     l0_prefix,
     parse_l0_key,
     parse_l1_key,
+    parse_owner_key,
     parse_partition_meta_key,
 )
 from epochgc.storage.s3 import S3ObjectStore
@@ -693,8 +694,8 @@ def _produced_to(record: str) -> int | None:
 
 def _tidied_incarnation(key: str) -> tuple[str, int] | bool | None:
     """What a GC leader's non-L0 delete of ``key`` may be: the incarnation
-    whose partition metadata, L1 object or partition lease it is (the
-    janitor), ``True`` for a controller entry (compaction), a node report
+    whose partition metadata, L1 object, ownership record or old partition
+    lease it is (the janitor), ``True`` for a controller entry (compaction), a node report
     or a run summary (tidying) or a daemon's presence document (its clean
     stop), ``False`` for anything else."""
     tidy = ("meta/controller/", "meta/reports/", "gc/runs/", "gc/daemons/")
@@ -704,6 +705,8 @@ def _tidied_incarnation(key: str) -> tuple[str, int] | bool | None:
         return (pid.topic, pid.revision)
     if (l1 := parse_l1_key(key, ROOT)) is not None:
         return (l1.topic, l1.revision)
+    if (owned := parse_owner_key(key, ROOT)) is not None:
+        return (owned.topic, owned.revision)
     lease = f"{ROOT}/meta/leases/partition."
     if key.startswith(lease):
         topic, revision, partition = ([*key[len(lease) :].rsplit(".", 2), "", ""])[:3]

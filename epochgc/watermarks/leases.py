@@ -62,11 +62,12 @@ from epochgc.errors import (
     LeaseLostError,
     MalformedRecordError,
     NotFoundError,
-    PreconditionFailedError,
 )
 from epochgc.periodic import PeriodicThread
+from epochgc.storage.conditional_put import put_conditionally
 from epochgc.storage.keys import lease_key
 from epochgc.storage.object_store import ObjectStore, StoredObject
+from epochgc.watermarks.lease_timing import LeasePolicy, VersionWatch
 from epochgc.watermarks.records import (
     dump_document,
     get_int,
@@ -179,35 +180,6 @@ class LeaseGrant:
     """Monotonic time after which the holder must not write any more."""
 
 
-@dataclass(frozen=True)
-class LeasePolicy:
-    """Lease timing.
-
-    Attributes:
-        ttl_seconds: how long a grant lasts without renewal (failover time
-            after a crash).
-        renew_interval_seconds: heartbeat period; well under the TTL so a
-            couple of failed renewals are survivable.
-        skew_margin_seconds: a holder stops writing this long before a
-            TTL has passed since it sent its last renewal; covers request
-            latency and monotonic clocks running at slightly different
-            rates (wall-clock skew does not matter).
-    """
-
-    ttl_seconds: float = 15.0
-    renew_interval_seconds: float = 5.0
-    skew_margin_seconds: float = 2.0
-
-    def __post_init__(self) -> None:
-        if self.ttl_seconds <= 0 or self.renew_interval_seconds <= 0:
-            raise ValueError("lease ttl and renew interval must be > 0")
-        if self.renew_interval_seconds + self.skew_margin_seconds >= self.ttl_seconds:
-            raise ValueError(
-                "renew_interval_seconds + skew_margin_seconds must be below ttl_seconds, "
-                "or a healthy holder would lose its lease between heartbeats"
-            )
-
-
 class LeaseManager:
     """Acquires, renews and releases this process's leases.
 
@@ -251,8 +223,8 @@ class LeaseManager:
         self._lock = threading.Lock()
         self._grants: dict[str, LeaseGrant] = {}
         self._name_locks: dict[str, threading.Lock] = {}
-        self._watched: dict[str, tuple[str, float]] = {}
-        """Lease name -> (ETag last seen, monotonic time it was first seen)."""
+        self._watch = VersionWatch(self._policy.ttl_seconds)
+        """Other holders' lease versions, by lease name."""
         self._heartbeat = PeriodicThread(
             "lease-heartbeat", self._policy.renew_interval_seconds, self.renew_all
         )
@@ -310,21 +282,14 @@ class LeaseManager:
         return self._monotonic() < grant.valid_until
 
     def _valid_until(self, sent: float) -> float:
-        return sent + self._policy.ttl_seconds - self._policy.skew_margin_seconds
+        return self._policy.valid_until(sent)
 
     def _unchanged_for(self, name: str, etag: str | None) -> float | None:
-        """Watch the version of a lease object: how long ``etag`` has been
-        seen unchanged, or ``None`` when it is new to us."""
+        """How long ``etag`` of lease ``name`` has been seen unchanged, or
+        ``None`` when it is new to us."""
         now = self._monotonic()
         with self._lock:
-            if etag is None:
-                self._watched.pop(name, None)
-                return None
-            seen = self._watched.get(name)
-            if seen is None or seen[0] != etag:
-                self._watched[name] = (etag, now)
-                return None
-            return now - seen[1]
+            return self._watch.see(name, etag, now)
 
     # --- acquire / renew / release -------------------------------------------
 
@@ -355,24 +320,19 @@ class LeaseManager:
             term = current.term if decision is AcquireDecision.RENEW else current.term + 1
             doc = LeaseDocument(self.holder, term, expires)
         body = encode_lease(doc)
-        try:
-            if decision is AcquireDecision.CREATE:
-                new_etag = self._store.put_if_absent(key, body)
-            else:
-                assert etag is not None
-                new_etag = self._store.put_if_match(key, body, etag)
-        except (PreconditionFailedError, NotFoundError) as err:
-            stored = self._read_raw(key)
-            if stored is None or stored.body != body:
-                level, why = self._why_not_taken(decision, etag, stored, err)
-                verb = "creation" if decision is AcquireDecision.CREATE else "take-over"
-                log.log(level, "%s of lease %s failed: %s", verb, name, why)
-                return None
-            new_etag = stored.etag  # our write landed; only the answer was lost
+        written = put_conditionally(
+            self._store, key, body, None if decision is AcquireDecision.CREATE else etag
+        )
+        if written is None:
+            level, why = self._why_not_taken(decision, etag, self._read_raw(key))
+            verb = "creation" if decision is AcquireDecision.CREATE else "take-over"
+            log.log(level, "%s of lease %s failed: %s", verb, name, why)
+            return None
+        new_etag = written
         grant = LeaseGrant(name, self.holder, doc.term, expires, new_etag, self._valid_until(sent))
         with self._lock:
             self._grants[name] = grant
-            self._watched.pop(name, None)
+            self._watch.forget(name)
         if decision is not AcquireDecision.RENEW:
             self.stats["acquired"] += 1
             log.info("acquired lease %s at term %d", name, doc.term)
@@ -402,15 +362,11 @@ class LeaseManager:
         sent = self._monotonic()
         key = lease_key(self._root, name)
         body = encode_lease(doc)
-        try:
-            etag = self._store.put_if_match(key, body, grant.etag)
-        except (PreconditionFailedError, NotFoundError) as err:
-            stored = self._read_raw(key)
-            if stored is None or stored.body != body:
-                why = self._why_not_ours(grant, stored, err)
-                self._lose(name, f"renewal not applied: {why}")
-                raise LeaseLostError(f"lease {name!r} lost: {why}") from err
-            etag = stored.etag  # our write landed; only the answer was lost
+        etag = put_conditionally(self._store, key, body, grant.etag)
+        if etag is None:
+            why = self._why_not_ours(grant, self._read_raw(key))
+            self._lose(name, f"renewal not applied: {why}")
+            raise LeaseLostError(f"lease {name!r} lost: {why}")
         new = LeaseGrant(name, self.holder, doc.term, doc.expires_at, etag, self._valid_until(sent))
         with self._lock:
             self._grants[name] = new
@@ -432,18 +388,14 @@ class LeaseManager:
         key = lease_key(self._root, name)
         body = encode_lease(doc)
         try:
-            try:
-                self._store.put_if_match(key, body, grant.etag)
-            except (PreconditionFailedError, NotFoundError) as err:
-                stored = self._read_raw(key)
-                if stored is None or stored.body != body:
-                    log.warning(
-                        "could not release lease %s (term %d; it will expire within the TTL): %s",
-                        name,
-                        grant.term,
-                        self._why_not_ours(grant, stored, err),
-                    )
-                    return
+            if put_conditionally(self._store, key, body, grant.etag) is None:
+                log.warning(
+                    "could not release lease %s (term %d; it will expire within the TTL): %s",
+                    name,
+                    grant.term,
+                    self._why_not_ours(grant, self._read_raw(key)),
+                )
+                return
             log.info("released lease %s (term %d)", name, grant.term)
         except EpochGCError as err:
             log.warning("could not release lease %s (it will expire): %s", name, err)
@@ -497,11 +449,10 @@ class LeaseManager:
         state = "released" if doc.released else "held"
         return f"{state} by {doc.holder} at term {doc.term}"
 
-    def _why_not_ours(
-        self, grant: LeaseGrant, stored: StoredObject | None, err: EpochGCError
-    ) -> str:
-        """Why a conditional write of our grant did not land, in one line."""
-        answer = "412" if isinstance(err, PreconditionFailedError) else "404"
+    def _why_not_ours(self, grant: LeaseGrant, stored: StoredObject | None) -> str:
+        """Why a conditional write of our grant did not land, in one line
+        (``stored``: the object as re-read after the refusal)."""
+        answer = "404" if stored is None else "412"
         if stored is not None and stored.etag == grant.etag:
             return (
                 f"the store rejected ({answer}) the ETag it had returned for our grant "
@@ -515,12 +466,11 @@ class LeaseManager:
         decision: AcquireDecision,
         etag: str | None,
         stored: StoredObject | None,
-        err: EpochGCError,
     ) -> tuple[int, str]:
         """The log level and reason of a failed create or take-over: a race
         lost is routine (INFO); a store refusing an unchanged lease's own
         ETag is a broken store (WARNING)."""
-        answer = "412" if isinstance(err, PreconditionFailedError) else "404"
+        answer = "404" if stored is None else "412"
         if decision is not AcquireDecision.CREATE and stored is not None and stored.etag == etag:
             return logging.WARNING, (
                 f"the store rejected ({answer}) the ETag it had returned although the "

@@ -3,8 +3,9 @@
 ``ownership_records``).
 
 One lease per node, whatever it owns: staying alive costs one CAS per renew
-interval. The timing rules are ``leases.py``'s, so nothing compares wall
-clocks across machines:
+interval. The timing rules are every lease's (``lease_timing.py``, shared
+with the singleton roles' ``leases.py``), so nothing compares wall clocks
+across machines:
 
 * the holder counts validity on its own monotonic clock: valid until
   ``sent + ttl - skew_margin`` of the last acquiring or renewing request;
@@ -37,7 +38,7 @@ from epochgc.periodic import PeriodicThread
 from epochgc.storage.conditional_put import put_conditionally
 from epochgc.storage.keys import node_lease_key
 from epochgc.storage.object_store import ObjectStore, StoredObject
-from epochgc.watermarks.leases import LeasePolicy
+from epochgc.watermarks.lease_timing import LeasePolicy, VersionWatch
 from epochgc.watermarks.ownership_records import (
     NodeLeaseDocument,
     decode_node_lease,
@@ -93,7 +94,8 @@ class NodeLease:
         self._etag: str | None = None
         self._valid_until = float("-inf")
         self._sent_at = float("-inf")
-        self._watched: tuple[str, float] | None = None
+        self._watch = VersionWatch(self.policy.ttl_seconds)
+        """Another incarnation's version of our lease object, while it holds it."""
         self.stats: dict[str, int] = {
             "acquired": 0,
             "renewals": 0,
@@ -168,7 +170,9 @@ class NodeLease:
         if stored is not None:
             current = decode_node_lease(stored.body, self.key)
             ours = self._etag is not None and stored.etag == self._etag
-            if not (current.released or ours or self._unchanged_for(stored.etag, now)):
+            unchanged = self._watch.see(self.key, stored.etag, now)
+            gone = unchanged is not None and unchanged >= self.policy.ttl_seconds
+            if not (current.released or ours or gone):
                 return False
         self.incarnation = self._incarnations()
         body = self._body(released=False)
@@ -181,18 +185,12 @@ class NodeLease:
             self._etag = None
             return False
         self._etag = etag
-        self._valid_until = sent + self.policy.ttl_seconds - self.policy.skew_margin_seconds
+        self._valid_until = self.policy.valid_until(sent)
         self._sent_at = sent
-        self._watched = None
+        self._watch.forget(self.key)
         self.stats["acquired"] += 1
         log.info("node lease %s acquired (incarnation %s)", self.node_id, self.incarnation)
         return True
-
-    def _unchanged_for(self, etag: str, now: float) -> bool:
-        if self._watched is None or self._watched[0] != etag:
-            self._watched = (etag, now)
-            return False
-        return now - self._watched[1] >= self.policy.ttl_seconds
 
     def renew_if_due(self) -> bool:
         """Renew when a renew interval has passed since the last grant was
@@ -236,7 +234,7 @@ class NodeLease:
         if etag is None:
             self._lose("the lease object changed under us (its bytes are not ours)")
         self._etag = etag
-        self._valid_until = sent + self.policy.ttl_seconds - self.policy.skew_margin_seconds
+        self._valid_until = self.policy.valid_until(sent)
         self._sent_at = sent
         self.stats["renewals"] += 1
         self.last_renew_seconds = self._monotonic() - sent

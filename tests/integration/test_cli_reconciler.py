@@ -13,7 +13,8 @@ from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import PartitionId, node_lease_key
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.leases import LeaseManager, LeasePolicy
+from epochgc.watermarks.lease_timing import LeasePolicy
+from epochgc.watermarks.leases import LeaseManager
 from epochgc.watermarks.node_lease import NodeLease
 from epochgc.watermarks.node_ownership import NodeOwnership
 from epochgc.watermarks.ownership_records import decode_node_lease

@@ -16,7 +16,7 @@ from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
 from epochgc.watermarks.layout import layout_marker_key
-from epochgc.watermarks.leases import LeasePolicy
+from epochgc.watermarks.lease_timing import LeasePolicy
 from tests.support.cli import run_cli
 from tests.support.config_files import write_server_config
 from tests.support.nodes import reconciler_node

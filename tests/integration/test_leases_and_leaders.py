@@ -19,7 +19,8 @@ from epochgc.storage.keys import PartitionId, lease_key
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.commands import PlaceholderBatch, Placeholders
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.leases import LeaseManager, LeasePolicy
+from epochgc.watermarks.lease_timing import LeasePolicy
+from epochgc.watermarks.leases import LeaseManager
 from epochgc.watermarks.node_lease import NodeLease
 from epochgc.watermarks.node_ownership import NodeOwnership
 from epochgc.watermarks.replica import PartitionLeader, PartitionReplica

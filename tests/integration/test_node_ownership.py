@@ -13,7 +13,7 @@ from epochgc.errors import NotFoundError, PreconditionFailedError
 from epochgc.storage.keys import PartitionId, node_lease_key, owner_key
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.s3 import S3ObjectStore
-from epochgc.watermarks.leases import LeasePolicy
+from epochgc.watermarks.lease_timing import LeasePolicy
 from epochgc.watermarks.node_lease import NodeLease
 from epochgc.watermarks.node_ownership import NodeOwnership
 from epochgc.watermarks.owner_store import OwnershipStore

@@ -14,7 +14,7 @@ from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import PartitionId, gc_run_summary_key
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.leases import LeasePolicy
+from epochgc.watermarks.lease_timing import LeasePolicy
 from epochgc.watermarks.node_lease import NodeLease
 from epochgc.watermarks.node_ownership import NodeOwnership
 from epochgc.watermarks.reports import NodeReport, PartitionReport, publish_report

@@ -28,7 +28,7 @@ from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.aggregate import SafeEpochTracker
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
-from epochgc.watermarks.leases import LeasePolicy
+from epochgc.watermarks.lease_timing import LeasePolicy
 from epochgc.watermarks.replica import PartitionLeader, PartitionReplica
 from epochgc.watermarks.reports import read_reports
 from epochgc.watermarks.safe_epoch import compute_safe_epoch

@@ -15,7 +15,7 @@ from epochgc.storage.keys import parse_l0_key
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
-from epochgc.watermarks.leases import LeasePolicy
+from epochgc.watermarks.lease_timing import LeasePolicy
 from epochgc.watermarks.reports import read_reports
 from tests.support.nodes import reconciler_node
 

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from epochgc.ingest.directory import LeaderDirectory
 from epochgc.reconciler.node import NodeSettings, ReconcilerNode
 from epochgc.storage.object_store import ObjectStore
-from epochgc.watermarks.leases import LeasePolicy
+from epochgc.watermarks.lease_timing import LeasePolicy
 from epochgc.watermarks.node_lease import NodeLease
 from epochgc.watermarks.node_ownership import NodeOwnership
 
