@@ -55,10 +55,14 @@ class RealResult:
 
     design: str
     seconds_to_all_owned: float = math.inf
+    seconds_to_all_led: float = math.inf
+    """Until every partition is led (replica opened, ``term_start``
+    written): the reconciler's work on top of ownership."""
     loads: tuple[int, int] = (0, 0)
     requests_per_node_second: float = 0.0
     busiest_node_requests_per_second: float = 0.0
     failover_seconds: float = math.inf
+    failover_led_seconds: float = math.inf
     victim_partitions: int = 0
     double_owner_violations: int = -1
     """-1: not checked."""
@@ -134,6 +138,9 @@ class _NodeThread:
     def led(self) -> set[PartitionId]:
         return set(self.node.led_partitions()) if not self.killed.is_set() else set()
 
+    def owned(self) -> set[PartitionId]:
+        return set(self.ownership.owned()) if not self.killed.is_set() else set()
+
 
 def run_node_leases(s3: EmbeddedS3, args: argparse.Namespace, policy: LeasePolicy) -> RealResult:
     a = args
@@ -151,35 +158,43 @@ def run_node_leases(s3: EmbeddedS3, args: argparse.Namespace, policy: LeasePolic
         n.thread.start()
     want = set(pids)
     deadline = started + a.real_start_cap
-    while time.monotonic() < deadline:
-        time.sleep(0.2)
-        led = [n.led() for n in nodes]
-        if set().union(*led) == want:
-            result.seconds_to_all_owned = time.monotonic() - started
-            break
+    while time.monotonic() < deadline and math.isinf(result.seconds_to_all_led):
+        time.sleep(0.1)
+        now = time.monotonic() - started
+        if (
+            math.isinf(result.seconds_to_all_owned)
+            and set().union(*(n.owned() for n in nodes)) == want
+        ):
+            result.seconds_to_all_owned = now
+        if set().union(*(n.led() for n in nodes)) == want:
+            result.seconds_to_all_led = now
     # settle into balance, then steady state
     fair = len(pids) / len(nodes)
     while time.monotonic() < deadline:
-        loads = [len(n.led()) for n in nodes]
+        loads = [len(n.owned()) for n in nodes]
         if max(loads) <= fair * 1.1 and min(loads) >= fair * 0.9 and sum(loads) == len(pids):
             break
         time.sleep(0.2)
     time.sleep(2 * a.real_round)
-    result.loads = (max(len(n.led()) for n in nodes), min(len(n.led()) for n in nodes))
+    result.loads = (max(len(n.owned()) for n in nodes), min(len(n.owned()) for n in nodes))
     _steady(result, [n.stats for n in nodes], a.real_steady)
-    # kill -9 of the node that leads the most
-    victim = max(nodes, key=lambda n: len(n.led()))
-    victims = victim.led()
+    # kill -9 of the node that owns the most
+    victim = max(nodes, key=lambda n: len(n.owned()))
+    victims = victim.owned()
     result.victim_partitions = len(victims)
     victim.killed.set()
     killed_at = time.monotonic()
     cap = killed_at + policy.ttl_seconds + a.real_failover_cap
     others = [n for n in nodes if n is not victim]
-    while time.monotonic() < cap:
-        time.sleep(0.1)
+    while time.monotonic() < cap and math.isinf(result.failover_led_seconds):
+        time.sleep(0.05)
+        now = time.monotonic() - killed_at
+        if math.isinf(result.failover_seconds) and victims <= set().union(
+            *(n.owned() for n in others)
+        ):
+            result.failover_seconds = now
         if victims <= set().union(*(n.led() for n in others)):
-            result.failover_seconds = time.monotonic() - killed_at
-            break
+            result.failover_led_seconds = now
     for n in others:
         n.stopped.set()
     for n in nodes:
@@ -228,8 +243,15 @@ class _OldNode:
     """The old node's lease behaviour with the real ``LeaseManager``."""
 
     def __init__(
-        self, s3: EmbeddedS3, bucket: str, name: str, policy: LeasePolicy, pids: list[PartitionId]
+        self,
+        s3: EmbeddedS3,
+        bucket: str,
+        name: str,
+        policy: LeasePolicy,
+        pids: list[PartitionId],
+        round_seconds: float,
     ) -> None:
+        self.round_seconds = round_seconds
         self.store, self.stats = _client(s3, bucket)
         self.leases = LeaseManager(self.store, ROOT, name, policy=policy)
         self.names = {pid: f"partition.{pid.topic}.{pid.revision}.{pid.partition}" for pid in pids}
@@ -249,6 +271,7 @@ class _OldNode:
                         self.leases.try_acquire(name)
                     except Exception as err:
                         log.warning("old design: %s", err)
+            self.stopped.wait(self.round_seconds)  # the old node's pause between rounds
         self.leases.stop(release=not self.killed.is_set())
 
     def led(self) -> set[PartitionId]:
@@ -267,7 +290,10 @@ def run_partition_leases(
     setup, _ = _client(s3, bucket)
     pids = _topics(setup, a.real_partitions, a.real_topics)
     result = RealResult("per-partition leases (before)")
-    nodes = [_OldNode(s3, bucket, f"node-{i:02d}", policy, pids) for i in range(a.real_nodes)]
+    nodes = [
+        _OldNode(s3, bucket, f"node-{i:02d}", policy, pids, a.real_round)
+        for i in range(a.real_nodes)
+    ]
     started = time.monotonic()
     for n in nodes:
         n.thread.start()

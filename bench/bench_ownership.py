@@ -601,6 +601,7 @@ def real_half(args: argparse.Namespace) -> tuple[RealResult, dict[str, bool], st
             fmt(ours.seconds_to_all_owned, 1),
             fmt(theirs.seconds_to_all_owned, 1),
         ),
+        ("seconds until every partition is led", fmt(ours.seconds_to_all_led, 1), "-"),
         (f"max/min partitions per node (fair {fair:g})", span(ours.loads), span(theirs.loads)),
         (
             "requests per node per second (steady, mean)",
@@ -622,6 +623,7 @@ def real_half(args: argparse.Namespace) -> tuple[RealResult, dict[str, bool], st
             fmt(ours.failover_seconds, 1),
             fmt(theirs.failover_seconds, 1),
         ),
+        ("seconds from kill -9 until all led again", fmt(ours.failover_led_seconds, 1), "-"),
         (
             "partition logs with two owners counting",
             str(ours.double_owner_violations),
