@@ -123,17 +123,21 @@ class _NodeThread:
         asyncio.run(self._loop())
 
     async def _loop(self) -> None:
+        stop = asyncio.Event()
+
+        async def watch() -> None:
+            while not (self.killed.is_set() or self.stopped.is_set()):
+                await asyncio.sleep(0.02)
+            if self.killed.is_set():
+                # kill -9: the heartbeat stops, nothing is released (the
+                # node's own stop() afterwards releases nothing either)
+                self.ownership.stop(release=False)
+            stop.set()
+
+        watcher = asyncio.create_task(watch())
         self.ownership.start()
-        while not (self.killed.is_set() or self.stopped.is_set()):
-            try:
-                await self.node.run_round()
-            except Exception as err:
-                log.warning("%s: round failed: %s", self.node.node_id, err)
-            await asyncio.sleep(self.round_seconds)
-        if self.killed.is_set():
-            await self.node.crash()  # kill -9: nothing released
-        else:
-            await self.node.stop()
+        await self.node.run(stop, round_interval_seconds=self.round_seconds)
+        await watcher
 
     def led(self) -> set[PartitionId]:
         return set(self.node.led_partitions()) if not self.killed.is_set() else set()

@@ -5,7 +5,8 @@ Each round (``run_round``):
 
 1. Catch up with the controller; hold the node lease (``{root}/meta/
    nodes/{node_id}``, one per node whatever it owns); every
-   ``ownership_interval_seconds`` run an ownership round
+   ``ownership_interval_seconds`` run an ownership round (in ``run``, from a
+   task of its own; when rounds are driven one by one, from the round)
    (``NodeOwnership.run_round``: LIST the nodes and ownership records,
    take this node's free partitions, hand back the ones another live node
    should have). Lead exactly ``owned()``: for each partition newly owned,
@@ -40,11 +41,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TypeVar
 
 from epochgc.errors import EpochGCError, LeaseLostError, NotFoundError, RecordError
 from epochgc.ingest.directory import LeaderDirectory
@@ -69,6 +73,8 @@ from epochgc.watermarks.reports import (
 )
 
 log = logging.getLogger("epochgc.reconciler.node")
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -172,6 +178,12 @@ class ReconcilerNode:
         self.node_id = node_id
         self._ownership = ownership
         self._last_ownership_round = float("-inf")
+        self._ownership_loop_running = False
+        self._view_ready = asyncio.Event()
+        self._ownership_thread = ThreadPoolExecutor(1, thread_name_prefix=f"ownership-{node_id}")
+        """Ownership rounds run here, not in the default executor, where a
+        node opening a hundred partitions queues its requests: a takeover
+        or a hand-back must not wait behind them."""
         self._directory = directory
         self._settings = settings or NodeSettings()
         self._monotonic = monotonic
@@ -201,7 +213,9 @@ class ReconcilerNode:
         started = self._monotonic()
         view = await asyncio.to_thread(self._controller.snapshot)
         self._live = view.live_partitions()
-        await self._ownership_round(self._live)
+        self._view_ready.set()
+        if not self._ownership_loop_running:
+            await self._ownership_round(self._live)
         await self._drop_lost(self._live)
         await self._lead_new(view.live_partitions())
         await self._reconcile_all(view.topics)
@@ -218,7 +232,14 @@ class ReconcilerNode:
         return [led.service for led in list(self._led.values())]
 
     async def run(self, stop: asyncio.Event, *, round_interval_seconds: float = 1.0) -> None:
-        """Run rounds until ``stop`` is set, then ``stop()`` the node."""
+        """Run rounds until ``stop`` is set, then ``stop()`` the node.
+
+        Ownership rounds run in a task of their own, every
+        ``ownership_interval_seconds``, so a long reconciler round (a node
+        opening a hundred partitions it just took) delays neither a
+        takeover nor a hand-back."""
+        self._ownership_loop_running = True
+        owner_task = asyncio.create_task(self._ownership_loop(stop), name="ownership")
         try:
             while not stop.is_set():
                 try:
@@ -230,7 +251,24 @@ class ReconcilerNode:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), round_interval_seconds)
         finally:
+            owner_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await owner_task
+            self._ownership_loop_running = False
             await self.stop()
+
+    async def _ownership_loop(self, stop: asyncio.Event) -> None:
+        """Ownership rounds on their own schedule (once the first reconciler
+        round has read the controller: the partitions to share)."""
+        await self._view_ready.wait()
+        interval = max(0.05, self._settings.ownership_interval_seconds)
+        while not stop.is_set():
+            try:
+                await self._ownership_round(self._live, force=True)
+            except EpochGCError as err:
+                log.warning("%s: ownership round failed: %s", self.node_id, err)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), interval)
 
     async def stop(self) -> None:
         """Stop every leader service, then release every ownership record
@@ -251,17 +289,19 @@ class ReconcilerNode:
 
     # --- leadership --------------------------------------------------------------
 
-    async def _ownership_round(self, live: set[PartitionId]) -> None:
-        """Hold the node lease; run an ownership round when one is due."""
+    async def _ownership_round(self, live: set[PartitionId], *, force: bool = False) -> None:
+        """Hold the node lease; run an ownership round when one is due (or
+        ``force``: the ownership loop keeps its own time)."""
         if not self._ownership.lease.is_valid():
-            if not await asyncio.to_thread(self._ownership.ensure_lease):
+            if not await self._in_ownership_thread(self._ownership.ensure_lease):
                 return  # a previous incarnation still holds it: wait its TTL out
             self._last_ownership_round = float("-inf")
         now = self._monotonic()
-        if now - self._last_ownership_round < self._settings.ownership_interval_seconds:
+        interval = self._settings.ownership_interval_seconds
+        if not force and now - self._last_ownership_round < interval:
             return
         self._last_ownership_round = now
-        report = await asyncio.to_thread(self._ownership.run_round, frozenset(live))
+        report = await self._in_ownership_thread(self._ownership.run_round, frozenset(live))
         self.stats.ownership_rounds += 1
         self.stats.last_ownership = report
         if report.taken or report.taken_over or report.handed_back or report.lost:
@@ -288,6 +328,11 @@ class ReconcilerNode:
 
         new = sorted(p for p in self._ownership.owned() - set(self._led) if p in live)
         await asyncio.gather(*(one(pid) for pid in new))
+
+    async def _in_ownership_thread(self, fn: Callable[..., _T], *args: object) -> _T:
+        return await asyncio.get_running_loop().run_in_executor(
+            self._ownership_thread, functools.partial(fn, *args)
+        )
 
     def _check_owned(self, pid: PartitionId, term: int) -> None:
         """The leader's guard before every append: still ours, at ``term``."""

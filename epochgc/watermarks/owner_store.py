@@ -29,7 +29,13 @@ from datetime import datetime
 
 from epochgc.errors import NotFoundError, RecordError
 from epochgc.storage.conditional_put import put_conditionally
-from epochgc.storage.keys import PartitionId, legacy_partition_lease_key, owner_key
+from epochgc.storage.keys import (
+    LEGACY_PARTITION_LEASE_PREFIX,
+    PartitionId,
+    lease_key,
+    legacy_partition_lease_key,
+    owner_key,
+)
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.leases import decode_lease
 from epochgc.watermarks.ownership import OwnerRecord
@@ -52,6 +58,8 @@ class OwnershipStore:
         self._store = store
         self._root = root
         self._now = now
+        self._legacy_keys: set[str] | None = None
+        """Old per-partition lease keys, listed at the first creation."""
 
     def take(
         self, pid: PartitionId, seen: OwnerRecord | None, node: str, incarnation: str
@@ -83,10 +91,18 @@ class OwnershipStore:
 
     def _legacy_term(self, pid: PartitionId) -> int:
         """The term of the partition's lease from the per-partition lease
-        design, 0 when there is none. An unreadable one counts as 0: the
+        design, 0 when there is none. The old leases are listed once (one
+        LIST, empty in a bucket that never had them) and only those listed
+        are read. An unreadable one counts as 0, and so does one written
+        after the listing (old and new nodes must not share a root): the
         new leader still opens the partition log and starts above the
         highest term it finds there."""
         key = legacy_partition_lease_key(self._root, pid)
+        if self._legacy_keys is None:
+            prefix = lease_key(self._root, f"{LEGACY_PARTITION_LEASE_PREFIX}x")[: -len("x")]
+            self._legacy_keys = {info.key for info in self._store.list_objects(prefix)}
+        if key not in self._legacy_keys:
+            return 0
         try:
             return decode_lease(self._store.get(key).body, key).term
         except NotFoundError:

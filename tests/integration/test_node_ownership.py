@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from epochgc.errors import NotFoundError, PreconditionFailedError
+from epochgc.errors import NotFoundError, PreconditionFailedError, TransientStorageError
 from epochgc.storage.keys import PartitionId, node_lease_key, owner_key
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.s3 import S3ObjectStore
@@ -19,6 +19,7 @@ from epochgc.watermarks.node_ownership import NodeOwnership
 from epochgc.watermarks.owner_store import OwnershipStore
 from epochgc.watermarks.ownership import AssignmentCache, OwnerRecord, desired_assignment
 from epochgc.watermarks.ownership_records import decode_node_lease, decode_owner
+from tests.support.faults import HookedStore
 from tests.support.memory_store import MemoryStore, VirtualClock
 
 ROOT = "epochgc"
@@ -405,3 +406,33 @@ def test_upgrade_the_first_record_starts_above_the_old_partition_leases_term(
     cluster.killed.add("a")
     cluster.round()
     assert again.term(PartitionId("orders", 3, 0)) == 9  # the record's term + 1, not 51
+
+
+def test_a_take_whose_answer_was_lost_is_adopted_not_orphaned(store: S3ObjectStore) -> None:
+    """A create-only take lands but its answer is an error (beyond the
+    retries): the record names this node's incarnation. The next round must
+    count the partition as ours, not leave it owned on paper by a live node
+    that never leads it (nobody else may take it)."""
+    clock = VirtualClock()
+    failed: list[str] = []
+
+    def lose_first_answer(key: str, _body: bytes) -> None:
+        if "/meta/owners/" in key and not failed:
+            failed.append(key)
+            raise TransientStorageError("injected: answer lost")
+
+    hooked = HookedStore(store, after_create=lose_first_answer)
+    lease = make_lease(hooked, clock, "node-a")  # type: ignore[arg-type]
+    assert lease.try_acquire()
+    node = NodeOwnership(
+        hooked,  # type: ignore[arg-type]
+        ROOT,
+        lease,
+        max_moves_per_round=10,
+        now=clock.now,
+        monotonic=clock.monotonic,
+    )
+    first = node.run_round(pids(2))
+    assert failed and first.conflicts == 1 and len(node.owned()) == 1
+    node.run_round(pids(2))
+    assert node.owned() == frozenset(pids(2))
