@@ -632,11 +632,16 @@ def _cmd_topic_list(config: Config, args: argparse.Namespace) -> int:
 def _cmd_node_list(config: Config, args: argparse.Namespace) -> int:
     with open_store(config, writes=False) as handle:
         rows = list_nodes(handle.store, config.layout.root)
-    lines = [f"{'node':40} {'report age':>11} {'entries':>8} {'ignored':>8} {'leases':>7}"]
+    lines = [
+        f"{'node':32} {'lease':>8} {'incarnation':>12} {'owned':>6} {'report age':>11} "
+        f"{'entries':>8} {'ignored':>8} {'roles':>6}"
+    ]
     for r in rows:
         age = "-" if r.report_age_seconds is None else f"{r.report_age_seconds:.0f}s"
+        incarnation = (r.incarnation or "-")[:12]
         lines.append(
-            f"{r.node:40} {age:>11} {r.entries:>8} {r.ignored_entries:>8} {r.leases_held:>7}"
+            f"{r.node:32} {r.lease:>8} {incarnation:>12} {r.partitions_owned:>6} {age:>11} "
+            f"{r.entries:>8} {r.ignored_entries:>8} {r.leases_held:>6}"
         )
     if not rows:
         lines.append("(no node has a report or a lease)")
@@ -1068,7 +1073,9 @@ def _add_watermark_commands(
     node = sub.add_parser("node", help="nodes known by their reports and leases")
     node_sub = node.add_subparsers(dest="node_command", required=True, metavar="ACTION")
     node_sub.add_parser(
-        "list", parents=[reporting], help="nodes: report age, entries, leases held"
+        "list",
+        parents=[reporting],
+        help="nodes: node lease, partitions owned, report age, entries, roles held",
     ).set_defaults(handler=_cmd_node_list)
     forget = node_sub.add_parser(
         "forget",

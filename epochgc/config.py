@@ -197,12 +197,10 @@ class LeaseConfig:
 
 @dataclass(frozen=True)
 class OwnershipConfig:
-    """Partition ownership by node leases (README, "Nodes and
-    ownership (in progress)"). In progress: the decision code, node leases and ownership
-    records exist (``watermarks/ownership.py``, ``node_lease.py``,
-    ``node_ownership.py``) but reconcilers still lead partitions with
-    per-partition leases; these keys take effect once they are wired in.
-    Node leases use ``[lease]``'s TTL, renew interval and skew margin."""
+    """Partition ownership by node leases (docs/operating.md, "Nodes,
+    ownership and balance"): reconcilers lead the partitions their
+    ownership records name. Node leases use ``[lease]``'s TTL, renew
+    interval and skew margin."""
 
     max_moves_per_round: int = _check(_between(1, 100_000), default=128)
     """Takes plus hand-backs one node makes per ownership round. Bounds how

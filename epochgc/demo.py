@@ -40,7 +40,7 @@ from epochgc.storage.keys import l0_prefix, parse_l0_key
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
-from epochgc.watermarks.leases import LeaseManager
+from epochgc.watermarks.node_ownership import NodeOwnership
 from epochgc.watermarks.reports import read_reports
 
 log = logging.getLogger("epochgc.demo")
@@ -143,7 +143,7 @@ class _Cluster:
     def __init__(self, config: Config, handle: StoreHandle, directory: LeaderDirectory) -> None:
         self.registry = CollectorRegistry()
         node_metrics = NodeMetrics(self.registry)
-        self.nodes: list[tuple[ReconcilerNode, LeaseManager]] = [
+        self.nodes: list[tuple[ReconcilerNode, NodeOwnership]] = [
             build_node(config, handle.store, f"demo-node-{i}", directory, metrics=node_metrics)
             for i in range(1, NODES + 1)
         ]
@@ -159,8 +159,8 @@ class _Cluster:
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
-        for node, leases in self.nodes:
-            leases.start()
+        for node, ownership in self.nodes:
+            ownership.start()
             self._tasks.append(
                 asyncio.create_task(
                     node.run(self._stop_nodes, round_interval_seconds=self._round_interval)
@@ -172,8 +172,8 @@ class _Cluster:
         await asyncio.to_thread(self.daemon.stop)
         self._stop_nodes.set()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        for _node, leases in self.nodes:
-            leases.stop(release=True)
+        for _node, ownership in self.nodes:
+            ownership.stop(release=True)  # idempotent: node.run's stop released already
 
 
 async def _create_topics(controller: Controller) -> dict[str, int]:

@@ -20,13 +20,12 @@ from epochgc.gc.control import read_control
 from epochgc.gc.explain import ExplainInputs, Explanation, PinningPartition, explain
 from epochgc.gc.service import collect_settings_of
 from epochgc.reconciler.fetch import pending_placeholders
-from epochgc.reconciler.node import partition_lease_name
 from epochgc.runtime import open_store
 from epochgc.storage.keys import PartitionId, parse_l0_key
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.aggregate import PartitionWatermark, SafeEpochTracker
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.leases import LeaseManager
+from epochgc.watermarks.owner_store import read_owner
 from epochgc.watermarks.replica import PartitionReplica
 from epochgc.watermarks.reports import StuckCause
 from epochgc.watermarks.safe_epoch import compute_safe_epoch
@@ -191,16 +190,17 @@ def cmd_gc_explain(config: Config, args: argparse.Namespace) -> int:
 
 
 def _pinning_detail(store: ObjectStore, root: str, w: PartitionWatermark) -> PinningPartition:
-    """What is known of one pinning partition: its lease holder and its
-    reconciliation lag (read from its log; ``None`` when unreadable)."""
+    """What is known of one pinning partition: its owner (from its
+    ownership record) and its reconciliation lag (read from its log;
+    ``None`` when unreadable)."""
     pid = PartitionId(w.topic, w.revision, w.partition)
     owner: str | None = None
     lag: int | None = None
     try:
-        lease = LeaseManager.read_holder(store, root, partition_lease_name(pid))
-        owner = None if lease is None or lease.released else lease.holder
+        record = read_owner(store, root, pid)
+        owner = None if record is None or record.released else record.node
     except EpochGCError as err:
-        log.warning("%s: lease unreadable: %s", pid, err)
+        log.warning("%s: ownership record unreadable: %s", pid, err)
     try:
         replica = PartitionReplica(store, root, pid)
         state = replica.open()

@@ -90,7 +90,8 @@ from epochgc.metrics.server import MetricsServer
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
 from epochgc.watermarks.controller import CompactionPolicy, CompactionResult, Controller
-from epochgc.watermarks.leases import LeaseManager, LeasePolicy
+from epochgc.watermarks.lease_timing import LeasePolicy
+from epochgc.watermarks.leases import LeaseManager
 from epochgc.watermarks.reports import read_reports
 from epochgc.watermarks.ticker import EpochTicker
 

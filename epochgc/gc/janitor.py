@@ -2,10 +2,16 @@
 
 A topic incarnation ``(topic, revision)`` owns its partitions' logs and
 snapshots (``{root}/meta/partitions/{topic}/{revision}/``), its L1 objects
-(``{root}/l1/{topic}/{revision}/``) and its partition leases
+(``{root}/l1/{topic}/{revision}/``), its ownership records
+(``{root}/meta/owners/{topic}/{revision}/``) and, in a bucket from before
+node ownership, its old partition leases
 (``{root}/meta/leases/partition.{topic}.{revision}.{p}``). Once the
 incarnation is no longer live, nothing reads them: a recreated topic is a
 new incarnation with keys of its own. Its L0 objects go by ``M`` as before.
+
+Old partition leases of live incarnations go too once their partition has
+an ownership record: the lease is read only when the partition's first
+record is created (its term starts above the lease's), never after.
 
 Safety rule (``dead_incarnations``, pure): an incarnation is removed only if
 its revision is at or below the controller offset of the view it was judged
@@ -24,8 +30,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from epochgc.storage.keys import (
+    LEGACY_PARTITION_LEASE_PREFIX,
+    PartitionId,
     l1_prefix,
     lease_key,
+    legacy_partition_lease_key,
+    owner_key,
+    owners_prefix,
     partitions_prefix,
     topic_l1_prefix,
     topic_meta_prefix,
@@ -79,7 +90,11 @@ class Janitor:
         """Every incarnation with partition metadata or L1 objects (delimiter
         listings: one LIST per topic name, not per object)."""
         found: set[Incarnation] = set()
-        for base in (partitions_prefix(self._root), l1_prefix(self._root)):
+        for base in (
+            partitions_prefix(self._root),
+            l1_prefix(self._root),
+            owners_prefix(self._root),
+        ):
             for topic_prefix in self._store.list_prefixes(base):
                 topic = topic_prefix[len(base) : -1]
                 for revision_prefix in self._store.list_prefixes(topic_prefix):
@@ -108,7 +123,35 @@ class Janitor:
             log.info("janitor: deleted %d objects of %s@%d", len(keys), topic, revision)
             if budget <= 0:
                 return JanitorResult(touched, deleted, complete=False)
+        superseded = self._superseded_leases(view, budget)
+        if superseded:
+            self._store.delete_many(superseded).raise_for_failures()
+            deleted += len(superseded)
+            log.info("janitor: deleted %d superseded partition leases", len(superseded))
+            if len(superseded) >= budget:
+                return JanitorResult(touched, deleted, complete=False)
         return JanitorResult(touched, deleted)
+
+    def _superseded_leases(self, view: ControllerView, limit: int) -> list[str]:
+        """Old partition leases of live partitions that have an ownership
+        record (one LIST of the old leases, usually empty; a HEAD-free
+        check per lease: the record's key is listed)."""
+        prefix = lease_key(self._root, f"{LEGACY_PARTITION_LEASE_PREFIX}x")[: -len("x")]
+        old = [info.key for info in self._store.list_objects(prefix)]
+        if not old:
+            return []
+        by_key = {
+            legacy_partition_lease_key(self._root, pid): pid for pid in view.live_partitions()
+        }
+        records = {info.key for info in self._store.list_objects(owners_prefix(self._root))}
+        out: list[str] = []
+        for key in old:
+            pid: PartitionId | None = by_key.get(key)
+            if pid is not None and owner_key(self._root, pid) in records:
+                out.append(key)
+                if len(out) >= limit:
+                    break
+        return out
 
     def _keys_of(self, topic: str, revision: int, limit: int) -> list[str]:
         keys: list[str] = []
@@ -116,6 +159,7 @@ class Janitor:
         for prefix in (
             topic_meta_prefix(self._root, topic, revision),
             topic_l1_prefix(self._root, topic, revision),
+            f"{owners_prefix(self._root)}{topic}/{revision}/",
             leases,
         ):
             for info in self._store.list_objects(prefix):

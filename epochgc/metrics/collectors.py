@@ -56,6 +56,12 @@ class NodeSample:
     lease_losses: int
     lease_renew_failures: int
     stuck: tuple[StuckSample, ...] = ()
+    partitions_owned: int = 0
+    """Partitions its ownership records name (its current incarnation)."""
+    ownership_moves: tuple[tuple[str, int], ...] = ()
+    """(kind, total) of ownership moves: taken, taken_over, handed_back, lost."""
+    node_lease_renew_seconds: float = 0.0
+    """How long the last node lease renewal took."""
     """Only stuck partitions, so the series stay few."""
 
 
@@ -158,6 +164,26 @@ class NodeCollector(Collector):
         yield counter("epochgc_lease_losses", "Leases lost.", s.lease_losses)
         yield counter(
             "epochgc_lease_renew_failures", "Lease renewals that failed.", s.lease_renew_failures
+        )
+        yield gauge(
+            "epochgc_node_partitions_owned",
+            "Partitions this node's ownership records name (balance: compare nodes).",
+            s.partitions_owned,
+        )
+        moves = CounterMetricFamily(
+            "epochgc_node_ownership_moves",
+            "Ownership moves of this node, by kind: taken (free), taken_over (from a node "
+            "whose lease lapsed), handed_back (to the node that should own it), lost "
+            "(taken from this node).",
+            labels=["node", "kind"],
+        )
+        for kind, total in s.ownership_moves:
+            moves.add_metric([s.node_id, kind], total)
+        yield moves
+        yield gauge(
+            "epochgc_node_lease_renew_seconds",
+            "Duration of the last node lease renewal (one CAS).",
+            s.node_lease_renew_seconds,
         )
 
 

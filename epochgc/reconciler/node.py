@@ -3,14 +3,20 @@ moving, and publishes its node report.
 
 Each round (``run_round``):
 
-1. Catch up with the controller; try to take the lease of every live
-   partition not yet led (``partition.{topic}.{revision}.{p}``: a recreated
-   topic is a new incarnation with leases of its own); for each new grant,
-   open the replica, start a leader at the lease term (a fresh term, so
-   whatever a previous leader left in flight is superseded) and register
-   its leader service with the directory.
-2. Drop partitions whose lease was lost or whose leader failed (a failed
-   leader bumps its lease term and starts again next round).
+1. Catch up with the controller; hold the node lease (``{root}/meta/
+   nodes/{node_id}``, one per node whatever it owns); every
+   ``ownership_interval_seconds`` run an ownership round (in ``run``, from a
+   task of its own; when rounds are driven one by one, from the round)
+   (``NodeOwnership.run_round``: LIST the nodes and ownership records,
+   take this node's free partitions, hand back the ones another live node
+   should have). Lead exactly ``owned()``: for each partition newly owned,
+   open the replica, start a leader at the ownership record's term (raised
+   above the highest term the partition log holds, so whatever a previous
+   leader left in flight is superseded) and register its leader service
+   with the directory.
+2. Drop partitions no longer owned (handed back, taken over, the node
+   lease lapsed) or whose leader failed (a failed leader's term is spent:
+   the next round raises the record's term and starts again).
 3. Reconcile each led partition (one pass, bounded concurrency). A
    partition whose next placeholder's L0 object is missing or corrupt is
    *stuck*: its cause goes into the node report and the metrics, a WARNING
@@ -27,21 +33,24 @@ Each round (``run_round``):
    hint)``, or ``lro + 1`` when the log exceeds ``max_log_entries``).
 6. Publish the node report every ``report_interval_seconds``.
 
-``stop()`` stops the leader services and releases every lease, so another
-node takes over at once.
+``stop()`` stops the leader services, then releases every ownership record
+and the node lease, so the other nodes take over at their next round.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TypeVar
 
-from epochgc.errors import EpochGCError, NotFoundError, RecordError
+from epochgc.errors import EpochGCError, LeaseLostError, NotFoundError, RecordError
 from epochgc.ingest.directory import LeaderDirectory
 from epochgc.ingest.leader_service import PartitionLeaderService
 from epochgc.reconciler.fetch import L0UnreadableError
@@ -52,7 +61,7 @@ from epochgc.storage.keys import PartitionId, report_key
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.controller import Controller, TopicInfo
 from epochgc.watermarks.fence import FenceStats
-from epochgc.watermarks.leases import LeaseManager
+from epochgc.watermarks.node_ownership import NodeOwnership, RoundReport
 from epochgc.watermarks.replica import PartitionLeader, PartitionReplica
 from epochgc.watermarks.reports import (
     PartitionReport,
@@ -66,10 +75,7 @@ from epochgc.watermarks.reports import (
 
 log = logging.getLogger("epochgc.reconciler.node")
 
-
-def partition_lease_name(pid: PartitionId) -> str:
-    """The lease that makes its holder the partition's leader."""
-    return f"partition.{pid.topic}.{pid.revision}.{pid.partition}"
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -103,11 +109,15 @@ class NodeSettings:
     stuck_retry_seconds: float = 10.0
     """A stuck partition retries reading its missing or corrupt L0 object
     this often (it may come back, e.g. after a replication lag)."""
+    ownership_interval_seconds: float = 0.0
+    """Ownership rounds (LIST nodes and records, move partitions) run at
+    most this often; 0: every round."""
 
 
 @dataclass
 class _Led:
     service: PartitionLeaderService
+    term: int
     last_safe_epoch: int
     safe_epoch_moved_at: float
     stuck: StuckCause | None = None
@@ -129,6 +139,8 @@ class NodeStats:
     errors: int = 0
     leaderships: int = 0
     lost_leaderships: int = 0
+    ownership_rounds: int = 0
+    last_ownership: RoundReport = field(default_factory=RoundReport)
     last_round_seconds: float = 0.0
     led: list[str] = field(default_factory=list)
     retired_fence: FenceStats = field(default_factory=FenceStats)
@@ -141,9 +153,12 @@ class ReconcilerNode:
 
     Example::
 
-        node = ReconcilerNode(store, "epochgc", "node-1", leases, directory)
+        ownership = NodeOwnership(store, "epochgc", NodeLease(store, "epochgc", "node-1"),
+                                  max_moves_per_round=128)
+        node = ReconcilerNode(store, "epochgc", "node-1", ownership, directory)
+        ownership.start()       # the node lease's heartbeat
         await node.run_round()
-        await node.stop()
+        await node.stop()       # steps down, releases records and the node lease
     """
 
     def __init__(
@@ -151,7 +166,7 @@ class ReconcilerNode:
         store: ObjectStore,
         root: str,
         node_id: str,
-        leases: LeaseManager,
+        ownership: NodeOwnership,
         directory: LeaderDirectory,
         *,
         settings: NodeSettings | None = None,
@@ -162,7 +177,14 @@ class ReconcilerNode:
         self._store = store
         self._root = root
         self.node_id = node_id
-        self._leases = leases
+        self._ownership = ownership
+        self._last_ownership_round = float("-inf")
+        self._ownership_loop_running = False
+        self._view_ready = asyncio.Event()
+        self._ownership_thread = ThreadPoolExecutor(1, thread_name_prefix=f"ownership-{node_id}")
+        """Ownership rounds run here, not in the default executor, where a
+        node opening a hundred partitions queues its requests: a takeover
+        or a hand-back must not wait behind them."""
         self._directory = directory
         self._settings = settings or NodeSettings()
         self._monotonic = monotonic
@@ -180,6 +202,10 @@ class ReconcilerNode:
     def controller(self) -> Controller:
         return self._controller
 
+    @property
+    def ownership(self) -> NodeOwnership:
+        return self._ownership
+
     def led_partitions(self) -> list[PartitionId]:
         return sorted(self._led)
 
@@ -189,11 +215,11 @@ class ReconcilerNode:
         view = await asyncio.to_thread(self._controller.snapshot)
         topics = epochgc_topics(view.topics)
         self._live = {pid for topic in topics.values() for pid in topic.partition_ids()}
+        self._view_ready.set()
+        if not self._ownership_loop_running:
+            await self._ownership_round(self._live)
         await self._drop_lost(self._live)
-        for topic in topics.values():
-            for pid in topic.partition_ids():
-                if pid not in self._led:
-                    await self._try_lead(pid)
+        await self._lead_new(self._live)
         await self._reconcile_all(topics)
         await self._housekeep(view.offset)
         await self._publish_report()
@@ -208,7 +234,14 @@ class ReconcilerNode:
         return [led.service for led in list(self._led.values())]
 
     async def run(self, stop: asyncio.Event, *, round_interval_seconds: float = 1.0) -> None:
-        """Run rounds until ``stop`` is set, then ``stop()`` the node."""
+        """Run rounds until ``stop`` is set, then ``stop()`` the node.
+
+        Ownership rounds run in a task of their own, every
+        ``ownership_interval_seconds``, so a long reconciler round (a node
+        opening a hundred partitions it just took) delays neither a
+        takeover nor a hand-back."""
+        self._ownership_loop_running = True
+        owner_task = asyncio.create_task(self._ownership_loop(stop), name="ownership")
         try:
             while not stop.is_set():
                 try:
@@ -220,77 +253,148 @@ class ReconcilerNode:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), round_interval_seconds)
         finally:
+            owner_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await owner_task
+            self._ownership_loop_running = False
             await self.stop()
 
+    async def _ownership_loop(self, stop: asyncio.Event) -> None:
+        """Ownership rounds on their own schedule (once the first reconciler
+        round has read the controller: the partitions to share)."""
+        await self._view_ready.wait()
+        interval = max(0.05, self._settings.ownership_interval_seconds)
+        while not stop.is_set():
+            try:
+                await self._ownership_round(self._live, force=True)
+            except EpochGCError as err:
+                log.warning("%s: ownership round failed: %s", self.node_id, err)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), interval)
+
     async def stop(self) -> None:
-        """Stop every leader service and release every lease."""
+        """Stop every leader service, then release every ownership record
+        and the node lease (the others take over at their next round)."""
         for key in list(self._led):
-            await self._step_down(key, "node stopping", release=True)
+            await self._step_down(key, "node stopping")
+        await asyncio.to_thread(self._ownership.stop, release=True)
 
     async def crash(self) -> None:
-        """Test hook: stop serving without releasing leases (as a killed
+        """Test hook: stop serving without releasing anything (as a killed
         process would); other nodes take over after the TTL."""
         for key in list(self._led):
             led = self._led.pop(key)
             await led.service.stop("node crashed")
             await self._directory.unregister(led.service)
             self._retire(led.service)
+        await asyncio.to_thread(self._ownership.stop, release=False)
 
     # --- leadership --------------------------------------------------------------
 
+    async def _ownership_round(self, live: set[PartitionId], *, force: bool = False) -> None:
+        """Hold the node lease; run an ownership round when one is due (or
+        ``force``: the ownership loop keeps its own time)."""
+        if not self._ownership.lease.is_valid():
+            if not await self._in_ownership_thread(self._ownership.ensure_lease):
+                return  # a previous incarnation still holds it: wait its TTL out
+            self._last_ownership_round = float("-inf")
+        now = self._monotonic()
+        interval = self._settings.ownership_interval_seconds
+        if not force and now - self._last_ownership_round < interval:
+            return
+        self._last_ownership_round = now
+        report = await self._in_ownership_thread(self._ownership.run_round, frozenset(live))
+        self.stats.ownership_rounds += 1
+        self.stats.last_ownership = report
+        if report.taken or report.taken_over or report.handed_back or report.lost:
+            log.info(
+                "%s: ownership round: took %d, took over %d, handed back %d, lost %d; owns %d",
+                self.node_id,
+                report.taken,
+                report.taken_over,
+                report.handed_back,
+                report.lost,
+                report.owned,
+            )
+
+    async def _lead_new(self, live: set[PartitionId]) -> None:
+        """Start leading every partition owned but not led yet, several at
+        once (``reconcile_concurrency``): opening a replica and writing its
+        ``term_start`` is a few requests each, and a node taking over a
+        dead node's hundred partitions must not do them one after another."""
+        limit = asyncio.Semaphore(self._settings.reconcile_concurrency)
+
+        async def one(pid: PartitionId) -> None:
+            async with limit:
+                await self._try_lead(pid)
+
+        new = sorted(p for p in self._ownership.owned() - set(self._led) if p in live)
+        await asyncio.gather(*(one(pid) for pid in new))
+
+    async def _in_ownership_thread(self, fn: Callable[..., _T], *args: object) -> _T:
+        return await asyncio.get_running_loop().run_in_executor(
+            self._ownership_thread, functools.partial(fn, *args)
+        )
+
+    def _check_owned(self, pid: PartitionId, term: int) -> None:
+        """The leader's guard before every append: still ours, at ``term``."""
+        if self._ownership.term(pid) != term:
+            raise LeaseLostError(f"{pid} is no longer owned by {self.node_id} at term {term}")
+
     async def _try_lead(self, pid: PartitionId) -> None:
-        name = partition_lease_name(pid)
-        grant = await asyncio.to_thread(self._leases.try_acquire, name)
-        if grant is None:
+        term = self._ownership.term(pid)
+        if term is None:
             return
         try:
             replica = PartitionReplica(self._store, self._root, pid)
             await asyncio.to_thread(replica.open)
-            if replica.state.term >= grant.term:
-                grant = await asyncio.to_thread(self._leases.bump_term, name)
+            if replica.state.term >= term:
+                # The log holds our term or a higher one (an old leader's, a
+                # spent term of ours): start above it so it is fenced.
+                raised = await asyncio.to_thread(
+                    self._ownership.raise_term, pid, replica.state.term
+                )
+                if raised is None:
+                    return
+                term = raised
             leader = PartitionLeader(
                 replica,
-                grant.term,
-                check_lease=lambda: self._leases.check(name),
+                term,
+                check_lease=lambda: self._check_owned(pid, term),
                 depth=self._settings.append_depth,
             )
             await asyncio.to_thread(leader.start)
         except EpochGCError as err:
             self.stats.errors += 1
             log.warning("%s: could not lead %s: %s", self.node_id, pid, err)
-            await asyncio.to_thread(self._leases.release, name)
             return
         service = PartitionLeaderService(leader)
         service.start()
         await self._directory.register(service)
         state = replica.state
-        self._led[pid] = _Led(service, state.safe_epoch, self._monotonic())
+        self._led[pid] = _Led(service, term, state.safe_epoch, self._monotonic())
         self.stats.leaderships += 1
-        log.info("%s: leading %s at term %d", self.node_id, pid, grant.term)
+        log.info("%s: leading %s at term %d", self.node_id, pid, term)
 
     async def _drop_lost(self, live: set[PartitionId]) -> None:
         for key, led in list(self._led.items()):
-            name = partition_lease_name(key)
             if key not in live:
-                await self._step_down(key, "topic deleted or not epochgc's", release=True)
-            elif self._leases.grant(name) is None:
+                await self._step_down(key, "topic deleted or not epochgc's")
+            elif self._ownership.term(key) != led.term:
                 self.stats.lost_leaderships += 1
-                await self._step_down(key, "lease lost", release=False)
+                await self._step_down(key, "no longer owned")
             elif not led.service.is_open:
-                # The leader failed an append: its term is spent. Take a new
-                # term next round (the lease stays ours).
-                await self._step_down(key, "leader failed", release=False)
-                await asyncio.to_thread(self._leases.bump_term, name)
+                # The leader failed an append: its term is spent. The next
+                # _try_lead raises the record's term above it.
+                await self._step_down(key, "leader failed")
 
-    async def _step_down(self, key: PartitionId, reason: str, *, release: bool) -> None:
+    async def _step_down(self, key: PartitionId, reason: str) -> None:
         led = self._led.pop(key, None)
         if led is None:
             return
         await self._directory.unregister(led.service)
         await led.service.stop(reason)
         self._retire(led.service)
-        if release:
-            await asyncio.to_thread(self._leases.release, partition_lease_name(key))
         log.info("%s: stopped leading %s: %s", self.node_id, key, reason)
 
     def _retire(self, service: PartitionLeaderService) -> None:

@@ -1,11 +1,13 @@
 """Running a reconciler node as a process: ``epochgc reconciler``.
 
-The composition root for the node: builds the lease manager (one heartbeat
-thread for all its leases), the node, and, with ``[epoch] ticker``, the
-epoch ticker (which ticks only while this node holds the cluster's one
-``ticker`` lease), runs rounds until SIGTERM/SIGINT or ``--duration``, then
-stops the ticker and releases every lease so another node takes over at
-once.
+The composition root for the node: builds the node's ownership (its node
+lease, with one heartbeat thread, and its ownership records), the node,
+and, with ``[epoch] ticker``, the epoch ticker (which ticks only while this
+node holds the cluster's one ``ticker`` lease), runs rounds until
+SIGTERM/SIGINT or ``--duration``, then stops the ticker, steps down and
+releases every ownership record and the node lease so the other nodes take
+over at their next round. A kill -9 releases nothing: the others take over
+after the lease TTL plus up to two ownership rounds.
 """
 
 from __future__ import annotations
@@ -28,13 +30,17 @@ from epochgc.metrics.instruments import (
     register_ticker,
 )
 from epochgc.metrics.server import MetricsServer
-from epochgc.reconciler.node import NodeSettings, ReconcilerNode, partition_lease_name
+from epochgc.reconciler.node import NodeSettings, ReconcilerNode
 from epochgc.reconciler.telemetry import sample_node
 from epochgc.storage.keys import PartitionId
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.leases import LeaseManager, LeasePolicy
+from epochgc.watermarks.lease_timing import LeasePolicy
+from epochgc.watermarks.leases import LeaseManager
+from epochgc.watermarks.node_lease import NodeLease
+from epochgc.watermarks.node_ownership import NodeOwnership
+from epochgc.watermarks.owner_store import read_owner
 from epochgc.watermarks.ticker import EpochTicker
 
 log = logging.getLogger("epochgc.reconciler.service")
@@ -69,6 +75,7 @@ def node_settings_of(config: Config, *, publish_reports: bool = True) -> NodeSet
         append_depth=r.append_depth,
         max_log_entries=r.max_log_entries,
         stuck_retry_seconds=r.stuck_retry_seconds,
+        ownership_interval_seconds=config.ownership.round_interval_seconds,
     )
 
 
@@ -90,37 +97,44 @@ def build_node(
     metrics: NodeMetrics | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     one_shot: bool = False,
-) -> tuple[ReconcilerNode, LeaseManager]:
-    """A node and its lease manager from the configuration (not started);
-    with ``metrics``, the node reports to them. ``now`` is the wall clock of
-    the node and its leases (``epochgc verify`` skews it). A ``one_shot``
-    node (``epochgc produce``) publishes no report: it would outlive the
-    command as a report of a node that never comes back."""
+) -> tuple[ReconcilerNode, NodeOwnership]:
+    """A node and its ownership (node lease + records) from the
+    configuration (not started: ``ownership.start()`` starts the lease's
+    heartbeat); with ``metrics``, the node reports to them. ``now`` is the
+    wall clock of the node and its lease (``epochgc verify`` skews it). A
+    ``one_shot`` node (``epochgc produce``) publishes no report: it would
+    outlive the command as a report of a node that never comes back."""
     node_id = node_id or config.reconciler.node_id or default_node_id()
     root = config.layout.root
-    leases = LeaseManager(store, root, node_id, policy=lease_policy_of(config), now=now)
+    ownership = NodeOwnership(
+        store,
+        root,
+        NodeLease(store, root, node_id, policy=lease_policy_of(config), now=now),
+        max_moves_per_round=config.ownership.max_moves_per_round,
+        now=now,
+    )
     node = ReconcilerNode(
         store,
         root,
         node_id,
-        leases,
+        ownership,
         directory,
         settings=node_settings_of(config, publish_reports=not one_shot),
         now=now,
         on_round=metrics.round_observer(node_id) if metrics is not None else None,
     )
     if metrics is not None:
-        metrics.nodes.append((node, leases))
-    return node, leases
+        metrics.nodes.append(node)
+    return node, ownership
 
 
 class NodeMetrics:
     """The metrics of the reconciler nodes of one process, on one registry."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.nodes: list[tuple[ReconcilerNode, LeaseManager]] = []
+        self.nodes: list[ReconcilerNode] = []
         self._metrics = ReconcilerMetrics(
-            registry, lambda: [sample_node(node, leases) for node, leases in list(self.nodes)]
+            registry, lambda: [sample_node(node) for node in list(self.nodes)]
         )
 
     def round_observer(self, node_id: str) -> Callable[[float], None]:
@@ -142,9 +156,10 @@ async def run_reconciler(
     registry = CollectorRegistry()
     if stats is not None:
         register_s3_requests(registry, stats)
-    node, leases = build_node(
+    node, ownership = build_node(
         config, store, node_id, LeaderDirectory(), metrics=NodeMetrics(registry)
     )
+    leases = LeaseManager(store, root, node.node_id, policy=lease_policy_of(config))
     ticker = (
         EpochTicker(
             leases,
@@ -188,8 +203,9 @@ async def run_reconciler(
         loop.call_later(duration_seconds, stop.set)
     if server is not None:
         server.start()  # first: a port in use stops the node before it takes any lease
-    leases.start()
+    ownership.start()
     if ticker is not None:
+        leases.start()
         ticker.start()
     log.info(
         "reconciler node %s running (root %s, metrics %s)",
@@ -202,7 +218,7 @@ async def run_reconciler(
     finally:
         if ticker is not None:
             ticker.stop(release=True)
-        leases.stop(release=True)
+            leases.stop(release=True)
         if server is not None:
             server.stop()
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -227,17 +243,18 @@ def _not_led_here(store: ObjectStore, root: str, pid: PartitionId) -> EpochGCErr
     to do. The smoke test writes through a leader of its own and never takes
     a partition over from a live node (that would fence the node's writes),
     so waiting for a leader would only time out."""
-    lease = LeaseManager.read_holder(store, root, partition_lease_name(pid))
+    owner = read_owner(store, root, pid)
     name = f"{pid.topic}/{pid.partition}"
-    if lease is not None and not lease.released:
+    if owner is not None and not owner.released:
         return PartitionLedElsewhereError(
-            f"{name} is led by {lease.holder} (term {lease.term}); `epochgc produce` "
+            f"{name} is led by node {owner.node} (term {owner.term}); `epochgc produce` "
             "writes through a leader of its own and never takes a led partition: stop "
             "that node (SIGTERM hands its partitions over at once) or produce to a "
             "partition no node leads"
         )
     return PartitionLedElsewhereError(
-        f"{name}: this process could not take the partition's lease; try again"
+        f"{name}: this process could not take the partition (its node lease is held by "
+        "another process of the same node id, or another node should own it); try again"
     )
 
 
@@ -263,8 +280,8 @@ async def produce_and_verify(
     controller = Controller(store, root)
     revision = (await asyncio.to_thread(controller.topic, topic)).revision
     directory = LeaderDirectory()
-    node, leases = build_node(config, store, node_id, directory, one_shot=True)
-    leases.start()
+    node, ownership = build_node(config, store, node_id, directory, one_shot=True)
+    ownership.start()
     try:
         await node.run_round()
         if directory.current(topic, partition) is None:
@@ -286,7 +303,6 @@ async def produce_and_verify(
         await node.run_round()
     finally:
         await node.stop()
-        leases.stop(release=True)
     pid = PartitionId(topic, revision, partition)
     rows = await asyncio.to_thread(PartitionReader(store, root).read_partition, pid, offsets[0])
     read_back = dict(rows)

@@ -1,18 +1,19 @@
 """A reconciler node's figures for the metrics layer: one plain
 ``NodeSample`` built at scrape time from the node, its leader services and
-its lease manager (nothing is pushed ahead of time)."""
+its node lease and ownership (nothing is pushed ahead of time)."""
 
 from __future__ import annotations
 
 from epochgc.metrics.collectors import NodeSample, StuckSample
 from epochgc.reconciler.node import ReconcilerNode
-from epochgc.watermarks.leases import LeaseManager
 
 
-def sample_node(node: ReconcilerNode, leases: LeaseManager) -> NodeSample:
+def sample_node(node: ReconcilerNode) -> NodeSample:
     """Totals over the partitions led now plus those led before (so the
     counters never go down when a partition changes hands)."""
     services = node.led_services()
+    lease = node.ownership.lease
+    owned = node.ownership.totals
     stats = node.stats
     retired = stats.retired_fence
     fences = [s.fence.stats for s in services]
@@ -40,9 +41,17 @@ def sample_node(node: ReconcilerNode, leases: LeaseManager) -> NodeSample:
         ),
         lro_lag_sum=sum(lags),
         lro_lag_max=max(lags, default=0),
-        lease_acquisitions=leases.stats["acquired"],
-        lease_losses=leases.stats["lost"],
-        lease_renew_failures=leases.stats["renew_failures"],
+        # Partitions acquired and lost through ownership records (the
+        # per-partition leases these counters once counted are gone), and
+        # the node lease's failed renewals.
+        lease_acquisitions=owned["taken"] + owned["taken_over"],
+        lease_losses=owned["lost"] + lease.stats["lost"],
+        lease_renew_failures=lease.stats["renew_failures"],
+        partitions_owned=len(node.ownership.owned()),
+        ownership_moves=tuple(
+            (kind, owned[kind]) for kind in ("taken", "taken_over", "handed_back", "lost")
+        ),
+        node_lease_renew_seconds=lease.last_renew_seconds,
         stuck=tuple(
             StuckSample(pid.topic, pid.partition, cause.cause)
             for pid, cause in sorted(node.stuck_partitions().items())

@@ -363,6 +363,19 @@ def lease_key(root: str, name: str) -> str:
     return f"{root}/meta/leases/{name}"
 
 
+LEGACY_PARTITION_LEASE_PREFIX = "partition."
+"""Names of the per-partition leases of the design before node leases."""
+
+
+def legacy_partition_lease_key(root: str, pid: PartitionId) -> str:
+    """Key of a partition's lease from the per-partition lease design
+    (``partition.{topic}.{revision}.{partition}``). Read once, when the
+    partition's first ownership record is created, so that record's term
+    starts above the old leader's; never written any more."""
+    name = f"{LEGACY_PARTITION_LEASE_PREFIX}{pid.topic}.{pid.revision}.{pid.partition}"
+    return lease_key(root, name)
+
+
 def reports_prefix(root: str) -> str:
     """Prefix (with slash) of the node reports."""
     _require_root(root)

@@ -6,7 +6,9 @@ process; two reconciler nodes (each with producers writing to the
 partitions it leads) and two GC daemons as separate processes, all behind a
 ``FaultyStore`` (failed requests, SlowDown, lost answers of applied
 requests, latency, partial DeleteObjects); process faults from here:
-``kill -9`` of a node or daemon (restarted a moment later) and ``SIGSTOP``
+``kill -9`` of a node or daemon (restarted a moment later), a clean leave
+(SIGTERM: a node releases its ownership records and node lease) and a join
+a moment later (the node takes its share back by hand-back), and ``SIGSTOP``
 past the lease TTL (leases expire and are taken over, then the process
 wakes up fenced); deleting the ``churn`` topic while producers write to it
 and its reconcilers are behind, then creating it again under the same name
@@ -64,6 +66,7 @@ from epochgc.storage.keys import (
     l0_prefix,
     parse_l0_key,
     parse_l1_key,
+    parse_owner_key,
     parse_partition_meta_key,
 )
 from epochgc.storage.s3 import S3ObjectStore
@@ -208,6 +211,19 @@ class _Processes:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
 
+    def terminate(self, ident: str) -> None:
+        """A clean stop (SIGTERM): a node steps down and releases its
+        ownership records and node lease; a daemon its roles. Killed after
+        20 s if it does not stop."""
+        proc = self.procs[ident]
+        proc.send_signal(signal.SIGCONT)
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
     def stop_all(self) -> None:
         for proc in self.procs.values():
             if proc.poll() is None:
@@ -351,8 +367,17 @@ def _disturb(
             )
             result.process_faults["spark_job"] += 1
         ident = rng.choice(sorted(procs.procs))
-        action = rng.choice(["kill", "pause", "nothing"])
-        if action == "kill":
+        action = rng.choice(["kill", "pause", "nothing", "leave"])
+        if action == "leave":
+            # The node (or daemon) leaves cleanly, the others take its
+            # partitions (roles) at once, and it joins again a moment later:
+            # a join that takes its share back by hand-back.
+            procs.terminate(ident)
+            result.process_faults[f"leave_{procs.roles[ident]}"] += 1
+            time.sleep(rng.uniform(0.5, 2.5))
+            procs.start(ident, procs.roles[ident], 0.0)
+            result.process_faults[f"join_{procs.roles[ident]}"] += 1
+        elif action == "kill":
             procs.kill(ident)
             result.process_faults[f"kill_{procs.roles[ident]}"] += 1
             time.sleep(rng.uniform(0.2, 1.0))
@@ -672,8 +697,8 @@ def _produced_to(record: str) -> int | None:
 
 def _tidied_incarnation(key: str) -> tuple[str, int] | bool | None:
     """What a GC leader's non-L0 delete of ``key`` may be: the incarnation
-    whose partition metadata, L1 object or partition lease it is (the
-    janitor), ``True`` for a controller entry (compaction), a node report
+    whose partition metadata, L1 object, ownership record or old partition
+    lease it is (the janitor), ``True`` for a controller entry (compaction), a node report
     or a run summary (tidying) or a daemon's presence document (its clean
     stop), ``False`` for anything else."""
     tidy = ("meta/controller/", "meta/reports/", "gc/runs/", "gc/daemons/")
@@ -683,6 +708,8 @@ def _tidied_incarnation(key: str) -> tuple[str, int] | bool | None:
         return (pid.topic, pid.revision)
     if (l1 := parse_l1_key(key, ROOT)) is not None:
         return (l1.topic, l1.revision)
+    if (owned := parse_owner_key(key, ROOT)) is not None:
+        return (owned.topic, owned.revision)
     lease = f"{ROOT}/meta/leases/partition."
     if key.startswith(lease):
         topic, revision, partition = ([*key[len(lease) :].rsplit(".", 2), "", ""])[:3]

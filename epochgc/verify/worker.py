@@ -54,7 +54,7 @@ from epochgc.storage.keys import l1_prefix, parse_l0_key
 from epochgc.verify.faults import FaultPlan, FaultyStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
-from epochgc.watermarks.leases import LeaseManager
+from epochgc.watermarks.node_ownership import NodeOwnership
 
 log = logging.getLogger("epochgc.verify.worker")
 
@@ -89,7 +89,7 @@ STALL_SECONDS = 15.0
 stuck: its tasks' and threads' stacks go to its log."""
 
 
-def _node_status(node: ReconcilerNode, leases: LeaseManager) -> str:
+def _node_status(node: ReconcilerNode, ownership: NodeOwnership) -> str:
     """One line: rounds so far and each led partition's leader state."""
     parts = []
     for service in node.led_services():
@@ -101,13 +101,17 @@ def _node_status(node: ReconcilerNode, leases: LeaseManager) -> str:
             f"{state.max_applied_epoch} M(p) {state.safe_epoch}"
         )
     return (
-        f"pid {os.getpid()} holder {leases.holder} round {node.stats.rounds}, "
-        f"errors {node.stats.errors}, leases {','.join(sorted(leases.held())) or '-'}, "
+        f"pid {os.getpid()} incarnation {ownership.lease.incarnation or '-'} "
+        f"lease {'valid' if ownership.lease.is_valid() else 'not held'} "
+        f"round {node.stats.rounds}, errors {node.stats.errors}, "
+        f"owns {len(ownership.owned())}, "
         f"leading: {'; '.join(parts) or 'nothing'}"
     )
 
 
-async def _watch_rounds(node: ReconcilerNode, leases: LeaseManager, stop: asyncio.Event) -> None:
+async def _watch_rounds(
+    node: ReconcilerNode, ownership: NodeOwnership, stop: asyncio.Event
+) -> None:
     """Log every task's and thread's stack once per stall, so a hung round
     shows where it waits without attaching a debugger to the process. A
     round that fails (the store's injected errors) still counts as one."""
@@ -122,7 +126,7 @@ async def _watch_rounds(node: ReconcilerNode, leases: LeaseManager, stop: asynci
             await asyncio.wait_for(stop.wait(), 1.0)
         ticks += 1
         if ticks % 5 == 0 or ticks < 3:
-            log.info("%s: %s", node.node_id, _node_status(node, leases))
+            log.info("%s: %s", node.node_id, _node_status(node, ownership))
         if ended() != seen:
             seen, since, reported = ended(), time.monotonic(), False
             continue
@@ -154,13 +158,13 @@ async def _run_node(
     seed: int,
 ) -> None:
     directory = LeaderDirectory()
-    node, leases = build_node(config, store, ident, directory, now=now)
+    node, ownership = build_node(config, store, ident, directory, now=now)
     controller = Controller(store, config.layout.root)
     acks = _Lines(folder / f"acks-{ident}.jsonl")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
-    leases.start()
+    ownership.start()
     # The incarnation each topic is produced to: the revision of the led
     # partition the produce loop picked last. The producer binds a chunk to
     # ``revision_of(topic)`` (and floors its epoch there), so after a
@@ -221,7 +225,7 @@ async def _run_node(
                 )
 
     producing = asyncio.create_task(produce())
-    watchdog = asyncio.create_task(_watch_rounds(node, leases, stop))
+    watchdog = asyncio.create_task(_watch_rounds(node, ownership, stop))
     try:
         await node.run(stop, round_interval_seconds=config.reconciler.round_interval_seconds)
     finally:
@@ -230,7 +234,7 @@ async def _run_node(
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task
-        leases.stop(release=True)
+        ownership.stop(release=True)  # idempotent: node.run's stop released already
 
 
 def _run_daemon(

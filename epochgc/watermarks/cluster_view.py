@@ -1,5 +1,5 @@
 """The cluster as one node sees it: live nodes and ownership records, read
-by LIST (README, "Nodes and ownership (in progress)").
+by LIST (docs/operating.md, "Nodes, ownership and balance").
 
 One refresh costs one LIST page per 1000 ownership records plus one per
 1000 nodes, whatever the partitions: the listings carry ETags, and a body
@@ -17,7 +17,7 @@ was last read (bodies are cached by ETag):
 Liveness never trusts a body's times (the one use of them is for balance
 only, see ``_long_expired``): a node is live until its lease's
 ETag was seen unchanged for a TTL on this process's monotonic clock
-(``ownership.LivenessWatch``), or its body says released. Missing a body
+(``lease_timing.VersionWatch``), or its body says released. Missing a body
 can only delay a takeover, never cause one: a node is judged dead only by
 its own release or by a TTL of silence.
 
@@ -45,10 +45,10 @@ from epochgc.storage.keys import (
     parse_owner_key,
 )
 from epochgc.storage.object_store import ObjectInfo, ObjectStore
+from epochgc.watermarks.lease_timing import VersionWatch
 from epochgc.watermarks.ownership import (
     UNKNOWN_INCARNATION,
     AssignmentCache,
-    LivenessWatch,
     OwnerRecord,
 )
 from epochgc.watermarks.ownership_records import (
@@ -111,7 +111,7 @@ class ClusterView:
     now: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     """Wall clock: only to leave long-dead nodes out of the assignment."""
     assignments: AssignmentCache = field(default_factory=AssignmentCache)
-    _watch: LivenessWatch = field(init=False)
+    _watch: VersionWatch = field(init=False)
     _node_bodies: dict[str, tuple[str, int, NodeLeaseDocument]] = field(default_factory=dict)
     """Node id -> (ETag, size, body) of the last body read."""
     _records: dict[PartitionId, OwnerRecord] = field(default_factory=dict)
@@ -122,7 +122,7 @@ class ClusterView:
     cost more than the listing."""
 
     def __post_init__(self) -> None:
-        self._watch = LivenessWatch(self.ttl_seconds)
+        self._watch = VersionWatch(self.ttl_seconds)
 
     def remember(self, pid: PartitionId, record: OwnerRecord) -> None:
         """Cache a record we wrote ourselves (no GET needed to know it)."""
@@ -158,7 +158,7 @@ class ClusterView:
             for n, (etag, _size, doc) in self._node_bodies.items()
             if doc.released and self._watch.etag(n) == etag
         }
-        live_ids = set(self._watch.live_nodes(now, released))
+        live_ids = set(self._watch.live(now, released))
         live_ids.add(me)
         desired = self.assignments.get(live_ids - self._long_expired(me), partitions)
         wanted = {p for p, n in desired.items() if n == me} | set(mine)

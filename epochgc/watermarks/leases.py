@@ -6,8 +6,10 @@ A lease is one object ``{root}/meta/leases/{name}`` holding
 ownership, built on S3: create-only when the object is missing, CAS
 (``If-Match``) to take it over once expired, CAS to renew, CAS to release;
 one heartbeat loop per process renews all its leases. ``term`` grows on
-every change of holder (and when a holder restarts its term after a failed
-append) and is the fencing token every partition-log entry carries.
+every change of holder. These are the singleton roles' leases (``gc``,
+``ticker``); partitions are owned through node leases and ownership records
+(``node_lease.py``, ``node_ownership.py``), whose record term is the
+fencing token every partition-log entry carries.
 
 Timing never compares wall clocks across processes (the approach of the
 AWS DynamoDB lock client): a wall clock minutes off, which ``epochgc verify``
@@ -60,11 +62,12 @@ from epochgc.errors import (
     LeaseLostError,
     MalformedRecordError,
     NotFoundError,
-    PreconditionFailedError,
 )
 from epochgc.periodic import PeriodicThread
+from epochgc.storage.conditional_put import put_conditionally
 from epochgc.storage.keys import lease_key
 from epochgc.storage.object_store import ObjectStore, StoredObject
+from epochgc.watermarks.lease_timing import LeasePolicy, VersionWatch
 from epochgc.watermarks.records import (
     dump_document,
     get_int,
@@ -177,42 +180,13 @@ class LeaseGrant:
     """Monotonic time after which the holder must not write any more."""
 
 
-@dataclass(frozen=True)
-class LeasePolicy:
-    """Lease timing.
-
-    Attributes:
-        ttl_seconds: how long a grant lasts without renewal (failover time
-            after a crash).
-        renew_interval_seconds: heartbeat period; well under the TTL so a
-            couple of failed renewals are survivable.
-        skew_margin_seconds: a holder stops writing this long before a
-            TTL has passed since it sent its last renewal; covers request
-            latency and monotonic clocks running at slightly different
-            rates (wall-clock skew does not matter).
-    """
-
-    ttl_seconds: float = 15.0
-    renew_interval_seconds: float = 5.0
-    skew_margin_seconds: float = 2.0
-
-    def __post_init__(self) -> None:
-        if self.ttl_seconds <= 0 or self.renew_interval_seconds <= 0:
-            raise ValueError("lease ttl and renew interval must be > 0")
-        if self.renew_interval_seconds + self.skew_margin_seconds >= self.ttl_seconds:
-            raise ValueError(
-                "renew_interval_seconds + skew_margin_seconds must be below ttl_seconds, "
-                "or a healthy holder would lose its lease between heartbeats"
-            )
-
-
 class LeaseManager:
     """Acquires, renews and releases this process's leases.
 
     Example::
 
         leases = LeaseManager(store, "epochgc", node_id="reconciler-1")
-        grant = leases.try_acquire("partition.orders.0")
+        grant = leases.try_acquire("ticker")
         leases.start()          # heartbeat thread
         leases.check(grant.name)  # raises LeaseLostError once lost
         leases.stop()           # releases everything: immediate failover
@@ -249,8 +223,8 @@ class LeaseManager:
         self._lock = threading.Lock()
         self._grants: dict[str, LeaseGrant] = {}
         self._name_locks: dict[str, threading.Lock] = {}
-        self._watched: dict[str, tuple[str, float]] = {}
-        """Lease name -> (ETag last seen, monotonic time it was first seen)."""
+        self._watch = VersionWatch(self._policy.ttl_seconds)
+        """Other holders' lease versions, by lease name."""
         self._heartbeat = PeriodicThread(
             "lease-heartbeat", self._policy.renew_interval_seconds, self.renew_all
         )
@@ -308,21 +282,14 @@ class LeaseManager:
         return self._monotonic() < grant.valid_until
 
     def _valid_until(self, sent: float) -> float:
-        return sent + self._policy.ttl_seconds - self._policy.skew_margin_seconds
+        return self._policy.valid_until(sent)
 
     def _unchanged_for(self, name: str, etag: str | None) -> float | None:
-        """Watch the version of a lease object: how long ``etag`` has been
-        seen unchanged, or ``None`` when it is new to us."""
+        """How long ``etag`` of lease ``name`` has been seen unchanged, or
+        ``None`` when it is new to us."""
         now = self._monotonic()
         with self._lock:
-            if etag is None:
-                self._watched.pop(name, None)
-                return None
-            seen = self._watched.get(name)
-            if seen is None or seen[0] != etag:
-                self._watched[name] = (etag, now)
-                return None
-            return now - seen[1]
+            return self._watch.see(name, etag, now)
 
     # --- acquire / renew / release -------------------------------------------
 
@@ -353,36 +320,23 @@ class LeaseManager:
             term = current.term if decision is AcquireDecision.RENEW else current.term + 1
             doc = LeaseDocument(self.holder, term, expires)
         body = encode_lease(doc)
-        try:
-            if decision is AcquireDecision.CREATE:
-                new_etag = self._store.put_if_absent(key, body)
-            else:
-                assert etag is not None
-                new_etag = self._store.put_if_match(key, body, etag)
-        except (PreconditionFailedError, NotFoundError) as err:
-            stored = self._read_raw(key)
-            if stored is None or stored.body != body:
-                level, why = self._why_not_taken(decision, etag, stored, err)
-                verb = "creation" if decision is AcquireDecision.CREATE else "take-over"
-                log.log(level, "%s of lease %s failed: %s", verb, name, why)
-                return None
-            new_etag = stored.etag  # our write landed; only the answer was lost
+        written = put_conditionally(
+            self._store, key, body, None if decision is AcquireDecision.CREATE else etag
+        )
+        if written is None:
+            level, why = self._why_not_taken(decision, etag, self._read_raw(key))
+            verb = "creation" if decision is AcquireDecision.CREATE else "take-over"
+            log.log(level, "%s of lease %s failed: %s", verb, name, why)
+            return None
+        new_etag = written
         grant = LeaseGrant(name, self.holder, doc.term, expires, new_etag, self._valid_until(sent))
         with self._lock:
             self._grants[name] = grant
-            self._watched.pop(name, None)
+            self._watch.forget(name)
         if decision is not AcquireDecision.RENEW:
             self.stats["acquired"] += 1
             log.info("acquired lease %s at term %d", name, doc.term)
         return grant
-
-    def bump_term(self, name: str) -> LeaseGrant:
-        """Move our own lease to a new term (a leader restarting its term).
-
-        Raises:
-            LeaseLostError: the lease is not ours any more.
-        """
-        return self._rewrite(name, term_delta=1)
 
     def renew(self, name: str) -> LeaseGrant:
         """Extend our lease by one TTL.
@@ -391,13 +345,10 @@ class LeaseManager:
             LeaseLostError: another holder has it, or it expired before we
                 could renew.
         """
-        return self._rewrite(name, term_delta=0)
-
-    def _rewrite(self, name: str, term_delta: int) -> LeaseGrant:
         with self._serial(name):
-            return self._rewrite_serial(name, term_delta)
+            return self._renew_serial(name)
 
-    def _rewrite_serial(self, name: str, term_delta: int) -> LeaseGrant:
+    def _renew_serial(self, name: str) -> LeaseGrant:
         with self._lock:
             held = self._grants.get(name)
         if held is not None and not self._is_valid(held):
@@ -405,21 +356,17 @@ class LeaseManager:
         grant = self.check(name)
         doc = LeaseDocument(
             self.holder,
-            grant.term + term_delta,
+            grant.term,
             self._now() + timedelta(seconds=self._policy.ttl_seconds),
         )
         sent = self._monotonic()
         key = lease_key(self._root, name)
         body = encode_lease(doc)
-        try:
-            etag = self._store.put_if_match(key, body, grant.etag)
-        except (PreconditionFailedError, NotFoundError) as err:
-            stored = self._read_raw(key)
-            if stored is None or stored.body != body:
-                why = self._why_not_ours(grant, stored, err)
-                self._lose(name, f"renewal not applied: {why}")
-                raise LeaseLostError(f"lease {name!r} lost: {why}") from err
-            etag = stored.etag  # our write landed; only the answer was lost
+        etag = put_conditionally(self._store, key, body, grant.etag)
+        if etag is None:
+            why = self._why_not_ours(grant, self._read_raw(key))
+            self._lose(name, f"renewal not applied: {why}")
+            raise LeaseLostError(f"lease {name!r} lost: {why}")
         new = LeaseGrant(name, self.holder, doc.term, doc.expires_at, etag, self._valid_until(sent))
         with self._lock:
             self._grants[name] = new
@@ -441,18 +388,14 @@ class LeaseManager:
         key = lease_key(self._root, name)
         body = encode_lease(doc)
         try:
-            try:
-                self._store.put_if_match(key, body, grant.etag)
-            except (PreconditionFailedError, NotFoundError) as err:
-                stored = self._read_raw(key)
-                if stored is None or stored.body != body:
-                    log.warning(
-                        "could not release lease %s (term %d; it will expire within the TTL): %s",
-                        name,
-                        grant.term,
-                        self._why_not_ours(grant, stored, err),
-                    )
-                    return
+            if put_conditionally(self._store, key, body, grant.etag) is None:
+                log.warning(
+                    "could not release lease %s (term %d; it will expire within the TTL): %s",
+                    name,
+                    grant.term,
+                    self._why_not_ours(grant, self._read_raw(key)),
+                )
+                return
             log.info("released lease %s (term %d)", name, grant.term)
         except EpochGCError as err:
             log.warning("could not release lease %s (it will expire): %s", name, err)
@@ -506,11 +449,10 @@ class LeaseManager:
         state = "released" if doc.released else "held"
         return f"{state} by {doc.holder} at term {doc.term}"
 
-    def _why_not_ours(
-        self, grant: LeaseGrant, stored: StoredObject | None, err: EpochGCError
-    ) -> str:
-        """Why a conditional write of our grant did not land, in one line."""
-        answer = "412" if isinstance(err, PreconditionFailedError) else "404"
+    def _why_not_ours(self, grant: LeaseGrant, stored: StoredObject | None) -> str:
+        """Why a conditional write of our grant did not land, in one line
+        (``stored``: the object as re-read after the refusal)."""
+        answer = "404" if stored is None else "412"
         if stored is not None and stored.etag == grant.etag:
             return (
                 f"the store rejected ({answer}) the ETag it had returned for our grant "
@@ -524,12 +466,11 @@ class LeaseManager:
         decision: AcquireDecision,
         etag: str | None,
         stored: StoredObject | None,
-        err: EpochGCError,
     ) -> tuple[int, str]:
         """The log level and reason of a failed create or take-over: a race
         lost is routine (INFO); a store refusing an unchanged lease's own
         ETag is a broken store (WARNING)."""
-        answer = "412" if isinstance(err, PreconditionFailedError) else "404"
+        answer = "404" if stored is None else "412"
         if decision is not AcquireDecision.CREATE and stored is not None and stored.etag == etag:
             return logging.WARNING, (
                 f"the store rejected ({answer}) the ETag it had returned although the "

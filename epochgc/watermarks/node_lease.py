@@ -1,10 +1,11 @@
 """This process's node liveness lease ``{root}/meta/nodes/{node_id}``
-(README, "Nodes and ownership (in progress)"; the document:
+(docs/operating.md, "Nodes, ownership and balance"; the document:
 ``ownership_records``).
 
 One lease per node, whatever it owns: staying alive costs one CAS per renew
-interval. The timing rules are ``leases.py``'s, so nothing compares wall
-clocks across machines:
+interval. The timing rules are every lease's (``lease_timing.py``, shared
+with the singleton roles' ``leases.py``), so nothing compares wall clocks
+across machines:
 
 * the holder counts validity on its own monotonic clock: valid until
   ``sent + ttl - skew_margin`` of the last acquiring or renewing request;
@@ -33,10 +34,11 @@ from datetime import UTC, datetime, timedelta
 from typing import NoReturn
 
 from epochgc.errors import EpochGCError, LeaseLostError, NotFoundError
+from epochgc.periodic import PeriodicThread
 from epochgc.storage.conditional_put import put_conditionally
 from epochgc.storage.keys import node_lease_key
 from epochgc.storage.object_store import ObjectStore, StoredObject
-from epochgc.watermarks.leases import LeasePolicy
+from epochgc.watermarks.lease_timing import LeasePolicy, VersionWatch
 from epochgc.watermarks.ownership_records import (
     NodeLeaseDocument,
     decode_node_lease,
@@ -92,11 +94,43 @@ class NodeLease:
         self._etag: str | None = None
         self._valid_until = float("-inf")
         self._sent_at = float("-inf")
-        self._watched: tuple[str, float] | None = None
-        self.stats: dict[str, int] = {"acquired": 0, "renewals": 0, "lost": 0}
+        self._watch = VersionWatch(self.policy.ttl_seconds)
+        """Another incarnation's version of our lease object, while it holds it."""
+        self.stats: dict[str, int] = {
+            "acquired": 0,
+            "renewals": 0,
+            "lost": 0,
+            "renew_failures": 0,
+        }
+        self.last_renew_seconds = 0.0
+        """How long the last successful renewal took (for the metrics)."""
         self._writes = threading.RLock()
         """Orders this process's writes of the lease (a heartbeat thread's
         renewal must never land after, and undo, a release)."""
+        self._heartbeat = PeriodicThread(
+            f"node-lease-{node_id}",
+            max(0.05, self.policy.renew_interval_seconds / 4),
+            self.renew_if_due,
+        )
+
+    # --- heartbeat -------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the heartbeat thread: it renews the lease every renew
+        interval while held, whatever the rounds are doing (a slow round
+        must not cost the node its lease).
+
+        Raises:
+            RuntimeError: already started.
+        """
+        self._heartbeat.start()
+
+    def stop(self, *, release: bool = True) -> None:
+        """Stop the heartbeat; release the lease unless ``release`` is false
+        (a kill -9 releases nothing: the others wait a TTL). Idempotent."""
+        self._heartbeat.stop()
+        if release:
+            self.release()
 
     # --- queries -------------------------------------------------------------------
 
@@ -136,7 +170,9 @@ class NodeLease:
         if stored is not None:
             current = decode_node_lease(stored.body, self.key)
             ours = self._etag is not None and stored.etag == self._etag
-            if not (current.released or ours or self._unchanged_for(stored.etag, now)):
+            unchanged = self._watch.see(self.key, stored.etag, now)
+            gone = unchanged is not None and unchanged >= self.policy.ttl_seconds
+            if not (current.released or ours or gone):
                 return False
         self.incarnation = self._incarnations()
         body = self._body(released=False)
@@ -149,18 +185,12 @@ class NodeLease:
             self._etag = None
             return False
         self._etag = etag
-        self._valid_until = sent + self.policy.ttl_seconds - self.policy.skew_margin_seconds
+        self._valid_until = self.policy.valid_until(sent)
         self._sent_at = sent
-        self._watched = None
+        self._watch.forget(self.key)
         self.stats["acquired"] += 1
         log.info("node lease %s acquired (incarnation %s)", self.node_id, self.incarnation)
         return True
-
-    def _unchanged_for(self, etag: str, now: float) -> bool:
-        if self._watched is None or self._watched[0] != etag:
-            self._watched = (etag, now)
-            return False
-        return now - self._watched[1] >= self.policy.ttl_seconds
 
     def renew_if_due(self) -> bool:
         """Renew when a renew interval has passed since the last grant was
@@ -177,6 +207,7 @@ class NodeLease:
         except LeaseLostError:
             pass
         except EpochGCError as err:
+            self.stats["renew_failures"] += 1
             log.warning("renewing node lease %s failed: %s", self.node_id, err)
         return True
 
@@ -203,9 +234,10 @@ class NodeLease:
         if etag is None:
             self._lose("the lease object changed under us (its bytes are not ours)")
         self._etag = etag
-        self._valid_until = sent + self.policy.ttl_seconds - self.policy.skew_margin_seconds
+        self._valid_until = self.policy.valid_until(sent)
         self._sent_at = sent
         self.stats["renewals"] += 1
+        self.last_renew_seconds = self._monotonic() - sent
 
     def release(self) -> None:
         """Give the lease up (``released: true``): other nodes drop this one

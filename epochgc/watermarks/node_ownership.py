@@ -1,5 +1,5 @@
-"""One node's partition ownership, round by round (README, "Nodes
-and ownership (in progress)"): read the cluster (``cluster_view``), decide
+"""One node's partition ownership, round by round (docs/operating.md,
+"Nodes, ownership and balance"): read the cluster (``cluster_view``), decide
 (``ownership.plan_round``), write (``owner_store``).
 
 A node owns a partition while the record names its current incarnation and
@@ -9,15 +9,18 @@ another ETag in a later listing was taken from us (our lease must have
 lapsed in the taker's eyes): it is dropped at once. A hand-back stops
 treating the partition as owned before the release is sent.
 
-Not wired into the reconciler yet: ``reconciler/node.py`` still leads
-partitions with per-partition leases (``leases.py``).
+The reconciler (``reconciler/node.py``) leads exactly ``owned()``, each
+partition at the record's term: the partition log's ``term_start`` carries
+it, and fences a deposed owner's late appends.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Collection
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -27,7 +30,14 @@ from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.cluster_view import ClusterView
 from epochgc.watermarks.node_lease import NodeLease
 from epochgc.watermarks.owner_store import OwnershipStore
-from epochgc.watermarks.ownership import AssignmentCache, MoveKind, OwnerRecord, plan_round
+from epochgc.watermarks.ownership import (
+    AssignmentCache,
+    Move,
+    MoveKind,
+    OwnerRecord,
+    is_owned_by,
+    plan_round,
+)
 
 log = logging.getLogger("epochgc.watermarks.node_ownership")
 
@@ -72,6 +82,7 @@ class NodeOwnership:
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         monotonic: Callable[[], float] = time.monotonic,
         assignments: AssignmentCache | None = None,
+        write_concurrency: int = 8,
     ) -> None:
         if max_moves_per_round < 1:
             raise ValueError(f"max_moves_per_round must be >= 1, got {max_moves_per_round}")
@@ -88,6 +99,16 @@ class NodeOwnership:
         )
         self._owners = OwnershipStore(store, root, now=now)
         self._mine: dict[PartitionId, OwnerRecord] = {}
+        """Copy-on-write: readers (``owned``, ``term``: every append's
+        guard, from any thread) take the reference and never lock; writers
+        replace the dict under ``_writes``."""
+        self._writes = threading.RLock()
+        self._stopped = False
+        self._writers = (
+            ThreadPoolExecutor(write_concurrency, thread_name_prefix="ownership-write")
+            if write_concurrency > 1
+            else None
+        )
         self._incarnation = ""
         self.totals: dict[str, int] = {"taken": 0, "taken_over": 0, "handed_back": 0, "lost": 0}
 
@@ -95,27 +116,88 @@ class NodeOwnership:
     def node_id(self) -> str:
         return self._lease.node_id
 
+    @property
+    def lease(self) -> NodeLease:
+        return self._lease
+
+    def start(self) -> None:
+        """Start the node lease's heartbeat (the lease itself is taken by
+        ``ensure_lease``, from the rounds)."""
+        self._lease.start()
+
+    def ensure_lease(self) -> bool:
+        """Hold the node lease, taking it if needed; ``False`` while another
+        incarnation still holds it (a previous process of this node id that
+        was killed: it goes after a TTL of silence).
+
+        Raises:
+            StorageError, RecordError: the lease object could not be read.
+        """
+        return self._lease.try_acquire()
+
+    def raise_term(self, pid: PartitionId, above: int) -> int | None:
+        """Move our record of ``pid`` to a term above ``above`` (the highest
+        term its partition log holds); the new term, or ``None`` when the
+        partition is not ours any more.
+
+        Raises:
+            StorageError: the store failed (outcome unknown: the next
+                listing shows it).
+        """
+        with self._writes:
+            held = self._mine.get(pid)
+            if held is None or pid not in self.owned():
+                return None
+            raised = self._owners.raise_term(pid, held, max(above, held.term) + 1)
+            if raised is None:
+                self._drop(pid)
+                self.totals["lost"] += 1
+                return None
+            self._set(pid, raised)
+            self.view.remember(pid, raised)
+            return raised.term
+
+    def _set(self, pid: PartitionId, record: OwnerRecord) -> None:
+        mine = dict(self._mine)
+        mine[pid] = record
+        self._mine = mine
+
+    def _drop(self, pid: PartitionId) -> OwnerRecord | None:
+        mine = dict(self._mine)
+        held = mine.pop(pid, None)
+        self._mine = mine
+        return held
+
     def owned(self) -> frozenset[PartitionId]:
         """Partitions this node owns now (empty without a valid lease)."""
         if not self._lease.is_valid() or self._lease.incarnation != self._incarnation:
             return frozenset()
-        return frozenset(self._mine)
+        return frozenset(self._mine)  # one reference read: never a dict changing under us
 
     def term(self, pid: PartitionId) -> int | None:
         """Our term of ``pid`` while we own it."""
-        if pid not in self.owned():
+        if not self._lease.is_valid() or self._lease.incarnation != self._incarnation:
             return None
-        return self._mine[pid].term
+        held = self._mine.get(pid)
+        return None if held is None else held.term
 
     def run_round(self, partitions: Collection[PartitionId]) -> RoundReport:
         """One round: refresh, plan, write. Storage errors skip the round
         (logged); nothing is assumed about writes whose answer was lost
-        beyond what the next listing shows."""
+        beyond what the next listing shows. Rounds, ``raise_term`` and
+        ``stop`` are serialized; ``owned`` and ``term`` never wait."""
+        with self._writes:
+            return self._run_round(partitions)
+
+    def _run_round(self, partitions: Collection[PartitionId]) -> RoundReport:
         if not self._lease.is_valid():
-            self._mine.clear()
+            # Owns nothing meanwhile (``owned`` checks the lease). Kept: a
+            # renewal in flight may land and restore the same incarnation,
+            # whose records these still are; a re-acquisition is a new
+            # incarnation and starts from nothing (below).
             return RoundReport(skipped="node lease not valid")
         if self._lease.incarnation != self._incarnation:
-            self._mine.clear()  # a new incarnation owns nothing until it takes it
+            self._mine = {}  # a new incarnation owns nothing until it takes it
             self._incarnation = self._lease.incarnation
         me, incarnation = self._lease.node_id, self._incarnation
         try:
@@ -124,30 +206,47 @@ class NodeOwnership:
             log.warning("ownership round skipped: cluster state unreadable: %s", err)
             return RoundReport(owned=len(self.owned()), skipped=str(err))
         lost = 0
+        for pid in [p for p in self._mine if p not in partitions]:
+            self._drop(pid)  # its topic incarnation is gone (the janitor deletes the record)
         for pid, held in list(self._mine.items()):
             if state.listed.get(pid) != held.etag:
-                del self._mine[pid]
+                self._drop(pid)
                 lost += 1
                 log.warning("partition %s is no longer ours (its record changed)", pid)
+        for pid, record in state.records.items():
+            if is_owned_by(record, me, incarnation) and pid not in self._mine:
+                # Ours as written (e.g. a take whose answer was lost): adopt
+                # it, or it would stay owned on paper and led by nobody.
+                self._set(pid, record)
         plan = plan_round(
             me, incarnation, state.live, state.records, state.desired, max_moves=self._max_moves
         )
         counts = {"taken": 0, "taken_over": 0, "handed_back": 0, "conflicts": 0}
-        for move in plan.moves:
-            if move.pid in state.unreadable:
-                continue
-            if not self._lease.is_valid():
-                break  # out of time: a later write could act on a lapsed lease
-            try:
-                done = self._apply(move.kind, move.pid, move.record, me, incarnation)
-            except EpochGCError as err:
-                log.warning("ownership move %s of %s failed: %s", move.kind.value, move.pid, err)
+        moves = [m for m in plan.moves if m.pid not in state.unreadable]
+        handing = {
+            m.pid: self._drop(m.pid)  # stop leading before the release is sent
+            for m in moves
+            if m.kind is MoveKind.HAND_BACK
+        }
+
+        # The writes are independent CAS requests: several at once, so a
+        # round of a hundred moves costs a few round trips, not a hundred.
+        def write(m: Move) -> OwnerRecord | EpochGCError | None:
+            return self._write(m, handing.get(m.pid), me, incarnation)
+
+        if self._writers is None or len(moves) <= 1:
+            results = [write(m) for m in moves]
+        else:
+            results = list(self._writers.map(write, moves))
+        for move, result in zip(moves, results, strict=True):
+            if isinstance(result, EpochGCError):
+                log.warning("ownership move %s of %s failed: %s", move.kind.value, move.pid, result)
                 counts["conflicts"] += 1
-                continue
-            if done:
-                counts[_COUNTER[move.kind]] += 1
+            elif result is None:
+                counts["conflicts"] += 1
             else:
-                counts["conflicts"] += 1
+                self._applied(move, result)
+                counts[_COUNTER[move.kind]] += 1
         for name in ("taken", "taken_over", "handed_back"):
             self.totals[name] += counts[name]
         self.totals["lost"] += lost
@@ -163,41 +262,49 @@ class NodeOwnership:
             gets=state.gets,
         )
 
-    def _apply(
-        self,
-        kind: MoveKind,
-        pid: PartitionId,
-        seen: OwnerRecord | None,
-        me: str,
-        incarnation: str,
-    ) -> bool:
-        if kind is MoveKind.HAND_BACK:
-            held = self._mine.pop(pid, None)  # stop leading before the release is sent
-            if held is None:
-                return False
-            released = self._owners.release(pid, held)
-            if released is not None:
-                self.view.remember(pid, released)
-            return released is not None
-        taken = self._owners.take(pid, seen, me, incarnation)
-        if taken is None:
-            return False
-        self._mine[pid] = taken
-        self.view.remember(pid, taken)
-        if kind is MoveKind.TAKE_OVER and seen is not None:
-            log.info("took over %s from %s at term %d", pid, seen.node, taken.term)
-        return True
+    def _write(
+        self, move: Move, held: OwnerRecord | None, me: str, incarnation: str
+    ) -> OwnerRecord | EpochGCError | None:
+        """One move's conditional write (in a writer thread): the record
+        written, ``None`` when someone else moved first (or the lease ran
+        out before it could be sent), or the storage error."""
+        if not self._lease.is_valid():
+            return None  # out of time: a write now could act on a lapsed lease
+        try:
+            if move.kind is MoveKind.HAND_BACK:
+                return None if held is None else self._owners.release(move.pid, held)
+            return self._owners.take(move.pid, move.record, me, incarnation)
+        except EpochGCError as err:
+            return err
 
-    def stop(self) -> None:
-        """Release every record we hold, then the node lease: the other
-        nodes take our partitions at their next round. Best effort."""
-        for pid, held in list(self._mine.items()):
-            del self._mine[pid]
-            try:
-                self._owners.release(pid, held)
-            except EpochGCError as err:
-                log.warning("could not release %s on stop (it goes after a TTL): %s", pid, err)
-        self._lease.release()
+    def _applied(self, move: Move, written: OwnerRecord) -> None:
+        self.view.remember(move.pid, written)
+        if move.kind is MoveKind.HAND_BACK:
+            return
+        self._set(move.pid, written)
+        if move.kind is MoveKind.TAKE_OVER and move.record is not None:
+            log.info("took over %s from %s at term %d", move.pid, move.record.node, written.term)
+
+    def stop(self, *, release: bool = True) -> None:
+        """Stop the heartbeat; release every record we hold, then the node
+        lease: the other nodes take our partitions at their next round.
+        Best effort. ``release=False`` is a kill -9: nothing is released,
+        the others take over after a TTL of silence. Only the first call
+        counts (a kill is not undone by a later clean stop)."""
+        self._lease.stop(release=False)
+        with self._writes:
+            if self._stopped:
+                return
+            self._stopped = True
+            held, self._mine = self._mine, {}
+            if not release:
+                return
+            for pid, record in held.items():
+                try:
+                    self._owners.release(pid, record)
+                except EpochGCError as err:
+                    log.warning("could not release %s on stop (it goes after a TTL): %s", pid, err)
+            self._lease.release()
 
 
 _COUNTER = {

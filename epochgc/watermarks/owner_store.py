@@ -1,13 +1,19 @@
 """Conditional writes of ownership records
-``{root}/meta/owners/{topic}/{revision}/{partition}`` (README, "Nodes and ownership (in progress)").
+``{root}/meta/owners/{topic}/{revision}/{partition}`` (docs/operating.md,
+"Nodes, ownership and balance").
 
 * take a partition with no record: create-only (``If-None-Match: *``),
-  term 1;
+  term 1, or one above the term of the partition's lease from the
+  per-partition lease design when a bucket from that design still holds
+  one (read once, here; the old lease is never read again afterwards);
 * take a released record, or take one over from an owner that is not
   live: ``If-Match`` the ETag seen, term + 1 (the new owner's
   ``term_start`` then fences the old one's late log entries);
 * hand back or give up on stop: ``If-Match`` the ETag we wrote, same term,
-  ``released: true``.
+  ``released: true``;
+* raise our own term (the partition log already holds a term at or above
+  the record's, e.g. a leader whose append failed spent its term):
+  ``If-Match`` the ETag we wrote, the new term.
 
 A 412 or 404 is checked by re-reading: the write counts only if the object
 holds exactly our bytes (it landed, only its answer was lost). Otherwise
@@ -21,11 +27,19 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 
+from epochgc.errors import NotFoundError, RecordError
 from epochgc.storage.conditional_put import put_conditionally
-from epochgc.storage.keys import PartitionId, owner_key
+from epochgc.storage.keys import (
+    LEGACY_PARTITION_LEASE_PREFIX,
+    PartitionId,
+    lease_key,
+    legacy_partition_lease_key,
+    owner_key,
+)
 from epochgc.storage.object_store import ObjectStore
+from epochgc.watermarks.leases import decode_lease
 from epochgc.watermarks.ownership import OwnerRecord
-from epochgc.watermarks.ownership_records import OwnerDocument, encode_owner
+from epochgc.watermarks.ownership_records import OwnerDocument, decode_owner, encode_owner
 
 log = logging.getLogger("epochgc.watermarks.owner_store")
 
@@ -44,6 +58,8 @@ class OwnershipStore:
         self._store = store
         self._root = root
         self._now = now
+        self._legacy_keys: set[str] | None = None
+        """Old per-partition lease keys, listed at the first creation."""
 
     def take(
         self, pid: PartitionId, seen: OwnerRecord | None, node: str, incarnation: str
@@ -54,11 +70,46 @@ class OwnershipStore:
         Raises:
             StorageError: the store failed (outcome unknown: re-read next round).
         """
-        term = 1 if seen is None else seen.term + 1
+        term = self._legacy_term(pid) + 1 if seen is None else seen.term + 1
         body = encode_owner(OwnerDocument(node, incarnation, term, self._now()))
         key = owner_key(self._root, pid)
         etag = self._write(key, body, None if seen is None else seen.etag)
         return None if etag is None else OwnerRecord(node, incarnation, term, False, etag)
+
+    def raise_term(self, pid: PartitionId, held: OwnerRecord, term: int) -> OwnerRecord | None:
+        """Move our record to ``term`` (above ``held.term``); ``None`` if it
+        is no longer ours as we wrote it.
+
+        Raises:
+            StorageError: the store failed.
+        """
+        if term <= held.term:
+            raise ValueError(f"term {term} is not above the record's {held.term}")
+        body = encode_owner(OwnerDocument(held.node, held.incarnation, term, self._now()))
+        etag = self._write(owner_key(self._root, pid), body, held.etag)
+        return None if etag is None else OwnerRecord(held.node, held.incarnation, term, False, etag)
+
+    def _legacy_term(self, pid: PartitionId) -> int:
+        """The term of the partition's lease from the per-partition lease
+        design, 0 when there is none. The old leases are listed once (one
+        LIST, empty in a bucket that never had them) and only those listed
+        are read. An unreadable one counts as 0, and so does one written
+        after the listing (old and new nodes must not share a root): the
+        new leader still opens the partition log and starts above the
+        highest term it finds there."""
+        key = legacy_partition_lease_key(self._root, pid)
+        if self._legacy_keys is None:
+            prefix = lease_key(self._root, f"{LEGACY_PARTITION_LEASE_PREFIX}x")[: -len("x")]
+            self._legacy_keys = {info.key for info in self._store.list_objects(prefix)}
+        if key not in self._legacy_keys:
+            return 0
+        try:
+            return decode_lease(self._store.get(key).body, key).term
+        except NotFoundError:
+            return 0
+        except RecordError as err:
+            log.warning("ignoring unreadable old partition lease %s: %s", key, err)
+            return 0
 
     def release(self, pid: PartitionId, held: OwnerRecord) -> OwnerRecord | None:
         """Mark our record released (same term); ``None`` if it is no
@@ -81,3 +132,18 @@ class OwnershipStore:
         if written is None:
             log.info("ownership record %s changed first", key)
         return written
+
+
+def read_owner(store: ObjectStore, root: str, pid: PartitionId) -> OwnerDocument | None:
+    """The ownership record of ``pid`` as stored (``None``: never owned),
+    for displays and error messages. Whether its owner is still alive is
+    its node lease's business (``epochgc node list``).
+
+    Raises:
+        MalformedRecordError, UnsupportedVersionError, StorageError.
+    """
+    key = owner_key(root, pid)
+    try:
+        return decode_owner(store.get(key).body, key)
+    except NotFoundError:
+        return None

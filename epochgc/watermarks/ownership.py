@@ -1,5 +1,5 @@
 """Which node should own which partition, and what this node does about it
-this round (README, "Nodes and ownership (in progress)"). Pure: no I/O, no
+this round (docs/operating.md, "Nodes, ownership and balance"). Pure: no I/O, no
 clock reads (monotonic times come in as arguments).
 
 Every node computes the same *desired assignment* from the same live node
@@ -30,16 +30,16 @@ Moves per round are bounded (takes first: they restore availability; then
 hand-backs), so a node that finds itself alone at start does not take
 everything, and a restart does not reshuffle the cluster at once.
 
-``LivenessWatch`` judges other nodes' leases the way ``leases.py`` judges a
-lease: a node is live until its lease object has been seen with the same
-ETag for a whole TTL on the observer's monotonic clock (or was released,
-which the caller knows from the body).
+Other nodes' liveness comes in as ``live``: ``cluster_view`` judges their
+leases with ``lease_timing.VersionWatch``, the rule every lease follows (a
+node is live until its lease object was seen with the same ETag for a whole
+TTL on the observer's monotonic clock, or was released).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -233,53 +233,3 @@ def plan_round(
         takes.append(Move(kind, pid, record, want))
     wanted = takes + hand_backs
     return RoundPlan(tuple(wanted[:max_moves]), max(0, len(wanted) - max_moves))
-
-
-class LivenessWatch:
-    """Other nodes' liveness from the ETags of their lease objects.
-
-    Example::
-
-        watch = LivenessWatch(ttl_seconds=15.0)
-        watch.observe({"node-a": '"e1"'}, now=100.0)
-        watch.is_stale("node-a", now=116.0)   # True: no renewal for a TTL
-
-    A node whose lease ETag changed is renewing; one whose ETag stayed the
-    same for ``ttl_seconds`` of the observer's monotonic clock has stopped
-    (its holder stopped writing before that, by its own clock: valid until
-    ``sent + ttl - skew_margin``). First sight counts as a change, so an
-    observer that just started waits a TTL before calling anyone dead.
-    """
-
-    def __init__(self, ttl_seconds: float) -> None:
-        self._ttl = ttl_seconds
-        self._seen: dict[str, tuple[str, float]] = {}
-
-    def observe(self, etags: Mapping[str, str], now: float) -> None:
-        """Record one listing: node id -> ETag of its lease object. Nodes
-        absent from the listing are forgotten (their lease is gone)."""
-        for node in [n for n in self._seen if n not in etags]:
-            del self._seen[node]
-        for node, etag in etags.items():
-            seen = self._seen.get(node)
-            if seen is None or seen[0] != etag:
-                self._seen[node] = (etag, now)
-
-    def etag(self, node: str) -> str | None:
-        """The ETag last observed for ``node``'s lease."""
-        seen = self._seen.get(node)
-        return None if seen is None else seen[0]
-
-    def unchanged_for(self, node: str, now: float) -> float | None:
-        """Seconds the current ETag has been seen unchanged; ``None``: absent."""
-        seen = self._seen.get(node)
-        return None if seen is None else now - seen[1]
-
-    def is_stale(self, node: str, now: float) -> bool:
-        """Absent, or unchanged for a whole TTL: its holder has stopped."""
-        unchanged = self.unchanged_for(node, now)
-        return unchanged is None or unchanged >= self._ttl
-
-    def live_nodes(self, now: float, released: Collection[str] = ()) -> list[str]:
-        """Nodes observed, not stale and not known released, sorted."""
-        return sorted(n for n in self._seen if n not in released and not self.is_stale(n, now))

@@ -1,5 +1,5 @@
 """JSON codecs of the node liveness lease and the partition ownership record
-(README, "Nodes and ownership (in progress)"). Pure.
+(docs/operating.md, "Nodes, ownership and balance"). Pure.
 
 Node lease ``{root}/meta/nodes/{node_id}``::
 

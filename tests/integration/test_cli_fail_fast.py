@@ -7,12 +7,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from epochgc.reconciler.node import partition_lease_name
 from epochgc.storage.embedded import EmbeddedS3
-from epochgc.storage.keys import PartitionId
+from epochgc.storage.keys import PartitionId, owner_key
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.leases import LeaseManager, LeasePolicy
+from epochgc.watermarks.lease_timing import LeasePolicy
+from epochgc.watermarks.node_lease import NodeLease
+from epochgc.watermarks.node_ownership import NodeOwnership
 from tests.support.cli import run_cli
 from tests.support.config_files import write_server_config
 
@@ -21,9 +22,13 @@ def test_produce_fails_fast_naming_the_node_that_leads_the_partition(
     tmp_path: Path, s3_server: EmbeddedS3, bucket: str, store: S3ObjectStore
 ) -> None:
     topic = Controller(store, "epochgc").create_topic("orders", 2)
-    other = LeaseManager(store, "epochgc", "recon-elsewhere", policy=LeasePolicy(60.0, 5.0, 1.0))
-    lease = partition_lease_name(PartitionId("orders", topic.revision, 0))
-    assert other.try_acquire(lease) is not None
+    lease = NodeLease(store, "epochgc", "recon-elsewhere", policy=LeasePolicy(60.0, 5.0, 1.0))
+    assert lease.try_acquire()
+    other = NodeOwnership(store, "epochgc", lease, max_moves_per_round=10)
+    pids = [PartitionId("orders", topic.revision, p) for p in range(2)]
+    other.run_round(pids)
+    assert other.owned() == frozenset(pids)
+    record = store.get(owner_key("epochgc", pids[0]))
     config = write_server_config(tmp_path / "produce.toml", s3_server.endpoint_url, bucket)
     started = time.monotonic()
     done = run_cli("produce", "orders", "0", "--count", "3", "--config", str(config))
@@ -33,9 +38,8 @@ def test_produce_fails_fast_naming_the_node_that_leads_the_partition(
     assert "recon-elsewhere" in done.stderr
     assert "stop" in done.stderr  # says what to do
     assert "Traceback" not in done.stderr
-    # The other node's lease is untouched: produce never takes a led partition.
-    holder = LeaseManager.read_holder(store, "epochgc", lease)
-    assert holder is not None and holder.holder == other.holder and not holder.released
+    # The other node's record is untouched: produce never takes a led partition.
+    assert store.get(owner_key("epochgc", pids[0])).etag == record.etag
 
 
 def test_epoch_advance_announces_its_work_before_ticking(

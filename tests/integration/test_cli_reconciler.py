@@ -10,9 +10,14 @@ import time
 from pathlib import Path
 
 from epochgc.storage.embedded import EmbeddedS3
+from epochgc.storage.keys import PartitionId, node_lease_key
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.leases import LeaseManager, LeasePolicy
+from epochgc.watermarks.lease_timing import LeasePolicy
+from epochgc.watermarks.leases import LeaseManager
+from epochgc.watermarks.node_lease import NodeLease
+from epochgc.watermarks.node_ownership import NodeOwnership
+from epochgc.watermarks.ownership_records import decode_node_lease
 from epochgc.watermarks.reports import read_reports
 from tests.support.cli import REPO, run_cli
 from tests.support.config_files import write_server_config
@@ -71,9 +76,14 @@ def test_reconciler_node_reports_and_hands_over_on_sigterm(
     finally:
         if proc.poll() is None:
             proc.kill()
-    # The leases were released, not left to expire (TTL is 30 s here).
-    other = LeaseManager(store, "epochgc", "recon-2", policy=LeasePolicy(30.0, 1.0, 1.0))
-    assert other.try_acquire("partition.orders.1.0") is not None  # revision 1
+    # The node lease and the ownership records were released, not left to
+    # expire (TTL is 30 s here): another node takes everything at once.
+    lease = NodeLease(store, "epochgc", "recon-2", policy=LeasePolicy(30.0, 1.0, 1.0))
+    assert lease.try_acquire()
+    other = NodeOwnership(store, "epochgc", lease, max_moves_per_round=10)
+    pids = [PartitionId("orders", 1, p) for p in range(2)]  # revision 1
+    assert other.run_round(pids).taken == 2
+    assert decode_node_lease(store.get(node_lease_key("epochgc", "recon-1")).body, "").released
     ticker = LeaseManager.read_holder(store, "epochgc", "ticker")
     assert ticker is not None and ticker.released, "the ticker role was released too"
     assert controller.current_epoch() >= 3, "the node's ticker moved the epoch"

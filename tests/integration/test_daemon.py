@@ -33,7 +33,8 @@ from epochgc.storage.keys import (
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import CompactionPolicy, Controller
-from epochgc.watermarks.leases import LeaseManager, LeasePolicy
+from epochgc.watermarks.lease_timing import LeasePolicy
+from epochgc.watermarks.leases import LeaseManager
 from tests.support.cli import REPO, run_cli
 from tests.support.config_files import write_server_config
 from tests.support.moto_seed import seed_objects

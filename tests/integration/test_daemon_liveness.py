@@ -31,7 +31,8 @@ from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import lease_key, report_key
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
-from epochgc.watermarks.leases import LeaseDocument, LeasePolicy, encode_lease
+from epochgc.watermarks.lease_timing import LeasePolicy
+from epochgc.watermarks.leases import LeaseDocument, encode_lease
 from epochgc.watermarks.reports import NodeReport, encode_report
 from tests.conftest import FAST_RETRIES
 from tests.integration.test_daemon import ROOT, settings

@@ -12,12 +12,13 @@ from __future__ import annotations
 import asyncio
 
 from epochgc.ingest.directory import LeaderDirectory
-from epochgc.reconciler.node import NodeSettings, ReconcilerNode
+from epochgc.reconciler.node import NodeSettings
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.aggregate import join_safe_epoch
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.leases import LeaseManager, LeasePolicy
+from epochgc.watermarks.lease_timing import LeasePolicy
 from epochgc.watermarks.reports import read_reports
+from tests.support.nodes import reconciler_node
 
 ROOT = "epochgc"
 POLICY = LeasePolicy(ttl_seconds=3.0, renew_interval_seconds=0.3, skew_margin_seconds=0.3)
@@ -37,9 +38,10 @@ async def _rounds(store: S3ObjectStore) -> None:
     ours = controller.create_topic("ours", 1, {"reconciler": "epochgc"})
     legacy = controller.create_topic("legacy", 1)  # no key: epochgc's, as before
     odd = controller.create_topic("odd", 1, {"reconciler": 7})  # not a name: not ours
-    leases = LeaseManager(store, ROOT, "node-a", policy=POLICY)
+    node, leases = reconciler_node(
+        store, ROOT, "node-a", LeaderDirectory(), settings=SETTINGS, policy=POLICY
+    )
     leases.start()
-    node = ReconcilerNode(store, ROOT, "node-a", leases, LeaderDirectory(), settings=SETTINGS)
     try:
         for _ in range(3):
             await asyncio.to_thread(controller.tick)
@@ -52,6 +54,8 @@ async def _rounds(store: S3ObjectStore) -> None:
         leases.stop()
 
     assert led == {("ours", 0), ("legacy", 0)}
+    owners = {o.key.split("/")[3] for o in store.list_objects(f"{ROOT}/meta/owners/")}
+    assert owners == {"ours", "legacy"}, "ownership records only for epochgc's topics"
     reports, skipped = await asyncio.to_thread(read_reports, store, ROOT)
     assert skipped == []
     reported = {e.topic for r in reports for e in r.partitions}

@@ -18,7 +18,7 @@ from datetime import timedelta
 from epochgc.gc.collect import CollectSettings, collect_once
 from epochgc.ingest.directory import LeaderDirectory
 from epochgc.ingest.producer import Producer
-from epochgc.reconciler.node import NodeSettings, ReconcilerNode
+from epochgc.reconciler.node import NodeSettings
 from epochgc.reconciler.reader import PartitionReader
 from epochgc.storage.keys import parse_l0_key
 from epochgc.storage.request_stats import RequestStats
@@ -26,8 +26,9 @@ from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.aggregate import join_safe_epoch
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
-from epochgc.watermarks.leases import LeaseManager, LeasePolicy
+from epochgc.watermarks.lease_timing import LeasePolicy
 from epochgc.watermarks.reports import read_reports
+from tests.support.nodes import reconciler_node
 
 ROOT = "epochgc"
 POLICY = LeasePolicy(ttl_seconds=3.0, renew_interval_seconds=0.3, skew_margin_seconds=0.3)
@@ -45,9 +46,10 @@ async def _delete_and_recreate(store: S3ObjectStore) -> None:
     controller.tick()
     first = controller.create_topic("orders", 1)
     directory = LeaderDirectory()
-    leases = LeaseManager(store, ROOT, "node-a", policy=POLICY)
+    node, leases = reconciler_node(
+        store, ROOT, "node-a", directory, settings=SETTINGS, policy=POLICY
+    )
     leases.start()
-    node = ReconcilerNode(store, ROOT, "node-a", leases, directory, settings=SETTINGS)
     epochs = EpochCache(controller.current_epoch, ttl_seconds=0.0)
     producer = Producer(
         store,

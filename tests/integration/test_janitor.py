@@ -11,7 +11,7 @@ from datetime import timedelta
 from epochgc.gc.collect import CollectSettings, collect_once
 from epochgc.gc.janitor import Janitor
 from epochgc.gc.run_report import decode_summary
-from epochgc.storage.keys import lease_key
+from epochgc.storage.keys import PartitionId, lease_key, legacy_partition_lease_key, owner_key
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
@@ -62,3 +62,30 @@ def test_a_deleted_incarnation_is_removed_and_live_ones_stay(store: S3ObjectStor
     assert keys_under(store, f"{ROOT}/meta/partitions/orders.{old.revision}/")
     again = Janitor(store, ROOT).run_once(controller.snapshot())
     assert again.objects_deleted == 0
+
+
+def test_ownership_records_of_a_deleted_incarnation_and_superseded_old_leases_go(
+    store: S3ObjectStore,
+) -> None:
+    controller = Controller(store, ROOT)
+    old = controller.create_topic("orders", 2)
+    controller.delete_topic("orders")
+    new = controller.create_topic("orders", 2)
+    record = b'{"v":1,"node":"n","incarnation":"i","term":1,"updated_at":"2026-11-24T05:00:00Z"}'
+    for revision in (old.revision, new.revision):
+        store.put(owner_key(ROOT, PartitionId("orders", revision, 0)), record)
+    # Old per-partition leases of the live incarnation: partition 0 has a
+    # record (superseded), partition 1 has none yet (kept: its first record
+    # must start above it).
+    superseded = legacy_partition_lease_key(ROOT, PartitionId("orders", new.revision, 0))
+    pending = legacy_partition_lease_key(ROOT, PartitionId("orders", new.revision, 1))
+    for key in (superseded, pending):
+        store.put(key, b"{}")
+
+    result = Janitor(store, ROOT).run_once(controller.snapshot())
+    assert result.complete and result.incarnations == 1
+    assert keys_under(store, f"{ROOT}/meta/owners/orders/{old.revision}/") == []
+    assert keys_under(store, f"{ROOT}/meta/owners/orders/{new.revision}/") == [
+        owner_key(ROOT, PartitionId("orders", new.revision, 0))
+    ]
+    assert keys_under(store, f"{ROOT}/meta/leases/") == [pending]

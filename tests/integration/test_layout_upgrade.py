@@ -9,16 +9,17 @@ from pathlib import Path
 
 from epochgc.ingest.directory import LeaderDirectory
 from epochgc.ingest.producer import Producer
-from epochgc.reconciler.node import NodeSettings, ReconcilerNode
+from epochgc.reconciler.node import NodeSettings
 from epochgc.reconciler.reader import PartitionReader
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
 from epochgc.watermarks.layout import layout_marker_key
-from epochgc.watermarks.leases import LeaseManager, LeasePolicy
+from epochgc.watermarks.lease_timing import LeasePolicy
 from tests.support.cli import run_cli
 from tests.support.config_files import write_server_config
+from tests.support.nodes import reconciler_node
 
 ROOT = "epochgc"
 POLICY = LeasePolicy(ttl_seconds=3.0, renew_interval_seconds=0.3, skew_margin_seconds=0.3)
@@ -30,11 +31,15 @@ async def _write_some(store: S3ObjectStore) -> None:
     controller.tick()
     controller.create_topic("orders", 1)
     directory = LeaderDirectory()
-    leases = LeaseManager(store, ROOT, "node-a", policy=POLICY)
-    leases.start()
-    node = ReconcilerNode(
-        store, ROOT, "node-a", leases, directory, settings=NodeSettings(report_interval_seconds=0)
+    node, leases = reconciler_node(
+        store,
+        ROOT,
+        "node-a",
+        directory,
+        settings=NodeSettings(report_interval_seconds=0),
+        policy=POLICY,
     )
+    leases.start()
     producer = Producer(
         store,
         ROOT,

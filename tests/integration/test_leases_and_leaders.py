@@ -1,7 +1,11 @@
-"""Leases on the embedded S3, and partition leaders competing through them."""
+"""Singleton leases on the embedded S3, and partition leaders competing
+through node ownership (node leases + ownership records): the partition
+log's term fencing is what makes a deposed owner's late appends change
+nothing."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import threading
 import time
@@ -10,18 +14,23 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from epochgc.errors import FencedError, LeaseLostError, TransientStorageError
-from epochgc.storage.keys import PartitionId
+from epochgc.ingest.directory import LeaderDirectory
+from epochgc.storage.keys import PartitionId, lease_key
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.commands import PlaceholderBatch, Placeholders
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.leases import LeaseManager, LeasePolicy
+from epochgc.watermarks.lease_timing import LeasePolicy
+from epochgc.watermarks.leases import LeaseManager
+from epochgc.watermarks.node_lease import NodeLease
+from epochgc.watermarks.node_ownership import NodeOwnership
 from epochgc.watermarks.replica import PartitionLeader, PartitionReplica
 from epochgc.watermarks.state import Outcome
 from tests.support.faults import HookedStore
+from tests.support.nodes import reconciler_node
 
 ROOT = "epochgc"
 ORDERS0 = PartitionId("orders", 1, 0)  # the first controller entry: revision 1
-NAME = "partition.orders.0"
+NAME = "ticker"  # a singleton role's lease
 POLICY = LeasePolicy(ttl_seconds=15, renew_interval_seconds=5, skew_margin_seconds=2)
 
 
@@ -55,13 +64,6 @@ def manager(store: S3ObjectStore, node: str, clock: Clock, **kwargs: object) -> 
         monotonic=clock.monotonic,
         **kwargs,  # type: ignore[arg-type]
     )
-
-
-def two_nodes(store: S3ObjectStore) -> tuple[Clock, LeaseManager, LeaseManager]:
-    """A topic "orders" with one partition, and two nodes sharing a clock."""
-    Controller(store, ROOT).create_topic("orders", 1)
-    clock = Clock()
-    return clock, manager(store, "node-a", clock), manager(store, "node-b", clock)
 
 
 def batch(i: int) -> tuple[PlaceholderBatch, ...]:
@@ -108,14 +110,6 @@ def test_graceful_release_gives_immediate_failover(store: S3ObjectStore) -> None
     grant = b.try_acquire(NAME)
     assert grant is not None and grant.term == 2
     assert a.held() == []
-
-
-def test_bump_term_keeps_the_holder(store: S3ObjectStore) -> None:
-    a = manager(store, "node-a", Clock())
-    first = a.try_acquire(NAME)
-    assert first is not None
-    bumped = a.bump_term(NAME)
-    assert (bumped.term, bumped.holder) == (first.term + 1, first.holder)
 
 
 def test_a_dead_holder_with_a_clock_minutes_ahead_is_replaced_after_one_ttl(
@@ -197,41 +191,96 @@ def test_heartbeat_keeps_leases_alive_and_stop_releases(store: S3ObjectStore) ->
     assert b.try_acquire(NAME) is not None, "stop() released: no TTL wait"
 
 
-def _leader(
-    store: object, leases: LeaseManager, name: str = NAME, depth: int = 8
-) -> PartitionLeader:
+class Owner:
+    """A node's ownership of the partitions (node lease + ownership
+    records) on the test's clock, driven round by round."""
+
+    def __init__(self, store: object, node: str, clock: Clock) -> None:
+        self.lease = NodeLease(
+            store,  # type: ignore[arg-type]
+            ROOT,
+            node,
+            policy=POLICY,
+            now=clock,
+            monotonic=clock.monotonic,
+        )
+        assert self.lease.try_acquire()
+        self.ownership = NodeOwnership(
+            store,  # type: ignore[arg-type]
+            ROOT,
+            self.lease,
+            max_moves_per_round=10,
+            now=clock,
+            monotonic=clock.monotonic,
+        )
+
+    def round(self) -> bool:
+        """Renew if due, run an ownership round; whether it owns ORDERS0."""
+        self.lease.renew_if_due()
+        self.ownership.run_round([ORDERS0])
+        return ORDERS0 in self.ownership.owned()
+
+    def check(self, term: int) -> None:
+        if self.ownership.term(ORDERS0) != term:
+            raise LeaseLostError(f"{ORDERS0} not owned at term {term}")
+
+
+def _leader(store: object, owner: Owner, depth: int = 8) -> PartitionLeader:
+    """A leader at the ownership record's term, raised above the log's
+    highest term the way the reconciler node does it."""
     replica = PartitionReplica(store, ROOT, ORDERS0)  # type: ignore[arg-type]
     replica.open()
-    term = leases.check(name).term
-    return PartitionLeader(replica, term, check_lease=lambda: leases.check(name), depth=depth)
+    term = owner.ownership.term(ORDERS0)
+    if term is None:
+        raise LeaseLostError(f"{ORDERS0} is not owned")
+    if replica.state.term >= term:
+        raised = owner.ownership.raise_term(ORDERS0, replica.state.term)
+        assert raised is not None
+        term = raised
+    return PartitionLeader(replica, term, check_lease=lambda: owner.check(term), depth=depth)
 
 
-def test_the_lease_loser_cannot_append(store: S3ObjectStore) -> None:
-    _clock, a, b = two_nodes(store)
-    a.try_acquire(NAME)
+def two_owners(store: S3ObjectStore) -> tuple[Clock, Owner, Owner]:
+    """A topic "orders" with one partition owned by a; b watches."""
+    Controller(store, ROOT).create_topic("orders", 1)
+    clock = Clock()
+    a = Owner(store, "node-a", clock)
+    assert a.round()
+    b = Owner(store, "node-b", clock)
+    assert not b.round(), "owned by a, which is live"
+    return clock, a, b
+
+
+def fail_over(clock: Clock, b: Owner) -> None:
+    """a is silent (no renewals) for more than a TTL; b keeps renewing and
+    takes the partition over."""
+    for _ in range(4):
+        clock.advance(POLICY.renew_interval_seconds)
+        b.lease.renew_if_due()
+    assert b.round()
+
+
+def test_the_owner_loser_cannot_append(store: S3ObjectStore) -> None:
+    _clock, a, b = two_owners(store)
     leader_a = _leader(store, a)
     leader_a.start()
     leader_a.append_placeholders(1, batch(1))
-    assert b.try_acquire(NAME) is None
     with pytest.raises(LeaseLostError):
         _leader(store, b)
 
 
 def test_failover_after_expiry_fences_the_old_leader(store: S3ObjectStore) -> None:
-    clock, a, b = two_nodes(store)
-    a.try_acquire(NAME)
+    clock, a, b = two_owners(store)
     old = _leader(store, a)
     old.start()
     old.append_placeholders(1, batch(1))
-    assert b.try_acquire(NAME) is None  # b starts watching a's lease
-    clock.advance(16)  # a crashed (no renewals): unchanged for a TTL
-    assert b.try_acquire(NAME) is not None
+    fail_over(clock, b)  # a crashed (no renewals): unchanged for a TTL
     new = _leader(store, b)
     window = new.start()
     assert new.term == 2 and window.max == 1
     before = PartitionReplica(store, ROOT, ORDERS0)
     before.open()
-    # The old leader wakes up and, skipping its lease check, keeps appending.
+    # The old leader wakes up and, skipping its ownership check, keeps appending.
     old._check_lease = lambda: None
     with pytest.raises(FencedError):
         old.append_placeholders(1, batch(2))
@@ -246,19 +295,16 @@ def test_failover_after_expiry_fences_the_old_leader(store: S3ObjectStore) -> No
 def test_stale_leaders_pipelined_appends_after_new_term_start_change_nothing(
     store: S3ObjectStore,
 ) -> None:
-    """A new leader's term_start lands in the middle of the old leader's
+    """A new owner's term_start lands in the middle of the old owner's
     pipeline of 8: nothing the old leader wrote after it counts."""
-    clock, a, b = two_nodes(store)
-    a.try_acquire(NAME)
-    assert b.try_acquire(NAME) is None  # b starts watching a's lease
+    clock, a, b = two_owners(store)
     old = _leader(store, a)
     old.start()  # term_start at offset 0
     takeover_done: list[int] = []
 
     def new_leader_takes_over(key: str, _body: bytes) -> None:
         if key.endswith(f"{4:020d}") and not takeover_done:
-            clock.advance(16)
-            b.try_acquire(NAME)
+            fail_over(clock, b)
             new = _leader(store, b)
             new.start()
             takeover_done.append(new.replica.state.applied_log_offset)
@@ -288,8 +334,7 @@ def test_stale_leaders_pipelined_appends_after_new_term_start_change_nothing(
 
 
 def test_a_leader_whose_append_failed_must_restart_its_term(store: S3ObjectStore) -> None:
-    _clock, a, _b = two_nodes(store)
-    a.try_acquire(NAME)
+    _clock, a, _b = two_owners(store)
     leader = _leader(store, a)
     leader.start()
 
@@ -302,9 +347,42 @@ def test_a_leader_whose_append_failed_must_restart_its_term(store: S3ObjectStore
     leader.replica._log._store = store
     with pytest.raises(FencedError, match="start a new term"):
         leader.append_placeholders(1, batch(2))
-    a.bump_term(NAME)
-    fresh = _leader(store, a)
+    fresh = _leader(store, a)  # the log holds term 1: the record moves to 2
+    assert fresh.term == 2 and a.ownership.term(ORDERS0) == 2
     fresh.start()
     entry = fresh.append_placeholders(1, batch(3))
     assert entry.result.outcome is Outcome.APPLIED
     assert fresh.replica.state.next_offset == 1
+
+
+def test_upgrade_a_node_leads_above_the_old_partition_lease_and_fences_its_holder(
+    store: S3ObjectStore,
+) -> None:
+    """A bucket from the per-partition lease design: an old leader holds
+    ``partition.orders.1.0`` at term 7 and has written at term 7. A node of
+    this version leads at term 8 and the old leader's late appends are
+    fenced; the old lease object is left as it was (ignored)."""
+    Controller(store, ROOT).create_topic("orders", 1)
+    legacy = lease_key(ROOT, "partition.orders.1.0")
+    old_lease = b'{"v":1,"holder":"old/1","term":7,"expires_at":"2026-11-22T03:00:15.000Z"}'
+    store.put(legacy, old_lease)
+    replica = PartitionReplica(store, ROOT, ORDERS0)
+    replica.open()
+    old = PartitionLeader(replica, 7)
+    old.start()
+    old.append_placeholders(1, batch(1))
+
+    async def scenario() -> None:
+        node, _ownership = reconciler_node(
+            store, ROOT, "node-new", LeaderDirectory(), policy=POLICY
+        )
+        await node.run_round()
+        (service,) = node.led_services()
+        assert service.term == 8
+        with pytest.raises(FencedError):
+            old.append_placeholders(1, batch(2))
+        await node.stop()
+
+    asyncio.run(scenario())
+    assert store.get(legacy).body == old_lease
+    assert PartitionReplica(store, ROOT, ORDERS0).open().next_offset == 1

@@ -42,6 +42,10 @@ def test_node_and_producer_metrics_follow_the_work(store: S3ObjectStore) -> None
         await node.run_round()
         assert value(registry, "epochgc_partition_led", node="node-a") == 2
         assert value(registry, "epochgc_lease_acquisitions_total", node="node-a") == 2
+        assert value(registry, "epochgc_node_partitions_owned", node="node-a") == 2
+        taken = value(registry, "epochgc_node_ownership_moves_total", node="node-a", kind="taken")
+        assert taken == 2
+        assert value(registry, "epochgc_node_lease_renew_seconds", node="node-a") >= 0
         producers: list[Producer] = []
         metrics = ProducerMetrics(registry, lambda: producer_sample(producers[0].stats))
         producer = Producer(

@@ -9,16 +9,17 @@ from collections.abc import Iterator
 
 import pytest
 
-from epochgc.errors import NotFoundError, PreconditionFailedError
+from epochgc.errors import NotFoundError, PreconditionFailedError, TransientStorageError
 from epochgc.storage.keys import PartitionId, node_lease_key, owner_key
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.s3 import S3ObjectStore
-from epochgc.watermarks.leases import LeasePolicy
+from epochgc.watermarks.lease_timing import LeasePolicy
 from epochgc.watermarks.node_lease import NodeLease
 from epochgc.watermarks.node_ownership import NodeOwnership
 from epochgc.watermarks.owner_store import OwnershipStore
 from epochgc.watermarks.ownership import AssignmentCache, OwnerRecord, desired_assignment
 from epochgc.watermarks.ownership_records import decode_node_lease, decode_owner
+from tests.support.faults import HookedStore
 from tests.support.memory_store import MemoryStore, VirtualClock
 
 ROOT = "epochgc"
@@ -375,3 +376,63 @@ def test_a_write_whose_answer_was_lost_counts_when_the_bytes_are_ours(
     clock.advance(POLICY.renew_interval_seconds)
     lease.renew()
     assert lease.is_valid() and lease.etag == any_store.get(lease.key).etag
+
+
+def test_upgrade_the_first_record_starts_above_the_old_partition_leases_term(
+    any_store: ObjectStore, clock: VirtualClock
+) -> None:
+    """A bucket from the per-partition lease design: the partition's old
+    lease ``meta/leases/partition.{topic}.{revision}.{p}`` is at term 7. The
+    first ownership record must start above it, so the new owner's
+    ``term_start`` fences whatever the old leader left in flight; after that
+    the old lease object is ignored (not read again)."""
+    legacy = f"{ROOT}/meta/leases/partition.orders.3.0"
+    any_store.put(
+        legacy,
+        b'{"v":1,"holder":"old-node/abc","term":7,"expires_at":"2026-11-24T05:00:15.000Z"}',
+    )
+    cluster = Cluster(any_store, clock, pids(2))
+    node = cluster.add("a")
+    cluster.round()
+    assert node.term(PartitionId("orders", 3, 0)) == 8
+    assert node.term(PartitionId("orders", 3, 1)) == 1  # no old lease: term 1
+    any_store.put(
+        legacy,
+        b'{"v":1,"holder":"old-node/abc","term":50,"expires_at":"2026-11-24T05:00:15.000Z"}',
+    )
+    node.stop()
+    clock.advance(ROUND)
+    again = cluster.add("b")
+    cluster.killed.add("a")
+    cluster.round()
+    assert again.term(PartitionId("orders", 3, 0)) == 9  # the record's term + 1, not 51
+
+
+def test_a_take_whose_answer_was_lost_is_adopted_not_orphaned(store: S3ObjectStore) -> None:
+    """A create-only take lands but its answer is an error (beyond the
+    retries): the record names this node's incarnation. The next round must
+    count the partition as ours, not leave it owned on paper by a live node
+    that never leads it (nobody else may take it)."""
+    clock = VirtualClock()
+    failed: list[str] = []
+
+    def lose_first_answer(key: str, _body: bytes) -> None:
+        if "/meta/owners/" in key and not failed:
+            failed.append(key)
+            raise TransientStorageError("injected: answer lost")
+
+    hooked = HookedStore(store, after_create=lose_first_answer)
+    lease = make_lease(hooked, clock, "node-a")  # type: ignore[arg-type]
+    assert lease.try_acquire()
+    node = NodeOwnership(
+        hooked,  # type: ignore[arg-type]
+        ROOT,
+        lease,
+        max_moves_per_round=10,
+        now=clock.now,
+        monotonic=clock.monotonic,
+    )
+    first = node.run_round(pids(2))
+    assert failed and first.conflicts == 1 and len(node.owned()) == 1
+    node.run_round(pids(2))
+    assert node.owned() == frozenset(pids(2))

@@ -29,7 +29,7 @@ from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.aggregate import join_safe_epoch
 from epochgc.watermarks.controller import Controller, ControllerView, TopicInfo
-from epochgc.watermarks.leases import LeasePolicy
+from epochgc.watermarks.lease_timing import LeasePolicy
 from epochgc.watermarks.reports import NodeReport, PartitionReport
 from tests.support.cli import REPO
 from tests.support.config_files import write_server_config

@@ -14,6 +14,9 @@ from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import PartitionId, gc_run_summary_key
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
+from epochgc.watermarks.lease_timing import LeasePolicy
+from epochgc.watermarks.node_lease import NodeLease
+from epochgc.watermarks.node_ownership import NodeOwnership
 from epochgc.watermarks.reports import NodeReport, PartitionReport, publish_report
 from tests.support.cli import run_cli
 from tests.support.config_files import write_server_config
@@ -112,3 +115,31 @@ def test_node_list_and_forget(
     assert f"M drops from 4 to {orders.revision - 1}" in forgot.stdout
     assert f"orders/1@{orders.revision}" in forgot.stdout
     assert reports_in(store) == ["fresh"]
+
+
+def test_node_list_shows_node_leases_and_partitions_owned(
+    tmp_path: Path, s3_server: EmbeddedS3, bucket: str, store: S3ObjectStore
+) -> None:
+    controller = Controller(store, ROOT)
+    orders = controller.create_topic("orders", 3)
+    pids = [orders.partition_id(p) for p in range(3)]
+    policy = LeasePolicy(ttl_seconds=60.0, renew_interval_seconds=5.0, skew_margin_seconds=1.0)
+    live = NodeLease(store, ROOT, "node-a", policy=policy)
+    assert live.try_acquire()
+    NodeOwnership(store, ROOT, live, max_moves_per_round=10).run_round(pids)
+    gone = NodeLease(store, ROOT, "node-b", policy=policy)
+    assert gone.try_acquire()
+    gone.release()
+    config = write_server_config(tmp_path / "c.toml", s3_server.endpoint_url, bucket)
+
+    listed = run_cli("node", "list", "--config", str(config), "--json")
+    assert listed.returncode == 0, listed.stderr
+    rows = {r["node"]: r for r in json.loads(listed.stdout)}
+    assert rows["node-a"]["lease"] == "live"
+    assert rows["node-a"]["incarnation"] == live.incarnation
+    assert rows["node-a"]["partitions_owned"] == 3
+    assert rows["node-b"]["lease"] == "released" and rows["node-b"]["partitions_owned"] == 0
+    human = run_cli("node", "list", "--config", str(config))
+    assert human.returncode == 0, human.stderr
+    line = next(x for x in human.stdout.splitlines() if x.startswith("node-a"))
+    assert "live" in line and live.incarnation[:8] in line

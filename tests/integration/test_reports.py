@@ -9,13 +9,13 @@ import pytest
 
 from epochgc.errors import TransientStorageError
 from epochgc.ingest.directory import LeaderDirectory
-from epochgc.reconciler.node import NodeSettings, ReconcilerNode
+from epochgc.reconciler.node import NodeSettings
 from epochgc.storage.keys import PartitionId
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.leases import LeaseManager
 from epochgc.watermarks.reports import encode_report, publish_report, read_reports, report_of
 from epochgc.watermarks.state import PartitionState
+from tests.support.nodes import reconciler_node
 
 ROOT = "epochgc"
 NOW = datetime(2026, 11, 22, 3, 0, 5, tzinfo=UTC)
@@ -85,12 +85,10 @@ def test_a_report_whose_answer_was_lost_is_never_followed_by_older_values(
         controller = Controller(store, ROOT)
         controller.create_topic("orders", 1)
         flaky = _LosesOneReportAnswer(store)
-        leases = LeaseManager(flaky, ROOT, "node-a")  # type: ignore[arg-type]
-        node = ReconcilerNode(
+        node, leases = reconciler_node(
             flaky,  # type: ignore[arg-type]
             ROOT,
             "node-a",
-            leases,
             LeaderDirectory(),
             settings=NodeSettings(idle_interval_seconds=0.0, report_interval_seconds=0.0),
         )

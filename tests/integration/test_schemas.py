@@ -17,8 +17,9 @@ from epochgc.gc.listing_schedule import ListingPolicy
 from epochgc.ingest.directory import LeaderDirectory
 from epochgc.ingest.producer import Producer
 from epochgc.reconciler.fetch import pending_placeholders
-from epochgc.reconciler.node import NodeSettings, ReconcilerNode
+from epochgc.reconciler.node import NodeSettings
 from epochgc.storage.keys import (
+    PartitionId,
     controller_log_prefix,
     controller_snapshot_key,
     encode_l0_key,
@@ -26,6 +27,8 @@ from epochgc.storage.keys import (
     gc_daemon_key,
     gc_shard_state_key,
     gc_status_key,
+    node_lease_key,
+    owner_key,
     parse_log_entry_key,
     report_key,
 )
@@ -34,9 +37,11 @@ from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
 from epochgc.watermarks.layout import ensure_layout, layout_marker_key
-from epochgc.watermarks.leases import LeaseManager
+from epochgc.watermarks.node_lease import NodeLease
+from epochgc.watermarks.node_ownership import NodeOwnership
 from epochgc.watermarks.replica import PartitionReplica
 from tests.integration.test_daemon import settings as daemon_settings
+from tests.support.nodes import reconciler_node
 from tests.support.schemas import schema_errors
 from tests.support.waiting import wait_for
 
@@ -91,12 +96,10 @@ def test_a_reconciler_nodes_report_fits_the_schema(store: S3ObjectStore) -> None
     async def scenario() -> None:
         controller = Controller(store, ROOT)
         controller.create_topic("orders", 2)
-        leases = LeaseManager(store, ROOT, "node-a")
-        node = ReconcilerNode(
+        node, _leases = reconciler_node(
             store,
             ROOT,
             "node-a",
-            leases,
             LeaderDirectory(),
             settings=NodeSettings(idle_interval_seconds=0.0, report_interval_seconds=0.0),
         )
@@ -122,12 +125,10 @@ def test_a_stuck_partitions_report_entry_fits_the_schema(store: S3ObjectStore) -
         controller.tick()
         topic = controller.create_topic("orders", 1)
         directory = LeaderDirectory()
-        leases = LeaseManager(store, ROOT, "node-a")
-        node = ReconcilerNode(
+        node, _leases = reconciler_node(
             store,
             ROOT,
             "node-a",
-            leases,
             directory,
             settings=NodeSettings(report_interval_seconds=0.0, stuck_retry_seconds=0.0),
         )
@@ -244,3 +245,27 @@ def test_the_schemas_reject_what_the_readers_reject() -> None:
     assert schema_errors("status", status)
     presence = {"v": 1, "node": "n", "holder": "h", "role": "leader", "state": "running"}
     assert schema_errors("presence", {**presence, "refresh_seconds": 0})
+
+
+def test_node_leases_and_ownership_records_fit_their_schemas(store: S3ObjectStore) -> None:
+    """What a real node writes: its lease held and released, its records
+    taken and released (and the schemas refuse what the readers refuse)."""
+    pid = PartitionId("orders", 1, 0)
+    lease = NodeLease(store, ROOT, "node-a")
+    assert lease.try_acquire()
+    ownership = NodeOwnership(store, ROOT, lease, max_moves_per_round=10)
+    ownership.run_round([pid])
+    held_lease = stored(store, node_lease_key(ROOT, "node-a"))
+    held_record = stored(store, owner_key(ROOT, pid))
+    assert held_record["term"] == 1 and "released" not in held_record
+    ownership.stop()
+    released_lease = stored(store, node_lease_key(ROOT, "node-a"))
+    released_record = stored(store, owner_key(ROOT, pid))
+    assert released_lease["released"] is True and released_record["released"] is True
+    for doc in (held_lease, released_lease):
+        assert schema_errors("node-lease", doc) == []
+    for doc in (held_record, released_record):
+        assert schema_errors("ownership-record", doc) == []
+    assert schema_errors("node-lease", {**held_lease, "node": "a/b"})
+    assert schema_errors("ownership-record", {**held_record, "term": 0})
+    assert schema_errors("ownership-record", {**held_record, "v": 2})

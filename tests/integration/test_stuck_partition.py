@@ -18,7 +18,7 @@ from epochgc.ingest.directory import LeaderDirectory
 from epochgc.ingest.producer import Producer
 from epochgc.ingest.upload import upload_l0
 from epochgc.reconciler.fetch import L0UnreadableError, pending_placeholders
-from epochgc.reconciler.node import NodeSettings, ReconcilerNode
+from epochgc.reconciler.node import NodeSettings
 from epochgc.reconciler.reader import PartitionReader, RecordsLostError
 from epochgc.reconciler.reconcile import Reconciler
 from epochgc.reconciler.telemetry import sample_node
@@ -28,12 +28,13 @@ from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.aggregate import SafeEpochTracker
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
-from epochgc.watermarks.leases import LeaseManager, LeasePolicy
+from epochgc.watermarks.lease_timing import LeasePolicy
 from epochgc.watermarks.replica import PartitionLeader, PartitionReplica
 from epochgc.watermarks.reports import read_reports
 from epochgc.watermarks.safe_epoch import compute_safe_epoch
 from tests.support.cli import run_cli
 from tests.support.config_files import write_server_config
+from tests.support.nodes import reconciler_node
 
 ROOT = "epochgc"
 POLICY = LeasePolicy(ttl_seconds=3.0, renew_interval_seconds=0.3, skew_margin_seconds=0.3)
@@ -61,9 +62,10 @@ async def _scenario(store: S3ObjectStore, config: str, caplog: pytest.LogCapture
     controller.tick()
     topic = controller.create_topic("orders", 1)
     directory = LeaderDirectory()
-    leases = LeaseManager(store, ROOT, "node-a", policy=POLICY)
+    node, leases = reconciler_node(
+        store, ROOT, "node-a", directory, settings=SETTINGS, policy=POLICY
+    )
     leases.start()
-    node = ReconcilerNode(store, ROOT, "node-a", leases, directory, settings=SETTINGS)
     epochs = EpochCache(controller.current_epoch, ttl_seconds=0.0)
     producer = Producer(
         store,
@@ -112,7 +114,7 @@ async def _scenario(store: S3ObjectStore, config: str, caplog: pytest.LogCapture
         assert entry.stuck is not None
         assert (entry.stuck.cause, entry.stuck.key) == ("missing", lost_key)
         assert (entry.stuck.first_offset, entry.stuck.last_offset) == (2, 4)
-        sample = sample_node(node, leases)
+        sample = sample_node(node)
         assert [(s.topic, s.partition, s.cause) for s in sample.stuck] == [("orders", 0, "missing")]
         info = run_cli("gc", "epoch-info", "--config", config, "--json")
         assert info.returncode == 0, info.stderr
@@ -155,7 +157,7 @@ async def _scenario(store: S3ObjectStore, config: str, caplog: pytest.LogCapture
         state = node.led_services()[0].leader.replica.state
         assert state.lro == 5 and state.is_fully_reconciled
         assert state.safe_epoch >= lost.epoch
-        assert sample_node(node, leases).stuck == ()
+        assert sample_node(node).stuck == ()
         await node.publish_report_now()
         reports, _ = read_reports(store, ROOT)
         assert all(e.stuck is None for r in reports for e in r.partitions)

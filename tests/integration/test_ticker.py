@@ -31,7 +31,8 @@ from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks import records
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.leases import LeaseDocument, LeaseManager, LeasePolicy, encode_lease
+from epochgc.watermarks.lease_timing import LeasePolicy
+from epochgc.watermarks.leases import LeaseDocument, LeaseManager, encode_lease
 from epochgc.watermarks.ticker import TICKER_LEASE, EpochTicker
 from tests.support.cli import run_cli
 from tests.support.config_files import write_server_config

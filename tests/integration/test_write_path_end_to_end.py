@@ -15,8 +15,9 @@ from epochgc.storage.keys import parse_l0_key
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
-from epochgc.watermarks.leases import LeaseManager, LeasePolicy
+from epochgc.watermarks.lease_timing import LeasePolicy
 from epochgc.watermarks.reports import read_reports
+from tests.support.nodes import reconciler_node
 
 ROOT = "epochgc"
 TOPICS = ["orders", "clicks", "views"]
@@ -69,12 +70,14 @@ async def _scenario(store: S3ObjectStore) -> None:
         controller.create_topic(topic, PARTITIONS)
     revisions = {t: controller.topic(t).revision for t in TOPICS}
     directory = LeaderDirectory()
-    leases_a = LeaseManager(store, ROOT, "node-a", policy=POLICY)
-    leases_b = LeaseManager(store, ROOT, "node-b", policy=POLICY)
+    node_a, leases_a = reconciler_node(
+        store, ROOT, "node-a", directory, settings=SETTINGS, policy=POLICY
+    )
+    node_b, leases_b = reconciler_node(
+        store, ROOT, "node-b", directory, settings=SETTINGS, policy=POLICY
+    )
     leases_a.start()
     leases_b.start()
-    node_a = ReconcilerNode(store, ROOT, "node-a", leases_a, directory, settings=SETTINGS)
-    node_b = ReconcilerNode(store, ROOT, "node-b", leases_b, directory, settings=SETTINGS)
     try:
         await node_a.run_round()
         await node_b.run_round()

@@ -8,7 +8,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from epochgc.metrics.collectors import NodeCollector, NodeSample, StuckSample
 
-ZERO = {f.name: 0 for f in dataclasses.fields(NodeSample) if f.name not in ("node_id", "stuck")}
+ZERO = {
+    f.name: 0
+    for f in dataclasses.fields(NodeSample)
+    if f.name not in ("node_id", "stuck", "ownership_moves")
+}
 
 
 def scrape(sample: NodeSample) -> str:

@@ -11,10 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from epochgc.storage.keys import PartitionId
+from epochgc.watermarks.lease_timing import VersionWatch
 from epochgc.watermarks.ownership import (
     UNKNOWN_INCARNATION,
     AssignmentCache,
-    LivenessWatch,
     MoveKind,
     OwnerRecord,
     desired_assignment,
@@ -257,12 +257,21 @@ def test_a_node_alone_at_start_takes_only_its_bound_per_round() -> None:
 
 
 def test_a_lease_is_live_until_unchanged_for_a_ttl() -> None:
-    watch = LivenessWatch(ttl_seconds=15.0)
+    watch = VersionWatch(ttl_seconds=15.0)
     watch.observe({"a": "e1", "b": "e1"}, now=100.0)
     watch.observe({"a": "e2", "b": "e1"}, now=110.0)  # a renewed, b did not
-    assert watch.live_nodes(114.9) == ["a", "b"]
-    assert watch.live_nodes(115.0) == ["a"]
+    assert watch.live(114.9) == ["a", "b"]
+    assert watch.live(115.0) == ["a"]
     assert watch.unchanged_for("a", 115.0) == 5.0
     watch.observe({"a": "e2"}, now=116.0)  # b's lease is gone
     assert watch.etag("b") is None and watch.is_stale("b", 116.0)
-    assert watch.live_nodes(116.0, released=["a"]) == []
+    assert watch.live(116.0, released=["a"]) == []
+
+
+def test_one_key_seen_again_reports_how_long_it_was_unchanged() -> None:
+    """The single-lease form the singleton leases and the node lease use."""
+    watch = VersionWatch(ttl_seconds=15.0)
+    assert watch.see("ticker", '"e1"', now=10.0) is None  # first sight
+    assert watch.see("ticker", '"e1"', now=24.0) == 14.0
+    assert watch.see("ticker", '"e2"', now=25.0) is None  # renewed: watch restarts
+    assert watch.see("ticker", None, now=26.0) is None and watch.etag("ticker") is None

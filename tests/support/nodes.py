@@ -1,0 +1,45 @@
+"""Test helper: a reconciler node with its ownership (node lease +
+ownership records), built the way ``reconciler.service.build_node`` builds
+one but with the test's lease policy and clocks."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from epochgc.ingest.directory import LeaderDirectory
+from epochgc.reconciler.node import NodeSettings, ReconcilerNode
+from epochgc.storage.object_store import ObjectStore
+from epochgc.watermarks.lease_timing import LeasePolicy
+from epochgc.watermarks.node_lease import NodeLease
+from epochgc.watermarks.node_ownership import NodeOwnership
+
+
+def reconciler_node(
+    store: ObjectStore,
+    root: str,
+    node_id: str,
+    directory: LeaderDirectory,
+    *,
+    settings: NodeSettings | None = None,
+    policy: LeasePolicy | None = None,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    monotonic: Callable[[], float] = time.monotonic,
+    max_moves_per_round: int = 10_000,
+) -> tuple[ReconcilerNode, NodeOwnership]:
+    """A node (not started) and its ownership: ``ownership.start()`` starts
+    the node lease's heartbeat, ``ownership.stop(release=...)`` ends it."""
+    lease = NodeLease(store, root, node_id, policy=policy, now=now, monotonic=monotonic)
+    ownership = NodeOwnership(
+        store,
+        root,
+        lease,
+        max_moves_per_round=max_moves_per_round,
+        now=now,
+        monotonic=monotonic,
+    )
+    node = ReconcilerNode(
+        store, root, node_id, ownership, directory, settings=settings, monotonic=monotonic, now=now
+    )
+    return node, ownership
