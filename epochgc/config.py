@@ -49,6 +49,12 @@ def _at_least(minimum: float) -> Check:
     return lambda v: None if v >= minimum else f"must be >= {minimum}, got {v}"
 
 
+def _zero_or_at_least(minimum: float) -> Check:
+    return lambda v: (
+        None if v == 0 or v >= minimum else f"must be 0 (none) or >= {minimum}, got {v}"
+    )
+
+
 def _between(lo: float, hi: float) -> Check:
     return lambda v: None if lo <= v <= hi else f"must be in {lo}..{hi}, got {v}"
 
@@ -273,9 +279,10 @@ class GcConfig:
     shard_concurrency: int = _check(_between(1, 256), default=8)
     delete_concurrency: int = _check(_between(1, 256), default=4)
     """DeleteObjects requests (1000 keys each) in flight."""
-    rate_limit_keys_per_second: float = _check(_at_least(0.0), default=0.0)
+    rate_limit_keys_per_second: float = _check(_zero_or_at_least(0.001), default=0.0)
     """A hard cap on deletions per second (0: none; SlowDown still halves
-    the rate)."""
+    the rate). At least one key per 1000 s: a smaller cap, shared out over
+    Spark tasks, underflows to a share no task can use."""
     maintenance_interval_seconds: float = _check(_at_least(1.0), default=300.0)
     """How often the GC leader deletes reports of gone nodes (when that
     costs M nothing) and expired run summaries."""

@@ -485,10 +485,10 @@ class PartitionLeader:
         # sequence numbers and slots are handed out in the same order and
         # entries are applied in slot order.
         self._lock = threading.RLock()
-        # Puts settle on one thread of their own (see ``_settle_loop``),
-        # woken when a put finishes.
+        # Puts settle on a thread of their own (see ``_settle_loop``), woken
+        # when a put finishes; it runs while puts are queued, so an idle or
+        # abandoned leader holds no thread.
         self._put_done = threading.Condition(self._lock)
-        self._closing = False
         self._settler: threading.Thread | None = None
         self._inflight: collections.deque[_InFlight] = collections.deque()
         # The stored snapshot this leader started from; with the one its
@@ -534,12 +534,6 @@ class PartitionLeader:
             self._next_seq = replica.state.last_seq + 1
             self._next_slot = replica.state.applied_log_offset + 1
             self._snapshot_etag = replica.snapshot_etag
-            self._settler = threading.Thread(
-                target=self._settle_loop,
-                name=f"epochgc-settle-{replica.topic}-{replica.partition}",
-                daemon=True,
-            )
-            self._settler.start()
         log.info(
             "%s/%d: leading at term %d, window %s",
             replica.topic,
@@ -553,10 +547,9 @@ class PartitionLeader:
         """Wait for appends in flight to settle, then release the threads."""
         self._executor.shutdown(wait=True)
         with self._lock:
-            self._closing = True
-            self._put_done.notify_all()
-        if self._settler is not None:
-            self._settler.join()
+            settler = self._settler
+        if settler is not None:
+            settler.join()
 
     def catch_up(self) -> list[AppliedEntry]:
         """Nothing to read: the leader applies its own entries as they
@@ -618,6 +611,13 @@ class PartitionLeader:
             self._next_slot += 1
             self._inflight.append(item)
             item.put = self._executor.submit(self.replica.log.append_at, item.slot, item.payload)
+            if self._settler is None:
+                self._settler = threading.Thread(
+                    target=self._settle_loop,
+                    name=f"epochgc-settle-{self.replica.topic}-{self.replica.partition}",
+                    daemon=True,
+                )
+                self._settler.start()
         item.put.add_done_callback(lambda _done: self._wake_settler())
         return result
 
@@ -626,7 +626,7 @@ class PartitionLeader:
             self._put_done.notify_all()
 
     def _settle_loop(self) -> None:
-        """Settle finished puts, head first, until closed.
+        """Settle finished puts, head first, until none is queued.
 
         A put that succeeded is acknowledged only after the stored snapshot
         is seen unchanged by a HEAD sent after the put finished: a newer
@@ -640,11 +640,12 @@ class PartitionLeader:
         """
         while True:
             with self._lock:
-                while not self._closing and not self._head_done():
+                while self._inflight and not self._head_done():
                     self._put_done.wait()
+                if not self._inflight:
+                    self._settler = None  # the next submit starts another
+                    return
                 count = self._head_done()
-                if count == 0:
-                    return  # closing, and every put settled
                 batch = list(itertools.islice(self._inflight, count))
                 check = self._broken is None and any(_put_succeeded(i) for i in batch)
             foreign = check and self._snapshot_changed()

@@ -219,14 +219,17 @@ def test_a_long_sweep_keeps_only_the_batches_in_flight() -> None:
     """Nothing of a sweep grows with its length: not the keys, not the
     futures of batches long done (10^8 keys are 10^5 batches)."""
 
+    def live_futures() -> int:
+        return sum(1 for o in gc.get_objects() if isinstance(o, Future))
+
     class Probe(SyntheticL0Store):
         futures_at_batch_400: int | None = None
 
         def delete_batch(self, keys: list[str]) -> DeleteOutcome:
             outcome = super().delete_batch(keys)
             if self.delete_requests == 400:
-                live = sum(1 for o in gc.get_objects() if isinstance(o, Future))
-                self.futures_at_batch_400 = live
+                # This sweep's own: other tests' leftovers share the process.
+                self.futures_at_batch_400 = live_futures() - before
             return outcome
 
     probe = Probe(
@@ -238,6 +241,8 @@ def test_a_long_sweep_keeps_only_the_batches_in_flight() -> None:
         size=1,
         last_modified=datetime(2020, 1, 1, tzinfo=UTC),
     )
+    gc.collect()
+    before = live_futures()
     result = Sweeper(probe, ROOT, NOW_POLICY).sweep(range(4), 10, now())  # type: ignore[arg-type]
     assert result.deleted == 500_000 and probe.delete_requests == 500
     assert probe.futures_at_batch_400 is not None and probe.futures_at_batch_400 < 50

@@ -32,3 +32,17 @@ def test_other_epochgc_variables_are_left_alone() -> None:
     # Not a section_key spelling of any setting: not ours to judge.
     config = load_config(None, env={"EPOCHGC_TEST_UNSAFE_REPORTS": "max_applied"})
     assert config.store.bucket
+
+
+@pytest.mark.parametrize("value", ["1e-300", "0.0001", "-1"])
+def test_a_rate_limit_too_small_to_share_out_is_refused(value: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(None, env={"EPOCHGC_GC__RATE_LIMIT_KEYS_PER_SECOND": value})
+    assert "gc.rate_limit_keys_per_second" in str(caught.value)
+    assert "must be 0 (none) or >= 0.001" in str(caught.value)
+
+
+@pytest.mark.parametrize("value", ["0", "0.001", "20"])
+def test_a_rate_limit_of_zero_or_a_usable_cap_is_taken(value: str) -> None:
+    config = load_config(None, env={"EPOCHGC_GC__RATE_LIMIT_KEYS_PER_SECOND": value})
+    assert config.gc.rate_limit_keys_per_second == float(value)
