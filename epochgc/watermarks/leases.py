@@ -31,9 +31,11 @@ a live holder lose it at once.
 A conditional write answered 412 (or 404) is never taken on trust either
 way: the lease object is re-read, and the write counts as done only if the
 object holds exactly the bytes we wrote (the write landed and only its
-answer was lost, e.g. to a retry). A renewal that did not land loses the
-lease at once; holder and term alone prove nothing, since our previous
-grant has the same ones. A store that rejects the very ETag it returned
+answer was lost, e.g. to a retry), or the bytes of one of our renewals that
+failed without an answer (it landed, and nobody wrote after it: the
+renewal goes again over that version). Any other renewal that did not land
+loses the lease at once; holder and term alone prove nothing, since our
+previous grant has the same ones. A store that rejects the very ETag it returned
 (Ceph RGW 16 with quoted ETags) thus loses every lease at its first
 renewal instead of believing it holds one nobody can see; the capability
 probes refuse such a store before anything starts.
@@ -62,9 +64,10 @@ from epochgc.errors import (
     LeaseLostError,
     MalformedRecordError,
     NotFoundError,
+    StorageError,
 )
 from epochgc.periodic import PeriodicThread
-from epochgc.storage.conditional_put import put_conditionally
+from epochgc.storage.conditional_put import put_conditionally, remember_unanswered
 from epochgc.storage.keys import lease_key
 from epochgc.storage.object_store import ObjectStore, StoredObject
 from epochgc.watermarks.lease_timing import LeasePolicy, VersionWatch
@@ -222,6 +225,9 @@ class LeaseManager:
         self._monotonic = monotonic
         self._lock = threading.Lock()
         self._grants: dict[str, LeaseGrant] = {}
+        self._unanswered: dict[str, list[bytes]] = {}
+        """Per lease, the bodies of renewals since the last answered one
+        that failed without an answer: any may have landed."""
         self._name_locks: dict[str, threading.Lock] = {}
         self._watch = VersionWatch(self._policy.ttl_seconds)
         """Other holders' lease versions, by lease name."""
@@ -362,7 +368,12 @@ class LeaseManager:
         sent = self._monotonic()
         key = lease_key(self._root, name)
         body = encode_lease(doc)
-        etag = put_conditionally(self._store, key, body, grant.etag)
+        unanswered = self._unanswered.pop(name, [])
+        try:
+            etag = put_conditionally(self._store, key, body, grant.etag, unanswered=unanswered)
+        except StorageError:
+            self._unanswered[name] = remember_unanswered(unanswered, body)
+            raise
         if etag is None:
             why = self._why_not_ours(grant, self._read_raw(key))
             self._lose(name, f"renewal not applied: {why}")
@@ -387,8 +398,9 @@ class LeaseManager:
         )
         key = lease_key(self._root, name)
         body = encode_lease(doc)
+        unanswered = self._unanswered.pop(name, [])
         try:
-            if put_conditionally(self._store, key, body, grant.etag) is None:
+            if put_conditionally(self._store, key, body, grant.etag, unanswered=unanswered) is None:
                 log.warning(
                     "could not release lease %s (term %d; it will expire within the TTL): %s",
                     name,
@@ -425,6 +437,7 @@ class LeaseManager:
                     self._lose(name, "could not renew before expiry")
 
     def _lose(self, name: str, why: str) -> None:
+        self._unanswered.pop(name, None)
         with self._lock:
             had = self._grants.pop(name, None)
         if had is not None:

@@ -33,9 +33,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import NoReturn
 
-from epochgc.errors import EpochGCError, LeaseLostError, NotFoundError
+from epochgc.errors import EpochGCError, LeaseLostError, NotFoundError, StorageError
 from epochgc.periodic import PeriodicThread
-from epochgc.storage.conditional_put import put_conditionally
+from epochgc.storage.conditional_put import put_conditionally, remember_unanswered
 from epochgc.storage.keys import node_lease_key
 from epochgc.storage.object_store import ObjectStore, StoredObject
 from epochgc.watermarks.lease_timing import LeasePolicy, VersionWatch
@@ -92,6 +92,9 @@ class NodeLease:
         self.incarnation = ""
         """The current (or last) incarnation; empty before the first acquisition."""
         self._etag: str | None = None
+        self._unanswered: list[bytes] = []
+        """Bodies of renewals since the last answered one that failed
+        without an answer: any may have landed (``put_conditionally``)."""
         self._valid_until = float("-inf")
         self._sent_at = float("-inf")
         self._watch = VersionWatch(self.policy.ttl_seconds)
@@ -230,7 +233,14 @@ class NodeLease:
         assert self._etag is not None
         body = self._body(released=False)
         sent = self._monotonic()
-        etag = put_conditionally(self._store, self.key, body, self._etag)
+        try:
+            etag = put_conditionally(
+                self._store, self.key, body, self._etag, unanswered=self._unanswered
+            )
+        except StorageError:
+            self._unanswered = remember_unanswered(self._unanswered, body)
+            raise
+        self._unanswered = []
         if etag is None:
             self._lose("the lease object changed under us (its bytes are not ours)")
         self._etag = etag
@@ -250,8 +260,12 @@ class NodeLease:
             return
         etag, self._etag = self._etag, None
         self._valid_until = float("-inf")
+        unanswered, self._unanswered = self._unanswered, []
         try:
-            self._store.put_if_match(self.key, self._body(released=True), etag)
+            body = self._body(released=True)
+            if put_conditionally(self._store, self.key, body, etag, unanswered=unanswered) is None:
+                log.warning("node lease %s was not ours to release any more", self.node_id)
+                return
             log.info("node lease %s released (incarnation %s)", self.node_id, self.incarnation)
         except EpochGCError as err:
             log.warning("could not release node lease %s (it will expire): %s", self.node_id, err)
@@ -278,6 +292,7 @@ class NodeLease:
 
     def _lose(self, why: str) -> NoReturn:
         self._etag = None
+        self._unanswered = []
         self._valid_until = float("-inf")
         self.stats["lost"] += 1
         log.warning("node lease %s lost (incarnation %s): %s", self.node_id, self.incarnation, why)

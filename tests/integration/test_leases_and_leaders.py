@@ -102,6 +102,41 @@ def test_acquire_renew_expire_and_take_over(store: S3ObjectStore) -> None:
     assert a.stats["lost"] == 2
 
 
+class TimesOutAfterApplyingStore:
+    """Applies the next ``If-Match`` put, then fails it as if every retry
+    had timed out: the caller cannot know the write landed."""
+
+    def __init__(self, store: S3ObjectStore) -> None:
+        self._store = store
+        self.armed = False
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+    def put_if_match(self, key: str, body: bytes, etag: str, *, metadata: object = None) -> str:
+        written = self._store.put_if_match(key, body, etag)
+        if self.armed:
+            self.armed = False
+            raise TransientStorageError(f"timed out after PutObject {key} was applied")
+        return written
+
+
+def test_a_renewal_that_landed_unanswered_does_not_lose_the_lease(store: S3ObjectStore) -> None:
+    clock = Clock()
+    lossy = TimesOutAfterApplyingStore(store)
+    a = manager(lossy, "node-a", clock)  # type: ignore[arg-type]
+    assert a.try_acquire(NAME) is not None
+    clock.advance(5)
+    lossy.armed = True
+    with pytest.raises(TransientStorageError):
+        a.renew(NAME)
+    clock.advance(5)
+    grant = a.renew(NAME)  # the object holds our unanswered renewal: still ours
+    assert grant.term == 1
+    assert grant.etag == store.get(lease_key(ROOT, NAME)).etag
+    assert a.grant(NAME) is not None
+
+
 def test_graceful_release_gives_immediate_failover(store: S3ObjectStore) -> None:
     clock = Clock()
     a, b = manager(store, "node-a", clock), manager(store, "node-b", clock)

@@ -362,6 +362,46 @@ class AnswerLostStore:
         raise PreconditionFailedError(f"412 after a lost answer key={key!r}")
 
 
+class TimesOutAfterApplyingStore:
+    """Applies the next ``If-Match`` put, then fails it as if every retry
+    had timed out: the caller cannot know the write landed."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        self._store = store
+        self.armed = False
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+    def put_if_match(self, key: str, body: bytes, etag: str, *, metadata: object = None) -> str:
+        written = str(self._store.put_if_match(key, body, etag))
+        if self.armed:
+            self.armed = False
+            raise TransientStorageError(f"timed out after PutObject {key} was applied")
+        return written
+
+
+def test_a_renewal_that_landed_unanswered_does_not_lose_the_node_lease(
+    any_store: ObjectStore, clock: VirtualClock
+) -> None:
+    # Seen in `epochgc verify`: the next renewal's If-Match named the ETag
+    # before the unanswered one, got 412, found a body it did not send
+    # this time, and gave the lease (and every partition) up.
+    store = TimesOutAfterApplyingStore(any_store)
+    lease = make_lease(store, clock, "node-a")  # type: ignore[arg-type]
+    assert lease.try_acquire()
+    clock.advance(POLICY.renew_interval_seconds)
+    store.armed = True
+    assert lease.renew_if_due()
+    assert lease.stats["renew_failures"] == 1
+    clock.advance(POLICY.renew_interval_seconds)
+    assert lease.renew_if_due()
+    assert lease.is_valid()
+    stored = any_store.get(lease.key)
+    assert lease.etag == stored.etag
+    assert decode_node_lease(stored.body, "lease").incarnation == lease.incarnation
+
+
 def test_a_write_whose_answer_was_lost_counts_when_the_bytes_are_ours(
     any_store: ObjectStore, clock: VirtualClock
 ) -> None:
