@@ -2,9 +2,10 @@
 wrapper, driven by a seed, that makes requests fail (as if retries ran
 out), answer SlowDown, apply and then lose their answer (unknown outcome),
 take longer, and delete only part of a DeleteObjects batch; and, on
-demand, slow every write under one prefix (``slow_prefix``), which is how
-``epochgc verify`` makes the reconcilers (L1 writes) fall behind the
-producers without touching anything else.
+demand, slow every write under one prefix (``slow_prefix``) and every read
+under another (``slow_read_prefix``), which is how ``epochgc verify`` makes
+the reconcilers (their L1 writes and L0 reads) fall behind the producers
+without touching anything else.
 
 Used by ``epochgc verify``; never configured in production. Faults can be
 switched off at run time (``enabled``) so a run can quiesce on a clean
@@ -81,6 +82,10 @@ class FaultyStore:
         self.slow_prefix: str | None = None
         """While set (and faults are enabled), each write of a key under it
         waits ``slow_seconds`` first (counted as ``slow_write``)."""
+        self.slow_read_prefix: str | None = None
+        """While set (and faults are enabled), each read of a key under it
+        waits ``slow_seconds`` before it is sent (counted as ``slow_read``):
+        whatever is deleted meanwhile is gone when the read arrives."""
         self.slow_seconds = 2.0
 
     # --- plumbing ------------------------------------------------------------
@@ -129,6 +134,10 @@ class FaultyStore:
     # --- the ObjectStore protocol -------------------------------------------------
 
     def get(self, key: str, *, byte_range: tuple[int, int] | None = None) -> StoredObject:
+        prefix = self.slow_read_prefix
+        if self.enabled and prefix is not None and key.startswith(prefix):
+            self._count("slow_read")
+            time.sleep(self.slow_seconds)
         return self._call("GetObject", key, lambda: self._inner.get(key, byte_range=byte_range))
 
     def head(self, key: str) -> ObjectInfo:

@@ -50,7 +50,7 @@ from epochgc.logging_setup import setup_logging
 from epochgc.reconciler.node import ReconcilerNode
 from epochgc.reconciler.service import build_node
 from epochgc.runtime import client_settings_of, store_from_settings
-from epochgc.storage.keys import l1_prefix, parse_l0_key
+from epochgc.storage.keys import l0_prefix, l1_prefix, parse_l0_key
 from epochgc.verify.faults import FaultPlan, FaultyStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
@@ -78,7 +78,9 @@ def _watch(folder: Path, store: FaultyStore, ident: str, root: str, stop: thread
     while not stop.wait(0.2):
         if (folder / "faults-off").exists():
             store.enabled = False
-        store.slow_prefix = l1_prefix(root) if (folder / "reconcile-lag").exists() else None
+        lagging = (folder / "reconcile-lag").exists()
+        store.slow_prefix = l1_prefix(root) if lagging else None
+        store.slow_read_prefix = l0_prefix(root) if lagging else None
         tmp = faults_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(dict(store.injected)))
         tmp.replace(faults_path)
