@@ -14,8 +14,10 @@ wakes up fenced); deleting the ``churn`` topic while producers write to it
 and its reconcilers are behind, then creating it again under the same name
 (at once or an epoch tick or two later: a new incarnation, which must start
 empty and lose nothing of its own); optionally a Spark GC job mid-way.
-Meanwhile this process samples the true ``M`` (the join, on a clean store)
-every half second.
+Meanwhile this process samples ``M`` every half second, on a clean store,
+twice: as published (the join of the node reports the collectors use) and as
+the partition logs give it (``truth.py``: the state every ``M(p)`` derives
+from, which a broken build's reports cannot fake).
 
 Then it quiesces (faults off, producers off, wait for the reconcilers to
 catch up and the collectors to delete everything they may) and checks:
@@ -27,7 +29,9 @@ catch up and the collectors to delete everything they may) and checks:
     replays are counted); every live incarnation's records start at offset
     0 and hold nothing produced to another incarnation of its name;
 (b) no deletion came before its time: every key a collector sent to
-    DeleteObjects had an epoch at or below the true ``M`` of that moment;
+    DeleteObjects had an epoch at or below the logs' ``M`` of that moment;
+    and the published ``M`` was never above the logs' ``M`` read just
+    after it (an unsafe ``M`` is caught even when nothing was lost to it);
 (c) after quiesce, no L0 object with epoch <= ``M`` is left, and every live
     partition's ``M(p)`` reached the epoch at which the producers stopped
     (a partition stuck behind, e.g. on an L0 object deleted under it, is
@@ -57,7 +61,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from epochgc.config import load_config
-from epochgc.errors import EpochGCError, StorageError
+from epochgc.errors import EpochGCError
 from epochgc.reconciler.reader import PartitionReader
 from epochgc.runtime import client_settings_of, store_from_settings
 from epochgc.storage.embedded import EMBEDDED_ACCESS_KEY, EMBEDDED_SECRET_KEY, EmbeddedS3
@@ -70,9 +74,11 @@ from epochgc.storage.keys import (
     parse_partition_meta_key,
 )
 from epochgc.storage.s3 import S3ObjectStore
-from epochgc.watermarks.aggregate import SafeEpochTracker
+from epochgc.verify.truth import LogFollower, logged_safe_epoch
+from epochgc.watermarks.aggregate import SafeEpochTracker, join_safe_epoch
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.replica import PartitionReplica
+from epochgc.watermarks.reports import read_reports
 from epochgc.watermarks.safe_epoch import compute_safe_epoch
 
 log = logging.getLogger("epochgc.verify")
@@ -148,9 +154,8 @@ max_delete_fraction = 1.0
 # The leader's janitor and tidying run often, so a run exercises them.
 maintenance_interval_seconds = 2.0
 # Epochs last a second here: eligible objects wait at most about a round
-# for their shard's listing, so quiesce sees the bucket emptied and an
-# unsafe M is acted on while the data it exposes is still unreconciled
-# (with 5 s the unsafe-build check missed in 5 seeds of 5 under load).
+# for their shard's listing, so deletions follow M closely (check (b) sees
+# them while they may still be early) and quiesce ends soon.
 max_lag_seconds = 1.0
 [controller]
 # The leader compacts the controller log every few seconds (the churn
@@ -278,7 +283,7 @@ def run_verify(
             ("gc-2", "daemon"),
         ):
             procs.start(ident, role)
-        samples: list[tuple[float, int]] = []
+        samples: list[_Sample] = []
         sampling = threading.Event()
         sampler = threading.Thread(
             target=_sample_m,
@@ -305,34 +310,48 @@ def run_verify(
     return result
 
 
+@dataclass(frozen=True)
+class _Sample:
+    """One sample of ``M``: as the collectors would compute it from the
+    reports (``published``), and as the partition logs give it, read just
+    after the reports on the same controller view (``logged``)."""
+
+    t: float
+    published: int
+    logged: int
+
+
 def _sample_m(
-    store: S3ObjectStore, samples: list[tuple[float, int]], stop: threading.Event, folder: Path
+    store: S3ObjectStore, samples: list[_Sample], stop: threading.Event, folder: Path
 ) -> None:
-    """The true ``M`` twice a second, each sample with the partitions that
-    pinned it and the controller offset its view was at into
-    ``sampled-m.jsonl`` (where a drop comes from, and which entries the
-    view had folded)."""
+    """``M`` twice a second, published and logged (``truth.py``), each
+    sample with the partitions that pinned them and the controller offset
+    its view was at into ``sampled-m.jsonl`` (where a drop comes from, and
+    which entries the view had folded)."""
     controller = Controller(store, ROOT)
+    tracker = SafeEpochTracker(blocked_after=1)
+    follower = LogFollower(store, ROOT)
     with (folder / "sampled-m.jsonl").open("a", encoding="utf-8") as out:
         while not stop.wait(0.5):
             try:
-                safe = compute_safe_epoch(
-                    controller, store, ROOT, SafeEpochTracker(blocked_after=1)
-                )
-            except StorageError:
-                continue  # a store hiccup: the next sample will do
-            if safe is None:
-                continue
+                view = controller.snapshot()
+                reports, _skipped = read_reports(store, ROOT)
+                published = tracker.observe(join_safe_epoch(view, reports))
+                logged = logged_safe_epoch(view, follower.safe_epochs(view))
+            except EpochGCError:
+                continue  # a store hiccup or a log mid-truncation: the next sample will do
             now = time.time()
-            samples.append((now, safe.safe_epoch))
+            samples.append(_Sample(now, published.safe_epoch, logged.safe_epoch))
             pinning = [
-                [w.topic, w.revision, w.partition, w.safe_epoch, w.node] for w in safe.pinning
+                [w.topic, w.revision, w.partition, w.safe_epoch, w.node] for w in published.pinning
             ]
             sample = {
                 "t": now,
-                "m": safe.safe_epoch,
-                "offset": safe.controller_offset,
+                "m": published.safe_epoch,
+                "logged_m": logged.safe_epoch,
+                "offset": published.controller_offset,
                 "pinning": pinning,
+                "logged_pinning": [[p.topic, p.revision, p.partition] for p in logged.pinning],
             }
             out.write(json.dumps(sample) + "\n")
             out.flush()
@@ -616,7 +635,7 @@ def _read_lines(folder: Path, pattern: str) -> list[dict[str, object]]:
 
 
 def _check(
-    store: S3ObjectStore, folder: Path, samples: list[tuple[float, int]], result: VerifyResult
+    store: S3ObjectStore, folder: Path, samples: list[_Sample], result: VerifyResult
 ) -> None:
     for path in folder.glob("faults-*.json"):
         try:
@@ -641,6 +660,7 @@ def _check(
         )
     live = {(t.name, t.revision) for t in Controller(store, ROOT).snapshot().topics.values()}
     _check_deletions(folder, samples, result, live)
+    _check_published_not_ahead(samples, result)
     _check_monotone(folder, samples, result)
 
 
@@ -722,11 +742,11 @@ def _tidied_incarnation(key: str) -> tuple[str, int] | bool | None:
 
 def _check_deletions(
     folder: Path,
-    samples: list[tuple[float, int]],
+    samples: list[_Sample],
     result: VerifyResult,
     live: set[tuple[str, int]],
 ) -> None:
-    times = [t for t, _ in samples]
+    times = [sample.t for sample in samples]
     deletes = _read_lines(folder, "deletes-*.jsonl")
     result.deletions = len(deletes)
     early = 0
@@ -747,18 +767,34 @@ def _check_deletions(
                     + (" of a live topic incarnation" if tidied else " (not an L0 key)")
                 )
             continue
-        # The first sample taken after the deletion bounds the true M then.
+        # The logs' M of the first sample taken after the deletion bounds
+        # the true M then (it only grows).
         i = bisect.bisect_left(times, float(doc["t"]))  # type: ignore[arg-type]
-        if i < len(samples) and epoch > samples[i][1]:
+        if i < len(samples) and epoch > samples[i].logged:
             early += 1
     if early:
         result.violations.append(f"(b) {early} deletions of epochs above the true M of their time")
 
 
-def _check_monotone(folder: Path, samples: list[tuple[float, int]], result: VerifyResult) -> None:
+def _check_published_not_ahead(samples: list[_Sample], result: VerifyResult) -> None:
+    """A published ``M`` above the logs' ``M`` read just after it is
+    unsafe whether or not anything was deleted under it (``truth.py``)."""
+    ahead = [sample for sample in samples if sample.published > sample.logged]
+    if ahead:
+        first = ahead[0]
+        result.violations.append(
+            f"(b) the published M ran ahead of the partition logs in {len(ahead)} of "
+            f"{len(samples)} samples (first: published {first.published}, "
+            f"logs {first.logged}; see sampled-m.jsonl)"
+        )
+
+
+def _check_monotone(folder: Path, samples: list[_Sample], result: VerifyResult) -> None:
     """This process's samples, and each daemon process's own values (a
     restarted daemon is a new observer: its floor starts again)."""
-    series: dict[str, list[int]] = {"verify (sampled-m.jsonl)": [m for _, m in samples]}
+    series: dict[str, list[int]] = {
+        "verify (sampled-m.jsonl)": [sample.published for sample in samples]
+    }
     for doc in _read_lines(folder, "m-*.jsonl"):
         series.setdefault(f"daemon pid {doc.get('pid')}", []).append(int(doc["m"]))  # type: ignore[call-overload]
     for name, values in series.items():
