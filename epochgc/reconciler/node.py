@@ -3,7 +3,9 @@ moving, and publishes its node report.
 
 Each round (``run_round``):
 
-1. Catch up with the controller; hold the node lease (``{root}/meta/
+1. Catch up with the controller (when the read fails, the round goes on
+   with the view it had: one failed request must not cost a node its
+   reconciling and its report); hold the node lease (``{root}/meta/
    nodes/{node_id}``, one per node whatever it owns); every
    ``ownership_interval_seconds`` run an ownership round (in ``run``, from a
    task of its own; when rounds are driven one by one, from the round)
@@ -50,7 +52,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TypeVar
 
-from epochgc.errors import EpochGCError, LeaseLostError, NotFoundError, RecordError
+from epochgc.errors import EpochGCError, LeaseLostError, NotFoundError, RecordError, StorageError
 from epochgc.ingest.directory import LeaderDirectory
 from epochgc.ingest.leader_service import PartitionLeaderService
 from epochgc.reconciler.fetch import L0UnreadableError
@@ -59,7 +61,7 @@ from epochgc.reconciler.retention import RetentionTargets, update_retention_hint
 from epochgc.reconciler.topics import epochgc_topics
 from epochgc.storage.keys import PartitionId, report_key
 from epochgc.storage.object_store import ObjectStore
-from epochgc.watermarks.controller import Controller, TopicInfo
+from epochgc.watermarks.controller import Controller, ControllerView, TopicInfo
 from epochgc.watermarks.fence import FenceStats
 from epochgc.watermarks.node_ownership import NodeOwnership, RoundReport
 from epochgc.watermarks.replica import PartitionLeader, PartitionReplica
@@ -196,6 +198,8 @@ class ReconcilerNode:
         self._on_round = on_round
         self._reported: dict[PartitionId, PartitionReport] | None = None
         self._live: set[PartitionId] = set()
+        self._view: ControllerView | None = None
+        """The last controller view read (a round whose read fails uses it)."""
         self.stats = NodeStats()
 
     @property
@@ -212,7 +216,22 @@ class ReconcilerNode:
     async def run_round(self) -> None:
         """One round of every duty (see the module docstring)."""
         started = self._monotonic()
-        view = await asyncio.to_thread(self._controller.snapshot)
+        try:
+            view = await asyncio.to_thread(self._controller.snapshot)
+        except StorageError as err:
+            if self._view is None:
+                raise
+            # The view of a moment ago is as good as one read then: keep
+            # reconciling and reporting on it rather than losing the round.
+            view = self._view
+            self.stats.errors += 1
+            log.warning(
+                "%s: controller unreadable, this round uses its view at offset %d: %s",
+                self.node_id,
+                view.offset,
+                err,
+            )
+        self._view = view
         topics = epochgc_topics(view.topics)
         self._live = {pid for topic in topics.values() for pid in topic.partition_ids()}
         self._view_ready.set()
