@@ -4,8 +4,10 @@ moving, and publishes its node report.
 Each round (``run_round``):
 
 1. Catch up with the controller (when the read fails, the round goes on
-   with the view it had: one failed request must not cost a node its
-   reconciling and its report); hold the node lease (``{root}/meta/
+   with the view it had, reconciling and reporting what it leads but
+   leading nothing new: one failed request must not cost a node its
+   report, and a topic deleted meanwhile must not be led again); hold the
+   node lease (``{root}/meta/
    nodes/{node_id}``, one per node whatever it owns); every
    ``ownership_interval_seconds`` run an ownership round (in ``run``, from a
    task of its own; when rounds are driven one by one, from the round)
@@ -216,29 +218,34 @@ class ReconcilerNode:
     async def run_round(self) -> None:
         """One round of every duty (see the module docstring)."""
         started = self._monotonic()
+        fresh = True
         try:
             view = await asyncio.to_thread(self._controller.snapshot)
         except StorageError as err:
             if self._view is None:
                 raise
-            # The view of a moment ago is as good as one read then: keep
-            # reconciling and reporting on it rather than losing the round.
-            view = self._view
+            # Reconciling and reporting what is led already is as right on
+            # the view of a moment ago as it was then; leading anything new
+            # is not (the topic may be gone and its log with it).
+            view, fresh = self._view, False
             self.stats.errors += 1
             log.warning(
-                "%s: controller unreadable, this round uses its view at offset %d: %s",
+                "%s: controller unreadable, this round reconciles and reports on its view "
+                "at offset %d and leads nothing new: %s",
                 self.node_id,
                 view.offset,
                 err,
             )
         self._view = view
         topics = epochgc_topics(view.topics)
-        self._live = {pid for topic in topics.values() for pid in topic.partition_ids()}
-        self._view_ready.set()
-        if not self._ownership_loop_running:
-            await self._ownership_round(self._live)
+        if fresh:
+            self._live = {pid for topic in topics.values() for pid in topic.partition_ids()}
+            self._view_ready.set()
+            if not self._ownership_loop_running:
+                await self._ownership_round(self._live)
         await self._drop_lost(self._live)
-        await self._lead_new(self._live)
+        if fresh:
+            await self._lead_new(self._live)
         await self._reconcile_all(topics)
         await self._housekeep(view.offset)
         await self._publish_report()

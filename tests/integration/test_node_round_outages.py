@@ -8,6 +8,7 @@ import asyncio
 from epochgc.errors import RetriesExhaustedError
 from epochgc.ingest.directory import LeaderDirectory
 from epochgc.reconciler.node import NodeSettings
+from epochgc.storage.keys import topic_meta_prefix
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.lease_timing import LeasePolicy
@@ -75,6 +76,45 @@ async def _outage(store: S3ObjectStore) -> None:
         await node.run_round()
         assert node.stats.reports_published == published + 2
         assert node.led_partitions(), "the node keeps leading on the view it had"
+    finally:
+        flaky.down = False
+        await node.stop()
+        leases.stop()
+
+
+def test_a_node_leads_nothing_new_on_a_view_it_could_not_refresh(store: S3ObjectStore) -> None:
+    # Seen in `epochgc verify` once rounds went on without a fresh view: a
+    # node re-led a partition of a topic deleted meanwhile, whose log the
+    # janitor had removed, and acknowledged offsets 0.. a second time.
+    asyncio.run(_stale(store))
+
+
+async def _stale(store: S3ObjectStore) -> None:
+    controller = Controller(store, ROOT)
+    controller.tick()
+    ours = controller.create_topic("ours", 1)
+    flaky = ControllerOutage(store)
+    node, leases = reconciler_node(
+        flaky,  # type: ignore[arg-type]
+        ROOT,
+        "node-a",
+        LeaderDirectory(),
+        settings=SETTINGS,
+        policy=POLICY,
+    )
+    leases.start()
+    try:
+        for _ in range(3):
+            await node.run_round()
+        (pid,) = node.led_partitions()
+        await node._step_down(pid, "its leader failed")  # owned, not led: next round re-leads
+        flaky.down = True
+        controller.delete_topic("ours")
+        meta = topic_meta_prefix(ROOT, "ours", ours.revision)
+        store.delete_batch([o.key for o in store.list_objects(meta)])  # the janitor's part
+        await node.run_round()
+        assert node.led_partitions() == []
+        assert list(store.list_objects(meta)) == [], "nothing written for a deleted topic"
     finally:
         flaky.down = False
         await node.stop()
