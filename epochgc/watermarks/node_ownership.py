@@ -98,6 +98,11 @@ class NodeOwnership:
             assignments or AssignmentCache(),
         )
         self._owners = OwnershipStore(store, root, now=now)
+        self._unsettled: set[PartitionId] = set()
+        """Partitions whose last write failed without an answer: it may have
+        landed. Their records are read at the next refresh whatever the
+        assignment says, so one that names us is adopted (and led, or handed
+        back) instead of staying ours on paper with nobody leading it."""
         self._mine: dict[PartitionId, OwnerRecord] = {}
         """Copy-on-write: readers (``owned``, ``term``: every append's
         guard, from any thread) take the reference and never lock; writers
@@ -201,10 +206,11 @@ class NodeOwnership:
             self._incarnation = self._lease.incarnation
         me, incarnation = self._lease.node_id, self._incarnation
         try:
-            state = self.view.refresh(me, incarnation, partitions, self._mine)
+            state = self.view.refresh(me, incarnation, partitions, {*self._mine, *self._unsettled})
         except EpochGCError as err:
             log.warning("ownership round skipped: cluster state unreadable: %s", err)
             return RoundReport(owned=len(self.owned()), skipped=str(err))
+        self._unsettled = set()  # their records were read (and adopted below if ours)
         lost = 0
         for pid in [p for p in self._mine if p not in partitions]:
             self._drop(pid)  # its topic incarnation is gone (the janitor deletes the record)
@@ -241,6 +247,7 @@ class NodeOwnership:
         for move, result in zip(moves, results, strict=True):
             if isinstance(result, EpochGCError):
                 log.warning("ownership move %s of %s failed: %s", move.kind.value, move.pid, result)
+                self._unsettled.add(move.pid)
                 counts["conflicts"] += 1
             elif result is None:
                 counts["conflicts"] += 1

@@ -476,3 +476,33 @@ def test_a_take_whose_answer_was_lost_is_adopted_not_orphaned(store: S3ObjectSto
     assert failed and first.conflicts == 1 and len(node.owned()) == 1
     node.run_round(pids(2))
     assert node.owned() == frozenset(pids(2))
+
+
+def test_a_lost_take_is_handed_back_when_the_partition_goes_to_another_node(
+    any_store: ObjectStore, clock: VirtualClock
+) -> None:
+    """Seen in `epochgc verify`: a take landed with its answer lost, then a
+    node joined and the partition's desired owner became the newcomer. The
+    taker never read the record again (it reads only the records it wants or
+    knows it holds), so it neither led nor handed back the partition, and
+    the newcomer waited for a hand-back that never came."""
+    partitions = pids(8)
+    newcomer = "node-b"
+    moving = [
+        p for p, n in desired_assignment(["node-a", newcomer], partitions).items() if n == newcomer
+    ]
+    lost: list[str] = []
+
+    def lose_the_moving_take(key: str, _body: bytes) -> None:
+        if key == owner_key(ROOT, moving[0]) and not lost:
+            lost.append(key)
+            raise TransientStorageError("injected: answer lost")
+
+    cluster = Cluster(HookedStore(any_store, after_create=lose_the_moving_take), clock, partitions)
+    cluster.add("node-a")
+    cluster.round()
+    assert lost, "the take of the partition that will move was answered with an error"
+    cluster.add(newcomer)
+    for _ in range(4):
+        cluster.round()
+    assert cluster.owners() == desired_assignment(["node-a", newcomer], partitions)
