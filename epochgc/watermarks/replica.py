@@ -30,6 +30,7 @@ from epochgc.errors import (
     FencedError,
     PreconditionFailedError,
     StaleEpochError,
+    StorageError,
 )
 from epochgc.storage.cas_log import ConditionalAppendLog, LogEntry, LogSnapshot
 from epochgc.storage.keys import PartitionId, partition_log_prefix, partition_snapshot_key
@@ -648,10 +649,10 @@ class PartitionLeader:
                 count = self._head_done()
                 batch = list(itertools.islice(self._inflight, count))
                 check = self._broken is None and any(_put_succeeded(i) for i in batch)
-            foreign = check and self._snapshot_changed()
+            unsafe = self._snapshot_check() if check else None
             with self._lock:
-                if foreign and self._broken is None:
-                    self._broken = self._foreign_snapshot_error()
+                if unsafe is not None and self._broken is None:
+                    self._broken = unsafe
                     log.warning("%s; this leader stops", self._broken)
                 for _ in range(count):
                     self._settle_one(self._inflight.popleft())
@@ -665,22 +666,22 @@ class PartitionLeader:
             count += 1
         return count
 
-    def _snapshot_changed(self) -> bool:
-        """Whether the stored snapshot is one this leader did not expect
-        (checked against what it expects after the HEAD, so a snapshot it
-        wrote meanwhile is its own)."""
+    def _snapshot_check(self) -> BaseException | None:
+        """Why the puts just done may not be acknowledged, or ``None``: the
+        stored snapshot is one this leader did not expect (checked against
+        what it expects after the HEAD, so a snapshot it wrote meanwhile is
+        its own), or the HEAD failed (the check could not be made)."""
         try:
             stored = self.replica.log.snapshot_etag()
-        except Exception as err:  # the check could not be made: do not acknowledge
-            log.warning(
-                "%s/%d: cannot check the snapshot before acknowledging: %s",
-                self.replica.topic,
-                self.replica.partition,
-                err,
+        except Exception as err:
+            return StorageError(
+                f"{self.replica.topic}/{self.replica.partition}: cannot check the snapshot "
+                f"before acknowledging: {err}"
             )
-            return True
         with self._lock:
-            return stored not in self._expected_snapshots()
+            if stored not in self._expected_snapshots():
+                return self._foreign_snapshot_error()
+        return None
 
     def _foreign_snapshot_error(self) -> FencedError:
         return FencedError(

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from epochgc.errors import FencedError
+from epochgc.errors import EpochGCError, FencedError, RetriesExhaustedError
 from epochgc.storage.keys import PartitionId
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.commands import PlaceholderBatch, Placeholders, RecordsLost
@@ -100,6 +100,42 @@ def test_a_deposed_leader_never_acknowledges_a_put_into_a_truncated_slot(
     assert open_replica(store).state == truth
     old.close()
     new.close()
+
+
+class HeadFails:
+    """Passes everything to the store but fails every HEAD while ``failing``."""
+
+    def __init__(self, store: S3ObjectStore) -> None:
+        self._store = store
+        self.failing = False
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+    def head(self, key: str) -> object:
+        if self.failing:
+            raise RetriesExhaustedError(f"injected 503: HeadObject {key}", None)
+        return self._store.head(key)
+
+
+def test_a_put_not_acknowledged_for_want_of_the_snapshot_check_says_so(
+    store: S3ObjectStore, topic: int
+) -> None:
+    # Seen in `epochgc verify` logs: a failed HEAD stopped the leader with
+    # "another writer snapshotted the log", which nobody had done.
+    flaky = HeadFails(store)
+    replica = PartitionReplica(flaky, ROOT, PID)  # type: ignore[arg-type]
+    replica.open()
+    lead = PartitionLeader(replica, 1)
+    lead.start()
+    flaky.failing = True
+    future = lead.submit(Placeholders(0, 0, 3, batch(1)))
+    with pytest.raises(EpochGCError) as caught:
+        future.result(timeout=30)
+    assert "cannot check the snapshot before acknowledging" in str(caught.value)
+    assert "injected 503" in str(caught.value)
+    assert "another writer" not in str(caught.value)
+    lead.close()
 
 
 def test_a_records_lost_whose_slot_was_freed_under_it_is_planned_again(
