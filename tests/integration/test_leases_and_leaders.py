@@ -25,7 +25,7 @@ from epochgc.watermarks.node_lease import NodeLease
 from epochgc.watermarks.node_ownership import NodeOwnership
 from epochgc.watermarks.replica import PartitionLeader, PartitionReplica
 from epochgc.watermarks.state import Outcome
-from tests.support.faults import HookedStore
+from tests.support.faults import HookedStore, TimesOutAfterApplyingStore
 from tests.support.nodes import reconciler_node
 
 ROOT = "epochgc"
@@ -100,25 +100,6 @@ def test_acquire_renew_expire_and_take_over(store: S3ObjectStore) -> None:
         a.renew(NAME)
     assert lost == [NAME, NAME]
     assert a.stats["lost"] == 2
-
-
-class TimesOutAfterApplyingStore:
-    """Applies the next ``If-Match`` put, then fails it as if every retry
-    had timed out: the caller cannot know the write landed."""
-
-    def __init__(self, store: S3ObjectStore) -> None:
-        self._store = store
-        self.armed = False
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._store, name)
-
-    def put_if_match(self, key: str, body: bytes, etag: str, *, metadata: object = None) -> str:
-        written = self._store.put_if_match(key, body, etag)
-        if self.armed:
-            self.armed = False
-            raise TransientStorageError(f"timed out after PutObject {key} was applied")
-        return written
 
 
 def test_a_renewal_that_landed_unanswered_does_not_lose_the_lease(store: S3ObjectStore) -> None:

@@ -19,7 +19,7 @@ from epochgc.watermarks.node_ownership import NodeOwnership
 from epochgc.watermarks.owner_store import OwnershipStore
 from epochgc.watermarks.ownership import AssignmentCache, OwnerRecord, desired_assignment
 from epochgc.watermarks.ownership_records import decode_node_lease, decode_owner
-from tests.support.faults import HookedStore
+from tests.support.faults import HookedStore, TimesOutAfterApplyingStore
 from tests.support.memory_store import MemoryStore, VirtualClock
 
 ROOT = "epochgc"
@@ -360,25 +360,6 @@ class AnswerLostStore:
     def put_if_match(self, key: str, body: bytes, etag: str, *, metadata: object = None) -> str:
         self._store.put_if_match(key, body, etag)
         raise PreconditionFailedError(f"412 after a lost answer key={key!r}")
-
-
-class TimesOutAfterApplyingStore:
-    """Applies the next ``If-Match`` put, then fails it as if every retry
-    had timed out: the caller cannot know the write landed."""
-
-    def __init__(self, store: ObjectStore) -> None:
-        self._store = store
-        self.armed = False
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._store, name)
-
-    def put_if_match(self, key: str, body: bytes, etag: str, *, metadata: object = None) -> str:
-        written = str(self._store.put_if_match(key, body, etag))
-        if self.armed:
-            self.armed = False
-            raise TransientStorageError(f"timed out after PutObject {key} was applied")
-        return written
 
 
 def test_a_renewal_that_landed_unanswered_does_not_lose_the_node_lease(

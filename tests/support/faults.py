@@ -19,7 +19,7 @@ from typing import Any
 
 from botocore.awsrequest import AWSResponse
 
-from epochgc.errors import PreconditionFailedError
+from epochgc.errors import PreconditionFailedError, TransientStorageError
 
 
 class _RawBody:
@@ -164,3 +164,23 @@ class RejectIfMatchStore:
     def put_if_match(self, key: str, body: bytes, etag: str, *, metadata: Any = None) -> str:
         self.rejected += 1
         raise PreconditionFailedError(f"injected 412 (If-Match {etag}) key={key!r}")
+
+
+class TimesOutAfterApplyingStore:
+    """Applies the next ``If-Match`` put once ``armed``, then fails it as
+    if every retry had timed out: the caller cannot know the write landed.
+    Everything else goes to the real store."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        self.armed = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def put_if_match(self, key: str, body: bytes, etag: str, *, metadata: Any = None) -> str:
+        written = str(self._store.put_if_match(key, body, etag))
+        if self.armed:
+            self.armed = False
+            raise TransientStorageError(f"timed out after PutObject {key} was applied")
+        return written
