@@ -7,13 +7,13 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
-from epochgc.errors import RetriesExhaustedError
 from epochgc.ingest.directory import LeaderDirectory
 from epochgc.reconciler.node import NodeSettings, ReconcilerNode
 from epochgc.storage.keys import topic_meta_prefix
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.lease_timing import LeasePolicy
+from tests.support.faults import OutageStore
 from tests.support.nodes import reconciler_node
 
 ROOT = "epochgc"
@@ -23,39 +23,17 @@ SETTINGS = NodeSettings(
 )
 
 
-class ControllerOutage:
-    """Passes everything to the store, except that while ``down`` every
-    request under the controller log fails as if its retries ran out."""
-
-    def __init__(self, store: S3ObjectStore) -> None:
-        self._store = store
-        self.down = False
-
-    def __getattr__(self, name: str) -> object:
-        attr = getattr(self._store, name)
-        if not callable(attr):
-            return attr
-
-        def call(*args: object, **kwargs: object) -> object:
-            key = str(args[0]) if args else ""
-            if self.down and key.startswith(f"{ROOT}/meta/controller"):
-                raise RetriesExhaustedError(f"injected outage: {name} {key}", None)
-            return attr(*args, **kwargs)
-
-        return call
-
-
 @contextlib.asynccontextmanager
 async def leading_ours(
     store: S3ObjectStore,
-) -> AsyncIterator[tuple[ReconcilerNode, ControllerOutage, int]]:
+) -> AsyncIterator[tuple[ReconcilerNode, OutageStore, int]]:
     """A node leading topic ``ours`` (one partition) through a store whose
     controller reads can be made to fail; yields the node, the switch and
     the topic's revision."""
     controller = Controller(store, ROOT)
     controller.tick()
     ours = controller.create_topic("ours", 1)
-    flaky = ControllerOutage(store)
+    flaky = OutageStore(store, f"{ROOT}/meta/controller")
     node, leases = reconciler_node(
         flaky,  # type: ignore[arg-type]
         ROOT,

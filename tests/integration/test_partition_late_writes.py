@@ -15,14 +15,15 @@ from datetime import UTC, datetime
 
 import pytest
 
-from epochgc.errors import EpochGCError, FencedError, RetriesExhaustedError
-from epochgc.storage.keys import PartitionId
+from epochgc.errors import EpochGCError, FencedError
+from epochgc.storage.keys import PartitionId, partition_snapshot_key
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.commands import PlaceholderBatch, Placeholders, RecordsLost
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.records import encode_command
 from epochgc.watermarks.replica import PartitionLeader, PartitionReplica
 from epochgc.watermarks.skip import plan_skip
+from tests.support.faults import OutageStore
 
 ROOT = "epochgc"
 PID = PartitionId("orders", 2, 0)
@@ -102,33 +103,17 @@ def test_a_deposed_leader_never_acknowledges_a_put_into_a_truncated_slot(
     new.close()
 
 
-class HeadFails:
-    """Passes everything to the store but fails every HEAD while ``failing``."""
-
-    def __init__(self, store: S3ObjectStore) -> None:
-        self._store = store
-        self.failing = False
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._store, name)
-
-    def head(self, key: str) -> object:
-        if self.failing:
-            raise RetriesExhaustedError(f"injected 503: HeadObject {key}", None)
-        return self._store.head(key)
-
-
 def test_a_put_not_acknowledged_for_want_of_the_snapshot_check_says_so(
     store: S3ObjectStore, topic: int
 ) -> None:
     # Seen in `epochgc verify` logs: a failed HEAD stopped the leader with
     # "another writer snapshotted the log", which nobody had done.
-    flaky = HeadFails(store)
+    flaky = OutageStore(store, partition_snapshot_key(ROOT, PID))
     replica = PartitionReplica(flaky, ROOT, PID)  # type: ignore[arg-type]
     replica.open()
     lead = PartitionLeader(replica, 1)
     lead.start()
-    flaky.failing = True
+    flaky.down = True  # the HEAD of the snapshot before acknowledging
     future = lead.submit(Placeholders(0, 0, 3, batch(1)))
     with pytest.raises(EpochGCError) as caught:
         future.result(timeout=30)

@@ -15,6 +15,7 @@ from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.reports import encode_report, publish_report, read_reports, report_of
 from epochgc.watermarks.state import PartitionState
+from tests.support.faults import TimesOutAfterApplyingStore
 from tests.support.nodes import reconciler_node
 
 ROOT = "epochgc"
@@ -46,24 +47,6 @@ def test_a_report_under_another_nodes_key_is_skipped(store: S3ObjectStore) -> No
     assert "names node 'node-1'" in skipped[0].reason
 
 
-class _LosesOneReportAnswer:
-    """The store; the next report PUT lands, then its answer is lost."""
-
-    def __init__(self, store: S3ObjectStore) -> None:
-        self._store = store
-        self.armed = False
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._store, name)
-
-    def put(self, key: str, body: bytes, **kwargs: object) -> object:
-        etag = self._store.put(key, body, **kwargs)  # type: ignore[arg-type]
-        if self.armed and "/meta/reports/" in key:
-            self.armed = False
-            raise TransientStorageError(f"injected: timeout after PutObject {key} was applied")
-        return etag
-
-
 def _published(store: S3ObjectStore, node: str) -> dict[tuple[str, int], int]:
     reports, _ = read_reports(store, ROOT)
     return {
@@ -84,7 +67,7 @@ def test_a_report_whose_answer_was_lost_is_never_followed_by_older_values(
     async def scenario() -> None:
         controller = Controller(store, ROOT)
         controller.create_topic("orders", 1)
-        flaky = _LosesOneReportAnswer(store)
+        flaky = TimesOutAfterApplyingStore(store, "put", "/meta/reports/")
         node, leases = reconciler_node(
             flaky,  # type: ignore[arg-type]
             ROOT,

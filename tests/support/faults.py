@@ -19,7 +19,7 @@ from typing import Any
 
 from botocore.awsrequest import AWSResponse
 
-from epochgc.errors import PreconditionFailedError, TransientStorageError
+from epochgc.errors import PreconditionFailedError, RetriesExhaustedError, TransientStorageError
 
 
 class _RawBody:
@@ -167,20 +167,51 @@ class RejectIfMatchStore:
 
 
 class TimesOutAfterApplyingStore:
-    """Applies the next ``If-Match`` put once ``armed``, then fails it as
-    if every retry had timed out: the caller cannot know the write landed.
-    Everything else goes to the real store."""
+    """Once ``armed``, applies the next ``operation`` call (a method of the
+    store, ``put_if_match`` by default) on a key containing ``key_part``,
+    then fails it as if every retry had timed out: the caller cannot know
+    the write landed. Everything else goes to the real store."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Any, operation: str = "put_if_match", key_part: str = "") -> None:
         self._store = store
+        self._operation = operation
+        self._key_part = key_part
         self.armed = False
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
+        attr = getattr(self._store, name)
+        if name != self._operation:
+            return attr
 
-    def put_if_match(self, key: str, body: bytes, etag: str, *, metadata: Any = None) -> str:
-        written = str(self._store.put_if_match(key, body, etag))
-        if self.armed:
-            self.armed = False
-            raise TransientStorageError(f"timed out after PutObject {key} was applied")
-        return written
+        def call(key: str, *args: Any, **kwargs: Any) -> Any:
+            result = attr(key, *args, **kwargs)
+            if self.armed and self._key_part in key:
+                self.armed = False
+                raise TransientStorageError(f"timed out after {name} {key} was applied")
+            return result
+
+        return call
+
+
+class OutageStore:
+    """While ``down``, every call on a key (or prefix) starting with
+    ``prefix`` fails as if its retries had run out, before it is sent.
+    Everything else goes to the real store."""
+
+    def __init__(self, store: Any, prefix: str) -> None:
+        self._store = store
+        self._prefix = prefix
+        self.down = False
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._store, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            key = str(args[0]) if args else ""
+            if self.down and key.startswith(self._prefix):
+                raise RetriesExhaustedError(f"injected 503: {name} {key}", None)
+            return attr(*args, **kwargs)
+
+        return call
