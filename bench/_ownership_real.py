@@ -64,6 +64,8 @@ class RealResult:
     failover_seconds: float = math.inf
     failover_led_seconds: float = math.inf
     victim_partitions: int = 0
+    steady_by_operation: dict[str, float] = field(default_factory=dict)
+    """Requests per node per second in steady state, by S3 operation."""
     double_owner_violations: int = -1
     """-1: not checked."""
     notes: list[str] = field(default_factory=list)
@@ -162,20 +164,23 @@ def run_node_leases(s3: EmbeddedS3, args: argparse.Namespace, policy: LeasePolic
         n.thread.start()
     want = set(pids)
     deadline = started + a.real_start_cap
+    phase = _PhaseLog("start", nodes, len(want))
     while time.monotonic() < deadline and math.isinf(result.seconds_to_all_led):
         time.sleep(0.1)
         now = time.monotonic() - started
-        if (
-            math.isinf(result.seconds_to_all_owned)
-            and set().union(*(n.owned() for n in nodes)) == want
-        ):
+        owned = set().union(*(n.owned() for n in nodes))
+        led = set().union(*(n.led() for n in nodes))
+        phase.maybe(len(owned), len(led))
+        if math.isinf(result.seconds_to_all_owned) and owned == want:
             result.seconds_to_all_owned = now
-        if set().union(*(n.led() for n in nodes)) == want:
+        if led == want:
             result.seconds_to_all_led = now
     # settle into balance, then steady state
     fair = len(pids) / len(nodes)
+    phase = _PhaseLog("balance", nodes, len(want))
     while time.monotonic() < deadline:
         loads = [len(n.owned()) for n in nodes]
+        phase.maybe(sum(loads), len(set().union(*(n.led() for n in nodes))))
         if max(loads) <= fair * 1.1 and min(loads) >= fair * 0.9 and sum(loads) == len(pids):
             break
         time.sleep(0.2)
@@ -190,8 +195,14 @@ def run_node_leases(s3: EmbeddedS3, args: argparse.Namespace, policy: LeasePolic
     killed_at = time.monotonic()
     cap = killed_at + policy.ttl_seconds + a.real_failover_cap
     others = [n for n in nodes if n is not victim]
+    phase = _PhaseLog("failover", others, len(victims))
     while time.monotonic() < cap and math.isinf(result.failover_led_seconds):
         time.sleep(0.05)
+        phase.maybe(
+            len(victims & set().union(*(n.owned() for n in others))),
+            len(victims & set().union(*(n.led() for n in others))),
+            every=2.0,
+        )
         now = time.monotonic() - killed_at
         if math.isinf(result.failover_seconds) and victims <= set().union(
             *(n.owned() for n in others)
@@ -231,12 +242,58 @@ def _check_logs(store: S3ObjectStore, pids: set[PartitionId]) -> int:
     return bad
 
 
+class _PhaseLog:
+    """A line every few seconds while a phase waits: partitions owned and
+    led, and the nodes' request rate by operation since the last line
+    (where the time of a slow phase goes)."""
+
+    def __init__(self, phase: str, nodes: list[_NodeThread], total: int) -> None:
+        self.phase, self.nodes, self.total = phase, nodes, total
+        self.started = self.last = time.monotonic()
+        self.counts = self._counts()
+
+    def _counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for n in self.nodes:
+            for op, c in n.stats.by_operation().items():
+                out[op] = out.get(op, 0) + c
+        return out
+
+    def maybe(self, owned: int, led: int, every: float = 5.0) -> None:
+        now = time.monotonic()
+        if now - self.last < every:
+            return
+        counts = self._counts()
+        rates = {op: (c - self.counts.get(op, 0)) / (now - self.last) for op, c in counts.items()}
+        self.counts, self.last = counts, now
+        by_op = ", ".join(f"{op} {r:.0f}" for op, r in sorted(rates.items()) if r >= 0.5)
+        log.info(
+            "%s +%.0fs: owned %d/%d, led %d/%d; requests/s %.0f (%s)",
+            self.phase,
+            now - self.started,
+            owned,
+            self.total,
+            led,
+            self.total,
+            sum(rates.values()),
+            by_op,
+        )
+
+
 def _steady(result: RealResult, stats: list[RequestStats], seconds: float) -> None:
-    before = [s.total() for s in stats]
+    before = [s.by_operation() for s in stats]
     time.sleep(seconds)
-    counts = [s.total() - b for s, b in zip(stats, before, strict=True)]
+    after = [s.by_operation() for s in stats]
+    counts = [sum(a.values()) - sum(b.values()) for a, b in zip(after, before, strict=True)]
     result.requests_per_node_second = sum(counts) / len(counts) / seconds
     result.busiest_node_requests_per_second = max(counts) / seconds
+    ops = {op for a in after for op in a}
+    result.steady_by_operation = {
+        op: sum(a.get(op, 0) - b.get(op, 0) for a, b in zip(after, before, strict=True))
+        / len(stats)
+        / seconds
+        for op in sorted(ops)
+    }
 
 
 # --- the design before: one lease per partition -----------------------------------------

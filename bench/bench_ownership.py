@@ -634,6 +634,9 @@ def real_half(args: argparse.Namespace) -> tuple[RealResult, dict[str, bool], st
         ("wall seconds of this part", fmt(ours_s, 1), fmt(theirs_s, 1)),
     ]
     table(rows)
+    for label, r in (("epochgc", ours), ("before", theirs)):
+        by_op = ", ".join(f"{op} {rate:.2f}" for op, rate in r.steady_by_operation.items())
+        print(f"  {label}: steady requests per node per second by operation: {by_op}")
     for note in theirs.notes:
         print(f"  before: {note}")
     pages = math.ceil(args.real_partitions / 1000) + 1

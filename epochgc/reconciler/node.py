@@ -320,13 +320,19 @@ class ReconcilerNode:
     async def _ownership_round(self, live: set[PartitionId], *, force: bool = False) -> None:
         """Hold the node lease; run an ownership round when one is due (or
         ``force``: the ownership loop keeps its own time)."""
+        now = self._monotonic()
+        interval = self._settings.ownership_interval_seconds
+        just_registered = False
         if not self._ownership.lease.is_valid():
             if not await self._in_ownership_thread(self._ownership.ensure_lease):
                 return  # a previous incarnation still holds it: wait its TTL out
-            self._last_ownership_round = float("-inf")
-        now = self._monotonic()
-        interval = self._settings.ownership_interval_seconds
-        if not force and now - self._last_ownership_round < interval:
+            # A node that has just registered plans its first round one
+            # interval later: the peers starting with it register meanwhile,
+            # so it takes its share of a cluster, not all it alone can see
+            # (only to hand most of it back a round later).
+            self._last_ownership_round = now
+            just_registered = True
+        if (not force or just_registered) and now - self._last_ownership_round < interval:
             return
         self._last_ownership_round = now
         report = await self._in_ownership_thread(self._ownership.run_round, frozenset(live))

@@ -61,12 +61,15 @@ def default_node_id() -> str:
     return host[:64]
 
 
-def node_settings_of(config: Config, *, publish_reports: bool = True) -> NodeSettings:
-    """``NodeSettings`` from the ``[reconciler]`` and ``[reports]`` sections;
-    one-shot commands pass ``publish_reports=False``."""
+def node_settings_of(config: Config, *, one_shot: bool = False) -> NodeSettings:
+    """``NodeSettings`` from the ``[reconciler]``, ``[reports]`` and
+    ``[ownership]`` sections. A ``one_shot`` node (a command such as
+    ``epochgc produce``) publishes no report, which would outlive it, and
+    runs its ownership round in its first round: it does not join a
+    cluster for long, so it does not wait for peers to register."""
     r = config.reconciler
     return NodeSettings(
-        publish_reports=publish_reports,
+        publish_reports=not one_shot,
         idle_interval_seconds=r.idle_interval_seconds,
         report_interval_seconds=config.reports.interval_seconds,
         snapshot_every_entries=r.snapshot_every_entries,
@@ -75,7 +78,7 @@ def node_settings_of(config: Config, *, publish_reports: bool = True) -> NodeSet
         append_depth=r.append_depth,
         max_log_entries=r.max_log_entries,
         stuck_retry_seconds=r.stuck_retry_seconds,
-        ownership_interval_seconds=config.ownership.round_interval_seconds,
+        ownership_interval_seconds=0.0 if one_shot else config.ownership.round_interval_seconds,
     )
 
 
@@ -119,7 +122,7 @@ def build_node(
         node_id,
         ownership,
         directory,
-        settings=node_settings_of(config, publish_reports=not one_shot),
+        settings=node_settings_of(config, one_shot=one_shot),
         now=now,
         on_round=metrics.round_observer(node_id) if metrics is not None else None,
     )

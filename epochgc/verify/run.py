@@ -142,6 +142,11 @@ ticker = true
 ttl_seconds = {LEASE_TTL}
 renew_interval_seconds = 0.5
 skew_margin_seconds = 0.5
+[ownership]
+# The product's proportion (rounds a third of the lease TTL): a node that
+# starts, or comes back from a pause with a new incarnation, waits one round
+# before it takes partitions, and failover takes about a TTL plus two rounds.
+round_interval_seconds = 1.0
 [reconciler]
 round_interval_seconds = 0.2
 idle_interval_seconds = 1.0

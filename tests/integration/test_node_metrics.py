@@ -8,12 +8,13 @@ import asyncio
 
 from prometheus_client import CollectorRegistry
 
-from epochgc.config import Config
+from epochgc.config import Config, OwnershipConfig
 from epochgc.errors import RetriesExhaustedError
 from epochgc.ingest.directory import LeaderDirectory
 from epochgc.ingest.producer import Producer
 from epochgc.ingest.telemetry import producer_sample
 from epochgc.metrics.instruments import ProducerMetrics
+from epochgc.reconciler.node import ReconcilerNode
 from epochgc.reconciler.service import NodeMetrics, build_node
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
@@ -21,6 +22,20 @@ from epochgc.watermarks.epoch import EpochCache
 from tests.support.faults import HookedStore
 
 ROOT = "epochgc"
+CONFIG = Config(ownership=OwnershipConfig(round_interval_seconds=0.1))
+"""A node registers, then plans its first ownership round an interval
+later: a short one keeps the tests quick."""
+
+
+async def first_rounds(node: ReconcilerNode) -> None:
+    """Rounds until the node leads what it owns (its first ownership round
+    waits one interval after it registers)."""
+    for _ in range(100):
+        await node.run_round()
+        if node.led_partitions():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("the node never led anything")
 
 
 def value(registry: CollectorRegistry, name: str, **labels: str) -> float:
@@ -36,10 +51,9 @@ def test_node_and_producer_metrics_follow_the_work(store: S3ObjectStore) -> None
 
     async def scenario() -> None:
         directory = LeaderDirectory()
-        node, leases = build_node(
-            Config(), store, "node-a", directory, metrics=NodeMetrics(registry)
-        )
-        await node.run_round()
+        node, leases = build_node(CONFIG, store, "node-a", directory, metrics=NodeMetrics(registry))
+        await first_rounds(node)
+        rounds = node.stats.rounds
         assert value(registry, "epochgc_partition_led", node="node-a") == 2
         assert value(registry, "epochgc_lease_acquisitions_total", node="node-a") == 2
         assert value(registry, "epochgc_node_partitions_owned", node="node-a") == 2
@@ -72,7 +86,8 @@ def test_node_and_producer_metrics_follow_the_work(store: S3ObjectStore) -> None
         assert value(registry, "epochgc_producer_records_acked_total") == 4
         assert value(registry, "epochgc_producer_latency_seconds_count") == 2
         assert (
-            value(registry, "epochgc_reconciler_round_duration_seconds_count", node="node-a") == 2
+            value(registry, "epochgc_reconciler_round_duration_seconds_count", node="node-a")
+            == rounds + 1
         )
         await node.stop()
         leases.stop()
@@ -102,8 +117,8 @@ def test_a_term_spent_by_a_failed_reconciler_append_is_restarted(store: S3Object
 
     async def scenario() -> None:
         directory = LeaderDirectory()
-        node, leases = build_node(Config(), hooked, "node-a", directory)  # type: ignore[arg-type]
-        await node.run_round()
+        node, leases = build_node(CONFIG, hooked, "node-a", directory)  # type: ignore[arg-type]
+        await first_rounds(node)
         (service,) = node.led_services()
         first_term = service.term
         producer = Producer(
