@@ -219,6 +219,14 @@ class OwnershipConfig:
     Failover after a crash takes about the lease TTL plus two rounds; a
     node that starts takes nothing for one interval, so the peers starting
     with it register first."""
+    relist_records_seconds: float = _check(_at_least(0.0), default=60.0)
+    """A node that owns exactly its share, with nothing to move, lists only
+    the nodes (one page) in a round; it lists the ownership records again
+    when the live nodes or the partitions change, after a write of its own
+    found a record changed, and at least this often (0: every round). What
+    this bounds is how late a record changed by someone outside the protocol
+    (an operator's hand edit) is noticed; partition terms keep any such
+    change safe meanwhile."""
 
 
 def _node_id_or_empty(value: str) -> str | None:

@@ -115,6 +115,7 @@ def build_node(
         NodeLease(store, root, node_id, policy=lease_policy_of(config), now=now),
         max_moves_per_round=config.ownership.max_moves_per_round,
         now=now,
+        relist_records_seconds=config.ownership.relist_records_seconds,
     )
     node = ReconcilerNode(
         store,

@@ -86,6 +86,15 @@ _UNREADABLE = OwnerRecord("", "", 1)
 """Sentinel: a record listed whose body does not parse."""
 
 
+@dataclass(frozen=True)
+class QuietCheck:
+    """What ``unchanged_since_listing`` found, and what it cost."""
+
+    unchanged: bool
+    list_pages: int
+    gets: int
+
+
 @dataclass
 class _Counters:
     list_pages: int = 0
@@ -120,6 +129,10 @@ class ClusterView:
     _owner_keys: dict[str, PartitionId | None] = field(default_factory=dict)
     """Parsed owner keys: a round lists every record, a parse each would
     cost more than the listing."""
+    _listed_key: tuple[frozenset[str], frozenset[str], frozenset[PartitionId]] | None = None
+    """Live nodes, assigned nodes and partitions at the last records listing."""
+    _listed_at: float = 0.0
+    """Monotonic time the last records listing began."""
 
     def __post_init__(self) -> None:
         self._watch = VersionWatch(self.ttl_seconds)
@@ -128,21 +141,29 @@ class ClusterView:
         """Cache a record we wrote ourselves (no GET needed to know it)."""
         self._records[pid] = record
 
-    def refresh(
-        self,
-        me: str,
-        incarnation: str,
-        partitions: Collection[PartitionId],
-        mine: Collection[PartitionId],
-    ) -> ClusterState:
-        """LIST owners, LIST nodes, fetch the bodies the decision needs.
+    def unchanged_since_listing(
+        self, me: str, partitions: frozenset[PartitionId], max_age_seconds: float
+    ) -> QuietCheck:
+        """LIST the nodes only: whether the nodes the assignment is computed
+        from and the partitions are what they were at the last ``refresh``,
+        which listed the records less than ``max_age_seconds`` ago. The
+        caller skips the records' listing only when its own share was
+        settled then (see ``NodeOwnership``).
 
         Raises:
-            StorageError: a LIST or GET failed (the round should be skipped).
+            StorageError: the LIST or a GET failed.
         """
         counters = _Counters()
-        listed = self._list_owners(counters)
-        node_infos = self._list_nodes(counters)
+        if self._listed_key is None or self.monotonic() - self._listed_at >= max_age_seconds:
+            return QuietCheck(False, 0, 0)
+        key = (*self._judge_nodes(me, self._list_nodes(counters), counters), partitions)
+        return QuietCheck(key == self._listed_key, counters.list_pages, counters.gets)
+
+    def _judge_nodes(
+        self, me: str, node_infos: dict[str, ObjectInfo], counters: _Counters
+    ) -> tuple[frozenset[str], frozenset[str]]:
+        """Observe one node listing: the live node ids (this one included),
+        and the ones the desired assignment is computed from."""
         now = self.monotonic()
         self._watch.observe({n: info.etag for n, info in node_infos.items()}, now)
         for gone in [n for n in self._node_bodies if n not in node_infos]:
@@ -160,7 +181,26 @@ class ClusterView:
         }
         live_ids = set(self._watch.live(now, released))
         live_ids.add(me)
-        desired = self.assignments.get(live_ids - self._long_expired(me), partitions)
+        return frozenset(live_ids), frozenset(live_ids - self._long_expired(me))
+
+    def refresh(
+        self,
+        me: str,
+        incarnation: str,
+        partitions: frozenset[PartitionId],
+        mine: Collection[PartitionId],
+    ) -> ClusterState:
+        """LIST owners, LIST nodes, fetch the bodies the decision needs.
+
+        Raises:
+            StorageError: a LIST or GET failed (the round should be skipped).
+        """
+        counters = _Counters()
+        started = self.monotonic()
+        listed = self._list_owners(counters)
+        node_infos = self._list_nodes(counters)
+        live_ids, assigned = self._judge_nodes(me, node_infos, counters)
+        desired = self.assignments.get(assigned, partitions)
         wanted = {p for p, n in desired.items() if n == me} | set(mine)
         records: dict[PartitionId, OwnerRecord] = {}
         unreadable: set[PartitionId] = set()
@@ -183,6 +223,8 @@ class ClusterView:
             if seen is not None and (cached is None or cached[0] != seen.etag):
                 self._read_node(node, seen, counters)
                 live[node] = self._incarnation(node)
+        self._listed_key = (live_ids, assigned, partitions)
+        self._listed_at = started
         return ClusterState(
             live,
             desired,

@@ -57,6 +57,9 @@ class RoundReport:
     owned: int = 0
     list_pages: int = 0
     gets: int = 0
+    records_listed: bool = True
+    """False: a settled round that listed the nodes only (nothing it could
+    see changed since the records were listed)."""
     skipped: str = ""
     """Why the round did nothing (no valid lease, a storage error)."""
 
@@ -83,11 +86,19 @@ class NodeOwnership:
         monotonic: Callable[[], float] = time.monotonic,
         assignments: AssignmentCache | None = None,
         write_concurrency: int = 8,
+        relist_records_seconds: float = 60.0,
     ) -> None:
         if max_moves_per_round < 1:
             raise ValueError(f"max_moves_per_round must be >= 1, got {max_moves_per_round}")
         self._lease = lease
         self._max_moves = max_moves_per_round
+        self._relist_seconds = relist_records_seconds
+        self._settled = False
+        """The last records listing found this node's share exactly its
+        own, with nothing to move, lose or read again: until the nodes or
+        the partitions change (or the listing is ``relist_records_seconds``
+        old), a round lists the nodes only. Cleared by anything that may
+        have changed a record of ours."""
         self._monotonic = monotonic
         self.view = ClusterView(
             store,
@@ -155,6 +166,7 @@ class NodeOwnership:
                 return None
             raised = self._owners.raise_term(pid, held, max(above, held.term) + 1)
             if raised is None:
+                self._settled = False  # the record changed: the next round lists them
                 self._drop(pid)
                 self.totals["lost"] += 1
                 return None
@@ -204,9 +216,23 @@ class NodeOwnership:
         if self._lease.incarnation != self._incarnation:
             self._mine = {}  # a new incarnation owns nothing until it takes it
             self._incarnation = self._lease.incarnation
+            self._settled = False
         me, incarnation = self._lease.node_id, self._incarnation
+        parts = frozenset(partitions)
+        quiet_pages = quiet_gets = 0
         try:
-            state = self.view.refresh(me, incarnation, partitions, {*self._mine, *self._unsettled})
+            if self._settled:
+                quiet = self.view.unchanged_since_listing(me, parts, self._relist_seconds)
+                if quiet.unchanged:
+                    return RoundReport(
+                        owned=len(self.owned()),
+                        list_pages=quiet.list_pages,
+                        gets=quiet.gets,
+                        records_listed=False,
+                    )
+                quiet_pages, quiet_gets = quiet.list_pages, quiet.gets
+            self._settled = False
+            state = self.view.refresh(me, incarnation, parts, {*self._mine, *self._unsettled})
         except EpochGCError as err:
             log.warning("ownership round skipped: cluster state unreadable: %s", err)
             return RoundReport(owned=len(self.owned()), skipped=str(err))
@@ -257,6 +283,14 @@ class NodeOwnership:
         for name in ("taken", "taken_over", "handed_back"):
             self.totals[name] += counts[name]
         self.totals["lost"] += lost
+        own_share = {p for p, n in state.desired.items() if n == me}
+        self._settled = (
+            not plan.moves
+            and not plan.deferred
+            and not lost
+            and not self._unsettled
+            and set(self._mine) == own_share
+        )
         return RoundReport(
             taken=counts["taken"],
             taken_over=counts["taken_over"],
@@ -265,8 +299,8 @@ class NodeOwnership:
             conflicts=counts["conflicts"],
             deferred=plan.deferred,
             owned=len(self.owned()),
-            list_pages=state.list_pages,
-            gets=state.gets,
+            list_pages=quiet_pages + state.list_pages,
+            gets=quiet_gets + state.gets,
         )
 
     def _write(

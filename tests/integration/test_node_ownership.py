@@ -25,6 +25,8 @@ from tests.support.memory_store import MemoryStore, VirtualClock
 ROOT = "epochgc"
 POLICY = LeasePolicy(ttl_seconds=15.0, renew_interval_seconds=5.0, skew_margin_seconds=2.0)
 ROUND = 5.0
+RELIST = 60.0
+"""``NodeOwnership``'s default ``relist_records_seconds``."""
 
 
 @pytest.fixture
@@ -221,17 +223,46 @@ def test_a_record_taken_from_under_us_is_dropped(
     cluster = Cluster(any_store, clock, pids(2))
     node = cluster.add("a")
     cluster.round()
+    cluster.round()  # a round with nothing to move: settled
     assert len(node.owned()) == 2
     pid = PartitionId("orders", 3, 1)
     any_store.put(
         owner_key(ROOT, pid),
         b'{"v":1,"node":"z","incarnation":"q","term":9,"updated_at":"2026-11-24T05:00:00Z"}',
     )
+    # A settled node does not list the records while nothing it can see
+    # changed; the write shows at the next listing, within the relist age.
     report = node.run_round(pids(2))
+    for _ in range(int(RELIST / ROUND)):
+        assert not report.records_listed and report.lost == 0
+        clock.advance(ROUND)
+        node.lease.renew_if_due()
+        report = node.run_round(pids(2))
+        if report.records_listed:
+            break
     assert report.lost == 1
     # z has no node lease, so the same round takes the partition back, above z's term
     assert report.taken_over == 1
     assert node.term(pid) == 10
+
+
+def test_a_term_raise_that_finds_the_record_changed_lists_the_records_next_round(
+    any_store: ObjectStore, clock: VirtualClock
+) -> None:
+    cluster = Cluster(any_store, clock, pids(2))
+    node = cluster.add("a")
+    cluster.round()
+    cluster.round()
+    assert not node.run_round(pids(2)).records_listed  # settled
+    pid = PartitionId("orders", 3, 1)
+    any_store.put(
+        owner_key(ROOT, pid),
+        b'{"v":1,"node":"a","incarnation":"old","term":9,"updated_at":"2026-11-24T05:00:00Z"}',
+    )
+    assert node.raise_term(pid, 3) is None  # the record is not ours any more
+    report = node.run_round(pids(2))
+    assert report.records_listed
+    assert report.taken_over == 1 and node.term(pid) == 10
 
 
 def test_a_node_without_a_valid_lease_owns_nothing(clock: VirtualClock) -> None:
@@ -245,7 +276,12 @@ def test_a_node_without_a_valid_lease_owns_nothing(clock: VirtualClock) -> None:
     assert node.run_round(pids(4)).skipped == "node lease not valid"
 
 
-def test_steady_state_reads_are_list_pages_only(clock: VirtualClock) -> None:
+def test_a_settled_node_lists_only_the_nodes_until_the_records_are_due(
+    clock: VirtualClock,
+) -> None:
+    # The records are listed when the live nodes or the partitions change,
+    # while this node's share is not all its own, and every RELIST seconds:
+    # in steady state a round is one LIST page of nodes.
     store = MemoryStore(clock)
     cluster = Cluster(store, clock, pids(2500), max_moves=2000)
     for name in ("a", "b"):
@@ -255,10 +291,20 @@ def test_steady_state_reads_are_list_pages_only(clock: VirtualClock) -> None:
     assert len(cluster.owners()) == 2500
     store.reset_counts()
     cluster.round()
-    per_node_lists = store.count("ListObjectsV2") / 2
-    assert per_node_lists == 3 + 1  # ceil(2500/1000) owner pages + 1 node page
+    assert store.count("ListObjectsV2", f"{ROOT}/meta/nodes/") == 2  # one page each
+    assert store.count("ListObjectsV2", f"{ROOT}/meta/owners/") == 0
     assert store.count("GetObject") == 0
     assert store.count("PutObject") == 2  # one renewal each (round = renew interval)
+    store.reset_counts()
+    for _ in range(int(RELIST / ROUND)):
+        cluster.round()
+    # once each in a relist age, ceil(2500/1000) pages
+    assert store.count("ListObjectsV2", f"{ROOT}/meta/owners/") == 2 * 3
+    assert store.count("GetObject") == 0
+    store.reset_counts()
+    cluster.add("c")
+    cluster.round()  # a join: every node lists the records again
+    assert store.count("ListObjectsV2", f"{ROOT}/meta/owners/") == 3 * 3
 
 
 def test_the_memory_store_answers_conditional_writes_as_s3_does(
