@@ -414,6 +414,11 @@ def fmt(value: float, digits: int = 2) -> str:
     return f"{value:,.{digits}f}"
 
 
+def secs(value: float) -> str:
+    """Seconds in the verdict line: ``12.3s``, or ``never``."""
+    return "never" if math.isinf(value) else f"{value:.1f}s"
+
+
 def table(rows: list[tuple[str, str, str]]) -> None:
     width = max(len(r[0]) for r in rows)
     print(f"{'':{width}}  {'node leases (epochgc)':>24}  {'per-partition leases':>24}")
@@ -662,10 +667,10 @@ def real_half(args: argparse.Namespace) -> tuple[RealResult, dict[str, bool], st
     }
     figure = (
         f"real {args.real_partitions:,}/{args.real_nodes}: owned in "
-        f"{fmt(ours.seconds_to_all_owned, 1)}s (before {fmt(theirs.seconds_to_all_owned, 1)}s), "
+        f"{secs(ours.seconds_to_all_owned)} (before {secs(theirs.seconds_to_all_owned)}), "
         f"{ours.requests_per_node_second:.1f} req/node/s (before "
-        f"{theirs.requests_per_node_second:.1f}), failover {fmt(ours.failover_seconds, 1)}s "
-        f"(before {fmt(theirs.failover_seconds, 1)}s), loads {span(ours.loads)}"
+        f"{theirs.requests_per_node_second:.1f}), failover {secs(ours.failover_seconds)} "
+        f"(before {secs(theirs.failover_seconds)}), loads {span(ours.loads)}"
     )
     return ours, checks, figure
 

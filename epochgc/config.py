@@ -216,7 +216,7 @@ class OwnershipConfig:
     round_interval_seconds: float = _check(_at_least(0.1), default=5.0)
     """How often a node reads cluster state (one LIST page per 1000
     ownership records plus one per 1000 nodes) and moves partitions.
-    Failover after a crash takes about the lease TTL plus two rounds; a
+    Failover after a crash takes about the lease TTL plus one round; a
     node that starts takes nothing for one interval, so the peers starting
     with it register first."""
     relist_records_seconds: float = _check(_at_least(0.0), default=60.0)

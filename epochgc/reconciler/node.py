@@ -82,6 +82,22 @@ log = logging.getLogger("epochgc.reconciler.node")
 _T = TypeVar("_T")
 
 
+STALE_LOOK_DELAY = 0.05
+"""How long after another node's lease would turn stale the early round
+looks: the judgement needs it unchanged for a whole TTL."""
+
+
+def ownership_wait(interval: float, now: float, next_stale_at: float | None) -> float:
+    """Seconds until the next ownership round: the regular ``interval``, or
+    less when another node, silent since, would be judged dead before then
+    (``RoundReport.next_stale_at``): the round runs just after that moment,
+    so a killed node's partitions are taken over a TTL after its silence
+    was first seen, not up to a round later."""
+    if next_stale_at is None:
+        return interval
+    return max(STALE_LOOK_DELAY, min(interval, next_stale_at - now + STALE_LOOK_DELAY))
+
+
 @dataclass(frozen=True)
 class NodeSettings:
     """How a node paces its duties.
@@ -291,12 +307,15 @@ class ReconcilerNode:
         await self._view_ready.wait()
         interval = max(0.05, self._settings.ownership_interval_seconds)
         while not stop.is_set():
+            report = None
             try:
-                await self._ownership_round(self._live, force=True)
+                report = await self._ownership_round(self._live, force=True)
             except EpochGCError as err:
                 log.warning("%s: ownership round failed: %s", self.node_id, err)
+            stale_at = None if report is None else report.next_stale_at
+            wait = ownership_wait(interval, self._monotonic(), stale_at)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), interval)
+                await asyncio.wait_for(stop.wait(), wait)
 
     async def stop(self) -> None:
         """Stop every leader service, then release every ownership record
@@ -317,15 +336,18 @@ class ReconcilerNode:
 
     # --- leadership --------------------------------------------------------------
 
-    async def _ownership_round(self, live: set[PartitionId], *, force: bool = False) -> None:
+    async def _ownership_round(
+        self, live: set[PartitionId], *, force: bool = False
+    ) -> RoundReport | None:
         """Hold the node lease; run an ownership round when one is due (or
-        ``force``: the ownership loop keeps its own time)."""
+        ``force``: the ownership loop keeps its own time). The round's
+        report, or ``None`` when none ran."""
         now = self._monotonic()
         interval = self._settings.ownership_interval_seconds
         just_registered = False
         if not self._ownership.lease.is_valid():
             if not await self._in_ownership_thread(self._ownership.ensure_lease):
-                return  # a previous incarnation still holds it: wait its TTL out
+                return None  # a previous incarnation still holds it: wait its TTL out
             # A node that has just registered plans its first round one
             # interval later: the peers starting with it register meanwhile,
             # so it takes its share of a cluster, not all it alone can see
@@ -333,7 +355,7 @@ class ReconcilerNode:
             self._last_ownership_round = now
             just_registered = True
         if (not force or just_registered) and now - self._last_ownership_round < interval:
-            return
+            return None
         self._last_ownership_round = now
         report = await self._in_ownership_thread(self._ownership.run_round, frozenset(live))
         self.stats.ownership_rounds += 1
@@ -348,6 +370,7 @@ class ReconcilerNode:
                 report.lost,
                 report.owned,
             )
+        return report
 
     async def _lead_new(self, live: set[PartitionId]) -> None:
         """Start leading every partition owned but not led yet, several at

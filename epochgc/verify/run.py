@@ -145,7 +145,7 @@ skew_margin_seconds = 0.5
 [ownership]
 # The product's proportion (rounds a third of the lease TTL): a node that
 # starts, or comes back from a pause with a new incarnation, waits one round
-# before it takes partitions, and failover takes about a TTL plus two rounds.
+# before it takes partitions, and failover takes about a TTL plus one round.
 round_interval_seconds = 1.0
 [reconciler]
 round_interval_seconds = 0.2

@@ -77,6 +77,9 @@ class ClusterState:
     """Partitions whose record this version cannot read: never touched."""
     list_pages: int
     gets: int
+    next_stale_at: float | None = None
+    """Monotonic time at which the first live node whose lease has not
+    changed since would be judged dead (``VersionWatch.next_stale_at``)."""
 
 
 _UNPARSED = PartitionId("", 0, -1)
@@ -93,6 +96,7 @@ class QuietCheck:
     unchanged: bool
     list_pages: int
     gets: int
+    next_stale_at: float | None = None
 
 
 @dataclass
@@ -157,7 +161,14 @@ class ClusterView:
         if self._listed_key is None or self.monotonic() - self._listed_at >= max_age_seconds:
             return QuietCheck(False, 0, 0)
         key = (*self._judge_nodes(me, self._list_nodes(counters), counters), partitions)
-        return QuietCheck(key == self._listed_key, counters.list_pages, counters.gets)
+        return QuietCheck(
+            key == self._listed_key, counters.list_pages, counters.gets, self.next_stale_at(me)
+        )
+
+    def next_stale_at(self, me: str) -> float | None:
+        """When the first other node still live would be judged dead if its
+        lease stays unchanged (monotonic; ``None``: no other node)."""
+        return self._watch.next_stale_at(self.monotonic(), exclude=(me,))
 
     def _judge_nodes(
         self, me: str, node_infos: dict[str, ObjectInfo], counters: _Counters
@@ -233,6 +244,7 @@ class ClusterView:
             frozenset(unreadable),
             counters.list_pages,
             counters.gets,
+            self.next_stale_at(me),
         )
 
     def _long_expired(self, me: str) -> set[str]:

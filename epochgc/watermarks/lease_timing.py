@@ -120,6 +120,18 @@ class VersionWatch:
         unchanged = self.unchanged_for(key, now)
         return unchanged is None or unchanged >= self._ttl
 
+    def next_stale_at(self, now: float, exclude: Collection[str] = ()) -> float | None:
+        """When the first watched key that is not stale yet turns stale if
+        it stays unchanged (``None``: none). A watcher that looks again
+        then judges a stopped holder as early as the rules allow, instead
+        of at its next regular look."""
+        times = [
+            since + self._ttl
+            for key, (_etag, since) in self._seen.items()
+            if key not in exclude and now - since < self._ttl
+        ]
+        return min(times, default=None)
+
     def live(self, now: float, released: Collection[str] = ()) -> list[str]:
         """Keys watched, not stale and not known released, sorted."""
         return sorted(k for k in self._seen if k not in released and not self.is_stale(k, now))

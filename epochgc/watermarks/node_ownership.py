@@ -57,6 +57,11 @@ class RoundReport:
     owned: int = 0
     list_pages: int = 0
     gets: int = 0
+    next_stale_at: float | None = None
+    """Monotonic time at which another node, silent since, would be judged
+    dead: the caller runs its next round then if that comes before the
+    regular one, so a killed node's partitions wait for the TTL, not for
+    the TTL plus the rest of a round."""
     records_listed: bool = True
     """False: a settled round that listed the nodes only (nothing it could
     see changed since the records were listed)."""
@@ -228,6 +233,7 @@ class NodeOwnership:
                         owned=len(self.owned()),
                         list_pages=quiet.list_pages,
                         gets=quiet.gets,
+                        next_stale_at=quiet.next_stale_at,
                         records_listed=False,
                     )
                 quiet_pages, quiet_gets = quiet.list_pages, quiet.gets
@@ -301,6 +307,7 @@ class NodeOwnership:
             owned=len(self.owned()),
             list_pages=quiet_pages + state.list_pages,
             gets=quiet_gets + state.gets,
+            next_stale_at=state.next_stale_at,
         )
 
     def _write(

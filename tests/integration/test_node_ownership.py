@@ -533,3 +533,27 @@ def test_a_lost_take_is_handed_back_when_the_partition_goes_to_another_node(
     for _ in range(4):
         cluster.round()
     assert cluster.owners() == desired_assignment(["node-a", newcomer], partitions)
+
+
+def test_a_round_says_when_a_silent_node_would_be_judged_dead(clock: VirtualClock) -> None:
+    # The reconciler's ownership loop looks again at that moment instead of
+    # at its next regular round, so failover is a TTL after the silence was
+    # first seen, not up to a round more.
+    store = MemoryStore(clock)
+    cluster = Cluster(store, clock, pids(4))
+    a = cluster.add("a")
+    cluster.add("b")
+    first_seen = clock.monotonic()
+    cluster.round()  # a sees b's lease version for the first time
+    cluster.killed.add("b")  # b never renews again
+    a.lease.renew_if_due()
+    report = a.run_round(pids(4))
+    assert report.next_stale_at == first_seen + POLICY.ttl_seconds
+    clock.advance(report.next_stale_at - clock.monotonic() - 0.1)
+    a.lease.renew_if_due()
+    assert a.run_round(pids(4)).taken_over == 0  # not yet: b was silent for less than a TTL
+    clock.advance(0.15)
+    a.lease.renew_if_due()
+    late = a.run_round(pids(4))
+    assert late.taken_over == 2 and len(a.owned()) == 4
+    assert late.next_stale_at is None  # nobody else left to watch

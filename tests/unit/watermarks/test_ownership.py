@@ -268,6 +268,38 @@ def test_a_lease_is_live_until_unchanged_for_a_ttl() -> None:
     assert watch.live(116.0, released=["a"]) == []
 
 
+sightings = st.lists(
+    st.tuples(
+        st.sampled_from(["a", "b", "c", "me"]),
+        st.sampled_from(["e1", "e2", "e3"]),
+        st.floats(min_value=0.0, max_value=5.0),
+    ),
+    max_size=30,
+)
+
+
+@given(sightings, st.floats(min_value=0.0, max_value=40.0))
+def test_the_next_stale_moment_is_when_the_first_live_key_turns_stale(
+    seen: list[tuple[str, str, float]], later: float
+) -> None:
+    # A watcher that looks again at next_stale_at finds that key stale, and
+    # no key it excludes or that is stale already sets the moment.
+    watch = VersionWatch(ttl_seconds=15.0)
+    now = 0.0
+    for key, etag, step in seen:
+        now += step
+        watch.see(key, etag, now)
+    look = now + later
+    at = watch.next_stale_at(look, exclude=["me"])
+    live = [k for k in watch.live(look) if k != "me"]
+    if not live:
+        assert at is None
+        return
+    assert at is not None and at > look
+    assert any(watch.is_stale(k, at + 1e-6) for k in live)
+    assert not any(watch.is_stale(k, at - 1e-6) for k in live)
+
+
 def test_one_key_seen_again_reports_how_long_it_was_unchanged() -> None:
     """The single-lease form the singleton leases and the node lease use."""
     watch = VersionWatch(ttl_seconds=15.0)
