@@ -24,17 +24,15 @@ SETTINGS = NodeSettings(
 
 
 def _node(
-    store: ObjectStore, clock: VirtualClock, name: str
+    store: ObjectStore,
+    name: str,
+    settings: NodeSettings = SETTINGS,
+    clock: VirtualClock | None = None,
 ) -> tuple[ReconcilerNode, NodeOwnership]:
+    """A node on ``clock`` (real time without one)."""
+    clocks = {} if clock is None else {"now": clock.now, "monotonic": clock.monotonic}
     return reconciler_node(
-        store,
-        ROOT,
-        name,
-        LeaderDirectory(),
-        settings=SETTINGS,
-        policy=POLICY,
-        now=clock.now,
-        monotonic=clock.monotonic,
+        store, ROOT, name, LeaderDirectory(), settings=settings, policy=POLICY, **clocks
     )
 
 
@@ -50,8 +48,8 @@ async def _start_together() -> None:
     clock = VirtualClock()
     store = MemoryStore(clock)
     topic = Controller(store, ROOT).create_topic("orders", 30)
-    a, a_owns = _node(store, clock, "node-a")
-    b, b_owns = _node(store, clock, "node-b")
+    a, a_owns = _node(store, "node-a", clock=clock)
+    b, b_owns = _node(store, "node-b", clock=clock)
     await a.run_round()  # takes its node lease
     assert a_owns.lease.is_valid()
     assert a_owns.owned() == frozenset(), "a node takes nothing in the round it registers"
@@ -81,15 +79,11 @@ async def _no_interval() -> None:
     clock = VirtualClock()
     store = MemoryStore(clock)
     Controller(store, ROOT).create_topic("orders", 4)
-    node, owns = reconciler_node(
+    node, owns = _node(
         store,
-        ROOT,
         "node-a",
-        LeaderDirectory(),
-        settings=NodeSettings(idle_interval_seconds=1e9, report_interval_seconds=1e9),
-        policy=POLICY,
-        now=clock.now,
-        monotonic=clock.monotonic,
+        NodeSettings(idle_interval_seconds=1e9, report_interval_seconds=1e9),
+        clock,
     )
     await node.run_round()
     assert len(owns.owned()) == 4
@@ -106,15 +100,12 @@ def test_the_ownership_loop_waits_an_interval_after_the_lease_too() -> None:
 async def _loop() -> None:
     store = MemoryStore(VirtualClock())  # the loop keeps real time; the store's clock is unused
     Controller(store, ROOT).create_topic("orders", 8)
-    node, owns = reconciler_node(
+    node, owns = _node(
         store,
-        ROOT,
         "node-a",
-        LeaderDirectory(),
-        settings=NodeSettings(
+        NodeSettings(
             idle_interval_seconds=1e9, report_interval_seconds=1e9, ownership_interval_seconds=0.5
         ),
-        policy=POLICY,
     )
     stop = asyncio.Event()
     task = asyncio.create_task(node.run(stop, round_interval_seconds=0.05))
