@@ -499,7 +499,7 @@ class _Churn:
         try:
             old = controller.snapshot().topics.get(CHURN)
             if old is not None:
-                deleted_at = controller.delete_topic(CHURN)
+                deleted_at = controller.delete_topic(CHURN, revision=old.revision).deleted_at
                 behind = self._unreconciled(old.partition_ids())
                 self.unreconciled += behind
                 log.info(
