@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -61,7 +60,7 @@ from epochgc.errors import (
     TopicExistsError,
     TopicNotFoundError,
 )
-from epochgc.storage.cas_log import ConditionalAppendLog, LogEntry, LogSnapshot
+from epochgc.storage.cas_log import ConditionalAppendLog, LogEntry, LogSnapshot, new_nonce
 from epochgc.storage.keys import (
     PartitionId,
     controller_log_prefix,
@@ -146,13 +145,6 @@ class TopicDeletion:
             f"by another writer; nothing done (this command's entry is at offset "
             f"{self.entry_offset})"
         )
-
-
-def new_nonce() -> str:
-    """A fresh 128-bit random hex string: no two controller entries are
-    byte-identical, so a writer that reads its own bytes in a slot knows the
-    slot is its own."""
-    return uuid.uuid4().hex
 
 
 @dataclass(frozen=True)

@@ -123,6 +123,8 @@ def parse_time(text: str, what: str) -> datetime:
 def encode_command(command: Command) -> bytes:
     """The log entry bytes of ``command``."""
     doc: dict[str, Any] = {"v": COMMAND_VERSION, "term": command.term}
+    if isinstance(command, TermStart | RecordsLost) and command.nonce:
+        doc["nonce"] = command.nonce
     if isinstance(command, TermStart):
         doc.update(type="term_start")
         return dump_document(doc)
@@ -192,8 +194,11 @@ def decode_command(data: bytes, where: str = "partition log entry") -> Command:
     if not isinstance(kind, str) or kind not in _COMMAND_TYPES:
         raise MalformedRecordError(f"{where}: unknown command type {kind!r}")
     term = get_int(doc, "term", where, 0)
+    nonce = doc.get("nonce", "")
+    if not isinstance(nonce, str):
+        raise MalformedRecordError(f"{where}: field 'nonce' must be a string, got {nonce!r}")
     if kind == "term_start":
-        return TermStart(term)
+        return TermStart(term, nonce)
     if kind == "records_lost":
         return RecordsLost(
             term,
@@ -203,6 +208,7 @@ def decode_command(data: bytes, where: str = "partition log entry") -> Command:
             reason=get_str(doc, "reason", where),
             by=get_str(doc, "by", where),
             ts=parse_time(get_str(doc, "ts", where), where),
+            nonce=nonce,
         )
     seq = get_int(doc, "seq", where, 1)
     try:
