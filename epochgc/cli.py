@@ -606,13 +606,21 @@ def _cmd_topic_create(config: Config, args: argparse.Namespace) -> int:
 
 def _cmd_topic_delete(config: Config, args: argparse.Namespace) -> int:
     with open_store(config) as handle:
-        offset = Controller(handle.store, config.layout.root).delete_topic(args.name)
+        outcome = Controller(handle.store, config.layout.root).delete_topic(
+            args.name, revision=args.revision
+        )
     _print(
-        {"topic": args.name, "deleted_at": offset},
+        {
+            "topic": outcome.topic,
+            "revision": outcome.revision,
+            "deleted_at": outcome.deleted_at,
+            "entry_offset": outcome.entry_offset,
+            "deleted_by_this_command": outcome.by_this_writer,
+        },
         args,
-        f"deleted topic {args.name!r} at offset {offset}",
+        outcome.describe(),
     )
-    return EXIT_OK
+    return EXIT_OK if outcome.by_this_writer else EXIT_FAILED
 
 
 def _cmd_topic_list(config: Config, args: argparse.Namespace) -> int:
@@ -1094,6 +1102,12 @@ def _add_watermark_commands(
     listing.set_defaults(handler=_cmd_topic_list)
     delete = topic_sub.add_parser("delete", parents=[reporting], help="delete a topic")
     delete.add_argument("name")
+    delete.add_argument(
+        "--revision",
+        type=int,
+        default=None,
+        help="delete only this incarnation (as `topic list` shows it); refused if another is live",
+    )
     delete.set_defaults(handler=_cmd_topic_delete)
 
     epoch = sub.add_parser("epoch", help="the cluster epoch")

@@ -37,6 +37,7 @@ import logging
 import random
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -55,6 +56,14 @@ from epochgc.storage.retry import RetryPolicy
 log = logging.getLogger("epochgc.storage.cas_log")
 
 COVERED_OFFSET_METADATA = "epochgc-covered-offset"
+
+
+def new_nonce() -> str:
+    """128 random bits in hex, for an entry whose bytes would otherwise
+    equal another writer's (same command, same second): ``append_at`` takes
+    a slot holding our exact bytes for our own write, so two writers must
+    never write equal bytes."""
+    return uuid.uuid4().hex
 
 
 @dataclass(frozen=True)

@@ -225,3 +225,47 @@ class FaultyStore:
             return self.delete_batch(batch)
         except RetriesExhaustedError as err:
             return DeleteOutcome((), dict.fromkeys(batch, str(err)), 1)
+
+
+class HeldWrites:
+    """An ``ObjectStore`` whose next create-only write under ``prefix`` is
+    held until ``release()``: ``held`` is set once that write is waiting.
+
+    ``epochgc verify``'s second operator writes through it: it has read the
+    controller and chosen its slot, and its PUT waits while the first
+    operator deletes and recreates the topic, so it lands late, exactly
+    the interleaving a lost slot and its back-off give by chance.
+    """
+
+    def __init__(self, inner: ObjectStore, prefix: str, *, timeout_seconds: float = 30.0) -> None:
+        self._inner = inner
+        self._prefix = prefix
+        self._timeout = timeout_seconds
+        self._armed = False
+        self._released = threading.Event()
+        self.held = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    @property
+    def bucket(self) -> str:
+        return str(self._inner.bucket)
+
+    def arm(self) -> None:
+        """Hold the next write under the prefix."""
+        self._released.clear()
+        self.held.clear()
+        self._armed = True
+
+    def release(self) -> None:
+        self._released.set()
+
+    def put_if_absent(
+        self, key: str, body: bytes, *, metadata: Mapping[str, str] | None = None
+    ) -> str:
+        if self._armed and key.startswith(self._prefix):
+            self._armed = False
+            self.held.set()
+            self._released.wait(self._timeout)
+        return self._inner.put_if_absent(key, body, metadata=metadata)

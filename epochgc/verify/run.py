@@ -67,6 +67,7 @@ from epochgc.runtime import client_settings_of, store_from_settings
 from epochgc.storage.embedded import EMBEDDED_ACCESS_KEY, EMBEDDED_SECRET_KEY, EmbeddedS3
 from epochgc.storage.keys import (
     PartitionId,
+    controller_log_prefix,
     l0_prefix,
     parse_l0_key,
     parse_l1_key,
@@ -74,6 +75,7 @@ from epochgc.storage.keys import (
     parse_partition_meta_key,
 )
 from epochgc.storage.s3 import S3ObjectStore
+from epochgc.verify.faults import HeldWrites
 from epochgc.verify.truth import LogFollower, logged_safe_epoch
 from epochgc.watermarks.aggregate import SafeEpochTracker, join_safe_epoch
 from epochgc.watermarks.controller import Controller
@@ -312,6 +314,7 @@ def run_verify(
             sampling.set()
             sampler.join()
         _check(store, folder, samples, result)
+        churn.check(store, result)
     return result
 
 
@@ -439,6 +442,13 @@ class _Churn:
     partitions were keyed by name alone. The new incarnation comes at once
     (a node may never see the topic gone) or after an epoch tick or two
     (the collector may run with the topic absent).
+
+    Half the recreates race a second operator doing the same at the same
+    moment: it reads the incarnation live, its delete's PUT is held while
+    the first operator deletes and recreates the topic, and it lands late
+    (after a lost slot and its back-off). Every delete's own entry offset and the revision it named
+    are kept; the end check holds every ended incarnation against them, so
+    a delete that ended an incarnation it did not name is a violation.
     """
 
     def __init__(
@@ -447,9 +457,15 @@ class _Churn:
         self._store = store
         self._lag_switch = folder / "reconcile-lag"
         self._controller = Controller(store, ROOT)
+        self._late_store = HeldWrites(store, controller_log_prefix(ROOT))
+        self._late_operator = Controller(self._late_store, ROOT)
+        self.named_deletes: dict[int, int] = {}
+        """Offset of each delete's own entry -> the revision it named."""
+        self.raced = 0
         self._rng = rng
         self._duration = duration
         self._stop = threading.Event()
+        self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, daemon=True, name="verify-churn")
         self.recreated = 0
         self.compacted = 0
@@ -465,6 +481,7 @@ class _Churn:
         self._thread.join()
         result.process_faults["recreate"] += self.recreated
         result.process_faults["compact"] += self.compacted
+        result.process_faults["operators_racing"] += self.raced
         result.unreconciled_at_delete += self.unreconciled
         if self.crashed is not None:
             result.violations.append(f"verify itself: the churn thread crashed: {self.crashed!r}")
@@ -479,10 +496,14 @@ class _Churn:
                 lag_before, lag_after = self._rng.uniform(1.0, 2.5), self._rng.uniform(0.0, 1.0)
                 ticks = self._rng.choice([0, 0, 1, 2])
                 compact = self._rng.random() < 0.5
+                race = self._rng.random() < 0.5
                 self._lag_switch.touch()
                 try:
                     time.sleep(lag_before)  # placeholders pile up unreconciled
-                    self._recreate(ticks)
+                    if race:
+                        self._race()
+                    else:
+                        self._recreate(self._controller, ticks)
                     if compact:
                         self._compact()
                     time.sleep(lag_after)
@@ -492,30 +513,55 @@ class _Churn:
             log.exception("the churn thread crashed")
             self.crashed = err
 
-    def _recreate(self, ticks: int) -> None:
+    def _race(self) -> None:
+        """Two operators recreate ``CHURN`` at once: the late one reads the
+        live incarnation and its delete's PUT is held until the other has
+        deleted and recreated the topic, so it lands after the create."""
+        self._late_store.arm()
+        late = threading.Thread(
+            target=self._recreate, args=(self._late_operator, 0), name="verify-operator-2"
+        )
+        late.start()
+        try:
+            if self._late_store.held.wait(30.0):  # it read the controller; its PUT waits
+                self._recreate(self._controller, 0)
+                self.raced += 1
+        finally:
+            self._late_store.release()
+            late.join()
+
+    def _recreate(self, controller: Controller, ticks: int) -> None:
         """Delete (if live), wait ``ticks`` epoch intervals, create. A step
         that fails is logged; the next recreate finishes the job."""
-        controller = self._controller
         try:
             old = controller.snapshot().topics.get(CHURN)
             if old is not None:
-                deleted_at = controller.delete_topic(CHURN)
+                outcome = controller.delete_topic(CHURN)
                 behind = self._unreconciled(old.partition_ids())
-                self.unreconciled += behind
-                log.info(
-                    "deleted %s@%d at offset %d, %d records unreconciled",
-                    CHURN,
-                    old.revision,
-                    deleted_at,
-                    behind,
-                )
+                with self._lock:
+                    self.named_deletes[outcome.entry_offset] = outcome.revision
+                    self.unreconciled += behind
+                log.info("%s, %d records unreconciled", outcome.describe(), behind)
                 time.sleep(ticks * 1.0)  # [epoch] interval_seconds: about one tick each
             info = controller.create_topic(CHURN, CHURN_PARTITIONS)
         except EpochGCError as err:
             log.warning("recreating %s did not finish (the next one will): %s", CHURN, err)
             return
         log.info("recreated %s at revision %d after %d ticks", CHURN, info.revision, ticks)
-        self.recreated += 1
+        with self._lock:
+            self.recreated += 1
+
+    def check(self, store: S3ObjectStore, result: VerifyResult) -> None:
+        """Every ended incarnation of ``CHURN`` was ended by a delete that
+        named it (among the deletes whose outcome came back)."""
+        deleted = Controller(store, ROOT).snapshot().deleted
+        for (name, revision), gone in sorted(deleted.items()):
+            named = self.named_deletes.get(gone.deleted_at)
+            if name == CHURN and named is not None and named != revision:
+                result.violations.append(
+                    f"(e) {name}@{revision} was ended at offset {gone.deleted_at} by a delete "
+                    f"that named {name}@{named}"
+                )
 
     def _compact(self) -> None:
         """Compact the controller log now, racing the daemons' own

@@ -37,9 +37,11 @@ class PlaceholderBatch:
 
 @dataclass(frozen=True)
 class TermStart:
-    """A new leader's first entry."""
+    """A new leader's first entry. ``nonce`` tells the writer's own entry
+    from a rival's for the same term (empty in entries written before it)."""
 
     term: int
+    nonce: str = ""
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,9 @@ class RecordsLost:
     it appends right after the entry it validated against, under the term it
     saw, so a leader in flight loses that slot and must start a new term
     (whose replay sees the loss). ``reason``, ``by`` and ``ts`` are what
-    readers of the lost offsets are told.
+    readers of the lost offsets are told. ``nonce`` keeps two operators'
+    identical skips apart, so the one whose entry landed second is told
+    that it did nothing.
     """
 
     term: int
@@ -117,6 +121,7 @@ class RecordsLost:
     reason: str
     by: str
     ts: datetime
+    nonce: str = ""
 
 
 SequencedCommand = (

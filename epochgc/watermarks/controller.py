@@ -60,7 +60,7 @@ from epochgc.errors import (
     TopicExistsError,
     TopicNotFoundError,
 )
-from epochgc.storage.cas_log import ConditionalAppendLog, LogEntry, LogSnapshot
+from epochgc.storage.cas_log import ConditionalAppendLog, LogEntry, LogSnapshot, new_nonce
 from epochgc.storage.keys import (
     PartitionId,
     controller_log_prefix,
@@ -121,6 +121,33 @@ class TopicInfo:
 
 
 @dataclass(frozen=True)
+class TopicDeletion:
+    """What one writer's ``delete_topic`` did: ``topic@revision`` ended at
+    ``deleted_at``; the writer's own entry is at ``entry_offset``. When the
+    two differ another writer ended the incarnation first and this writer's
+    entry was a no-op."""
+
+    topic: str
+    revision: int
+    entry_offset: int
+    deleted_at: int
+
+    @property
+    def by_this_writer(self) -> bool:
+        return self.entry_offset == self.deleted_at
+
+    def describe(self) -> str:
+        """One line for the operator who asked."""
+        if self.by_this_writer:
+            return f"deleted {self.topic}@{self.revision} at offset {self.deleted_at}"
+        return (
+            f"{self.topic}@{self.revision} was already deleted at offset {self.deleted_at} "
+            f"by another writer; nothing done (this command's entry is at offset "
+            f"{self.entry_offset})"
+        )
+
+
+@dataclass(frozen=True)
 class ControllerView:
     """Live topics as of controller offset ``offset`` (the cluster epoch),
     and every deleted topic incarnation, keyed by ``(name, revision)``.
@@ -146,15 +173,17 @@ class ControllerView:
 def fold_controller(view: ControllerView, offset: int, entry: ControllerEntry) -> ControllerView:
     """Apply one controller entry at ``offset``. Pure and deterministic.
 
-    A ``create_topic`` of a live name and a ``delete_topic`` of a name that
-    is not live change nothing but the offset.
+    A ``create_topic`` of a live name, and a ``delete_topic`` of a name that
+    is not live or that names another incarnation than the live one, change
+    nothing but the offset (a no-op: the writer finds that its own offset
+    is not where the incarnation began or ended).
     """
     topics = view.topics
     deleted = view.deleted
     if isinstance(entry, CreateTopic) and entry.topic not in topics:
         info = TopicInfo(entry.topic, entry.partitions, offset, dict(entry.config))
         topics = {**topics, entry.topic: info}
-    elif isinstance(entry, DeleteTopic) and entry.topic in topics:
+    elif isinstance(entry, DeleteTopic) and _ends_live_incarnation(view, entry):
         gone = topics[entry.topic]
         topics = {k: v for k, v in topics.items() if k != entry.topic}
         deleted = {
@@ -162,6 +191,13 @@ def fold_controller(view: ControllerView, offset: int, entry: ControllerEntry) -
             (gone.name, gone.revision): DeletedTopic(gone.name, gone.revision, offset),
         }
     return ControllerView(offset, topics, deleted)
+
+
+def _ends_live_incarnation(view: ControllerView, entry: DeleteTopic) -> bool:
+    """Whether ``entry`` ends the live incarnation of its name: the one it
+    names, or (an entry written before deletes named one) whichever is live."""
+    live = view.topics.get(entry.topic)
+    return live is not None and entry.revision in (None, live.revision)
 
 
 DEFAULT_EPOCH_HISTORY = 10_000
@@ -346,10 +382,12 @@ class Controller:
         *,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         epoch_history: int = DEFAULT_EPOCH_HISTORY,
+        nonce: Callable[[], str] = new_nonce,
     ) -> None:
         self._store = store
         self._root = root
         self._now = now
+        self._nonce = nonce
         self._log = ConditionalAppendLog(
             store,
             controller_log_prefix(root),
@@ -557,7 +595,7 @@ class Controller:
         epoch, which the next tick does.
         """
         self._log.tail()
-        offset = self._log.append(encode_controller_entry(EpochTick(self._now())))
+        offset = self._log.append(encode_controller_entry(EpochTick(self._now(), self._nonce())))
         log.debug("epoch tick -> %d", offset)
         return offset
 
@@ -619,10 +657,13 @@ class Controller:
             raise InvalidArgumentError(
                 f"partitions must be in 1..{MAX_PARTITIONS}, got {partitions}"
             )
-        entry = CreateTopic(name, partitions, dict(config or {}), self._now())
         for attempt in range(1, LATE_WRITE_ATTEMPTS + 1):
-            if name in self.snapshot().topics:
-                raise TopicExistsError(f"topic {name!r} already exists")
+            live = self.snapshot().topics.get(name)
+            if live is not None:
+                raise TopicExistsError(
+                    f"topic {name!r} already exists (revision {live.revision}); nothing done"
+                )
+            entry = CreateTopic(name, partitions, dict(config or {}), self._now(), self._nonce())
             offset = self._log.append(encode_controller_entry(entry))
             view = self._view_until(offset)
             info = view.topics.get(name)
@@ -637,8 +678,10 @@ class Controller:
                 )
                 continue
             if info is None or info.revision != offset:
+                winner = f"at revision {info.revision}" if info is not None else "and deleted"
                 raise TopicExistsError(
-                    f"topic {name!r} was created concurrently by another process"
+                    f"topic {name!r} was created {winner} by another writer; nothing done "
+                    f"(this command's entry at offset {offset} did nothing)"
                 )
             break
         else:
@@ -657,33 +700,47 @@ class Controller:
         )
         return info
 
-    def delete_topic(self, name: str) -> int:
-        """Append ``delete_topic``; return the offset that deleted the
-        incarnation (ours, or a concurrent deleter's).
+    def delete_topic(self, name: str, *, revision: int | None = None) -> TopicDeletion:
+        """End the live incarnation of ``name`` (or, with ``revision``, only
+        that incarnation) with a ``delete_topic`` that names it; say whether
+        this writer's entry ended it or another writer's did first.
+
+        The entry names the revision read here, so however late it lands
+        (a lost slot and its back-off, a pause) it can only end that
+        incarnation, never one created after the read.
 
         Raises:
-            TopicNotFoundError: the topic is not live.
+            TopicNotFoundError: the topic is not live, or ``revision`` is
+                not the live incarnation.
             RetriesExhaustedError: every append landed in a truncated slot.
         """
         live = self.snapshot().topics.get(name)
         if live is None:
             raise TopicNotFoundError(f"topic {name!r} does not exist")
-        entry = encode_controller_entry(DeleteTopic(name, self._now()))
+        if revision is not None and revision != live.revision:
+            raise TopicNotFoundError(
+                f"{name}@{revision} is not live ({name}@{live.revision} is); nothing done"
+            )
+        target = live.revision
         for attempt in range(1, LATE_WRITE_ATTEMPTS + 1):
-            offset = self._log.append(entry)
-            gone = self._view_until(offset).deleted.get((name, live.revision))
+            entry = DeleteTopic(name, self._now(), target, self._nonce())
+            offset = self._log.append(encode_controller_entry(entry))
+            gone = self._view_until(offset).deleted.get((name, target))
             if gone is not None:
-                log.info("deleted topic %s@%d at offset %d", name, live.revision, gone.deleted_at)
-                return gone.deleted_at
-            # Still live: our entry is a late write into a truncated slot.
+                outcome = TopicDeletion(name, target, offset, gone.deleted_at)
+                log.info("%s", outcome.describe())
+                return outcome
+            # Still live: our entry (which names the live revision, so the
+            # fold would have ended it) is a late write into a truncated slot.
             log.warning(
-                "delete_topic %s landed in truncated slot %d (attempt %d); appending again",
+                "delete_topic %s@%d landed in truncated slot %d (attempt %d); appending again",
                 name,
+                target,
                 offset,
                 attempt,
             )
         raise RetriesExhaustedError(
-            f"delete_topic {name!r} landed in a truncated controller-log slot "
+            f"delete_topic {name}@{target} landed in a truncated controller-log slot "
             f"{LATE_WRITE_ATTEMPTS} times in a row",
             None,
         )

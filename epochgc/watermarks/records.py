@@ -37,7 +37,7 @@ from epochgc.watermarks.state import PartitionState
 
 COMMAND_VERSION = 1
 SNAPSHOT_VERSION = 1
-CONTROLLER_VERSION = 1
+CONTROLLER_VERSION = 2
 
 
 # --- shared helpers ----------------------------------------------------------
@@ -123,6 +123,8 @@ def parse_time(text: str, what: str) -> datetime:
 def encode_command(command: Command) -> bytes:
     """The log entry bytes of ``command``."""
     doc: dict[str, Any] = {"v": COMMAND_VERSION, "term": command.term}
+    if isinstance(command, TermStart | RecordsLost) and command.nonce:
+        doc["nonce"] = command.nonce
     if isinstance(command, TermStart):
         doc.update(type="term_start")
         return dump_document(doc)
@@ -192,8 +194,11 @@ def decode_command(data: bytes, where: str = "partition log entry") -> Command:
     if not isinstance(kind, str) or kind not in _COMMAND_TYPES:
         raise MalformedRecordError(f"{where}: unknown command type {kind!r}")
     term = get_int(doc, "term", where, 0)
+    nonce = doc.get("nonce", "")
+    if not isinstance(nonce, str):
+        raise MalformedRecordError(f"{where}: field 'nonce' must be a string, got {nonce!r}")
     if kind == "term_start":
-        return TermStart(term)
+        return TermStart(term, nonce)
     if kind == "records_lost":
         return RecordsLost(
             term,
@@ -203,6 +208,7 @@ def decode_command(data: bytes, where: str = "partition log entry") -> Command:
             reason=get_str(doc, "reason", where),
             by=get_str(doc, "by", where),
             ts=parse_time(get_str(doc, "ts", where), where),
+            nonce=nonce,
         )
     seq = get_int(doc, "seq", where, 1)
     try:
@@ -403,20 +409,34 @@ def _check_state(state: PartitionState, where: str) -> None:
 @dataclass(frozen=True)
 class CreateTopic:
     """``create_topic``: a topic and its partition count; its revision is
-    the offset of this entry."""
+    the offset of this entry.
+
+    ``nonce`` makes every entry's bytes unique (empty in entries written
+    before it existed): a writer that finds its own bytes in a slot knows
+    the slot is its own, never another writer's identical entry.
+    """
 
     topic: str
     partitions: int
     config: Mapping[str, Any]
     ts: datetime
+    nonce: str = ""
 
 
 @dataclass(frozen=True)
 class DeleteTopic:
-    """``delete_topic``: the topic no longer pins ``M``."""
+    """``delete_topic``: incarnation ``topic@revision`` no longer pins ``M``.
+
+    ``revision`` is the incarnation the writer read as live; the fold ends
+    it only while it is still live, so a retried or late append never ends
+    an incarnation created after the writer's read. ``None`` (entries
+    written before revisions were named) ends whichever incarnation is live.
+    """
 
     topic: str
     ts: datetime
+    revision: int | None = None
+    nonce: str = ""
 
 
 @dataclass(frozen=True)
@@ -424,14 +444,23 @@ class EpochTick:
     """``epoch_tick``: moves the cluster epoch (the log's newest offset)."""
 
     ts: datetime
+    nonce: str = ""
 
 
 ControllerEntry = CreateTopic | DeleteTopic | EpochTick
 
+NAMED_DELETE_VERSION = 2
+"""The ``v`` of a ``delete_topic`` that names its revision. A reader that
+knows only v1 would ignore ``revision`` and end whichever incarnation is
+live, so it must refuse the entry instead; ticks and creates keep v1, whose
+readers ignore the added ``nonce`` harmlessly."""
+
 
 def encode_controller_entry(entry: ControllerEntry) -> bytes:
     """The controller-log bytes of ``entry`` (docs/contract.md, "Controller log entries")."""
-    doc: dict[str, Any] = {"v": CONTROLLER_VERSION, "ts": format_time(entry.ts)}
+    doc: dict[str, Any] = {"v": 1, "ts": format_time(entry.ts)}
+    if entry.nonce:
+        doc["nonce"] = entry.nonce
     if isinstance(entry, CreateTopic):
         doc.update(
             type="create_topic",
@@ -441,6 +470,8 @@ def encode_controller_entry(entry: ControllerEntry) -> bytes:
         )
     elif isinstance(entry, DeleteTopic):
         doc.update(type="delete_topic", topic=entry.topic)
+        if entry.revision is not None:
+            doc.update(v=NAMED_DELETE_VERSION, revision=entry.revision)
     else:
         doc.update(type="epoch_tick")
     return dump_document(doc)
@@ -456,19 +487,23 @@ def decode_controller_entry(data: bytes, where: str = "controller entry") -> Con
     doc = load_document(data, where, CONTROLLER_VERSION)
     kind = doc.get("type")
     ts = parse_time(get_str(doc, "ts", where), where)
+    nonce = doc.get("nonce", "")
+    if not isinstance(nonce, str):
+        raise MalformedRecordError(f"{where}: field 'nonce' must be a string, got {nonce!r}")
     if kind == "epoch_tick":
-        return EpochTick(ts)
+        return EpochTick(ts, nonce)
     if kind in ("create_topic", "delete_topic"):
         topic = get_str(doc, "topic", where)
         if not is_valid_topic(topic):
             raise MalformedRecordError(f"{where}: invalid topic name {topic!r}")
         if kind == "delete_topic":
-            return DeleteTopic(topic, ts)
+            revision = get_optional_int(doc, "revision", where, 1)
+            return DeleteTopic(topic, ts, revision, nonce)
         partitions = get_int(doc, "partitions", where, 1)
         config = doc.get("config", {})
         if not isinstance(config, dict):
             raise MalformedRecordError(f"{where}: 'config' must be an object")
-        return CreateTopic(topic, partitions, config, ts)
+        return CreateTopic(topic, partitions, config, ts, nonce)
     raise MalformedRecordError(f"{where}: unknown controller entry type {kind!r}")
 
 

@@ -32,7 +32,7 @@ from epochgc.errors import (
     StaleEpochError,
     StorageError,
 )
-from epochgc.storage.cas_log import ConditionalAppendLog, LogEntry, LogSnapshot
+from epochgc.storage.cas_log import ConditionalAppendLog, LogEntry, LogSnapshot, new_nonce
 from epochgc.storage.keys import PartitionId, partition_log_prefix, partition_snapshot_key
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.commands import (
@@ -322,7 +322,7 @@ class PartitionReplica:
         """
         for _ in range(attempts):
             self.catch_up()
-            command = build(self)
+            command = dataclasses.replace(build(self), nonce=new_nonce())
             slot = self.hole if self.hole is not None else self.state.applied_log_offset + 1
             if not self._log.append_at(slot, encode_command(command)):
                 continue
@@ -517,19 +517,27 @@ class PartitionLeader:
                 f"{replica.topic}/{replica.partition}: term {self.term} is not above "
                 f"the log's term {replica.state.term}"
             )
-        payload = encode_command(TermStart(self.term))
+        payload = encode_command(TermStart(self.term, new_nonce()))
+        wrote_start = False
         for _ in range(16):
             if replica.state.term >= self.term:
                 break
             slot = (
                 replica.hole if replica.hole is not None else replica.state.applied_log_offset + 1
             )
-            replica.log.append_at(slot, payload)
+            wrote_start = replica.log.append_at(slot, payload)
             replica.catch_up()
         if replica.state.term != self.term:
             raise FencedError(
                 f"{replica.topic}/{replica.partition}: term {self.term} was superseded by "
                 f"{replica.state.term}"
+            )
+        if not wrote_start:
+            # Our term began at a rival's term_start (our bytes are unique):
+            # two writers hold one term only if ownership broke; lead nothing.
+            raise FencedError(
+                f"{replica.topic}/{replica.partition}: term {self.term} was started by "
+                "another writer"
             )
         with self._lock:
             self._next_seq = replica.state.last_seq + 1

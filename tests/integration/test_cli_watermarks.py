@@ -49,7 +49,12 @@ def test_topic_epoch_and_partition_commands(
     assert json.loads(compacted.stdout)["truncated"] == 0
     missing = run_cli("partition", "show", "orders", "7", "--config", config)
     assert missing.returncode == 1 and "partitions 0..1" in missing.stderr
-    assert run_cli("topic", "delete", "orders", "--config", config).returncode == 0
+    other = run_cli("topic", "delete", "orders", "--revision", "7", "--config", config)
+    assert other.returncode == 1
+    assert "orders@7 is not live (orders@2 is); nothing done" in other.stderr
+    deleted = run_cli("topic", "delete", "orders", "--revision", "2", "--config", config)
+    assert deleted.returncode == 0, deleted.stderr
+    assert deleted.stdout.strip() == "deleted orders@2 at offset 3"
     assert json.loads(run_cli("topic", "list", "--config", config, "--json").stdout)["topics"] == []
 
 

@@ -329,7 +329,7 @@ def test_a_delete_whose_put_lands_in_a_truncated_slot_is_appended_again(
     Controller(store, ROOT).create_topic("orders", 1)  # 1
     racing = _CompactBeforePut(store)
     deleter = Controller(racing, ROOT)  # type: ignore[arg-type]
-    deleted_at = deleter.delete_topic("orders")  # chose 2; 2, 3 ticks, compacted to 3
+    deleted_at = deleter.delete_topic("orders").deleted_at  # chose 2; 2, 3 ticks, compacted to 3
     assert racing.fired
     view = replayed(store)
     assert "orders" not in view.topics, "the delete took effect"

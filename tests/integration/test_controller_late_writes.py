@@ -109,7 +109,7 @@ class LateWrites(RuleBasedStateMachine):
     def delete(self) -> None:
         if not self._live():
             return
-        offset = self.writer.delete_topic(TOPIC)
+        offset = self.writer.delete_topic(TOPIC).entry_offset
         self._record(offset, self.store.get(self.writer.log.key_of(offset)).body)
 
     @rule()

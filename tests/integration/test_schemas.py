@@ -76,6 +76,22 @@ def test_controller_entries_of_every_type_fit_the_schema(store: S3ObjectStore) -
     ]
     for entry in entries:
         assert schema_errors("controller-entry", entry) == [], entry
+    deletion = next(e for e in entries if e["type"] == "delete_topic")
+    assert (deletion["v"], deletion["revision"]) == (2, 3)
+
+
+def test_the_controller_entry_schema_ties_a_named_revision_to_version_2() -> None:
+    """A v1 reader ignores ``revision`` and ends whatever is live, so a
+    delete naming one must be v2; one written before versions 2 stays valid."""
+    ts = "2026-11-22T04:00:00Z"
+    legacy = {"v": 1, "type": "delete_topic", "topic": "orders", "ts": ts}
+    named = {**legacy, "v": 2, "revision": 3, "nonce": "ab"}
+    assert schema_errors("controller-entry", legacy) == []
+    assert schema_errors("controller-entry", named) == []
+    assert schema_errors("controller-entry", {**named, "v": 1}) != []
+    assert schema_errors("controller-entry", {**legacy, "v": 2}) != []
+    tick = {"v": 2, "type": "epoch_tick", "ts": ts}
+    assert schema_errors("controller-entry", tick) != []
 
 
 def test_a_compacted_controller_snapshot_fits_the_schema(store: S3ObjectStore) -> None:

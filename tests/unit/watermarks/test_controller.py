@@ -63,7 +63,10 @@ def controller_logs(draw: st.DrawFn) -> list[ControllerEntry]:
             config = draw(st.sampled_from([{}, {"retention.local.target.ms": 60000}]))
             entries.append(CreateTopic(name, draw(st.integers(1, 8)), config, ts))
         elif kind == "delete":
-            entries.append(DeleteTopic(name, ts))
+            # Named revisions: a live one, a dead or never-created one (a
+            # late or retried append), or none (an entry written before v2).
+            revision = draw(st.none() | st.integers(1, max(1, len(entries))))
+            entries.append(DeleteTopic(name, ts, revision, draw(st.sampled_from(["", "n1"]))))
         else:
             entries.append(EpochTick(ts))
     # As read back: through the entry codec.
@@ -147,3 +150,54 @@ def test_a_smaller_reader_capacity_trims_a_snapshot_safely() -> None:
     assert [e for e, _ in small.items()] == [8, 9, 10]
     assert small.started_at(7) == T0 + timedelta(minutes=6), "the latest dropped start"
     assert small.started_at(1) == T0 + timedelta(minutes=6), "an upper bound, never earlier"
+
+
+@given(entries=controller_logs())
+def test_an_incarnation_ends_only_by_a_delete_that_named_it(
+    entries: list[ControllerEntry],
+) -> None:
+    """Whatever order deletes land in, an incarnation ends only at a
+    ``delete_topic`` that names its revision (or, written before v2, names
+    none); a delete naming another revision changes nothing."""
+    view = ControllerView.empty()
+    for offset, entry in enumerate(entries, start=1):
+        before = view
+        view = fold_controller(view, offset, entry)
+        ended = set(before.topics) - set(view.topics)
+        if not isinstance(entry, DeleteTopic):
+            assert not ended
+            continue
+        live = before.topics.get(entry.topic)
+        if live is not None and entry.revision in (None, live.revision):
+            assert ended == {entry.topic}
+            assert view.deleted[(entry.topic, live.revision)].deleted_at == offset
+        else:
+            assert view == ControllerView(offset, before.topics, before.deleted), "not a no-op"
+
+
+def test_a_delete_naming_an_older_incarnation_leaves_the_live_one() -> None:
+    view = ControllerView.empty()
+    for offset, entry in enumerate(
+        [
+            CreateTopic("orders", 1, {}, T0),  # orders@1
+            DeleteTopic("orders", T0, 1),  # 2
+            CreateTopic("orders", 1, {}, T0),  # orders@3
+            DeleteTopic("orders", T0, 1),  # a late retry of the first delete
+        ],
+        start=1,
+    ):
+        view = fold_controller(view, offset, entry)
+    assert view.topics["orders"].revision == 3
+    assert view.deleted == {("orders", 1): DeletedTopic("orders", 1, 2)}
+    legacy = fold_controller(view, 5, DeleteTopic("orders", T0))
+    assert "orders" not in legacy.topics, "an entry without a revision keeps its old meaning"
+    assert legacy.deleted[("orders", 3)] == DeletedTopic("orders", 3, 5)
+
+
+def test_entries_differ_by_their_nonce_and_keep_revision_and_nonce() -> None:
+    one = DeleteTopic("orders", T0, 4, "a1")
+    two = DeleteTopic("orders", T0, 4, "b2")
+    assert encode_controller_entry(one) != encode_controller_entry(two)
+    assert decode_controller_entry(encode_controller_entry(one)) == one
+    tick = EpochTick(T0, "c3")
+    assert decode_controller_entry(encode_controller_entry(tick)) == tick

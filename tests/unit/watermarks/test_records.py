@@ -214,7 +214,7 @@ def test_controller_entries_match_the_public_contract() -> None:
 @pytest.mark.parametrize(
     ("data", "error"),
     [
-        (b'{"v": 2, "type": "epoch_tick", "ts": "2026-11-22T03:00:00Z"}', UnsupportedVersionError),
+        (b'{"v": 3, "type": "epoch_tick", "ts": "2026-11-22T03:00:00Z"}', UnsupportedVersionError),
         (b'{"v": 1, "type": "rename_topic", "ts": "2026-11-22T03:00:00Z"}', MalformedRecordError),
         (b'{"v": 1, "type": "epoch_tick", "ts": "yesterday"}', MalformedRecordError),
         (b'{"v": 1, "type": "epoch_tick", "ts": "2026-11-22T03:00:00"}', MalformedRecordError),
