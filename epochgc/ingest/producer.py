@@ -38,6 +38,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 
 from epochgc.errors import EpochGCError, StaleEpochError, TopicNotFoundError
 from epochgc.ingest.directory import LeaderDirectory
@@ -271,6 +272,31 @@ class Producer:
                 future.set_exception(error)
 
 
+class LeaderFit(Enum):
+    """What a chunk bound to one incarnation may do with the leader the
+    directory gives for its topic name (``leader_fit``)."""
+
+    SUBMIT = "submit"
+    """The leader serves the chunk's incarnation."""
+    REFUSE = "refuse"
+    """The leader serves a newer incarnation: the chunk's was deleted."""
+    WAIT = "wait"
+    """The leader serves an older incarnation: its node has not seen the
+    new one yet and will step down."""
+
+
+def leader_fit(serving: int, bound: int) -> LeaderFit:
+    """The producer's incarnation guard. Pure. A chunk bound to revision
+    ``bound`` is appended only by a leader of that revision (``serving``):
+    appending it to a newer incarnation would move its records into a topic
+    they were never produced to, and an older one's leader is about to go."""
+    if serving > bound:
+        return LeaderFit.REFUSE
+    if serving < bound:
+        return LeaderFit.WAIT
+    return LeaderFit.SUBMIT
+
+
 OLDER_LEADER_WAIT_SECONDS = 60.0
 """How long a chunk waits for a leader of its incarnation while the leader
 of an older one is still registered (as ``wait_for_leader`` waits)."""
@@ -357,7 +383,8 @@ class _Sender:
                     return None
             assert chunk.batch is not None
             serving = service.leader.replica.pid.revision
-            if serving > chunk.revision:
+            fit = leader_fit(serving, chunk.revision)
+            if fit is LeaderFit.REFUSE:
                 # The chunk's incarnation was deleted and the name created
                 # again: appending here would move its records into a topic
                 # they were never produced to.
@@ -369,7 +396,7 @@ class _Sender:
                     ),
                 )
                 return None
-            if serving < chunk.revision:
+            if fit is LeaderFit.WAIT:
                 # The leader of an older incarnation is still registered: its
                 # node has not seen the new one yet and will step down.
                 if only_term is not None:

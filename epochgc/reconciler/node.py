@@ -69,12 +69,14 @@ from epochgc.watermarks.node_ownership import NodeOwnership, RoundReport
 from epochgc.watermarks.replica import PartitionLeader, PartitionReplica
 from epochgc.watermarks.reports import (
     PartitionReport,
+    SafeEpochRule,
     StuckCause,
     carried_entries,
     decode_report,
     publish_report,
     read_reports,
     report_of,
+    safe_epoch_rule,
 )
 
 log = logging.getLogger("epochgc.reconciler.node")
@@ -193,7 +195,12 @@ class ReconcilerNode:
         monotonic: Callable[[], float] = time.monotonic,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         on_round: Callable[[float], None] | None = None,
+        safe_epoch_rule: SafeEpochRule = safe_epoch_rule,
     ) -> None:
+        """``safe_epoch_rule`` is how the node's reports compute ``M(p)``:
+        always the safe rule, except in ``epochgc verify``'s worker
+        processes, whose composition passes the deliberately unsafe build's
+        rule (no setting or environment variable reaches it)."""
         self._store = store
         self._root = root
         self.node_id = node_id
@@ -214,6 +221,7 @@ class ReconcilerNode:
         self._led: dict[PartitionId, _Led] = {}
         self._last_report = float("-inf")
         self._on_round = on_round
+        self._safe_epoch_rule = safe_epoch_rule
         self._reported: dict[PartitionId, PartitionReport] | None = None
         self._live: set[PartitionId] = set()
         self._view: ControllerView | None = None
@@ -588,7 +596,12 @@ class ReconcilerNode:
         ]
         carried = await asyncio.to_thread(self._carried, [pid for pid, _ in led])
         report = report_of(
-            self.node_id, self._now(), led, carried.values(), self.stuck_partitions()
+            self.node_id,
+            self._now(),
+            led,
+            carried.values(),
+            self.stuck_partitions(),
+            rule=self._safe_epoch_rule,
         )
         # Remembered before the PUT: its entries are true whether or not the
         # PUT lands, and one that lands with its answer lost must not be

@@ -41,6 +41,7 @@ from epochgc.watermarks.leases import LeaseManager
 from epochgc.watermarks.node_lease import NodeLease
 from epochgc.watermarks.node_ownership import NodeOwnership
 from epochgc.watermarks.owner_store import read_owner
+from epochgc.watermarks.reports import SafeEpochRule, safe_epoch_rule
 from epochgc.watermarks.ticker import EpochTicker
 
 log = logging.getLogger("epochgc.reconciler.service")
@@ -100,13 +101,16 @@ def build_node(
     metrics: NodeMetrics | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     one_shot: bool = False,
+    safe_epoch_rule: SafeEpochRule = safe_epoch_rule,
 ) -> tuple[ReconcilerNode, NodeOwnership]:
     """A node and its ownership (node lease + records) from the
     configuration (not started: ``ownership.start()`` starts the lease's
     heartbeat); with ``metrics``, the node reports to them. ``now`` is the
     wall clock of the node and its lease (``epochgc verify`` skews it). A
     ``one_shot`` node (``epochgc produce``) publishes no report: it would
-    outlive the command as a report of a node that never comes back."""
+    outlive the command as a report of a node that never comes back.
+    ``safe_epoch_rule``: see ``ReconcilerNode``; no shipped command passes
+    one (only ``epochgc verify``'s workers, for the unsafe test build)."""
     node_id = node_id or config.reconciler.node_id or default_node_id()
     root = config.layout.root
     ownership = NodeOwnership(
@@ -126,6 +130,7 @@ def build_node(
         settings=node_settings_of(config, one_shot=one_shot),
         now=now,
         on_round=metrics.round_observer(node_id) if metrics is not None else None,
+        safe_epoch_rule=safe_epoch_rule,
     )
     if metrics is not None:
         metrics.nodes.append(node)

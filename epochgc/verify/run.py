@@ -184,8 +184,16 @@ listen = ""
 class _Processes:
     """The worker processes, with their kill/pause/restart history."""
 
-    def __init__(self, folder: Path, config: Path, seed: int, env: dict[str, str]) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        config: Path,
+        seed: int,
+        env: dict[str, str],
+        worker_args: tuple[str, ...] = (),
+    ) -> None:
         self._folder = folder
+        self._worker_args = worker_args
         self._config = config
         self._seed = seed
         self._env = env
@@ -214,6 +222,7 @@ class _Processes:
                 str(self._seed * 1000 + self._generation[ident]),
                 "--clock-skew",
                 str(clock_skew),
+                *self._worker_args,
             ],
             stdout=logfile,
             stderr=logfile,
@@ -280,9 +289,10 @@ def run_verify(
         for name, partitions in {**TOPICS, CHURN: CHURN_PARTITIONS}.items():
             controller.create_topic(name, partitions)
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        if unsafe_safe_epoch:
-            env["EPOCHGC_TEST_UNSAFE_REPORTS"] = "max_applied"
-        procs = _Processes(folder, config_path, seed, env)
+        # The unsafe build is the workers' own composition (worker.py), not
+        # something the environment could carry into another process.
+        unsafe = ("--unsafe-test-build",) if unsafe_safe_epoch else ()
+        procs = _Processes(folder, config_path, seed, env, unsafe)
         for ident, role in (
             ("node-1", "node"),
             ("node-2", "node"),

@@ -19,6 +19,13 @@ and producing off (the checker's quiesce); while ``reconcile-lag`` exists,
 every L1 write takes two seconds longer, so the reconcilers fall behind the
 producers (the driver sets it around a topic delete-and-recreate). SIGTERM stops the process
 cleanly. Run as ``python -m epochgc.verify.worker``.
+
+``--unsafe-test-build`` (passed by ``epochgc verify --unsafe-test-build``)
+makes this process's node publish ``M(p) = max_applied_epoch - 1``
+(``unsafe_max_applied_rule``): the deliberately broken build the checks
+must catch. It is installed here, in the worker's own composition of the
+node, and nowhere else: no environment variable, setting or flag of a
+shipped command can weaken the rule.
 """
 
 from __future__ import annotations
@@ -55,6 +62,8 @@ from epochgc.verify.faults import FaultPlan, FaultyStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
 from epochgc.watermarks.node_ownership import NodeOwnership
+from epochgc.watermarks.reports import SafeEpochRule, safe_epoch_rule
+from epochgc.watermarks.state import PartitionState
 
 log = logging.getLogger("epochgc.verify.worker")
 
@@ -84,6 +93,14 @@ def _watch(folder: Path, store: FaultyStore, ident: str, root: str, stop: thread
         tmp = faults_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(dict(store.injected)))
         tmp.replace(faults_path)
+
+
+def unsafe_max_applied_rule(state: PartitionState) -> int:
+    """The unsafe test build's ``M(p)``: ``max_applied_epoch - 1`` instead of
+    ``min_epoch_lower_bound - 1``, so placeholders written at
+    ``previous_applied_epoch`` and not reconciled yet fall at or below it.
+    ``epochgc verify --unsafe-test-build`` must fail on it."""
+    return max(state.safe_epoch, state.max_applied_epoch - 1)
 
 
 STALL_SECONDS = 15.0
@@ -158,9 +175,10 @@ async def _run_node(
     folder: Path,
     now: Callable[[], datetime],
     seed: int,
+    rule: SafeEpochRule = safe_epoch_rule,
 ) -> None:
     directory = LeaderDirectory()
-    node, ownership = build_node(config, store, ident, directory, now=now)
+    node, ownership = build_node(config, store, ident, directory, now=now, safe_epoch_rule=rule)
     controller = Controller(store, config.layout.root)
     acks = _Lines(folder / f"acks-{ident}.jsonl")
     stop = asyncio.Event()
@@ -277,6 +295,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--clock-skew", type=float, default=0.0, help="seconds added to this process's clock"
     )
+    parser.add_argument(
+        "--unsafe-test-build",
+        action="store_true",
+        help="the node publishes M(p) = max_applied_epoch - 1 (the checks must catch it)",
+    )
     args = parser.parse_args(argv)
     skew = timedelta(seconds=args.clock_skew)
 
@@ -306,7 +329,8 @@ def main(argv: list[str] | None = None) -> int:
     watcher.start()
     try:
         if args.role == "node":
-            asyncio.run(_run_node(config, store, args.id, folder, now, args.seed))
+            rule = unsafe_max_applied_rule if args.unsafe_test_build else safe_epoch_rule
+            asyncio.run(_run_node(config, store, args.id, folder, now, args.seed, rule))
         else:
             _run_daemon(config, store, stats, args.id, folder, now)
     finally:

@@ -80,7 +80,11 @@ def join_safe_epoch(
                 or not 0 <= entry.partition < topic.partitions
             ):
                 continue
-            key = entry.pid
+            # Keyed by the live incarnation: the revision check above is the
+            # one guard that keeps an entry measured on a deleted incarnation
+            # of the name (a node that has not seen the delete yet) from
+            # counting for the new one.
+            key = topic.partition_id(entry.partition)
             if key not in best or entry.safe_epoch > best[key][0]:
                 best[key] = (entry.safe_epoch, report.node, entry.stuck, entry.lro)
     watermarks: list[PartitionWatermark] = []

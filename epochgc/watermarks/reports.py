@@ -25,8 +25,7 @@ guessed at and not fatal to the report: it cannot change ``M``.
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
@@ -103,6 +102,20 @@ def decode_stuck(raw: object, where: str) -> StuckCause | None:
         return None
 
 
+SafeEpochRule = Callable[[PartitionState], int]
+"""How a report computes ``M(p)`` from a led partition's state."""
+
+
+def safe_epoch_rule(state: PartitionState) -> int:
+    """``M(p) = min_epoch_lower_bound - 1`` (``PartitionState.safe_epoch``):
+    the only rule a shipped command publishes. Nothing in the environment,
+    the configuration or the command line of ``epochgc reconciler`` or any
+    other node changes it; only ``epochgc verify``'s own worker processes
+    compose a node with a deliberately unsafe rule
+    (``epochgc/verify/worker.py``), to prove the checks catch it."""
+    return state.safe_epoch
+
+
 @dataclass(frozen=True)
 class PartitionReport:
     """One led partition's watermark facts."""
@@ -123,14 +136,20 @@ class PartitionReport:
 
     @staticmethod
     def of(
-        pid: PartitionId, state: PartitionState, stuck: StuckCause | None = None
+        pid: PartitionId,
+        state: PartitionState,
+        stuck: StuckCause | None = None,
+        *,
+        rule: SafeEpochRule = safe_epoch_rule,
     ) -> PartitionReport:
+        """The entry of a led partition; ``M(p)`` is ``rule(state)``, the
+        safe rule unless a test build's composition passes another."""
         return PartitionReport(
             pid.topic,
             pid.revision,
             pid.partition,
             state.term,
-            _published_safe_epoch(state),
+            rule(state),
             state.lro,
             state.max_applied_epoch,
             state.previous_applied_epoch,
@@ -271,19 +290,6 @@ def read_reports(
     return reports, skipped
 
 
-UNSAFE_TEST_SWITCH = "EPOCHGC_TEST_UNSAFE_REPORTS"
-"""Test-only: set to ``max_applied`` and reports publish ``M(p) =
-max_applied_epoch - 1`` instead of ``min_epoch_lower_bound - 1``: a
-deliberately broken build, to prove ``epochgc verify`` catches an unsafe
-collector. Never set it anywhere else."""
-
-
-def _published_safe_epoch(state: PartitionState) -> int:
-    if os.environ.get(UNSAFE_TEST_SWITCH) == "max_applied":
-        return max(state.safe_epoch, state.max_applied_epoch - 1)
-    return state.safe_epoch
-
-
 def carried_entries(
     node: str,
     previous: Mapping[PartitionId, PartitionReport],
@@ -335,10 +341,14 @@ def report_of(
     partitions: Iterable[tuple[PartitionId, PartitionState]],
     carried: Iterable[PartitionReport] = (),
     stuck: Mapping[PartitionId, StuckCause] | None = None,
+    *,
+    rule: SafeEpochRule = safe_epoch_rule,
 ) -> NodeReport:
     """Build a report from the states of the partitions ``node`` leads, plus
     the ``carried`` entries of partitions it led before; ``stuck`` gives the
-    cause of each led partition that cannot be reconciled."""
+    cause of each led partition that cannot be reconciled. ``rule``
+    computes each led partition's ``M(p)`` (``safe_epoch_rule`` but in
+    ``epochgc verify``'s unsafe test build)."""
     causes = stuck or {}
-    led = [PartitionReport.of(pid, state, causes.get(pid)) for pid, state in partitions]
+    led = [PartitionReport.of(pid, state, causes.get(pid), rule=rule) for pid, state in partitions]
     return NodeReport(node, now, tuple(sorted([*led, *carried], key=lambda e: e.pid)))

@@ -30,7 +30,7 @@ def test_an_override_with_one_underscore_is_an_error_naming_the_right_spelling()
 
 def test_other_epochgc_variables_are_left_alone() -> None:
     # Not a section_key spelling of any setting: not ours to judge.
-    config = load_config(None, env={"EPOCHGC_TEST_UNSAFE_REPORTS": "max_applied"})
+    config = load_config(None, env={"EPOCHGC_PROFILE_OUTPUT": "/tmp/profile"})
     assert config.store.bucket
 
 
