@@ -361,7 +361,8 @@ def _cmd_gc_pause(config: Config, args: argparse.Namespace) -> int:
         args,
         "collector paused: running daemons stop after their batches in flight "
         "(within [daemon] control_poll_seconds), `gc collect` and `gc spark` refuse to "
-        "delete (dry runs still run); `epochgc gc resume` undoes it",
+        "delete (dry runs still run); held: the L0 sweep, the janitor, the controller "
+        "log's truncation and tidying (`gc status` lists them); `epochgc gc resume` undoes it",
     )
     return EXIT_OK
 

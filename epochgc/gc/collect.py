@@ -259,12 +259,8 @@ def collect_once(
             stop,
         )
     cleaned = JanitorResult()
-    halted = paused is not None or (stop is not None and stop.is_set())
     if janitor is not None and not dry_run and stopped is None:
-        if halted:
-            cleaned = JanitorResult(complete=False)  # not run: still due at the next round
-        else:
-            cleaned, paused = _janitor_pass(janitor, controller, guard)
+        cleaned, paused = _janitor_pass(janitor, controller, guard, paused, stop)
     finished = (
         datetime.now(UTC)
         if now is None
@@ -316,11 +312,19 @@ def collect_once(
 
 
 def _janitor_pass(
-    janitor: Janitor, controller: Controller, guard: PauseGuard
+    janitor: Janitor,
+    controller: Controller,
+    guard: PauseGuard,
+    paused: str | None,
+    stop: threading.Event | None,
 ) -> tuple[JanitorResult, str | None]:
-    """The janitor's pass after the sweep, if the pause (read now) allows;
-    a pause read here or mid-pass (its store asks before each delete)
-    leaves the pass incomplete, so the next round runs it again."""
+    """The janitor's pass after the sweep, unless the sweep was paused or
+    stopped, and only if the pause (read now) allows; a pause read here or
+    mid-pass (its store asks before each delete) leaves the pass
+    incomplete, so the next round runs it again. Returns its result and
+    the pause that held it, if any."""
+    if paused is not None or (stop is not None and stop.is_set()):
+        return JanitorResult(complete=False), paused  # not run: still due
     try:
         guard.check(DeletingJob.JANITOR)
         return janitor.run_once(controller.snapshot()), None
