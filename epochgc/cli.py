@@ -27,8 +27,9 @@ from epochgc.errors import ConfigError, EpochGCError, StoreCapabilityError
 from epochgc.extras import SPARK, require
 from epochgc.gc.collect import collect_once
 from epochgc.gc.control import (
+    CollectorPausedError,
     ControlDocument,
-    ensure_not_paused,
+    DeletingJob,
     pause,
     read_control,
     read_status,
@@ -36,6 +37,7 @@ from epochgc.gc.control import (
     resume,
 )
 from epochgc.gc.daemon import GC_LEASE
+from epochgc.gc.pause import PauseGuard
 from epochgc.gc.presence import read_presences
 from epochgc.gc.run_report import (
     RunSummary,
@@ -183,6 +185,12 @@ def _cmd_gc_collect(config: Config, args: argparse.Namespace) -> int:
             all_shards=args.all_shards,
         )
     s = outcome.summary
+    if outcome.paused is not None:
+        # Paused after the round's first read: its deleting pass stopped.
+        raise CollectorPausedError(
+            f"{outcome.paused} (mid-run; run {s.run_id}, deleted {s.deleted}, "
+            f"summary {outcome.summary_key})"
+        )
     if config.metrics.pushgateway:
         seconds = (s.finished_at - s.started_at).total_seconds()
         push_run(
@@ -353,7 +361,8 @@ def _cmd_gc_pause(config: Config, args: argparse.Namespace) -> int:
         args,
         "collector paused: running daemons stop after their batches in flight "
         "(within [daemon] control_poll_seconds), `gc collect` and `gc spark` refuse to "
-        "delete (dry runs still run); `epochgc gc resume` undoes it",
+        "delete (dry runs still run); held: the L0 sweep, the janitor, the controller "
+        "log's truncation and tidying (`gc status` lists them); `epochgc gc resume` undoes it",
     )
     return EXIT_OK
 
@@ -439,7 +448,7 @@ def _cmd_gc_spark(config: Config, args: argparse.Namespace) -> int:
     with open_store(config) as handle:
         if not args.dry_run:
             # Refuse before starting Spark (the driver checks again itself).
-            ensure_not_paused(handle.store, config.layout.root)
+            PauseGuard(handle.store, config.layout.root).check(DeletingJob.L0)
         spark = build_spark_session(
             master,
             conf=spark_conf,

@@ -10,9 +10,9 @@
    delimiter listing only when it lists something or its list of shards
    is stale; afterwards it writes what it learnt (``{root}/gc/shards/state``).
    A dry run and ``all_shards`` list every shard.
-3. Unless it is a dry run, read ``{root}/gc/control.json``: paused means
-   no deletion, ``CollectorPausedError`` (``paused by WHO: REASON``).
-   ``force`` never overrides a pause.
+3. Unless it is a dry run, read ``{root}/gc/control.json`` (through the
+   ``gc.pause`` guard): paused means no deletion, ``CollectorPausedError``
+   (``paused by WHO: REASON``). ``force`` never overrides a pause.
 4. With the delete-fraction guard on (``max_delete_fraction < 1``) and no
    ``force``, a counting pass lists every shard to its end and counts what
    it sees (objects, bytes, what is eligible), keeping no key. A round that
@@ -22,6 +22,11 @@
 5. The deleting pass (also the whole round with the guard off or forced)
    streams: list, delete, stop each shard at its first key above ``M``.
    Memory is bounded by the batches in flight, whatever the bucket holds.
+   Its store asks the pause before every DeleteObjects (``GuardedStore``):
+   a pause that lands mid-pass stops it before its next batch, the round
+   ends with ``CollectOutcome.paused`` and its summary says so.
+5b. The janitor, when the caller passes one, runs only if the round was
+   not stopped or paused, after the pause is read once more.
 6. ``--dry-run`` deletes nothing and streams the plan (key, size,
    last_modified) into a Parquet file beside the summary.
 7. Every run writes ``{root}/gc/runs/{run_id}/summary.json``, with its
@@ -39,7 +44,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from epochgc.errors import EpochGCError
-from epochgc.gc.control import ensure_not_paused
+from epochgc.gc.control import CollectorPausedError, DeletingJob
 from epochgc.gc.cost import Prices
 from epochgc.gc.janitor import Janitor, JanitorResult
 from epochgc.gc.listing_schedule import (
@@ -49,6 +54,7 @@ from epochgc.gc.listing_schedule import (
     needs_discovery,
     plan_listing,
 )
+from epochgc.gc.pause import GuardedStore, PauseGuard
 from epochgc.gc.plan_file import PlanWriter
 from epochgc.gc.run_report import RunShards, RunSummary, new_run_id, write_summary
 from epochgc.gc.shard_knowledge import ShardKnowledge
@@ -108,6 +114,9 @@ class CollectOutcome:
     """The shard knowledge after the round (with a listing policy)."""
     next_listing_at: datetime | None = None
     """When the schedule next finds a shard worth listing (with a policy)."""
+    paused: str | None = None
+    """``paused by WHO: REASON`` when a pause that came after the round's
+    first read stopped its deleting pass or held its janitor."""
 
 
 def guard_message(eligible: int, listed: int, max_fraction: float, command: str) -> str | None:
@@ -148,6 +157,7 @@ def collect_once(
     janitor: Janitor | None = None,
     knowledge: ShardKnowledge | None = None,
     all_shards: bool = False,
+    guard: PauseGuard | None = None,
 ) -> CollectOutcome:
     """Run one round (see the module docstring).
 
@@ -162,6 +172,9 @@ def collect_once(
     With ``settings.listing``, a long-lived caller passes the ``knowledge``
     the previous round returned (otherwise it is read from the bucket);
     ``all_shards`` lists every shard present whatever the schedule says.
+    A long-lived caller passes its pause ``guard`` (it remembers what a
+    pause held, for ``gc status``); the janitor's store should ask the same
+    guard (``GuardedStore``).
 
     Raises:
         SafetyBlockedError: ``M`` could not be computed from trusted inputs.
@@ -177,8 +190,9 @@ def collect_once(
     safe = compute_safe_epoch(controller, store, root, tracker)
     if safe is None:
         raise SafetyBlockedError(untrusted_inputs_message(tracker))
+    guard = guard or PauseGuard(store, root)
     sweeper = Sweeper(
-        store,
+        GuardedStore(store, guard, DeletingJob.L0),
         root,
         SweepPolicy(
             min_object_age=settings.min_object_age,
@@ -221,29 +235,18 @@ def collect_once(
                 result.eligible, result.listed, settings.max_delete_fraction, "epochgc gc collect"
             )
     elif guard_on:
-        ensure_not_paused(store, root)
-        result = sweeper.sweep(
-            shards, safe.safe_epoch, started, dry_run=True, full_listing=True, stop=stop
-        )
-        stopped = guard_message(
-            result.eligible, result.listed, settings.max_delete_fraction, "epochgc gc collect"
+        result, stopped = _count_then_delete(
+            sweeper, guard, shards, safe.safe_epoch, started, settings.max_delete_fraction, stop
         )
         if stopped is not None:
             log.warning("gc run %s stopped: %s", run_id, stopped)
-        else:
-            ensure_not_paused(store, root)
-            deleted = sweeper.sweep(
-                shards,
-                safe.safe_epoch,
-                started,
-                expected_deletes=result.eligible,
-                stop=stop,
-            )
-            result = _counted_then_deleted(result, deleted)
     else:
-        ensure_not_paused(store, root)
+        guard.check(DeletingJob.L0)
         result = sweeper.sweep(shards, safe.safe_epoch, started, stop=stop)
-    if listing is not None and knowledge is not None and stopped is None:
+    paused = result.paused
+    if paused is not None:
+        log.warning("gc run %s: deleting stopped mid-pass: %s", run_id, paused)
+    if listing is not None and knowledge is not None and stopped is None and paused is None:
         knowledge = _learn_and_save(
             store,
             root,
@@ -257,7 +260,7 @@ def collect_once(
         )
     cleaned = JanitorResult()
     if janitor is not None and not dry_run and stopped is None:
-        cleaned = janitor.run_once(controller.snapshot())
+        cleaned, paused = _janitor_pass(janitor, controller, guard, paused, stop)
     finished = (
         datetime.now(UTC)
         if now is None
@@ -280,7 +283,8 @@ def collect_once(
         cost_usd=settings.prices.request_cost(requests),
         prices=settings.prices,
         shards=choice.run_shards(),
-        success=summary.success and stopped is None,
+        success=summary.success and stopped is None and paused is None,
+        cause=f"{paused} (mid-run)" if paused is not None else summary.cause,
     )
     key = write_summary(store, root, summary)
     log.debug(
@@ -303,7 +307,30 @@ def collect_once(
         len(found.foreign),
         knowledge,
         listing.next_due_at if listing is not None else None,
+        paused,
     )
+
+
+def _janitor_pass(
+    janitor: Janitor,
+    controller: Controller,
+    guard: PauseGuard,
+    paused: str | None,
+    stop: threading.Event | None,
+) -> tuple[JanitorResult, str | None]:
+    """The janitor's pass after the sweep, unless the sweep was paused or
+    stopped, and only if the pause (read now) allows; a pause read here or
+    mid-pass (its store asks before each delete) leaves the pass
+    incomplete, so the next round runs it again. Returns its result and
+    the pause that held it, if any."""
+    if paused is not None or (stop is not None and stop.is_set()):
+        return JanitorResult(complete=False), paused  # not run: still due
+    try:
+        guard.check(DeletingJob.JANITOR)
+        return janitor.run_once(controller.snapshot()), None
+    except CollectorPausedError as err:
+        log.info("janitor held: %s", err)
+        return JanitorResult(complete=False), str(err)
 
 
 @dataclass(frozen=True)
@@ -381,6 +408,30 @@ def _learn_and_save(
     return updated
 
 
+def _count_then_delete(
+    sweeper: Sweeper,
+    guard: PauseGuard,
+    shards: tuple[int, ...],
+    safe_epoch: int,
+    started: datetime,
+    max_fraction: float,
+    stop: threading.Event | None,
+) -> tuple[SweepResult, str | None]:
+    """A guarded round: a counting pass, then (within ``max_fraction``) a
+    deleting pass; the pause is read before each. Returns the result and
+    the guard's message when it stopped the round."""
+    guard.check(DeletingJob.L0)
+    counted = sweeper.sweep(shards, safe_epoch, started, dry_run=True, full_listing=True, stop=stop)
+    stopped = guard_message(counted.eligible, counted.listed, max_fraction, "epochgc gc collect")
+    if stopped is not None:
+        return counted, stopped
+    guard.check(DeletingJob.L0)  # a pause may have come during the count
+    deleted = sweeper.sweep(
+        shards, safe_epoch, started, expected_deletes=counted.eligible, stop=stop
+    )
+    return _counted_then_deleted(counted, deleted), None
+
+
 def _counted_then_deleted(counted: SweepResult, deleted: SweepResult) -> SweepResult:
     """One result for a guarded round: what exists comes from the counting
     pass (it listed every shard to its end: listed, bytes, skips, what was
@@ -393,6 +444,7 @@ def _counted_then_deleted(counted: SweepResult, deleted: SweepResult) -> SweepRe
     result.seconds = counted.seconds + deleted.seconds
     result.failed_shards = counted.failed_shards | deleted.failed_shards
     result.shards = {s: o for s, o in counted.shards.items() if s in deleted.shards}
+    result.paused = deleted.paused
     return result
 
 

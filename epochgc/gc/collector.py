@@ -34,8 +34,9 @@ from enum import Enum
 
 from epochgc.errors import EpochGCError
 from epochgc.gc.collect import CollectOutcome, CollectSettings, SafetyBlockedError, collect_once
-from epochgc.gc.control import CollectorPausedError, CollectorState, ControlDocument
+from epochgc.gc.control import CollectorPausedError, CollectorState, ControlDocument, DeletingJob
 from epochgc.gc.janitor import Janitor
+from epochgc.gc.pause import PauseGuard
 from epochgc.gc.shard_knowledge import ShardKnowledge
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
@@ -166,8 +167,11 @@ class Collector:
         janitor_interval_seconds: float = 300.0,
         monotonic: Callable[[], float] = time.monotonic,
         now: Callable[[], datetime] | None = None,
+        guard: PauseGuard | None = None,
     ) -> None:
         self._now = now
+        self.guard = guard or PauseGuard(store, root)
+        """Decides whether a round may delete, and remembers what a pause held."""
         self.knowledge: ShardKnowledge | None = None
         """The shard knowledge after the last round (``None``: not read yet)."""
         self._janitor = janitor
@@ -237,8 +241,15 @@ class Collector:
         """One round, unless paused, blocked or stopping. Never raises for
         store trouble: a failed round is a report, the next one retries."""
         state = self.state
+        started = self._monotonic()
+        due = self._janitor is not None and (
+            self._janitor_ran_at is None or started - self._janitor_ran_at >= self._janitor_interval
+        )
         if state is not CollectorState.RUNNING:
             if state is CollectorState.PAUSED:
+                self.guard.hold(DeletingJob.L0)
+                if due:
+                    self.guard.hold(DeletingJob.JANITOR)
                 return RoundReport(RoundOutcome.PAUSED, state, finished_at=datetime.now(UTC))
             # Blocked: every round's report keeps naming the cause.
             return RoundReport(
@@ -247,10 +258,6 @@ class Collector:
                 error=self.blocked_reason or None,
                 finished_at=datetime.now(UTC),
             )
-        started = self._monotonic()
-        due = self._janitor is not None and (
-            self._janitor_ran_at is None or started - self._janitor_ran_at >= self._janitor_interval
-        )
         try:
             collected = collect_once(
                 self._store,
@@ -263,6 +270,7 @@ class Collector:
                 janitor=self._janitor if due else None,
                 knowledge=self.knowledge,
                 now=self._now() if self._now is not None else None,
+                guard=self.guard,
             )
         except SafetyBlockedError:
             return self._untrusted(self.tracker.last_error)
@@ -283,7 +291,9 @@ class Collector:
         finished = summary.finished_at
         if due and summary.janitor.complete and collected.stopped_by_guard is None:
             self._janitor_ran_at = started
-        if collected.stopped_by_guard is not None:
+        if collected.paused is not None:
+            outcome = RoundOutcome.PAUSED  # paused mid-round: its summary says what was done
+        elif collected.stopped_by_guard is not None:
             outcome = RoundOutcome.GUARD_STOPPED
         elif not summary.success:
             outcome = RoundOutcome.FAILED
@@ -293,7 +303,13 @@ class Collector:
             outcome = RoundOutcome.IDLE
         if outcome in (RoundOutcome.COLLECTED, RoundOutcome.IDLE):
             self.last_success_at = finished
-        return RoundReport(outcome, self.state, collected=collected, finished_at=finished)
+        return RoundReport(
+            outcome,
+            self.state,
+            collected=collected,
+            error=collected.paused,
+            finished_at=finished,
+        )
 
     def _untrusted(self, message: str) -> RoundReport:
         with self._lock:

@@ -64,6 +64,45 @@ class CollectorPausedError(EpochGCError):
     The message is ``paused by WHO: REASON``."""
 
 
+class DeletingJob(Enum):
+    """Every kind of deletion the collector role makes (the daemon, ``gc
+    collect``, ``gc spark``): what a pause holds (``gc.pause``). A new kind
+    of deletion is a new member here, so ``gc status`` lists it."""
+
+    L0 = "l0"
+    """The sweep of L0 objects at or below ``M``."""
+    JANITOR = "janitor"
+    """What deleted topic incarnations left (``gc.janitor``)."""
+    CONTROLLER_TRUNCATION = "controller_truncation"
+    """The controller log entries a snapshot covers (the daemon's compaction)."""
+    TIDYING = "tidying"
+    """Reports of gone nodes, expired run summaries, presence documents of
+    gone daemons (``gc.maintenance``, the daemon)."""
+
+    @property
+    def what(self) -> str:
+        """The job as ``gc status`` and the logs name it."""
+        return _JOB_NAMES[self]
+
+
+_JOB_NAMES = {
+    DeletingJob.L0: "L0 sweep",
+    DeletingJob.JANITOR: "janitor",
+    DeletingJob.CONTROLLER_TRUNCATION: "controller truncation",
+    DeletingJob.TIDYING: "tidying",
+}
+
+
+@dataclass(frozen=True)
+class HeldJob:
+    """A deleting job that came due during a pause and did not run."""
+
+    job: DeletingJob
+    since: datetime
+    """When it first came due during this pause (the holder's clock: for
+    people, no decision uses it)."""
+
+
 @dataclass(frozen=True)
 class ControlDocument:
     """What operators asked of the collector."""
@@ -126,23 +165,13 @@ def read_control(store: ObjectStore, root: str) -> tuple[ControlDocument, str | 
     return decode_control(stored.body, key), stored.etag
 
 
-def ensure_not_paused(store: ObjectStore, root: str) -> None:
-    """Read the control document right before deleting starts and refuse if
-    it says paused. Every deleting path calls this (the daemon's rounds,
-    ``gc collect``, the Spark driver before each deleting stage), not only
-    the daemon's control polling: a pause must stop a one-shot ``gc collect
-    --force`` or a Spark job as surely as a daemon. Dry runs do not call it.
-
-    Raises:
-        CollectorPausedError: the collector is paused.
-        MalformedRecordError, UnsupportedVersionError, StorageError: the
-            document cannot be read or trusted (so deleting does not start).
-    """
-    doc, _ = read_control(store, root)
-    if doc.paused:
-        raise CollectorPausedError(
-            f"paused by {doc.updated_by or 'an operator'}: {doc.reason or 'no reason given'}"
-        )
+def paused_message(doc: ControlDocument) -> str | None:
+    """``paused by WHO: REASON`` when ``doc`` says paused, else ``None``.
+    Pure: the one wording of a pause (``gc.pause.PauseGuard`` decides with
+    it, the Spark tasks' gate reports with it)."""
+    if not doc.paused:
+        return None
+    return f"paused by {doc.updated_by or 'an operator'}: {doc.reason or 'no reason given'}"
 
 
 def update_control(
@@ -220,6 +249,8 @@ class StatusDocument:
     detail: str = ""
     last_round_at: datetime | None = None
     """When the last round finished (optional: absent from older writers)."""
+    held: tuple[HeldJob, ...] = ()
+    """The deleting jobs a pause holds (optional: absent from older writers)."""
 
 
 def encode_status(doc: StatusDocument) -> bytes:
@@ -237,6 +268,7 @@ def encode_status(doc: StatusDocument) -> bytes:
         "next_round_at": _time_or_none(doc.next_round_at),
         "detail": doc.detail,
         "last_round_at": _time_or_none(doc.last_round_at),
+        "held": [{"job": h.job.value, "since": format_time(h.since)} for h in doc.held],
     }
     return dump_document(body)
 
@@ -265,6 +297,7 @@ def decode_status(data: bytes, where: str = "gc status document") -> StatusDocum
         next_round_at=_parse_optional_time(doc, "next_round_at", where),
         detail=_optional_str(doc, "detail", where),
         last_round_at=_parse_optional_time(doc, "last_round_at", where),
+        held=_held_jobs(doc, where),
     )
 
 
@@ -288,6 +321,24 @@ def read_status(store: ObjectStore, root: str) -> StatusDocument | None:
         return decode_status(store.get(key).body, key)
     except NotFoundError:
         return None
+
+
+def _held_jobs(doc: dict[str, Any], where: str) -> tuple[HeldJob, ...]:
+    """The ``held`` list; a job this version does not know is skipped (a
+    newer writer's), a malformed entry refused."""
+    raw = doc.get("held", [])
+    if not isinstance(raw, list):
+        raise MalformedRecordError(f"{where}: 'held' must be a list, got {raw!r}")
+    known = {job.value: job for job in DeletingJob}
+    held = []
+    for entry in raw:
+        if not isinstance(entry, dict):
+            raise MalformedRecordError(f"{where}: 'held' entries must be objects, got {entry!r}")
+        name = get_str(entry, "job", where)
+        since = parse_time(get_str(entry, "since", where), where)
+        if name in known:
+            held.append(HeldJob(known[name], since))
+    return tuple(held)
 
 
 def _optional_str(doc: dict[str, Any], name: str, where: str) -> str:

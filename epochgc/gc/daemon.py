@@ -12,7 +12,8 @@ Jobs (all in one ``BackgroundScheduler``):
 * ``lease``: a standby daemon tries to take the ``gc`` lease; on success the
   ``gc`` job fires at once. The lease manager's heartbeat renews it.
 * ``control``: reads ``{root}/gc/control.json`` (pause / resume / reset); a
-  pause stops a sweep in progress after its batches in flight.
+  pause stops a sweep in progress after its batches in flight. On resume,
+  every job the pause held runs at once.
 * The epoch ticker (``watermarks.ticker``, its own thread, not a job): with
   ``ticker`` on, this daemon competes for the cluster's one ``ticker``
   lease, independently of the ``gc`` lease, and ticks while it holds it.
@@ -58,7 +59,15 @@ from epochgc.gc.collector import (
     ScheduleSettings,
     next_round_delay,
 )
-from epochgc.gc.control import CollectorState, StatusDocument, read_control, write_status
+from epochgc.gc.control import (
+    CollectorPausedError,
+    CollectorState,
+    DeletingJob,
+    HeldJob,
+    StatusDocument,
+    read_control,
+    write_status,
+)
 from epochgc.gc.health import (
     RENEWAL,
     Contact,
@@ -70,6 +79,7 @@ from epochgc.gc.health import (
 )
 from epochgc.gc.janitor import Janitor
 from epochgc.gc.maintenance import LeaderMaintenance, MaintenanceSettings
+from epochgc.gc.pause import GuardedStore, PauseGuard
 from epochgc.gc.presence import (
     PresenceDocument,
     delete_presence,
@@ -158,16 +168,21 @@ class GcDaemon:
         self.metrics.round_interval.set(settings.schedule.longest_wait.total_seconds())
         self._last_clean = time.time()
         self.metrics.sweep_lag.set_function(lambda: max(0.0, time.time() - self._last_clean))
+        # Every deleting job gets a store that asks this guard before each
+        # delete request; the raw store serves the daemon's own documents.
+        self.pause_guard = PauseGuard(store, root, on_change=self._on_held_change)
         self.collector = Collector(
             store,
             stats,
             root,
             settings.collect,
             blocked_after=settings.blocked_after_failures,
-            janitor=Janitor(store, root),
+            janitor=Janitor(self._guarded(DeletingJob.JANITOR), root),
             janitor_interval_seconds=settings.maintenance_interval_seconds,
+            guard=self.pause_guard,
         )
-        self.maintenance = LeaderMaintenance(store, root, settings.maintenance)
+        self._tidy_store = self._guarded(DeletingJob.TIDYING)
+        self.maintenance = LeaderMaintenance(self._tidy_store, root, settings.maintenance)
         self.leases = LeaseManager(
             store,
             root,
@@ -201,7 +216,11 @@ class GcDaemon:
         )
         # Its own controller: it keeps the configured epoch history, which
         # the snapshots it writes carry.
-        self._compactor = Controller(store, root, epoch_history=settings.compaction.epoch_history)
+        self._compactor = Controller(
+            self._guarded(DeletingJob.CONTROLLER_TRUNCATION),
+            root,
+            epoch_history=settings.compaction.epoch_history,
+        )
         self.last_compaction: CompactionResult | None = None
         self._round_stop = threading.Event()
         self._stopping = threading.Event()
@@ -234,6 +253,10 @@ class GcDaemon:
     @property
     def is_leader(self) -> bool:
         return self.leases.grant(GC_LEASE) is not None
+
+    def held_jobs(self) -> tuple[HeldJob, ...]:
+        """The deleting jobs the pause holds now (empty while running)."""
+        return self.pause_guard.held()
 
     def start(self) -> None:
         """Start serving metrics, heartbeats and the jobs.
@@ -495,6 +518,8 @@ class GcDaemon:
         self.metrics.set_state(after.value)
         if after is CollectorState.PAUSED and before is not CollectorState.PAUSED:
             self._round_stop.set()  # a sweep in progress stops after its batches in flight
+        if before is CollectorState.PAUSED and after is not CollectorState.PAUSED:
+            self._run_held_jobs()
         if before is not CollectorState.RUNNING and after is CollectorState.RUNNING:
             self.trigger_round()
         if before is not after and self.is_leader:
@@ -540,7 +565,11 @@ class GcDaemon:
         if self._stopping.is_set() or not self.is_leader:
             return
         try:
+            self.pause_guard.check(DeletingJob.CONTROLLER_TRUNCATION)
             result = self._compactor.compact(min_entries=self._settings.compaction.min_entries)
+        except CollectorPausedError as err:
+            log.info("controller compaction held (the log is not truncated): %s", err)
+            return
         except EpochGCError as err:
             log.warning("controller compaction failed (the next one retries): %s", err)
             return
@@ -579,8 +608,12 @@ class GcDaemon:
         if self._stopping.is_set() or not self.is_leader:
             return
         try:
+            self.pause_guard.check(DeletingJob.TIDYING)
             view = self.collector.controller.snapshot()
             result = self.maintenance.run_once(view)
+        except CollectorPausedError as err:
+            log.info("tidying held (reports, run summaries, presence documents kept): %s", err)
+            return
         except EpochGCError as err:
             log.warning("maintenance pass failed (retried next time): %s", err)
             return
@@ -589,7 +622,8 @@ class GcDaemon:
         self._tidy_presences()
 
     def _tidy_presences(self) -> None:
-        """Delete the presence documents of daemons gone for good."""
+        """Delete the presence documents of daemons gone for good (through
+        the tidying job's guarded store: a pause stops it too)."""
         try:
             docs, _unreadable = read_presences(self._store, self._root)
             gone = gone_daemons(
@@ -599,11 +633,36 @@ class GcDaemon:
                 keep=self._settings.node_id,
             )
             for node in gone:
-                delete_presence(self._store, self._root, node)
+                delete_presence(self._tidy_store, self._root, node)
                 log.info("deleted the presence document of gone daemon %s", node)
                 self.metrics.maintenance_deleted.labels("presence").inc()
+        except CollectorPausedError as err:
+            log.info("tidying of presence documents held: %s", err)
         except EpochGCError as err:
             log.warning("tidying daemon presence documents failed (retried next time): %s", err)
+
+    def _guarded(self, job: DeletingJob) -> GuardedStore:
+        return GuardedStore(self._store, self.pause_guard, job)
+
+    def _run_held_jobs(self) -> None:
+        """The pause is over: forget the holds and run the held jobs now
+        (the round's janitor is still due and goes with the next round)."""
+        held = {h.job for h in self.pause_guard.release_all()}
+        if self._stopping.is_set():
+            return
+        now = datetime.now(UTC)
+        for job_id, job in (
+            ("compact", DeletingJob.CONTROLLER_TRUNCATION),
+            ("maintenance", DeletingJob.TIDYING),
+        ):
+            if job in held:
+                with contextlib.suppress(LookupError):  # shutting down
+                    self._scheduler.modify_job(job_id, next_run_time=now)
+
+    def _on_held_change(self) -> None:
+        """A job was held or released: the leader shows it in its status."""
+        if self.is_leader and not self._stopping.is_set():
+            self._publish_status(self.last_report)
 
     def _on_lease_lost(self, name: str) -> None:
         if name == GC_LEASE:
@@ -706,5 +765,6 @@ class GcDaemon:
                 next_round_at=None if self._stopping.is_set() else self._next_round_at,
                 last_round_at=report.finished_at if report else None,
                 detail=(report.error or "") if report else self.collector.blocked_reason,
+                held=self.pause_guard.held(),
             ),
         )

@@ -40,8 +40,9 @@ from typing import Any
 from epochgc.config import Config
 from epochgc.errors import EpochGCError, InvalidArgumentError
 from epochgc.gc.collect import SafetyBlockedError, guard_message, untrusted_inputs_message
-from epochgc.gc.control import CollectorPausedError, ensure_not_paused
+from epochgc.gc.control import CollectorPausedError, DeletingJob
 from epochgc.gc.eligibility import Verdict
+from epochgc.gc.pause import PauseGuard
 from epochgc.gc.rate import task_rate_share
 from epochgc.gc.run_report import (
     MAX_FAILED_FILES,
@@ -213,7 +214,7 @@ def run_spark_gc(
         allow_above_m=options.allow_above_m,
     )
     if not options.dry_run:
-        ensure_not_paused(store, root)
+        PauseGuard(store, root).check(DeletingJob.L0)
     engine = f"spark-{options.mode}"
     job = _Job(spark, store, run_id, options)
     failure: BaseException | None = None
@@ -437,7 +438,7 @@ class _Job:
             if self.stopped is not None:
                 log.warning("gc spark %s stopped: %s", self._run_id, self.stopped)
                 return
-            ensure_not_paused(store, root)  # a pause may have come during the count
+            PauseGuard(store, root).check(DeletingJob.L0)  # a pause may have come during the count
         self._phase = "plan" if options.dry_run else "delete"
         self.results = []
         self.results = run.run(

@@ -47,7 +47,7 @@ from typing import Any
 import pyarrow as pa
 
 from epochgc.errors import EpochGCError
-from epochgc.gc.control import read_control
+from epochgc.gc.control import paused_message, read_control
 from epochgc.gc.eligibility import Verdict
 from epochgc.gc.inventory_filter import select_eligible
 from epochgc.gc.plan_file import PlanWriter
@@ -334,11 +334,9 @@ class _PauseGate:
         except EpochGCError as err:
             self._attempt.halt(None, f"control document unreadable: {err}")
             return DeleteOutcome((), {}, 0)
-        if doc.paused:
-            self._attempt.halt(
-                f"paused by {doc.updated_by or 'an operator'}: {doc.reason or 'no reason given'}",
-                None,
-            )
+        paused = paused_message(doc)
+        if paused is not None:
+            self._attempt.halt(paused, None)
             return DeleteOutcome((), {}, 0)
         return self._store.delete_batch(keys)
 

@@ -6,7 +6,9 @@ Why a view of its own: the published status is only what the last leader
 said. After a crash it still says ``running``; shown alone beside "nobody
 holds the lease" it contradicts itself. The view checks the status
 against the lease, gives the age of every figure, and lists standby
-daemons, so an operator reads one consistent story.
+daemons, so an operator reads one consistent story. While paused it lists
+the deleting jobs the pause holds (every ``DeletingJob``), with when each
+came due as the lease holder published it.
 
 No I/O, no clock: ``now`` is a parameter. ``expires_at`` of a lease is its
 holder's wall clock: compared with ``now`` here only as a hint for people
@@ -19,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from epochgc.gc.control import CollectorState, ControlDocument, StatusDocument
+from epochgc.gc.control import CollectorState, ControlDocument, DeletingJob, StatusDocument
 from epochgc.gc.presence import PresenceDocument
 from epochgc.watermarks.leases import LeaseDocument
 
@@ -119,6 +121,10 @@ def status_view(inputs: StatusInputs, now: datetime) -> tuple[dict[str, object],
             for d in inputs.daemons
         ],
         "unreadable_daemons": list(inputs.unreadable_daemons),
+        "held_jobs": [
+            {"job": job.value, "what": job.what, "due_since": since}
+            for job, since in held_jobs(inputs, now)
+        ],
     }
     requested = (
         f"PAUSED by {control.updated_by} at {control.updated_at:%Y-%m-%d %H:%M:%SZ}"
@@ -126,8 +132,10 @@ def status_view(inputs: StatusInputs, now: datetime) -> tuple[dict[str, object],
         if control.paused
         else "running"
     )
-    lines = [
-        f"requested:  {requested}",
+    lines = [f"requested:  {requested}"]
+    if control.paused:
+        lines.append("held:       " + held_line(held_jobs(inputs, now), now))
+    lines += [
         "gc lease:   " + lease_line(lease, now, nobody="no daemon running?"),
         "ticker:     "
         + lease_line(
@@ -139,6 +147,29 @@ def status_view(inputs: StatusInputs, now: datetime) -> tuple[dict[str, object],
     lines += _status_lines(status, lease, now, holds)
     lines += _daemon_lines(inputs, now)
     return data, lines
+
+
+def held_jobs(inputs: StatusInputs, now: datetime) -> list[tuple[DeletingJob, datetime | None]]:
+    """While paused, every deleting job (a pause holds them all) with when
+    it came due and was held, as the lease holder published it (``None``:
+    not due yet, or no current holder said); empty while running."""
+    if not inputs.control.paused:
+        return []
+    status = inputs.status
+    due = (
+        {h.job: h.since for h in status.held}
+        if status is not None and holder_holds_lease(inputs, now)
+        else {}
+    )
+    return [(job, due.get(job)) for job in DeletingJob]
+
+
+def held_line(jobs: list[tuple[DeletingJob, datetime | None]], now: datetime) -> str:
+    """``L0 sweep (held since 3m ago), janitor (not due yet), ...``."""
+    return ", ".join(
+        f"{job.what} ({'not due yet' if since is None else 'held since ' + _ago(since, now)})"
+        for job, since in jobs
+    )
 
 
 def _status_data(status: StatusDocument, now: datetime, holds: bool) -> dict[str, object]:
@@ -156,6 +187,7 @@ def _status_data(status: StatusDocument, now: datetime, holds: bool) -> dict[str
         "last_success_at": status.last_success_at,
         "next_round_at": status.next_round_at,
         "detail": status.detail,
+        "held": [{"job": h.job.value, "since": h.since} for h in status.held],
     }
 
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from epochgc.errors import EpochGCError
+from epochgc.gc.control import CollectorPausedError
 from epochgc.gc.eligibility import Verdict
 from epochgc.gc.planner import plan_page
 from epochgc.gc.rate import RateController
@@ -91,6 +92,9 @@ class SweepResult:
     from it); a shard stopped early or whose listing failed is absent."""
     failed_shards: set[int] = field(default_factory=set)
     """Shards whose listing or some of whose deletions failed."""
+    paused: str | None = None
+    """``paused by WHO: REASON`` when a pause stopped the deleting pass (its
+    store asks the pause before each DeleteObjects: ``gc.pause``)."""
 
 
 class Sweeper:
@@ -347,6 +351,13 @@ class _SweepRun:
     def delete(self, batch: list[ObjectInfo]) -> None:
         try:
             outcome = self.sweeper._store.delete_batch([info.key for info in batch])
+        except CollectorPausedError as err:
+            # Paused: this batch was not sent, and no further one goes out
+            # (the ones already sent finish). Not an error of the keys.
+            self.stop.set()
+            with self.lock:
+                self.result.paused = self.result.paused or str(err)
+            outcome = DeleteOutcome((), {}, 0)
         except EpochGCError as err:
             outcome = DeleteOutcome((), {info.key: type(err).__name__ for info in batch}, 1)
         finally:

@@ -15,6 +15,8 @@ from epochgc.gc.collector import Collector, RoundOutcome
 from epochgc.gc.control import (
     CollectorState,
     ControlDocument,
+    DeletingJob,
+    HeldJob,
     StatusDocument,
     decode_control,
     decode_status,
@@ -126,3 +128,30 @@ def test_a_stopping_collector_ignores_control() -> None:
     c.begin_stopping()
     c.apply_control(ControlDocument(paused=True))
     assert c.state is CollectorState.STOPPING
+
+
+@given(
+    held=st.lists(st.tuples(st.sampled_from(DeletingJob), times), unique_by=lambda h: h[0]),
+    at=times,
+)
+def test_status_with_held_jobs_round_trips(
+    held: list[tuple[DeletingJob, datetime]], at: datetime
+) -> None:
+    doc = StatusDocument(
+        CollectorState.PAUSED, "gc-1/abc", at, held=tuple(HeldJob(j, s) for j, s in held)
+    )
+    assert decode_status(encode_status(doc)) == doc
+
+
+def test_status_held_jobs_from_a_newer_writer_or_malformed() -> None:
+    base = '{"v": 1, "state": "paused", "holder": "h", "updated_at": "2026-11-22T03:00:00Z"'
+    old = decode_status(f"{base}}}".encode())
+    assert old.held == (), "an older writer omits it"
+    newer = decode_status(
+        f'{base}, "held": [{{"job": "shredding", "since": "2026-11-22T03:00:00Z"}},'
+        f' {{"job": "janitor", "since": "2026-11-22T03:00:00Z"}}]}}'.encode()
+    )
+    assert [h.job for h in newer.held] == [DeletingJob.JANITOR], "unknown jobs skipped"
+    for bad in ('"held": {}', '"held": ["janitor"]', '"held": [{"job": "janitor"}]'):
+        with pytest.raises(MalformedRecordError):
+            decode_status(f"{base}, {bad}}}".encode())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -9,7 +10,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from epochgc.errors import MalformedRecordError, UnsupportedVersionError
-from epochgc.gc.control import CollectorState, ControlDocument, StatusDocument
+from epochgc.gc.control import (
+    CollectorState,
+    ControlDocument,
+    DeletingJob,
+    HeldJob,
+    StatusDocument,
+)
 from epochgc.gc.presence import (
     PresenceDocument,
     decode_presence,
@@ -109,3 +116,35 @@ def test_the_leader_tidies_presence_documents_gone_for_good_but_never_its_own() 
     docs = [doc("gc-a", 5000), doc("gc-b", 1000), doc("gc-c", 600), doc("gc-d", 30)]
     # stale after 180 s, gone 600 s later
     assert gone_daemons(docs, NOW, grace_seconds=600.0, keep="gc-a") == ["gc-b"]
+
+
+PAUSED = ControlDocument(paused=True, reason="look first", updated_by="alice", updated_at=ago(600))
+
+
+def test_a_pause_lists_every_job_it_holds_with_when_each_came_due() -> None:
+    status = replace(
+        STATUS,
+        state=CollectorState.PAUSED,
+        held=(HeldJob(DeletingJob.L0, ago(540)), HeldJob(DeletingJob.TIDYING, ago(120))),
+    )
+    lease = LeaseDocument("gc-a/01", 3, ago(-12))
+    data, text = status_view(StatusInputs(PAUSED, status, lease, None), NOW)
+    assert text[1] == (
+        "held:       L0 sweep (held since 9m ago), janitor (not due yet), "
+        "controller truncation (not due yet), tidying (held since 2m ago)"
+    )
+    assert data["held_jobs"] == [
+        {"job": "l0", "what": "L0 sweep", "due_since": ago(540)},
+        {"job": "janitor", "what": "janitor", "due_since": None},
+        {"job": "controller_truncation", "what": "controller truncation", "due_since": None},
+        {"job": "tidying", "what": "tidying", "due_since": ago(120)},
+    ]
+    # A publisher that lost the lease is not trusted for what is due now.
+    _data, stale = status_view(StatusInputs(PAUSED, status, None, None), NOW)
+    assert "held since" not in stale[1] and stale[1].startswith("held:       L0 sweep")
+
+
+def test_nothing_is_held_while_running() -> None:
+    data, text = status_view(StatusInputs(ControlDocument(), STATUS, None, None), NOW)
+    assert data["held_jobs"] == []
+    assert not any(line.startswith("held:") for line in text)
