@@ -58,10 +58,12 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from epochgc.config import load_config
 from epochgc.errors import EpochGCError
+from epochgc.gc.control import pause, resume
 from epochgc.reconciler.reader import PartitionReader
 from epochgc.runtime import client_settings_of, store_from_settings
 from epochgc.storage.embedded import EMBEDDED_ACCESS_KEY, EMBEDDED_SECRET_KEY, EmbeddedS3
@@ -113,6 +115,9 @@ class VerifyResult:
     store_faults: Counter[str] = field(default_factory=Counter)
     process_faults: Counter[str] = field(default_factory=Counter)
     violations: list[str] = field(default_factory=list)
+    paused: list[tuple[float, float]] = field(default_factory=list)
+    """(start, end) wall-clock seconds of each operator pause, from the
+    moment its write was acknowledged to the moment resume was sent."""
 
     @property
     def ok(self) -> bool:
@@ -315,7 +320,15 @@ def run_verify(
             churn = _Churn(store, folder, random.Random(f"churn-{seed}"), duration)
             churn.start()
             try:
-                _disturb(procs, rng, duration, result, config_path if spark else None, folder)
+                _disturb(
+                    procs,
+                    rng,
+                    duration,
+                    result,
+                    config_path if spark else None,
+                    folder,
+                    _OperatorPauses(store, random.Random(f"pause-{seed}"), result),
+                )
             finally:
                 churn.finish(result)
             _quiesce(store, procs, folder, quiesce_timeout, result)
@@ -383,11 +396,13 @@ def _disturb(
     result: VerifyResult,
     spark_config: Path | None,
     folder: Path,
+    pauses: _OperatorPauses,
 ) -> None:
     started = time.monotonic()
     spark_proc: subprocess.Popen[bytes] | None = None
     while time.monotonic() - started < duration:
         time.sleep(rng.uniform(1.5, 3.5))
+        pauses.maybe_pause()  # its own random stream: the schedule below is the seed's
         elapsed = time.monotonic() - started
         if spark_config is not None and spark_proc is None and elapsed > duration / 2:
             spark_proc = subprocess.Popen(  # noqa: S603 - our interpreter, our module
@@ -436,6 +451,55 @@ def _disturb(
         spark_proc.wait(timeout=300)
         if spark_proc.returncode not in (0, 1):
             result.violations.append(f"the Spark job crashed (exit {spark_proc.returncode})")
+
+
+PAUSE_GRACE_SECONDS = 1.0
+"""A collector's delete logged this soon after a pause was acknowledged may
+have read the control document just before it (the check and the batch
+are a few milliseconds apart; this leaves room for a busy machine)."""
+
+
+class _OperatorPauses:
+    """An operator pausing the collectors (``gc pause``) now and then, for
+    2 to 4 s, between the other disturbances (never while a process is
+    stopped, so no check-then-delete is frozen across the window). The
+    daemons compact every 3 s and tidy every 2 s in a verify run, so their
+    controller truncation, janitor and tidying fall due while paused;
+    check (f) fails the run if any collector delete is logged inside a
+    window (after ``PAUSE_GRACE_SECONDS``)."""
+
+    def __init__(self, store: S3ObjectStore, rng: random.Random, result: VerifyResult) -> None:
+        self._store = store
+        self._rng = rng
+        self._result = result
+
+    def maybe_pause(self) -> None:
+        if self._rng.random() >= 0.25:
+            return
+        hold = self._rng.uniform(2.0, 4.0)
+        try:
+            pause(self._store, ROOT, by="verify", reason="looking", now=datetime.now(UTC))
+        except EpochGCError as err:
+            log.warning("pausing the collectors failed: %s", err)
+            return
+        start = time.time()
+        try:
+            time.sleep(hold)
+        finally:
+            end = time.time()
+            self._resume()
+        self._result.paused.append((start, end))
+        self._result.process_faults["operator_pause"] += 1
+
+    def _resume(self) -> None:
+        for _ in range(10):
+            try:
+                resume(self._store, ROOT, by="verify", now=datetime.now(UTC))
+                return
+            except EpochGCError as err:
+                log.warning("resuming the collectors failed (retrying): %s", err)
+                time.sleep(0.5)
+        self._result.violations.append("verify itself: could not resume the collectors")
 
 
 class _Churn:
@@ -812,8 +876,12 @@ def _check_deletions(
     deletes = _read_lines(folder, "deletes-*.jsonl")
     result.deletions = len(deletes)
     early = 0
+    paused = [(start + PAUSE_GRACE_SECONDS, end) for start, end in result.paused]
     for doc in deletes:
         epoch = doc.get("e")
+        moment = float(doc["t"])  # type: ignore[arg-type]
+        if doc.get("role") != "node" and any(a <= moment <= b for a, b in paused):
+            result.violations.append(f"(f) a paused collector deleted {doc.get('k')}")
         if doc.get("role") == "node":
             # Nodes delete only their partition logs' old entries (truncation).
             if isinstance(epoch, int) or str(doc.get("k", "")).startswith(l0_prefix(ROOT)):
