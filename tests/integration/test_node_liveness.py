@@ -15,22 +15,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from epochgc.errors import EpochGCError
 from epochgc.ingest.directory import LeaderDirectory
 from epochgc.reconciler.node import NodeSettings, ReconcilerNode
+from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import controller_log_prefix, node_lease_key, nodes_prefix
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.lease_timing import LeasePolicy
 from epochgc.watermarks.node_ownership import NodeOwnership
 from epochgc.watermarks.ownership_records import decode_node_lease
+from tests.support.cli import REPO
+from tests.support.config_files import write_server_config
 from tests.support.faults import StallingStore
 from tests.support.nodes import reconciler_node
 
@@ -222,3 +228,44 @@ async def _healthz(store: S3ObjectStore) -> None:
             assert str(body["reason"]).startswith("loop ownership stopped: RuntimeError: injected")
     finally:
         server.stop()
+
+
+def test_the_reconciler_process_exits_1_with_one_line_naming_the_loop(
+    tmp_path: Path, s3_server: EmbeddedS3, bucket: str, store: S3ObjectStore
+) -> None:
+    # The exit path of the real process: a bug (RuntimeError) in the
+    # ownership loop ends `epochgc reconciler` with exit status 1 and one
+    # line, no traceback, its lease released, well before the TTL (30 s).
+    Controller(store, ROOT).create_topic("orders", 2)
+    config = write_server_config(
+        tmp_path / "node.toml",
+        s3_server.endpoint_url,
+        bucket,
+        "[lease]\nttl_seconds = 30.0\nrenew_interval_seconds = 0.5\nskew_margin_seconds = 0.5\n"
+        "[epoch]\nticker = false\n"
+        "[ownership]\nround_interval_seconds = 0.2\n"
+        "[reconciler]\nround_interval_seconds = 0.1\nmax_round_seconds = 1.0\n"
+        '[metrics]\nlisten = ""\n',
+    )
+    started = time.monotonic()
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "tests.support.faulty_node", "4", "--"),
+            *("reconciler", "--config", str(config), "--node-id", "recon-1"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert time.monotonic() - started < 30, "it waited for its lease to expire"
+    assert "Traceback" not in done.stderr, done.stderr
+    errors = [line for line in done.stderr.splitlines() if " ERROR " in line]
+    assert len(errors) == 1, done.stderr
+    assert (
+        "node recon-1: loop ownership stopped: RuntimeError: injected: a bug in the "
+        "ownership round; it renews its lease no more" in errors[0]
+    ), errors
+    assert _lease_released(store, "recon-1")
