@@ -13,6 +13,7 @@ import dataclasses
 import getpass
 import json
 import logging
+import os
 import signal
 import socket
 import sys
@@ -20,7 +21,7 @@ import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from epochgc.config import SPARK_LOG_LEVELS, Config, load_config, log_level_of
 from epochgc.errors import ConfigError, EpochGCError, StoreCapabilityError
@@ -134,6 +135,17 @@ def _cmd_config_show(config: Config, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _exit_now() -> NoReturn:
+    """Leave with exit status 1 at once: a reconciler node whose loop
+    stopped has said why (one line) and let go of its partitions; the hung
+    loop's threads may never end, and a normal exit would wait for them.
+    Its supervisor restarts it."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(EXIT_FAILED)
+
+
 def _cmd_reconciler(config: Config, args: argparse.Namespace) -> int:
     with open_store(config) as handle:
         node = asyncio.run(
@@ -143,6 +155,7 @@ def _cmd_reconciler(config: Config, args: argparse.Namespace) -> int:
                 stats=handle.stats,
                 node_id=args.node_id,
                 duration_seconds=args.duration,
+                exit_process=_exit_now,
             )
         )
     print(

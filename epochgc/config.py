@@ -260,6 +260,14 @@ class ReconcilerConfig:
     stuck_retry_seconds: float = _check(_at_least(0.0), default=10.0)
     """A stuck partition (an L0 object missing or corrupt before it was
     reconciled) retries its read this often: the object may come back."""
+    max_round_seconds: float = _check(_at_least(0.0), default=0.0)
+    """A loop of the node (its rounds; its ownership rounds) that completes
+    no round for this long, plus its pause between rounds, stops the node:
+    it renews its lease no more, lets go of its partitions and exits 1 for
+    its supervisor to restart it (docs/operating.md, "A node that stops
+    making progress"). 0: four ``[lease] ttl_seconds``. Keep it well above
+    the longest round ``epochgc_reconciler_round_duration_seconds`` shows.
+    No safety impact: it bounds how long a stuck node holds partitions."""
 
 
 @dataclass(frozen=True)

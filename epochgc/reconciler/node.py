@@ -39,6 +39,35 @@ Each round (``run_round``):
 
 ``stop()`` stops the leader services, then releases every ownership record
 and the node lease, so the other nodes take over at their next round.
+
+Liveness is progress, not a heartbeat (``run``). The node lease is renewed
+by a heartbeat thread whatever the loops do, so ``run`` watches its two
+loops, ``rounds`` (the rounds above: lead, reconcile, housekeep, report)
+and ``ownership`` (take and hand back), with a ``ProgressWatchdog``: each
+reports every round it completes (a round that failed on an
+``EpochGCError`` and is retried next time counts). A loop that has
+completed none for ``max_round_seconds`` (plus its own pause between
+rounds), or that ends on any other exception, stops the node:
+
+1. At once, from any thread: the lease's renewal gate closes (the
+   watchdog's verdict is latched), so the heartbeat renews no more, the
+   lease is not valid on the node's own clock, ``owned()`` is empty and
+   every leader's lease check before an append fails: the node writes no
+   partition log entry and no ownership record from then on.
+2. One line at ERROR, ``node ID: loop LOOP stopped: CAUSE; ...``; the
+   exception's stack, or the hung loop's, at DEBUG.
+3. It lets go, within one lease TTL: the node lease is released first,
+   then the leaders are stopped and the ownership records released
+   (``_let_go``). Releasing is right here, unlike a kill -9's silence:
+   the node has stopped writing (step 1), and a request already sent when
+   the loop hung (it may still land) is fenced like one in flight at a
+   kill: a peer that takes a partition starts a higher term, and the
+   log's ``term_start`` supersedes anything of ours that lands after it.
+   So the peers take over at their next round instead of a TTL later.
+   What cannot be released in time (a lock held by the hung round) is
+   left to expire: no renewal comes, so the peers take over after the TTL.
+4. ``run`` raises ``LoopStoppedError``; the process exits non-zero
+   (``epochgc reconciler``) and its supervisor restarts it.
 """
 
 from __future__ import annotations
@@ -46,9 +75,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import io
 import logging
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -61,6 +92,7 @@ from epochgc.reconciler.fetch import L0UnreadableError
 from epochgc.reconciler.reconcile import Reconciler
 from epochgc.reconciler.retention import RetentionTargets, update_retention_hint
 from epochgc.reconciler.topics import epochgc_topics
+from epochgc.reconciler.watchdog import LoopStall, ProgressWatchdog
 from epochgc.storage.keys import PartitionId, report_key
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.controller import Controller, ControllerView, TopicInfo
@@ -82,6 +114,25 @@ from epochgc.watermarks.reports import (
 log = logging.getLogger("epochgc.reconciler.node")
 
 _T = TypeVar("_T")
+
+
+ROUNDS_LOOP = "rounds"
+"""The loop that leads, reconciles, housekeeps and reports."""
+OWNERSHIP_LOOP = "ownership"
+"""The loop that takes and hands back partitions."""
+DEFAULT_BOUND_TTLS = 4.0
+"""``max_round_seconds`` 0 means this many lease TTLs."""
+
+
+class LoopStoppedError(EpochGCError):
+    """A loop of the node stopped completing rounds or died: the node has
+    stopped renewing its lease and let go of its partitions; the process
+    should exit so that its supervisor restarts it. ``stall`` says which
+    loop and why."""
+
+    def __init__(self, message: str, stall: LoopStall) -> None:
+        super().__init__(message)
+        self.stall = stall
 
 
 STALE_LOOK_DELAY = 0.05
@@ -134,6 +185,9 @@ class NodeSettings:
     ownership_interval_seconds: float = 0.0
     """Ownership rounds (LIST nodes and records, move partitions) run at
     most this often; 0: every round."""
+    max_round_seconds: float = 0.0
+    """In ``run``: a loop that completes no round for this long (plus its
+    pause between rounds) stops the node; 0: four lease TTLs."""
 
 
 @dataclass
@@ -227,6 +281,46 @@ class ReconcilerNode:
         self._view: ControllerView | None = None
         """The last controller view read (a round whose read fails uses it)."""
         self.stats = NodeStats()
+        bound = self._settings.max_round_seconds or (
+            DEFAULT_BOUND_TTLS * ownership.lease.policy.ttl_seconds
+        )
+        self._watchdog = ProgressWatchdog(bound, bound_name="reconciler.max_round_seconds")
+        self._announced = threading.Lock()
+        self._announce_done = False
+        ownership.lease.set_renewal_gate(self._closed_by)
+
+    @property
+    def watchdog(self) -> ProgressWatchdog:
+        return self._watchdog
+
+    def stall(self) -> LoopStall | None:
+        """The loop that stopped the node, and why; ``None`` while every
+        loop completes rounds (for ``/healthz``; any thread)."""
+        return self._watchdog.check(self._monotonic())
+
+    def _closed_by(self) -> str | None:
+        stall = self.stall()
+        return None if stall is None else stall.describe()
+
+    def stall_line(self, stall: LoopStall) -> str:
+        """The one line that says the node stops, and why."""
+        return (
+            f"node {self.node_id}: {stall.describe()}; it renews its lease no more, "
+            "lets go of its partitions and exits, for its supervisor to restart it"
+        )
+
+    def announce_stall(self, stall: LoopStall, stack: str = "") -> None:
+        """Log the stall once (whichever of the node and the process's
+        backstop sees it first): one line at ERROR, the stack at DEBUG."""
+        with self._announced:
+            if self._announce_done:
+                return
+            self._announce_done = True
+        log.error("%s", self.stall_line(stall))
+        if stall.error is not None:
+            log.debug("node %s: loop %s died here", self.node_id, stall.loop, exc_info=stall.error)
+        elif stack:
+            log.debug("node %s: loop %s hangs here:\n%s", self.node_id, stall.loop, stack)
 
     @property
     def controller(self) -> Controller:
@@ -289,41 +383,133 @@ class ReconcilerNode:
         Ownership rounds run in a task of their own, every
         ``ownership_interval_seconds``, so a long reconciler round (a node
         opening a hundred partitions it just took) delays neither a
-        takeover nor a hand-back."""
+        takeover nor a hand-back. Both loops are watched (module
+        docstring): one that stops completing rounds or dies stops the node.
+
+        Raises:
+            LoopStoppedError: a loop stopped; the node has let go.
+        """
         self._ownership_loop_running = True
-        owner_task = asyncio.create_task(self._ownership_loop(stop), name="ownership")
+        self._watchdog.watch(
+            ROUNDS_LOOP, self._monotonic(), allowance_seconds=round_interval_seconds
+        )
+        tasks = {
+            ROUNDS_LOOP: asyncio.create_task(
+                self._watched(ROUNDS_LOOP, self._round_loop(stop, round_interval_seconds), stop),
+                name=f"{self.node_id}-{ROUNDS_LOOP}",
+            ),
+            OWNERSHIP_LOOP: asyncio.create_task(
+                self._watched(OWNERSHIP_LOOP, self._ownership_loop(stop), stop),
+                name=f"{self.node_id}-{OWNERSHIP_LOOP}",
+            ),
+        }
+        stall: LoopStall | None = None
         try:
-            while not stop.is_set():
-                try:
-                    await self.run_round()
-                except EpochGCError as err:
-                    self.stats.errors += 1
-                    self.stats.round_failures += 1
-                    log.warning("%s: round failed: %s", self.node_id, err)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), round_interval_seconds)
+            stall = await self._supervise(tasks[ROUNDS_LOOP])
         finally:
-            owner_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await owner_task
-            self._ownership_loop_running = False
-            await self.stop()
+            if stall is None:  # asked to stop (or cancelled)
+                for loop in tasks:
+                    self._watchdog.unwatch(loop)
+                for task in tasks.values():
+                    task.cancel()
+                await asyncio.gather(*tasks.values(), return_exceptions=True)
+                self._ownership_loop_running = False
+                await self.stop()
+        if stall is None:
+            return
+        await self._stop_stalled(stall, tasks)
+        raise LoopStoppedError(self.stall_line(stall), stall)
+
+    async def _supervise(self, rounds: asyncio.Task[None]) -> LoopStall | None:
+        """Wait until the rounds loop ends on request (``None``) or a loop
+        is judged stopped (the verdict)."""
+        poll = max(0.01, min(0.5, self._watchdog.bound_seconds / 8))
+        while not rounds.done():
+            stall = self.stall()
+            if stall is not None:
+                return stall
+            await asyncio.wait({rounds}, timeout=poll)
+        return self.stall()
+
+    async def _watched(
+        self, loop: str, body: Coroutine[object, object, None], stop: asyncio.Event
+    ) -> None:
+        """Run a loop; any exception it ends on (not only ``EpochGCError``)
+        is its death, and so is ending before ``stop`` is set."""
+        try:
+            await body
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:
+            self._watchdog.died(loop, err, self._monotonic())
+            return
+        if not stop.is_set():
+            self._watchdog.died(loop, "it ended without being asked to", self._monotonic())
+
+    async def _round_loop(self, stop: asyncio.Event, interval: float) -> None:
+        while not stop.is_set():
+            try:
+                await self.run_round()
+            except EpochGCError as err:
+                self.stats.errors += 1
+                self.stats.round_failures += 1
+                log.warning("%s: round failed: %s", self.node_id, err)
+            self._watchdog.completed(ROUNDS_LOOP, self._monotonic())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), interval)
 
     async def _ownership_loop(self, stop: asyncio.Event) -> None:
         """Ownership rounds on their own schedule (once the first reconciler
-        round has read the controller: the partitions to share)."""
+        round has read the controller: the partitions to share). Watched
+        from then on: before, the rounds loop is the one to judge."""
         await self._view_ready.wait()
         interval = max(0.05, self._settings.ownership_interval_seconds)
+        self._watchdog.watch(OWNERSHIP_LOOP, self._monotonic(), allowance_seconds=interval)
         while not stop.is_set():
             report = None
             try:
                 report = await self._ownership_round(self._live, force=True)
             except EpochGCError as err:
                 log.warning("%s: ownership round failed: %s", self.node_id, err)
+            self._watchdog.completed(OWNERSHIP_LOOP, self._monotonic())
             stale_at = None if report is None else report.next_stale_at
             wait = ownership_wait(interval, self._monotonic(), stale_at)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), wait)
+
+    async def _stop_stalled(
+        self, stall: LoopStall, tasks: Mapping[str, asyncio.Task[None]]
+    ) -> None:
+        """A loop stopped: say so once, end the loops and let go (module
+        docstring, steps 2 and 3). The lease gate closed with the verdict."""
+        hung = tasks.get(stall.loop)
+        self.announce_stall(stall, _stack_of(hung) if hung is not None else "")
+        for task in tasks.values():
+            task.cancel()
+        # Cancelling an await on a hung thread returns at once; a loop that
+        # swallows the cancellation is not waited for beyond this.
+        await asyncio.wait(set(tasks.values()), timeout=1.0)
+        self._ownership_loop_running = False
+        budget = self._ownership.lease.policy.ttl_seconds
+        try:
+            await asyncio.wait_for(self._let_go(), budget)
+        except TimeoutError:
+            log.warning(
+                "node %s: could not let go of everything within %.1fs; the rest goes to "
+                "the other nodes when its lease expires",
+                self.node_id,
+                budget,
+            )
+
+    async def _let_go(self) -> None:
+        """Release the node lease (the peers take over at their next round),
+        then stop the leaders and release the ownership records. Each step
+        in its own thread, so a lock held by a hung round delays only the
+        steps that need it."""
+        await asyncio.to_thread(self._ownership.lease.release)
+        for key in list(self._led):
+            await self._step_down(key, "node stopped making progress")
+        await asyncio.to_thread(self._ownership.stop, release=True)
 
     async def stop(self) -> None:
         """Stop every leader service, then release every ownership record
@@ -635,3 +821,10 @@ class ReconcilerNode:
     async def publish_report_now(self) -> None:
         """Write the node report regardless of the interval."""
         await self._publish_report(force=True)
+
+
+def _stack_of(task: asyncio.Task[None]) -> str:
+    """Where ``task`` is waiting (for the DEBUG line of a hung loop)."""
+    out = io.StringIO()
+    task.print_stack(file=out)
+    return out.getvalue()

@@ -8,6 +8,14 @@ SIGTERM/SIGINT or ``--duration``, then stops the ticker, steps down and
 releases every ownership record and the node lease so the other nodes take
 over at their next round. A kill -9 releases nothing: the others take over
 after the lease TTL plus up to two ownership rounds.
+
+A loop of the node that stops completing rounds or dies (``ReconcilerNode
+.run``) ends the process with exit status 1 and one line naming the loop
+and the cause; ``/healthz`` answers 503 naming it meanwhile. The exit is
+immediate (``exit_process``), not a return through ``asyncio.run``: the
+hung loop's thread may never end, and a normal exit waits for every
+thread. A backstop thread exits the same way if the event loop itself is
+blocked and the node cannot get there (``StallBackstop``).
 """
 
 from __future__ import annotations
@@ -16,8 +24,13 @@ import asyncio
 import logging
 import signal
 import socket
+import sys
+import threading
+import time
+import traceback
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import NoReturn
 
 from epochgc.config import Config
 from epochgc.errors import EpochGCError
@@ -30,7 +43,7 @@ from epochgc.metrics.instruments import (
     register_ticker,
 )
 from epochgc.metrics.server import MetricsServer
-from epochgc.reconciler.node import NodeSettings, ReconcilerNode
+from epochgc.reconciler.node import LoopStoppedError, NodeSettings, ReconcilerNode
 from epochgc.reconciler.telemetry import sample_node
 from epochgc.storage.keys import PartitionId
 from epochgc.storage.object_store import ObjectStore
@@ -80,6 +93,7 @@ def node_settings_of(config: Config, *, one_shot: bool = False) -> NodeSettings:
         max_log_entries=r.max_log_entries,
         stuck_retry_seconds=r.stuck_retry_seconds,
         ownership_interval_seconds=0.0 if one_shot else config.ownership.round_interval_seconds,
+        max_round_seconds=r.max_round_seconds,
     )
 
 
@@ -151,6 +165,99 @@ class NodeMetrics:
         return observe
 
 
+def reconciler_health(
+    node: ReconcilerNode, ticker_held: Callable[[], bool]
+) -> tuple[bool, dict[str, object]]:
+    """``/healthz`` of a reconciler process: healthy while every loop of
+    the node completes rounds; otherwise 503 with ``loop`` and ``reason``
+    (``loop LOOP stopped: CAUSE``), until the process exits."""
+    details: dict[str, object] = {
+        "node": node.node_id,
+        "led_partitions": len(node.led_partitions()),
+        "ticker": ticker_held(),
+    }
+    stall = node.stall()
+    if stall is None:
+        return True, details
+    reason = stall.describe()
+    return False, {**details, "loop": stall.loop, "reason": reason, "reasons": [reason]}
+
+
+class StallBackstop:
+    """Exits the process if the node has not got there itself ``grace_seconds``
+    after one of its loops was judged stopped: its event loop may be
+    blocked (a loop that hangs without awaiting), and then only a thread
+    can. Logs the node's one line (once, whoever logs it first), the main
+    thread's stack at DEBUG, then calls ``exit_process``.
+
+    Example::
+
+        backstop = StallBackstop(node, os_exit, grace_seconds=30.0)
+        backstop.start()
+        ...
+        backstop.stop()
+    """
+
+    def __init__(
+        self,
+        node: ReconcilerNode,
+        exit_process: Callable[[], object],
+        *,
+        grace_seconds: float,
+        poll_seconds: float = 0.25,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._node = node
+        self._exit = exit_process
+        self._grace = grace_seconds
+        self._poll = poll_seconds
+        self._monotonic = monotonic
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start watching.
+
+        Raises:
+            RuntimeError: already started.
+        """
+        if self._thread is not None:
+            raise RuntimeError("stall backstop already running")
+        self._thread = threading.Thread(
+            target=self._run, name="epochgc-stall-backstop", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop watching; idempotent."""
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    def _run(self) -> None:
+        seen_at: float | None = None
+        while not self._stop.wait(self._poll):
+            stall = self._node.stall()
+            if stall is None:
+                continue
+            now = self._monotonic()
+            seen_at = now if seen_at is None else seen_at
+            if now - seen_at < self._grace:
+                continue
+            main = sys._current_frames().get(threading.main_thread().ident or 0)
+            stack = "".join(traceback.format_stack(main)) if main is not None else ""
+            self._node.announce_stall(stall, stack)
+            log.warning(
+                "node %s did not stop within %.0fs of its loop %s stopping: exiting now",
+                self._node.node_id,
+                self._grace,
+                stall.loop,
+            )
+            self._exit()
+            return  # only a test's exit returns
+
+
 async def run_reconciler(
     config: Config,
     store: ObjectStore,
@@ -158,9 +265,20 @@ async def run_reconciler(
     stats: RequestStats | None = None,
     node_id: str | None = None,
     duration_seconds: float | None = None,
+    exit_process: Callable[[], NoReturn] | None = None,
 ) -> ReconcilerNode:
     """Run a node until a signal or ``duration_seconds``; return it (stats).
-    Serves ``/metrics`` and ``/healthz`` on ``metrics.listen`` when set."""
+    Serves ``/metrics`` and ``/healthz`` on ``metrics.listen`` when set.
+
+    Args:
+        exit_process: how the process main ends the process when a loop of
+            the node stopped (``epochgc reconciler``: exit status 1 at
+            once). Without it (in-process callers), ``LoopStoppedError``
+            is raised once the node has let go.
+
+    Raises:
+        LoopStoppedError: a loop of the node stopped (no ``exit_process``).
+    """
     root = config.layout.root
     registry = CollectorRegistry()
     if stats is not None:
@@ -192,14 +310,7 @@ async def run_reconciler(
         MetricsServer(
             registry,
             config.metrics.listen,
-            lambda: (
-                True,
-                {
-                    "node": node.node_id,
-                    "led_partitions": len(node.led_partitions()),
-                    "ticker": ticker is not None and ticker.held,
-                },
-            ),
+            lambda: reconciler_health(node, lambda: ticker is not None and ticker.held),
         )
         if config.metrics.listen
         else None
@@ -222,9 +333,23 @@ async def run_reconciler(
         root,
         server.url if server is not None else "off",
     )
+    backstop = (
+        StallBackstop(node, exit_process, grace_seconds=2 * config.lease.ttl_seconds + 5.0)
+        if exit_process is not None
+        else None
+    )
+    if backstop is not None:
+        backstop.start()
+    stopped = False
     try:
         await node.run(stop, round_interval_seconds=config.reconciler.round_interval_seconds)
+    except LoopStoppedError:
+        if exit_process is None:
+            raise
+        stopped = True
     finally:
+        if backstop is not None and not stopped:
+            backstop.stop()  # on a stall it watches to the end: what follows may hang too
         if ticker is not None:
             ticker.stop(release=True)
             leases.stop(release=True)
@@ -232,6 +357,8 @@ async def run_reconciler(
             server.stop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
+    if stopped and exit_process is not None:
+        exit_process()  # the node has said why, in one line
     log.info(
         "reconciler node %s stopped: %d rounds, %d records reconciled, %d errors",
         node.node_id,

@@ -21,6 +21,15 @@ across machines:
 A conditional write answered 412 or 404 is checked by re-reading: it
 counts only if the object holds exactly our bytes (the write landed and
 its answer was lost).
+
+The heartbeat renews the lease whatever the node's rounds do, so renewing
+alone would prove only that the heartbeat runs. A *renewal gate*
+(``set_renewal_gate``; the node installs its progress watchdog) says why
+this process must not renew any more: from the moment it does, the lease
+is not renewed, not taken again, and ``is_valid`` is false (so the node
+owns nothing and its leaders' lease checks fail), while ``release`` still
+works: a node that stops making progress lets go of its lease so the
+others need not wait a TTL (``reconciler/node.py``).
 """
 
 from __future__ import annotations
@@ -46,6 +55,10 @@ from epochgc.watermarks.ownership_records import (
 )
 
 log = logging.getLogger("epochgc.watermarks.node_lease")
+
+
+def _never_closed() -> str | None:
+    return None
 
 
 def new_incarnation() -> str:
@@ -110,6 +123,7 @@ class NodeLease:
         self._writes = threading.RLock()
         """Orders this process's writes of the lease (a heartbeat thread's
         renewal must never land after, and undo, a release)."""
+        self._gate: Callable[[], str | None] = _never_closed
         self._heartbeat = PeriodicThread(
             f"node-lease-{node_id}",
             max(0.05, self.policy.renew_interval_seconds / 4),
@@ -135,11 +149,29 @@ class NodeLease:
         if release:
             self.release()
 
+    def set_renewal_gate(self, gate: Callable[[], str | None]) -> None:
+        """Renew (and take, and count as valid) only while ``gate()`` is
+        ``None``; its answer otherwise is why not (e.g. a loop of the node
+        stopped). Checked before every renewal and by ``is_valid``, from any
+        thread, so it must be quick and must not block."""
+        self._gate = gate
+
+    @property
+    def closed_by(self) -> str | None:
+        """Why this process may not renew the lease any more, or ``None``."""
+        return self._gate()
+
     # --- queries -------------------------------------------------------------------
 
     def is_valid(self) -> bool:
-        """Held, and within ``sent + ttl - skew_margin`` of the last grant."""
-        return self._etag is not None and self._monotonic() < self._valid_until
+        """Held, within ``sent + ttl - skew_margin`` of the last grant, and
+        the renewal gate open (a node that stopped making progress owns
+        nothing, even before its grant runs out)."""
+        return (
+            self._etag is not None
+            and self._monotonic() < self._valid_until
+            and self._gate() is None
+        )
 
     @property
     def valid_until(self) -> float:
@@ -166,6 +198,8 @@ class NodeLease:
             return self._try_acquire_serial()
 
     def _try_acquire_serial(self) -> bool:
+        if self._gate() is not None:
+            return False
         if self.is_valid():
             return True
         stored = self._read()
@@ -201,7 +235,7 @@ class NodeLease:
         lease (``is_valid`` turns false); storage errors are logged and the
         grant runs out on its own clock.
         """
-        if self._etag is None:
+        if self._etag is None or self._gate() is not None:
             return False
         if self._monotonic() - self._sent_at < self.policy.renew_interval_seconds:
             return False
@@ -219,7 +253,8 @@ class NodeLease:
 
         Raises:
             LeaseLostError: not held, expired before the renewal was sent,
-                or the object changed under us.
+                the object changed under us, or the renewal gate is closed
+                (then the lease is still ours to release).
             StorageError: the store failed (the grant stays as it was).
         """
         with self._writes:
@@ -228,6 +263,9 @@ class NodeLease:
     def _renew_serial(self) -> None:
         if self._etag is None:
             raise LeaseLostError(f"node lease {self.node_id!r} is not held")
+        closed_by = self._gate()
+        if closed_by is not None:
+            raise LeaseLostError(f"node lease {self.node_id!r} not renewed: {closed_by}")
         if not self.is_valid():
             self._lose("expired before it could be renewed")
         assert self._etag is not None

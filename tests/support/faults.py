@@ -215,3 +215,57 @@ class OutageStore:
             return attr(*args, **kwargs)
 
         return call
+
+
+class StallingStore:
+    """Once armed, makes the calls of some store methods on keys (or
+    prefixes) starting with ``prefix`` hang or fail with an error no store
+    raises (a bug's: ``RuntimeError``, ``KeyError``), so that a loop of the
+    process stops completing rounds or dies. Everything else goes to the
+    real store.
+
+    ``hang()`` blocks those calls until ``release()`` (call it before the
+    test's event loop closes: ``asyncio.run`` waits for its threads);
+    ``fail(error)`` raises ``error`` from them; ``hits`` counts the calls
+    that met the fault.
+    """
+
+    def __init__(self, store: Any, prefix: str, methods: tuple[str, ...]) -> None:
+        self._store = store
+        self._prefix = prefix
+        self._methods = methods
+        self._fault: str | BaseException | None = None
+        self._released = threading.Event()
+        self.hits = 0
+
+    def hang(self) -> None:
+        self._fault = "hang"
+
+    def fail(self, error: BaseException) -> None:
+        self._fault = error
+
+    def release(self) -> None:
+        """Disarm, and let every hung call go on to the real store."""
+        self._fault = None
+        self._released.set()
+
+    @property
+    def bucket(self) -> str:
+        return str(self._store.bucket)
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._store, name)
+        if name not in self._methods:
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            fault = self._fault
+            if fault is not None and args and str(args[0]).startswith(self._prefix):
+                self.hits += 1
+                if fault == "hang":
+                    self._released.wait()
+                elif isinstance(fault, BaseException):
+                    raise fault
+            return attr(*args, **kwargs)
+
+        return call

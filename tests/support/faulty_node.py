@@ -1,0 +1,50 @@
+"""Test-only: the ``epochgc`` command line, as a separate process, with a
+bug injected into a reconciler node's ownership loop (the product's code
+is unchanged; the store class is wrapped in this process only)::
+
+    python -m tests.support.faulty_node AFTER -- reconciler --config FILE ...
+
+From the ``AFTER``-th listing of the nodes on (the ownership round's first
+request), the listing raises ``RuntimeError``, as a bug would: not an
+``EpochGCError``, so nothing in the node expects it.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from epochgc import cli
+from epochgc.storage.s3 import S3ObjectStore
+
+INJECTED = "injected: a bug in the ownership round"
+
+
+def inject(after: int) -> None:
+    """Make ``S3ObjectStore.list_pages`` of ``meta/nodes/`` fail from its
+    ``after``-th call on."""
+    real = S3ObjectStore.list_pages
+    calls = 0
+
+    def list_pages(self: S3ObjectStore, prefix: str, **kwargs: Any) -> Iterator[Any]:
+        nonlocal calls
+        if "/meta/nodes/" in prefix:
+            calls += 1
+            if calls >= after:
+                raise RuntimeError(INJECTED)
+        return real(self, prefix, **kwargs)
+
+    S3ObjectStore.list_pages = list_pages  # type: ignore[method-assign]
+
+
+def main(argv: list[str]) -> int:
+    after, separator, *rest = argv
+    if separator != "--":
+        raise SystemExit("usage: python -m tests.support.faulty_node AFTER -- EPOCHGC-ARGS...")
+    inject(int(after))
+    return cli.main(rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
