@@ -35,6 +35,7 @@ from enum import Enum
 from epochgc.errors import EpochGCError
 from epochgc.gc.collect import CollectOutcome, CollectSettings, SafetyBlockedError, collect_once
 from epochgc.gc.control import CollectorPausedError, CollectorState, ControlDocument
+from epochgc.gc.future_times import FutureTimeLog
 from epochgc.gc.janitor import Janitor
 from epochgc.gc.shard_knowledge import ShardKnowledge
 from epochgc.storage.object_store import ObjectStore
@@ -152,6 +153,9 @@ class Collector:
     Args:
         blocked_after: untrusted ``M`` computations in a row that make the
             collector ``safety_blocked``.
+        writer: this collector's name in the shard knowledge it writes.
+        future_log: where stored times from the future are logged and
+            counted (one per collector: each writer is logged once).
     """
 
     def __init__(
@@ -166,8 +170,12 @@ class Collector:
         janitor_interval_seconds: float = 300.0,
         monotonic: Callable[[], float] = time.monotonic,
         now: Callable[[], datetime] | None = None,
+        writer: str = "",
+        future_log: FutureTimeLog | None = None,
     ) -> None:
         self._now = now
+        self._writer = writer
+        self._future_log = future_log or FutureTimeLog()
         self.knowledge: ShardKnowledge | None = None
         """The shard knowledge after the last round (``None``: not read yet)."""
         self._janitor = janitor
@@ -263,6 +271,8 @@ class Collector:
                 janitor=self._janitor if due else None,
                 knowledge=self.knowledge,
                 now=self._now() if self._now is not None else None,
+                writer=self._writer,
+                future_log=self._future_log,
             )
         except SafetyBlockedError:
             return self._untrusted(self.tracker.last_error)

@@ -59,6 +59,7 @@ from epochgc.gc.collector import (
     next_round_delay,
 )
 from epochgc.gc.control import CollectorState, StatusDocument, read_control, write_status
+from epochgc.gc.future_times import FutureTimeLog
 from epochgc.gc.health import (
     RENEWAL,
     Contact,
@@ -158,6 +159,9 @@ class GcDaemon:
         self.metrics.round_interval.set(settings.schedule.longest_wait.total_seconds())
         self._last_clean = time.time()
         self.metrics.sweep_lag.set_function(lambda: max(0.0, time.time() - self._last_clean))
+        self.future_log = FutureTimeLog(
+            on_found=lambda document: self.metrics.future_times.labels(document).inc()
+        )
         self.collector = Collector(
             store,
             stats,
@@ -166,8 +170,12 @@ class GcDaemon:
             blocked_after=settings.blocked_after_failures,
             janitor=Janitor(store, root),
             janitor_interval_seconds=settings.maintenance_interval_seconds,
+            writer=settings.node_id,
+            future_log=self.future_log,
         )
-        self.maintenance = LeaderMaintenance(store, root, settings.maintenance)
+        self.maintenance = LeaderMaintenance(
+            store, root, settings.maintenance, future_log=self.future_log
+        )
         self.leases = LeaseManager(
             store,
             root,
