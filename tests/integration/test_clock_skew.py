@@ -14,18 +14,25 @@ collector's ``now`` is the only thing skewed, as on a real host.
 from __future__ import annotations
 
 import json
+import logging
+import math
 import uuid
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from epochgc.gc.collect import CollectSettings, collect_once
 from epochgc.gc.collector import Collector, RoundOutcome
+from epochgc.gc.daemon import GcDaemon
 from epochgc.gc.future_times import FutureTimeLog
 from epochgc.gc.listing_schedule import ListingPolicy
-from epochgc.storage.keys import encode_l0_key, gc_shard_state_key, parse_l0_key
+from epochgc.gc.presence import PresenceDocument, read_presences, write_presence
+from epochgc.storage.keys import encode_l0_key, gc_shard_state_key, parse_l0_key, report_key
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.reports import NodeReport, PartitionReport, publish_report
+from epochgc.watermarks.reports import NodeReport, PartitionReport, encode_report, publish_report
+from tests.integration.test_daemon import settings as daemon_settings
 from tests.support.moto_seed import seed_objects
 
 ROOT = "epochgc"
@@ -157,3 +164,36 @@ def test_a_collector_days_behind_deletes_nothing_sooner(store: S3ObjectStore, bu
     left = l0_keys(store)
     assert not set(eligible) & left and len(left) == SHARDS
     assert all(parse_l0_key(k, ROOT).epoch == 40 for k in left)  # type: ignore[union-attr]
+
+
+def future_count(daemon: GcDaemon, document: str) -> float | None:
+    return daemon.registry.get_sample_value(
+        "epochgc_collector_future_stored_times_total", {"document": document}
+    )
+
+
+def test_the_daemon_reads_reports_and_presence_from_the_future_as_stale(
+    store: S3ObjectStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A node 30 days ahead: its report would look fresh for 30 days (the
+    stale-report alert silent while it is dead); a crashed daemon 30 days
+    ahead: its presence document would outlive the grace by 30 days."""
+    ahead = datetime.now(UTC) + AHEAD
+    store.put(report_key(ROOT, "node-fast"), encode_report(NodeReport("node-fast", ahead, ())))
+    write_presence(
+        store,
+        ROOT,
+        PresenceDocument("gc-fast", "gc-fast/01", "standby", "running", ahead, ahead, 60.0),
+    )
+    daemon = GcDaemon(store, RequestStats(), ROOT, daemon_settings("gc-a"))
+    with caplog.at_level(logging.WARNING, logger="epochgc.gc.clock"):
+        daemon._reports_job()
+        daemon._reports_job()
+        daemon._tidy_presences()
+    assert daemon._report_ages()["node-fast"] == math.inf, "unknown age: stale"
+    assert future_count(daemon, "report") == 2, "counted at every reading"
+    assert future_count(daemon, "presence") == 1
+    assert read_presences(store, ROOT)[0] == [], "a crashed daemon's document is tidied"
+    lines = [r.getMessage() for r in caplog.records if r.name == "epochgc.gc.clock"]
+    assert len(lines) == 2, "logged once per writer"
+    assert "node-fast" in lines[0] and "gc-fast/01" in lines[1]

@@ -50,9 +50,7 @@ def test_an_age_is_never_negative_and_unknown_only_from_the_future(
 
 
 @given(offsets, offsets, margins)
-def test_an_older_stored_time_never_reads_as_more_recent(
-    a: float, b: float, margin: float
-) -> None:
+def test_an_older_stored_time_never_reads_as_more_recent(a: float, b: float, margin: float) -> None:
     """Monotone: what keeps work due for a time keeps it due for an older one."""
     older, newer = sorted((a, b))
     read_old = read_stored_time(NOW + timedelta(seconds=older), NOW, margin)

@@ -268,9 +268,7 @@ def test_a_round_never_writes_back_a_time_from_the_future(
     for shard, f in shards.items():
         if shard in present and f.listed_at > T0 + timedelta(seconds=MARGIN):
             assert shard in plan.shards, "a shard listed 'in the future' is listed now"
-    written = learn(
-        trusted, plan, {}, (), safe_epoch=M, now=T0, present=present, writer="gc-right"
-    )
+    written = learn(trusted, plan, {}, (), safe_epoch=M, now=T0, present=present, writer="gc-right")
     assert all(t <= T0 for t in all_times(written))
     assert written.written_by == "gc-right"
     assert decode_knowledge(encode_knowledge(written)) == written
