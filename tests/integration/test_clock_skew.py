@@ -92,25 +92,18 @@ def stored_times(store: S3ObjectStore) -> list[datetime]:
     return [datetime.fromisoformat(t.replace("Z", "+00:00")) for t in texts if t is not None]
 
 
+@pytest.mark.parametrize("stepped_back", [False, True], ids=["other-host", "same-daemon"])
 def test_a_collector_30_days_ahead_does_not_stop_a_correct_one(
-    store: S3ObjectStore, bucket: str
+    store: S3ObjectStore, bucket: str, stepped_back: bool
 ) -> None:
+    """other-host: a `gc collect` on a host 30 days ahead, then a correctly
+    clocked daemon that reads the document. same-daemon: the daemon's own
+    clock ran 30 days ahead for one round and was then set right; it keeps
+    its knowledge in memory and never reads the document again."""
     t0 = datetime.now(UTC)
     eligible = world(store, bucket, t0)
     stats = RequestStats()
-
-    # The skewed host: one `gc collect` whose clock runs 30 days ahead.
-    skewed = collect_once(store, stats, ROOT, settings(), now=t0 + AHEAD)
-    assert skewed.summary.deleted == 0
-    assert max(stored_times(store)) >= t0 + AHEAD - timedelta(minutes=1), "the poison is there"
-
-    # M reaches 10 at t0 + 1 min: from then on, 8 keys are eligible.
-    eligible_at = t0 + timedelta(minutes=1)
-    report(store, 10, eligible_at)
-
-    # A correctly clocked daemon's collector runs rounds over simulated
-    # hours (its first round reads the knowledge from the bucket).
-    clock = [t0 + timedelta(minutes=2)]
+    clock = [t0 + AHEAD]
     counted: list[str] = []
     collector = Collector(
         store,
@@ -121,6 +114,21 @@ def test_a_collector_30_days_ahead_does_not_stop_a_correct_one(
         writer="gc-right",
         future_log=FutureTimeLog(on_found=counted.append),
     )
+
+    if stepped_back:
+        assert collector.run_round().outcome is RoundOutcome.IDLE
+    else:
+        skewed = collect_once(store, stats, ROOT, settings(), now=t0 + AHEAD)
+        assert skewed.summary.deleted == 0
+    assert max(stored_times(store)) >= t0 + AHEAD - timedelta(minutes=1), "the poison is there"
+
+    # M reaches 10 at t0 + 1 min: from then on, 8 keys are eligible.
+    eligible_at = t0 + timedelta(minutes=1)
+    report(store, 10, eligible_at)
+
+    # A correctly clocked daemon's collector runs rounds over simulated
+    # hours (other-host: its first round reads the knowledge from the bucket).
+    clock[0] = t0 + timedelta(minutes=2)
     gone_at: datetime | None = None
     while clock[0] < t0 + timedelta(hours=168):
         outcome = collector.run_round()
