@@ -196,6 +196,7 @@ def _cmd_gc_collect(config: Config, args: argparse.Namespace) -> int:
             dry_run=args.dry_run,
             force=args.force,
             all_shards=args.all_shards,
+            writer=f"gc-collect@{socket.gethostname()}",
         )
     s = outcome.summary
     if outcome.paused is not None:

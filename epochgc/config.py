@@ -313,6 +313,16 @@ class GcConfig:
     full_sweep_interval_seconds: float = _check(_at_least(1.0), default=86400.0)
     """Every shard is listed at least this often, whatever the shard
     knowledge says: catches orphans written with an old epoch."""
+    clock_skew_margin_seconds: float = _check(_at_least(0.0), default=60.0)
+    """A time another process wrote to the bucket (shard knowledge, node
+    reports, presence, run summaries' store timestamps) that is ahead of
+    this collector's clock by more than this is read as unknown, in the
+    direction that keeps collection going (the shard is due, the full sweep
+    is due, the document is stale), logged once per writer and counted
+    (``EpochgcClockSkew``). Not ``[lease] skew_margin_seconds``: that one
+    covers clock *rates* over a lease TTL; this one the *offset* between
+    two hosts' wall clocks. Safety does not depend on it: deletion rests on
+    M and each object's store timestamp."""
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,10 @@
    (``gc.listing_schedule``) from the shard knowledge, and runs the
    delimiter listing only when it lists something or its list of shards
    is stale; afterwards it writes what it learnt (``{root}/gc/shards/state``).
+   Times in the knowledge are another collector's clock: one ahead of ours
+   by more than ``clock_skew_margin_seconds`` is unknown (that shard is
+   listed, the full sweep or discovery is due; ``shard_knowledge.
+   trust_knowledge``), logged once per writer and never written back.
    A dry run and ``all_shards`` list every shard.
 3. Unless it is a dry run, read ``{root}/gc/control.json`` (through the
    ``gc.pause`` guard): paused means no deletion, ``CollectorPausedError``
@@ -46,6 +50,7 @@ from datetime import UTC, datetime, timedelta
 from epochgc.errors import EpochGCError
 from epochgc.gc.control import CollectorPausedError, DeletingJob
 from epochgc.gc.cost import Prices
+from epochgc.gc.future_times import FutureTimeLog
 from epochgc.gc.janitor import Janitor, JanitorResult
 from epochgc.gc.listing_schedule import (
     ListingPlan,
@@ -57,7 +62,7 @@ from epochgc.gc.listing_schedule import (
 from epochgc.gc.pause import GuardedStore, PauseGuard
 from epochgc.gc.plan_file import PlanWriter
 from epochgc.gc.run_report import RunShards, RunSummary, new_run_id, write_summary
-from epochgc.gc.shard_knowledge import ShardKnowledge
+from epochgc.gc.shard_knowledge import ShardKnowledge, trust_knowledge
 from epochgc.gc.shards import ShardListing, discover_shards, load_knowledge, save_knowledge
 from epochgc.gc.sweeper import Sweeper, SweepPolicy, SweepResult
 from epochgc.storage.keys import gc_run_prefix
@@ -88,6 +93,9 @@ class CollectSettings:
     """The cost-aware schedule; ``None`` lists every shard every round."""
     prices: Prices = dataclasses.field(default_factory=Prices)
     """What the run summary's cost is modelled at (``[cost]``)."""
+    clock_skew_margin_seconds: float = 60.0
+    """A stored time ahead of this collector's clock by more than this is
+    unknown (``epochgc.stored_time``; ``gc.clock_skew_margin_seconds``)."""
 
 
 @dataclass(frozen=True)
@@ -158,6 +166,8 @@ def collect_once(
     knowledge: ShardKnowledge | None = None,
     all_shards: bool = False,
     guard: PauseGuard | None = None,
+    writer: str = "",
+    future_log: FutureTimeLog | None = None,
 ) -> CollectOutcome:
     """Run one round (see the module docstring).
 
@@ -175,6 +185,8 @@ def collect_once(
     A long-lived caller passes its pause ``guard`` (it remembers what a
     pause held, for ``gc status``); the janitor's store should ask the same
     guard (``GuardedStore``).
+    ``writer`` names this collector in the knowledge it writes; times from
+    the future it reads go to ``future_log`` (a fresh one when omitted).
 
     Raises:
         SafetyBlockedError: ``M`` could not be computed from trusted inputs.
@@ -202,8 +214,9 @@ def collect_once(
         ),
     )
     policy = None if dry_run else settings.listing
-    if policy is not None and knowledge is None:
-        knowledge = load_knowledge(store, root)
+    knowledge = _trusted_knowledge(
+        store, root, policy, knowledge, started, settings.clock_skew_margin_seconds, future_log
+    )
     choice = _choose_shards(
         store, root, policy, knowledge, safe.safe_epoch, started, all_shards=all_shards
     )
@@ -257,6 +270,7 @@ def collect_once(
             safe.safe_epoch,
             started,
             stop,
+            writer,
         )
     cleaned = JanitorResult()
     if janitor is not None and not dry_run and stopped is None:
@@ -333,6 +347,27 @@ def _janitor_pass(
         return JanitorResult(complete=False), str(err)
 
 
+def _trusted_knowledge(
+    store: ObjectStore,
+    root: str,
+    policy: ListingPolicy | None,
+    knowledge: ShardKnowledge | None,
+    now: datetime,
+    margin_seconds: float,
+    future_log: FutureTimeLog | None,
+) -> ShardKnowledge | None:
+    """The knowledge a round plans from: read from the bucket when the
+    caller has none, then through the stored-time rule, even when the
+    caller kept it (its own clock may have been stepped back since)."""
+    if policy is not None and knowledge is None:
+        knowledge = load_knowledge(store, root)
+    if knowledge is None:
+        return None
+    trusted, future = trust_knowledge(knowledge, now, margin_seconds)
+    (future_log or FutureTimeLog()).note(future)
+    return trusted
+
+
 @dataclass(frozen=True)
 class _ShardChoice:
     found: ShardListing
@@ -387,6 +422,7 @@ def _learn_and_save(
     safe_epoch: int,
     now: datetime,
     stop: threading.Event | None,
+    writer: str,
 ) -> ShardKnowledge:
     """Fold the round's listings into the knowledge and write it when a
     shard was listed or the shard list changed. A stopped round learns
@@ -402,6 +438,7 @@ def _learn_and_save(
         safe_epoch=safe_epoch,
         now=now,
         present=present,
+        writer=writer,
     )
     if plan.shards or present is not None:
         save_knowledge(store, root, updated)

@@ -35,6 +35,7 @@ from enum import Enum
 from epochgc.errors import EpochGCError
 from epochgc.gc.collect import CollectOutcome, CollectSettings, SafetyBlockedError, collect_once
 from epochgc.gc.control import CollectorPausedError, CollectorState, ControlDocument, DeletingJob
+from epochgc.gc.future_times import FutureTimeLog
 from epochgc.gc.janitor import Janitor
 from epochgc.gc.pause import PauseGuard
 from epochgc.gc.shard_knowledge import ShardKnowledge
@@ -153,6 +154,9 @@ class Collector:
     Args:
         blocked_after: untrusted ``M`` computations in a row that make the
             collector ``safety_blocked``.
+        writer: this collector's name in the shard knowledge it writes.
+        future_log: where stored times from the future are logged and
+            counted (one per collector: each writer is logged once).
     """
 
     def __init__(
@@ -168,10 +172,14 @@ class Collector:
         monotonic: Callable[[], float] = time.monotonic,
         now: Callable[[], datetime] | None = None,
         guard: PauseGuard | None = None,
+        writer: str = "",
+        future_log: FutureTimeLog | None = None,
     ) -> None:
         self._now = now
         self.guard = guard or PauseGuard(store, root)
         """Decides whether a round may delete, and remembers what a pause held."""
+        self._writer = writer
+        self._future_log = future_log or FutureTimeLog()
         self.knowledge: ShardKnowledge | None = None
         """The shard knowledge after the last round (``None``: not read yet)."""
         self._janitor = janitor
@@ -271,6 +279,8 @@ class Collector:
                 knowledge=self.knowledge,
                 now=self._now() if self._now is not None else None,
                 guard=self.guard,
+                writer=self._writer,
+                future_log=self._future_log,
             )
         except SafetyBlockedError:
             return self._untrusted(self.tracker.last_error)

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -68,6 +69,7 @@ from epochgc.gc.control import (
     read_control,
     write_status,
 )
+from epochgc.gc.future_times import FutureTimeLog
 from epochgc.gc.health import (
     RENEWAL,
     Contact,
@@ -99,6 +101,7 @@ from epochgc.metrics.instruments import (
 from epochgc.metrics.server import MetricsServer
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
+from epochgc.stored_time import find_future, stored_age_seconds
 from epochgc.watermarks.controller import CompactionPolicy, CompactionResult, Controller
 from epochgc.watermarks.lease_timing import LeasePolicy
 from epochgc.watermarks.leases import LeaseManager
@@ -171,6 +174,10 @@ class GcDaemon:
         # Every deleting job gets a store that asks this guard before each
         # delete request; the raw store serves the daemon's own documents.
         self.pause_guard = PauseGuard(store, root, on_change=self._on_held_change)
+        self._margin = settings.collect.clock_skew_margin_seconds
+        self.future_log = FutureTimeLog(
+            on_found=lambda document: self.metrics.future_times.labels(document).inc()
+        )
         self.collector = Collector(
             store,
             stats,
@@ -180,9 +187,13 @@ class GcDaemon:
             janitor=Janitor(self._guarded(DeletingJob.JANITOR), root),
             janitor_interval_seconds=settings.maintenance_interval_seconds,
             guard=self.pause_guard,
+            writer=settings.node_id,
+            future_log=self.future_log,
         )
         self._tidy_store = self._guarded(DeletingJob.TIDYING)
-        self.maintenance = LeaderMaintenance(self._tidy_store, root, settings.maintenance)
+        self.maintenance = LeaderMaintenance(
+            self._tidy_store, root, settings.maintenance, future_log=self.future_log
+        )
         self.leases = LeaseManager(
             store,
             root,
@@ -595,6 +606,8 @@ class GcDaemon:
                 ", ".join(item.key for item in skipped[:10]),
             )
         self._report_times = {r.node: r.generated_at for r in reports}
+        now = datetime.now(UTC)
+        self._note_future("report", [(r.node, r.generated_at) for r in reports], now)
         ages = self._report_ages()
         stale = sorted(n for n, age in ages.items() if age > self._settings.report_stale_seconds)
         if stale:
@@ -626,11 +639,14 @@ class GcDaemon:
         the tidying job's guarded store: a pause stops it too)."""
         try:
             docs, _unreadable = read_presences(self._store, self._root)
+            now = datetime.now(UTC)
+            self._note_future("presence", [(d.holder, d.updated_at) for d in docs], now)
             gone = gone_daemons(
                 docs,
-                datetime.now(UTC),
+                now,
                 grace_seconds=self._settings.maintenance.dead_after_seconds,
                 keep=self._settings.node_id,
+                margin_seconds=self._margin,
             )
             for node in gone:
                 delete_presence(self._tidy_store, self._root, node)
@@ -670,9 +686,24 @@ class GcDaemon:
             self.metrics.leader.set(0)
             self._round_stop.set()
 
+    def _note_future(self, document: str, times: list[tuple[str, datetime]], now: datetime) -> None:
+        """Log (once per writer) and count the stored times from the future."""
+        field = "updated_at" if document == "presence" else "generated_at"
+        found = (
+            find_future(document, writer, field, at, now, self._margin) for writer, at in times
+        )
+        self.future_log.note(f for f in found if f is not None)
+
     def _report_ages(self) -> dict[str, float]:
+        """Each node's report age; a ``generated_at`` from the future is of
+        unknown age and counts as stale (infinite: the stale-report alert
+        fires beside the clock-skew one, instead of never)."""
         now = datetime.now(UTC)
-        return {node: (now - at).total_seconds() for node, at in self._report_times.items()}
+        ages = {
+            node: stored_age_seconds(at, now, self._margin)
+            for node, at in self._report_times.items()
+        }
+        return {node: math.inf if age is None else age for node, age in ages.items()}
 
     def _pinning_sample(self) -> list[PinningSample]:
         current = self.collector.tracker.current

@@ -163,6 +163,7 @@ def learn(
     safe_epoch: int,
     now: datetime,
     present: Iterable[int] | None,
+    writer: str = "",
 ) -> ShardKnowledge:
     """The knowledge after a round: listed shards take their new facts; a
     shard whose listing or deletions failed is forgotten (so the next round
@@ -170,7 +171,11 @@ def learn(
     discovery ran), a known shard that is not present is empty: that is
     what a listing at ``now`` would have found, so it takes those facts
     (a shard emptied by a round vanishes from the delimiter listing; when
-    writers fill it again, it is listed when due, not as a new shard)."""
+    writers fill it again, it is listed when due, not as a new shard).
+
+    ``knowledge`` must have gone through ``trust_knowledge`` at ``now``: the
+    times it carries over are then never ahead of ``now``, so a round never
+    writes back a time from the future. ``writer`` names this collector."""
     failed_set = set(failed)
     shards = dict(knowledge.shards)
     for shard in plan.shards:
@@ -196,4 +201,5 @@ def learn(
         shards=shards,
         full_sweep_at=now if plan.full_sweep else knowledge.full_sweep_at,
         discovered_at=discovered_at,
+        written_by=writer,
     )

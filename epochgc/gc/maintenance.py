@@ -1,7 +1,8 @@
 """What the GC leader tidies besides L0 objects, so that nothing grows
 without bound over years: node reports of nodes that are gone (when it
 costs ``M`` nothing, ``watermarks.report_lifecycle``) and run summaries
-older than ``gc.runs_retention_days``.
+older than ``gc.runs_retention_days`` by the store's timestamps (not the
+writing collector's clock, ``run_report.expired_runs``).
 
 The daemon runs ``LeaderMaintenance.run_once`` every
 ``gc.maintenance_interval_seconds`` while it holds the ``gc`` lease. The
@@ -19,6 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from epochgc.gc.future_times import FutureTimeLog
 from epochgc.gc.run_report import delete_expired_runs
 from epochgc.storage.keys import parse_report_key, report_key, reports_prefix
 from epochgc.storage.object_store import ObjectInfo, ObjectStore
@@ -69,6 +71,9 @@ class MaintenanceSettings:
     dead_after_seconds: float = 600.0
     runs_retention: timedelta = timedelta(days=30)
     max_runs_per_pass: int = 1000
+    clock_skew_margin_seconds: float = 60.0
+    """A store timestamp ahead of this clock by more than this is unknown:
+    that run is kept."""
 
 
 @dataclass
@@ -90,7 +95,9 @@ class LeaderMaintenance:
         *,
         monotonic: Callable[[], float] = time.monotonic,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        future_log: FutureTimeLog | None = None,
     ) -> None:
+        self._future_log = future_log
         self._store = store
         self._root = root
         self._settings = settings
@@ -125,6 +132,8 @@ class LeaderMaintenance:
             self._now(),
             self._settings.runs_retention,
             limit=self._settings.max_runs_per_pass,
+            margin_seconds=self._settings.clock_skew_margin_seconds,
+            future_log=self._future_log,
         )
         if result.runs_deleted:
             log.info("deleted %d run summaries older than the retention", result.runs_deleted)

@@ -20,6 +20,11 @@ Format (version 1, unknown fields ignored, a newer ``v`` refused)::
 ``role`` is ``leader`` or ``standby``; ``metrics`` is ``null`` when the
 daemon serves no metrics. Nothing decides anything from these documents:
 they are for people (``epochgc gc status``).
+
+``updated_at`` is the writing daemon's clock. One ahead of the reader's by
+more than the skew margin (``epochgc.stored_time``) gives an unknown age:
+the document counts as stale, so a crashed daemon on a host whose clock
+runs ahead does not look alive until its clock is reached.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from typing import Any
 from epochgc.errors import MalformedRecordError, NotFoundError, RecordError
 from epochgc.storage.keys import gc_daemon_key, gc_daemons_prefix
 from epochgc.storage.object_store import ObjectStore
+from epochgc.stored_time import stored_age_seconds
 from epochgc.watermarks.records import (
     dump_document,
     format_time,
@@ -44,6 +50,8 @@ PRESENCE_VERSION = 1
 STALE_AFTER_REFRESHES = 3
 """A document not refreshed for this many of its refresh intervals is
 stale (its daemon crashed or cannot write)."""
+SKEW_MARGIN_SECONDS = 60.0
+"""The default of ``gc.clock_skew_margin_seconds``."""
 
 
 @dataclass(frozen=True)
@@ -65,31 +73,43 @@ class PresenceDocument:
     refresh_seconds: float
     metrics: str | None = None
 
-    def age_seconds(self, now: datetime) -> float:
-        """Seconds since the daemon last refreshed it (by ``now``'s clock)."""
-        return (now - self.updated_at).total_seconds()
+    def age_seconds(
+        self, now: datetime, margin_seconds: float = SKEW_MARGIN_SECONDS
+    ) -> float | None:
+        """Seconds since the daemon last refreshed it (by ``now``'s clock);
+        ``None`` when ``updated_at`` is from the future (unknown)."""
+        return stored_age_seconds(self.updated_at, now, margin_seconds)
 
-    def is_stale(self, now: datetime) -> bool:
-        """Not refreshed for ``STALE_AFTER_REFRESHES`` refresh intervals."""
-        return self.age_seconds(now) > STALE_AFTER_REFRESHES * self.refresh_seconds
+    def is_stale(self, now: datetime, margin_seconds: float = SKEW_MARGIN_SECONDS) -> bool:
+        """Not refreshed for ``STALE_AFTER_REFRESHES`` refresh intervals, or
+        of unknown age."""
+        age = self.age_seconds(now, margin_seconds)
+        return age is None or age > STALE_AFTER_REFRESHES * self.refresh_seconds
 
 
 def gone_daemons(
-    docs: Sequence[PresenceDocument], now: datetime, *, grace_seconds: float, keep: str
+    docs: Sequence[PresenceDocument],
+    now: datetime,
+    *,
+    grace_seconds: float,
+    keep: str,
+    margin_seconds: float = SKEW_MARGIN_SECONDS,
 ) -> list[str]:
     """The nodes whose documents the GC leader may delete: stale for
     ``grace_seconds`` beyond the stale mark, never ``keep`` (the leader
     itself). A crashed daemon thus shows as stale in ``gc status`` for a
     while, then goes, so host names that never come back leave nothing.
     ``updated_at`` is the writer's wall clock: a daemon whose clock is far
-    off may lose its document early; it rewrites it at its next refresh.
+    off (behind, or ahead by more than the margin: unknown age) may lose
+    its document early; it rewrites it at its next refresh.
     """
-    return [
-        d.node
-        for d in docs
-        if d.node != keep
-        and d.age_seconds(now) > STALE_AFTER_REFRESHES * d.refresh_seconds + grace_seconds
-    ]
+    gone = []
+    for d in docs:
+        age = d.age_seconds(now, margin_seconds)
+        limit = STALE_AFTER_REFRESHES * d.refresh_seconds + grace_seconds
+        if d.node != keep and (age is None or age > limit):
+            gone.append(d.node)
+    return gone
 
 
 def encode_presence(doc: PresenceDocument) -> bytes:

@@ -8,7 +8,7 @@ runs prefix in key order lists runs oldest first.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -16,10 +16,12 @@ from typing import Any
 from epochgc.errors import MalformedRecordError
 from epochgc.gc.cost import Prices, cost_per_gb
 from epochgc.gc.eligibility import Verdict
+from epochgc.gc.future_times import FutureTimeLog
 from epochgc.gc.janitor import JanitorResult
 from epochgc.gc.sweeper import SweepResult
 from epochgc.storage.keys import gc_run_summary_key
-from epochgc.storage.object_store import ObjectStore
+from epochgc.storage.object_store import ObjectInfo, ObjectStore
+from epochgc.stored_time import find_future, stored_age_seconds
 from epochgc.watermarks.records import (
     dump_document,
     format_time,
@@ -284,12 +286,12 @@ def write_summary(store: ObjectStore, root: str, summary: RunSummary) -> str:
     return key
 
 
-def _run_files(store: ObjectStore, root: str) -> dict[str, list[str]]:
+def _run_files(store: ObjectStore, root: str) -> dict[str, list[ObjectInfo]]:
     prefix = f"{root}/gc/runs/"
-    runs: dict[str, list[str]] = {}
+    runs: dict[str, list[ObjectInfo]] = {}
     for info in store.list_objects(prefix):
         run_id = info.key[len(prefix) :].split("/", 1)[0]
-        runs.setdefault(run_id, []).append(info.key)
+        runs.setdefault(run_id, []).append(info)
     return runs
 
 
@@ -301,24 +303,55 @@ def run_started_at(run_id: str) -> datetime | None:
         return None
 
 
-def expired_runs(run_ids: Iterable[str], now: datetime, retention: timedelta) -> list[str]:
-    """Runs that started more than ``retention`` before ``now``. Pure. An id
-    that does not name its start time (written by something else) is kept."""
+def expired_runs(
+    stored_at: Mapping[str, datetime],
+    now: datetime,
+    retention: timedelta,
+    margin_seconds: float = 60.0,
+) -> list[str]:
+    """Runs stored more than ``retention`` before ``now``. Pure.
+
+    ``stored_at`` maps each run id to the newest store timestamp
+    (LastModified) of its files. Why not the time in the run id: that is
+    the writing collector's clock, and a collector whose clock ran 40 days
+    behind would have its fresh summaries deleted at once; the store's
+    timestamps are one clock for every writer. A timestamp ahead of ``now``
+    by more than ``margin_seconds`` is unknown and its run is kept
+    (``epochgc.stored_time``). An id that does not name a start time
+    (written by something else) is kept."""
     return sorted(
         run_id
-        for run_id in run_ids
-        if (started := run_started_at(run_id)) is not None and now - started > retention
+        for run_id, at in stored_at.items()
+        if run_started_at(run_id) is not None
+        and (age := stored_age_seconds(at, now, margin_seconds)) is not None
+        and age > retention.total_seconds()
     )
 
 
 def delete_expired_runs(
-    store: ObjectStore, root: str, now: datetime, retention: timedelta, *, limit: int = 1000
+    store: ObjectStore,
+    root: str,
+    now: datetime,
+    retention: timedelta,
+    *,
+    limit: int = 1000,
+    margin_seconds: float = 60.0,
+    future_log: FutureTimeLog | None = None,
 ) -> int:
-    """Delete every file of up to ``limit`` runs older than ``retention``
-    (oldest first); return how many runs went."""
+    """Delete every file of up to ``limit`` runs stored more than
+    ``retention`` ago (oldest first); return how many runs went. Store
+    timestamps ahead of ``now`` go to ``future_log`` (this clock is behind
+    the store's)."""
     files = _run_files(store, root)
-    victims = expired_runs(files, now, retention)[:limit]
-    keys = [key for run_id in victims for key in files[run_id]]
+    stored_at = {run_id: max(i.last_modified for i in infos) for run_id, infos in files.items()}
+    if future_log is not None:
+        future_log.note(
+            found
+            for run_id, at in stored_at.items()
+            if (found := find_future("run", "the store", run_id, at, now, margin_seconds))
+        )
+    victims = expired_runs(stored_at, now, retention, margin_seconds)[:limit]
+    keys = [info.key for run_id in victims for info in files[run_id]]
     if keys:
         store.delete_many(keys).raise_for_failures()
     return len(victims)

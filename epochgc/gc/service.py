@@ -53,6 +53,7 @@ def collect_settings_of(config: Config) -> CollectSettings:
             prices=prices,
         ),
         prices=prices,
+        clock_skew_margin_seconds=g.clock_skew_margin_seconds,
     )
 
 
@@ -86,6 +87,7 @@ def daemon_settings_of(
         maintenance=MaintenanceSettings(
             dead_after_seconds=config.reports.dead_after_seconds,
             runs_retention=timedelta(days=config.gc.runs_retention_days),
+            clock_skew_margin_seconds=config.gc.clock_skew_margin_seconds,
         ),
         maintenance_interval_seconds=config.gc.maintenance_interval_seconds,
         compaction=compaction_policy_of(config),

@@ -20,6 +20,14 @@ Safety does not depend on any of this. Knowledge only decides which shards a
 round *lists*; what is deleted is still judged key by key against ``M`` and
 the age rule. A stale, absent or unreadable document means "list every
 shard once", never "skip".
+
+Every time in the document is the writing collector's wall clock, which
+need not be the reader's. ``trust_knowledge`` applies the stored-time rule
+(``epochgc.stored_time``) before a round plans: a time ahead of the reader's
+clock by more than the margin is unknown, so that shard is listed again, a
+full sweep is due, a discovery is due; a time ahead by less is read as
+"now". The knowledge a round writes back is built only from what it read
+that way, so a collector never writes back a time from the future.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from datetime import datetime
 from typing import Any
 
 from epochgc.errors import MalformedRecordError
+from epochgc.stored_time import FutureTime, find_future, read_stored_time
 from epochgc.watermarks.records import dump_document, format_time, load_document, parse_time
 
 KNOWLEDGE_VERSION = 1
@@ -105,6 +114,9 @@ class ShardKnowledge:
     shards: Mapping[int, ShardFacts] = field(default_factory=dict)
     full_sweep_at: datetime | None = None
     discovered_at: datetime | None = None
+    written_by: str = ""
+    """Who wrote the document last (a daemon's node id, ``gc collect@host``):
+    names the writer when its times turn out to be from the future."""
 
 
 def observe_listing(
@@ -138,12 +150,49 @@ def mark_quiet(facts: ShardFacts, now: datetime) -> ShardFacts:
     return dataclasses.replace(facts, quiet_at=now)
 
 
+def trust_knowledge(
+    knowledge: ShardKnowledge, now: datetime, margin_seconds: float
+) -> tuple[ShardKnowledge, tuple[FutureTime, ...]]:
+    """The knowledge as a round at ``now`` may use it, and the times it
+    found from the future (module docstring). Pure.
+
+    A shard whose ``listed_at`` is from the future is forgotten (it is
+    listed like a new shard); a ``quiet_at`` from the future is dropped;
+    ``full_sweep_at`` or ``discovered_at`` from the future become ``None``
+    (a full sweep, a discovery are due). Every time kept is at most ``now``.
+    """
+    found: list[FutureTime] = []
+
+    def read(name: str, stored: datetime | None) -> datetime | None:
+        future = find_future(
+            "shard_knowledge", knowledge.written_by, name, stored, now, margin_seconds
+        )
+        if future is not None:
+            found.append(future)
+        return read_stored_time(stored, now, margin_seconds)
+
+    shards: dict[int, ShardFacts] = {}
+    for shard, facts in knowledge.shards.items():
+        listed_at = read(f"shards.{shard:03d}.listed_at", facts.listed_at)
+        quiet_at = read(f"shards.{shard:03d}.quiet_at", facts.quiet_at)
+        if listed_at is not None:
+            shards[shard] = dataclasses.replace(facts, listed_at=listed_at, quiet_at=quiet_at)
+    trusted = ShardKnowledge(
+        shards=shards,
+        full_sweep_at=read("full_sweep_at", knowledge.full_sweep_at),
+        discovered_at=read("discovered_at", knowledge.discovered_at),
+        written_by=knowledge.written_by,
+    )
+    return trusted, tuple(found)
+
+
 def encode_knowledge(knowledge: ShardKnowledge) -> bytes:
     """The document's bytes (docs/contract.md, "Shard knowledge")."""
     doc: dict[str, Any] = {
         "v": KNOWLEDGE_VERSION,
         "full_sweep_at": _time_or_none(knowledge.full_sweep_at),
         "discovered_at": _time_or_none(knowledge.discovered_at),
+        "written_by": knowledge.written_by,
         "shards": {
             f"{shard:03d}": {
                 "listed_at": format_time(f.listed_at),
@@ -185,6 +234,9 @@ def decode_knowledge(data: bytes, where: str = "shard knowledge") -> ShardKnowle
             bytes_per_second=_rate(item.get("bytes_per_second", 0), what),
             quiet_at=None if item.get("quiet_at") is None else _time(item.get("quiet_at"), what),
         )
+    written_by = doc.get("written_by", "")
+    if not isinstance(written_by, str):
+        raise MalformedRecordError(f"{where}: 'written_by' must be a string")
     return ShardKnowledge(
         shards=shards,
         full_sweep_at=None
@@ -193,6 +245,7 @@ def decode_knowledge(data: bytes, where: str = "shard knowledge") -> ShardKnowle
         discovered_at=None
         if doc.get("discovered_at") is None
         else _time(doc.get("discovered_at"), where),
+        written_by=written_by,
     )
 
 

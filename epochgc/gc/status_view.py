@@ -12,7 +12,10 @@ came due as the lease holder published it.
 
 No I/O, no clock: ``now`` is a parameter. ``expires_at`` of a lease is its
 holder's wall clock: compared with ``now`` here only as a hint for people
-(no decision uses it).
+(no decision uses it). The status's and the presence documents' times are
+their writers' clocks too: one ahead of ``now`` by more than the skew
+margin (``epochgc.stored_time``) is shown as such, with no age, and a
+presence document of unknown age counts as stale.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from datetime import datetime
 
 from epochgc.gc.control import CollectorState, ControlDocument, DeletingJob, StatusDocument
 from epochgc.gc.presence import PresenceDocument
+from epochgc.stored_time import is_from_future, skew_seconds, stored_age_seconds
 from epochgc.watermarks.leases import LeaseDocument
 
 
@@ -114,7 +118,7 @@ def status_view(inputs: StatusInputs, now: datetime) -> tuple[dict[str, object],
                 "state": d.state,
                 "started_at": d.started_at,
                 "updated_at": d.updated_at,
-                "age_seconds": round(d.age_seconds(now), 1),
+                "age_seconds": _rounded(d.age_seconds(now)),
                 "stale": d.is_stale(now),
                 "metrics": d.metrics,
             }
@@ -178,7 +182,7 @@ def _status_data(status: StatusDocument, now: datetime, holds: bool) -> dict[str
         "holder": status.holder,
         "holder_holds_lease": holds,
         "updated_at": status.updated_at,
-        "age_seconds": round((now - status.updated_at).total_seconds(), 1),
+        "age_seconds": _rounded(stored_age_seconds(status.updated_at, now, SKEW_MARGIN)),
         "safe_epoch": status.safe_epoch,
         "cluster_epoch": status.cluster_epoch,
         "last_run_id": status.last_run_id,
@@ -191,8 +195,27 @@ def _status_data(status: StatusDocument, now: datetime, holds: bool) -> dict[str
     }
 
 
+SKEW_MARGIN = 60.0
+"""``gc.clock_skew_margin_seconds``' default: ``gc status`` is for people."""
+
+
+def _rounded(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 1)
+
+
+def _ahead(moment: datetime, now: datetime) -> str:
+    return (
+        f"at {moment:%Y-%m-%d %H:%M:%SZ}, {format_age(skew_seconds(moment, now))} "
+        "ahead of this clock (a host's clock is wrong?)"
+    )
+
+
 def _ago(moment: datetime | None, now: datetime) -> str:
-    return "never" if moment is None else f"{format_age((now - moment).total_seconds())} ago"
+    if moment is None:
+        return "never"
+    if is_from_future(moment, now, SKEW_MARGIN):
+        return _ahead(moment, now)
+    return f"{format_age((now - moment).total_seconds())} ago"
 
 
 def _moment(moment: datetime | None, now: datetime, *, missing: str = "never") -> str:
@@ -238,12 +261,15 @@ def _daemon_lines(inputs: StatusInputs, now: datetime) -> list[str]:
         return ["daemons:    none running (no presence document under gc/daemons/)"]
     lines = []
     for d in inputs.daemons:
-        seen = format_age(d.age_seconds(now))
-        text = f"{d.holder} {d.role}, {d.state}, seen {seen} ago"
+        age = d.age_seconds(now)
+        seen = _ago(d.updated_at, now)
+        text = f"{d.holder} {d.role}, {d.state}, seen {seen}"
         if d.metrics:
             text += f", metrics {d.metrics}"
-        if d.is_stale(now):
-            text += f"; STALE: not refreshed for {seen} (crashed?)"
+        if age is None:
+            text += "; STALE: refreshed at a time of unknown age"
+        elif d.is_stale(now):
+            text += f"; STALE: not refreshed for {format_age(age)} (crashed?)"
         lines.append(text)
     lines += [f"unreadable: {why}" for why in inputs.unreadable_daemons]
     return ["daemons:    " + lines[0], *("            " + line for line in lines[1:])]

@@ -46,6 +46,8 @@ __all__ = [
 ROUND_OUTCOMES = ("collected", "idle", "paused", "safety_blocked", "guard_stopped", "failed")
 SKIP_REASONS = ("too_young", "above_safe_epoch", "unparseable", "outside_root")
 COLLECTOR_STATES = ("running", "paused", "safety_blocked", "stopping", "stopped")
+FUTURE_TIME_DOCUMENTS = ("shard_knowledge", "report", "presence", "run")
+"""Documents whose stored times a collector compares with its own clock."""
 
 
 class GcMetrics:
@@ -177,6 +179,16 @@ class GcMetrics:
             "Live partitions whose M(p) equals M (they hold M back).",
             registry=registry,
         )
+        self.future_times = Counter(
+            "epochgc_collector_future_stored_times_total",
+            "Documents read holding a time ahead of this daemon's clock by more than "
+            "gc.clock_skew_margin_seconds, by kind; such a time is read as unknown (work is "
+            "done as if it never happened). Some host's clock is wrong.",
+            ["document"],
+            registry=registry,
+        )
+        for document in FUTURE_TIME_DOCUMENTS:
+            self.future_times.labels(document)
         for outcome in ROUND_OUTCOMES:
             self.rounds.labels(outcome)
         for reason in SKIP_REASONS:

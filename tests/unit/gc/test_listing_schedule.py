@@ -10,13 +10,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from epochgc.gc.collect import CollectSettings, collect_once
-from epochgc.gc.listing_schedule import ListingPolicy, learn, plan_listing
+from epochgc.gc.listing_schedule import ListingPolicy, learn, needs_discovery, plan_listing
 from epochgc.gc.shard_knowledge import (
     ShardFacts,
     ShardKnowledge,
     ShardObservation,
     decode_knowledge,
     encode_knowledge,
+    trust_knowledge,
 )
 from epochgc.gc.shards import load_knowledge
 from epochgc.storage.keys import encode_l0_key, gc_shard_state_key, parse_l0_key
@@ -215,3 +216,85 @@ def test_the_full_sweep_catches_an_orphan_written_with_an_old_epoch() -> None:
     assert orphan in l0_keys(store), "the shard is quiet at M: not listed"
     run(store, load_knowledge(store, ROOT), T0 + timedelta(days=1, seconds=1))
     assert orphan not in l0_keys(store), "the daily full sweep lists every shard"
+
+
+# --- times from another collector's clock (issue 26, item 2) ---------------
+
+MARGIN = 60.0
+skews = st.sampled_from(
+    [timedelta(days=-40), timedelta(0), timedelta(seconds=30), timedelta(days=30)]
+)
+skewed_facts = st.dictionaries(
+    st.integers(0, SHARDS - 1),
+    st.builds(
+        ShardFacts,
+        listed_at=skews.map(lambda d: T0 + d),
+        safe_epoch=epochs,
+        lowest_epoch=st.none() | epochs,
+        bytes_per_second=st.sampled_from([0.0, 1.0, 1e12]),
+        quiet_at=st.none() | skews.map(lambda d: T0 + d),
+    ),
+)
+skewed_times = st.none() | skews.map(lambda d: T0 + d)
+
+
+def all_times(knowledge: ShardKnowledge) -> list[datetime]:
+    times = [knowledge.full_sweep_at, knowledge.discovered_at]
+    for f in knowledge.shards.values():
+        times += [f.listed_at, f.quiet_at]
+    return [t for t in times if t is not None]
+
+
+@settings(max_examples=80)
+@given(skewed_facts, skewed_times, skewed_times, st.sets(st.integers(0, SHARDS - 1)))
+def test_a_round_never_writes_back_a_time_from_the_future(
+    shards: dict[int, ShardFacts],
+    full_sweep_at: datetime | None,
+    discovered_at: datetime | None,
+    present: set[int],
+) -> None:
+    """Whatever another clock wrote, what a round at T0 learns and writes
+    holds no time after T0, and a time from the future makes the work due."""
+    stored = ShardKnowledge(shards, full_sweep_at, discovered_at, written_by="gc-fast")
+    trusted, future = trust_knowledge(stored, T0, MARGIN)
+    assert all(t <= T0 for t in all_times(trusted))
+    assert {f.writer for f in future} <= {"gc-fast"}
+    assert len(future) == sum(1 for t in all_times(stored) if t > T0 + timedelta(seconds=MARGIN))
+    plan = plan_listing(trusted, present, safe_epoch=M, now=T0, policy=POLICY)
+    if full_sweep_at is not None and full_sweep_at > T0 + timedelta(seconds=MARGIN):
+        assert plan.full_sweep and set(plan.shards) == present
+    if discovered_at is not None and discovered_at > T0 + timedelta(seconds=MARGIN):
+        assert needs_discovery(trusted, T0, POLICY)
+    for shard, f in shards.items():
+        if shard in present and f.listed_at > T0 + timedelta(seconds=MARGIN):
+            assert shard in plan.shards, "a shard listed 'in the future' is listed now"
+    written = learn(trusted, plan, {}, (), safe_epoch=M, now=T0, present=present, writer="gc-right")
+    assert all(t <= T0 for t in all_times(written))
+    assert written.written_by == "gc-right"
+    assert decode_knowledge(encode_knowledge(written)) == written
+
+
+def test_the_poisoned_document_of_the_issue_makes_everything_due() -> None:
+    """`gc collect` 30 days ahead wrote listed_at, discovered_at and
+    full_sweep_at in the future: today that lists nothing for 30 days."""
+    ahead = T0 + timedelta(days=30)
+    poisoned = ShardKnowledge(
+        {s: facts(ahead, M, M + 1) for s in range(SHARDS)}, ahead, ahead, "gc-collect@fast"
+    )
+    untrusted = plan_listing(poisoned, range(SHARDS), safe_epoch=M + 5, now=T0, policy=POLICY)
+    assert untrusted.shards == () and not needs_discovery(poisoned, T0, POLICY)
+    trusted, future = trust_knowledge(poisoned, T0, MARGIN)
+    assert trusted.shards == {} and trusted.full_sweep_at is None
+    assert {f.field for f in future} >= {"full_sweep_at", "discovered_at", "shards.000.listed_at"}
+    plan = plan_listing(trusted, range(SHARDS), safe_epoch=M + 5, now=T0, policy=POLICY)
+    assert plan.full_sweep and plan.shards == tuple(range(SHARDS))
+    assert needs_discovery(trusted, T0, POLICY)
+
+
+def test_a_time_within_the_margin_reads_as_now() -> None:
+    soon = T0 + timedelta(seconds=30)
+    trusted, future = trust_knowledge(
+        ShardKnowledge({0: facts(soon, M, None)}, soon, soon), T0, MARGIN
+    )
+    assert future == ()
+    assert trusted.shards[0].listed_at == T0 and trusted.full_sweep_at == T0

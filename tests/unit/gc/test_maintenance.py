@@ -16,7 +16,25 @@ NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 def test_runs_past_the_retention_expire_and_foreign_ids_stay() -> None:
     old = new_run_id(NOW - timedelta(days=31))
     young = new_run_id(NOW - timedelta(days=29))
-    assert expired_runs([young, old, "hand-made"], NOW, timedelta(days=30)) == [old]
+    stored_at = {
+        young: NOW - timedelta(days=29),
+        old: NOW - timedelta(days=31),
+        "hand-made": NOW - timedelta(days=300),
+    }
+    assert expired_runs(stored_at, NOW, timedelta(days=30)) == [old]
+
+
+def test_run_retention_rests_on_the_store_clock_not_the_writer_clock() -> None:
+    """A collector 40 days behind names its run 40 days ago; a collector 30
+    days ahead names it 30 days on: only the store's timestamp counts, and
+    one from the future (this clock is behind the store's) keeps the run."""
+    behind = new_run_id(NOW - timedelta(days=40))
+    ahead = new_run_id(NOW + timedelta(days=30))
+    stored_at = {behind: NOW - timedelta(hours=1), ahead: NOW - timedelta(days=31)}
+    assert expired_runs(stored_at, NOW, timedelta(days=30)) == [ahead]
+    future = {behind: NOW + timedelta(days=60)}
+    assert expired_runs(future, NOW + timedelta(days=400), timedelta(days=30)) == [behind]
+    assert expired_runs(future, NOW, timedelta(days=0)) == [], "unknown age: kept"
 
 
 def info(node: str, etag: str) -> ObjectInfo:

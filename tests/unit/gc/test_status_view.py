@@ -148,3 +148,34 @@ def test_nothing_is_held_while_running() -> None:
     data, text = status_view(StatusInputs(ControlDocument(), STATUS, None, None), NOW)
     assert data["held_jobs"] == []
     assert not any(line.startswith("held:") for line in text)
+
+
+# --- times from another host's clock (issue 26, item 2) --------------------
+
+AHEAD = -30 * 86400.0  # ago(AHEAD): 30 days in this reader's future
+
+
+def test_a_presence_document_from_the_future_is_stale_and_tidied() -> None:
+    """A daemon on a host 30 days ahead that crashed would otherwise look
+    fresh for 30 days, and its document would outlive the grace."""
+    doc = PresenceDocument("gc-z", "gc-z/1", "standby", "running", ago(AHEAD), ago(AHEAD), 60.0)
+    assert doc.age_seconds(NOW) is None
+    assert doc.is_stale(NOW)
+    assert gone_daemons([doc], NOW, grace_seconds=600.0, keep="gc-a") == ["gc-z"]
+    near = PresenceDocument("gc-y", "gc-y/1", "standby", "running", ago(0), ago(-30), 60.0)
+    assert near.age_seconds(NOW) == 0 and not near.is_stale(NOW)
+
+
+def test_gc_status_says_a_time_is_from_the_future_instead_of_calling_it_fresh() -> None:
+    ahead_status = StatusDocument(
+        CollectorState.RUNNING, "gc-z/01", ago(AHEAD), safe_epoch=80, last_round_at=ago(AHEAD)
+    )
+    doc = PresenceDocument("gc-z", "gc-z/01", "leader", "running", ago(AHEAD), ago(AHEAD), 60.0)
+    data, lines = status_view(StatusInputs(ControlDocument(), ahead_status, None, None, [doc]), NOW)
+    text = "\n".join(lines)
+    assert "0s ago" not in text, text
+    assert "ahead of this clock" in text and "STALE" in text
+    daemon = data["daemon"]
+    assert isinstance(daemon, dict) and daemon["age_seconds"] is None
+    daemons = data["daemons"]
+    assert isinstance(daemons, list) and daemons[0]["stale"] and daemons[0]["age_seconds"] is None
