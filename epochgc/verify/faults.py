@@ -24,11 +24,11 @@ from typing import Any, TypeVar
 
 from epochgc.errors import RetriesExhaustedError
 from epochgc.storage.object_store import (
-    MAX_KEYS_PER_DELETE,
     DeleteOutcome,
     ObjectInfo,
     ObjectStore,
     StoredObject,
+    delete_in_batches,
 )
 
 T = TypeVar("T")
@@ -225,16 +225,7 @@ class FaultyStore:
         )
 
     def delete_many(self, keys: Iterable[str]) -> DeleteOutcome:
-        batch: list[str] = []
-        outcomes = []
-        for key in keys:
-            batch.append(key)
-            if len(batch) == MAX_KEYS_PER_DELETE:
-                outcomes.append(self._safe_batch(batch))
-                batch = []
-        if batch:
-            outcomes.append(self._safe_batch(batch))
-        return DeleteOutcome.merge(outcomes)
+        return delete_in_batches(keys, self._safe_batch)
 
     def _safe_batch(self, batch: list[str]) -> DeleteOutcome:
         try:
