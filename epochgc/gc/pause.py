@@ -37,11 +37,11 @@ from epochgc.gc.control import (
     read_control,
 )
 from epochgc.storage.object_store import (
-    MAX_KEYS_PER_DELETE,
     DeleteOutcome,
     ObjectInfo,
     ObjectStore,
     StoredObject,
+    delete_in_batches,
 )
 
 log = logging.getLogger("epochgc.gc.pause")
@@ -214,13 +214,4 @@ class GuardedStore:
         return self._store.delete_batch(keys)
 
     def delete_many(self, keys: Iterable[str]) -> DeleteOutcome:
-        outcomes: list[DeleteOutcome] = []
-        batch: list[str] = []
-        for key in keys:
-            batch.append(key)
-            if len(batch) == MAX_KEYS_PER_DELETE:
-                outcomes.append(self.delete_batch(batch))
-                batch = []
-        if batch:
-            outcomes.append(self.delete_batch(batch))
-        return DeleteOutcome.merge(outcomes)
+        return delete_in_batches(keys, self.delete_batch)

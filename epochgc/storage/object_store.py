@@ -11,9 +11,10 @@ This module holds types only; the boto3 implementation is ``storage.s3``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import islice
 from typing import Protocol
 
 from epochgc.errors import RetriesExhaustedError
@@ -72,6 +73,22 @@ class DeleteOutcome:
             failed.update(outcome.failed)
             requests += outcome.requests
         return DeleteOutcome(tuple(deleted), failed, requests)
+
+
+def key_batches(keys: Iterable[str], size: int = MAX_KEYS_PER_DELETE) -> Iterator[list[str]]:
+    """``keys`` in lists of at most ``size`` (one DeleteObjects request
+    each), read lazily so a long stream of keys is never held whole."""
+    iterator = iter(keys)
+    while batch := list(islice(iterator, size)):
+        yield batch
+
+
+def delete_in_batches(
+    keys: Iterable[str], delete_batch: Callable[[list[str]], DeleteOutcome]
+) -> DeleteOutcome:
+    """``delete_many`` for a store (or a wrapper) that sends one batch at a
+    time: ``delete_batch`` per batch of at most 1000 keys, outcomes merged."""
+    return DeleteOutcome.merge(delete_batch(batch) for batch in key_batches(keys))
 
 
 class DeleteFailedError(RetriesExhaustedError):

@@ -21,7 +21,6 @@ import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from itertools import islice
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
 from botocore.exceptions import (
@@ -50,6 +49,7 @@ from epochgc.storage.object_store import (
     DeleteOutcome,
     ObjectInfo,
     StoredObject,
+    key_batches,
 )
 from epochgc.storage.retry import (
     ACCESS_DENIED_CODES,
@@ -348,7 +348,7 @@ class S3ObjectStore:
         }
 
     def delete_many(self, keys: Iterable[str]) -> DeleteOutcome:
-        batches = _chunks(keys, MAX_KEYS_PER_DELETE)
+        batches = key_batches(keys)
         if self._delete_concurrency == 1:
             return DeleteOutcome.merge(self.delete_batch(b) for b in batches)
         with ThreadPoolExecutor(
@@ -454,9 +454,3 @@ def _error_code(raw: BaseException | None) -> str | None:
         code = raw.response.get("Error", {}).get("Code")
         return str(code) if code is not None else None
     return None
-
-
-def _chunks(keys: Iterable[str], size: int) -> Iterator[list[str]]:
-    iterator = iter(keys)
-    while chunk := list(islice(iterator, size)):
-        yield chunk

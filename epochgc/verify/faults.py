@@ -24,11 +24,11 @@ from typing import Any, TypeVar
 
 from epochgc.errors import RetriesExhaustedError
 from epochgc.storage.object_store import (
-    MAX_KEYS_PER_DELETE,
     DeleteOutcome,
     ObjectInfo,
     ObjectStore,
     StoredObject,
+    delete_in_batches,
 )
 
 T = TypeVar("T")
@@ -87,6 +87,12 @@ class FaultyStore:
         waits ``slow_seconds`` before it is sent (counted as ``slow_read``):
         whatever is deleted meanwhile is gone when the read arrives."""
         self.slow_seconds = 2.0
+        self.stall: tuple[str, Callable[[str, str], bool]] | None = None
+        """While set, ``(mode, applies)``: every call for which ``applies(
+        operation, key)`` holds hangs for good (``"hang"``) or raises an
+        error no store raises (``"fail"``: ``RuntimeError``, a bug's), so
+        that the loop making those calls stops completing rounds or dies
+        while the rest of the process (its lease heartbeat) goes on."""
 
     # --- plumbing ------------------------------------------------------------
 
@@ -108,7 +114,17 @@ class FaultyStore:
         with self._lock:
             self.injected[kind] += 1
 
+    def _stall(self, operation: str, key: str) -> None:
+        stall = self.stall
+        if stall is None or not stall[1](operation, key):
+            return
+        self._count(f"stall_{stall[0]}")
+        if stall[0] == "hang":
+            threading.Event().wait()
+        raise RuntimeError(f"injected bug: {operation} {key}")
+
     def _call(self, operation: str, key: str, fn: Callable[[], T]) -> T:
+        self._stall(operation, key)
         plan = self._plan
         if self._draw(plan.latency):
             self._count("latency")
@@ -209,16 +225,7 @@ class FaultyStore:
         )
 
     def delete_many(self, keys: Iterable[str]) -> DeleteOutcome:
-        batch: list[str] = []
-        outcomes = []
-        for key in keys:
-            batch.append(key)
-            if len(batch) == MAX_KEYS_PER_DELETE:
-                outcomes.append(self._safe_batch(batch))
-                batch = []
-        if batch:
-            outcomes.append(self._safe_batch(batch))
-        return DeleteOutcome.merge(outcomes)
+        return delete_in_batches(keys, self._safe_batch)
 
     def _safe_batch(self, batch: list[str]) -> DeleteOutcome:
         try:

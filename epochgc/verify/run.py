@@ -44,6 +44,7 @@ Exit 1 on any violation, with the seed to reproduce it.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import dataclasses
 import itertools
 import json
@@ -328,6 +329,8 @@ def run_verify(
                     config_path if spark else None,
                     folder,
                     _OperatorPauses(store, random.Random(f"pause-{seed}"), result),
+                    _LoopStalls(procs, folder, random.Random(f"stall-{seed}"), result),
+                    random.Random(f"clock-{seed}"),
                 )
             finally:
                 churn.finish(result)
@@ -397,12 +400,18 @@ def _disturb(
     spark_config: Path | None,
     folder: Path,
     pauses: _OperatorPauses,
+    stalls: _LoopStalls,
+    clocks: random.Random,
 ) -> None:
+    """The process faults, drawn from ``rng``; operator pauses, stalled
+    node loops and days-off daemon clocks come from streams of their own,
+    so adding them left the seed's schedule of the others as it was."""
     started = time.monotonic()
     spark_proc: subprocess.Popen[bytes] | None = None
     while time.monotonic() - started < duration:
         time.sleep(rng.uniform(1.5, 3.5))
-        pauses.maybe_pause()  # its own random stream: the schedule below is the seed's
+        pauses.maybe_pause()
+        stalls.maybe_stall()
         elapsed = time.monotonic() - started
         if spark_config is not None and spark_proc is None and elapsed > duration / 2:
             spark_proc = subprocess.Popen(  # noqa: S603 - our interpreter, our module
@@ -430,7 +439,7 @@ def _disturb(
             procs.terminate(ident)
             result.process_faults[f"leave_{procs.roles[ident]}"] += 1
             time.sleep(rng.uniform(0.5, 2.5))
-            procs.start(ident, procs.roles[ident], 0.0)
+            procs.start(ident, procs.roles[ident], _days_off(procs.roles[ident], clocks, result))
             result.process_faults[f"join_{procs.roles[ident]}"] += 1
         elif action == "kill":
             procs.kill(ident)
@@ -440,6 +449,8 @@ def _disturb(
             if rng.random() < 0.3:  # restart it with its clock minutes off
                 skew = rng.choice([-1, 1]) * rng.uniform(30, 120)
                 result.process_faults[f"clock_skew_{procs.roles[ident]}"] += 1
+            else:
+                skew = _days_off(procs.roles[ident], clocks, result)
             procs.start(ident, procs.roles[ident], skew)
         elif action == "pause":
             proc = procs.procs[ident]
@@ -447,6 +458,7 @@ def _disturb(
             time.sleep(LEASE_TTL + rng.uniform(0.5, 1.5))
             proc.send_signal(signal.SIGCONT)
             result.process_faults[f"pause_past_ttl_{procs.roles[ident]}"] += 1
+    stalls.settle(wait=True)
     if spark_proc is not None:
         spark_proc.wait(timeout=300)
         if spark_proc.returncode not in (0, 1):
@@ -500,6 +512,97 @@ class _OperatorPauses:
                 log.warning("resuming the collectors failed (retrying): %s", err)
                 time.sleep(0.5)
         self._result.violations.append("verify itself: could not resume the collectors")
+
+
+def _days_off(role: str, clocks: random.Random, result: VerifyResult) -> float:
+    """A restarted daemon's clock offset: now and then days ahead (it writes
+    times from the future into shared documents, which must not stop the
+    others) or days behind (it must delete nothing sooner); 0 otherwise."""
+    if role != "daemon" or clocks.random() >= 0.4:
+        return 0.0
+    skew = clocks.choice([-1, 1]) * clocks.uniform(2, 5) * 86400
+    result.process_faults[f"clock_days_{'ahead' if skew > 0 else 'behind'}_daemon"] += 1
+    return skew
+
+
+STALL_EXIT_SECONDS = 6 * LEASE_TTL + 15.0
+"""How long a node with a stalled loop may take to exit: its round bound
+(``reconciler.max_round_seconds``: four lease TTLs), letting go (one TTL),
+a pause between rounds, and room for a busy machine."""
+
+
+class _LoopStalls:
+    """Now and then one node's rounds or ownership loop hangs or dies (the
+    worker's ``stall-{id}`` switch: its store hangs or raises a bug's error
+    for that loop's requests, while the lease heartbeat goes on). The node
+    must stop renewing, let go, say which loop stopped and exit 1 within
+    ``STALL_EXIT_SECONDS``; verify then restarts it, as a supervisor would.
+    Check (g) fails the run otherwise; the record checks (a)-(d) hold as
+    ever (its peers take its partitions over)."""
+
+    def __init__(
+        self, procs: _Processes, folder: Path, rng: random.Random, result: VerifyResult
+    ) -> None:
+        self._procs = procs
+        self._folder = folder
+        self._rng = rng
+        self._result = result
+        self._pending: list[tuple[str, subprocess.Popen[bytes], float, str]] = []
+
+    def maybe_stall(self) -> None:
+        self.settle()
+        if self._pending or self._rng.random() >= 0.15:
+            return
+        procs = self._procs
+        nodes = sorted(i for i, r in procs.roles.items() if r == "node")
+        ident = self._rng.choice(nodes)
+        mode, loop = self._rng.choice(["hang", "fail"]), self._rng.choice(["rounds", "ownership"])
+        if procs.procs[ident].poll() is not None:
+            return
+        (self._folder / f"stall-{ident}").write_text(f"{mode} {loop}")
+        self._pending.append((ident, procs.procs[ident], time.monotonic(), f"{mode} {loop}"))
+        self._result.process_faults[f"{mode}_{loop}_loop_node"] += 1
+
+    def settle(self, *, wait: bool = False) -> None:
+        """Restart every stalled node that exited; flag one that did not in
+        time (with ``wait``, wait for each up to its deadline)."""
+        procs = self._procs
+        for item in list(self._pending):
+            ident, proc, since, spec = item
+            if procs.procs.get(ident) is not proc:
+                # Killed or stopped and restarted meanwhile: nothing to judge.
+                self._pending.remove(item)
+                (self._folder / f"stall-{ident}").unlink(missing_ok=True)
+                continue
+            deadline = since + STALL_EXIT_SECONDS
+            if wait:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            code = proc.poll()
+            if code is None and time.monotonic() < deadline:
+                continue
+            self._pending.remove(item)
+            mode, loop = spec.split()
+            what = f"(g) {ident}, its {loop} loop {'hung' if mode == 'hang' else 'failing'},"
+            if code is None:
+                self._result.violations.append(
+                    f"{what} did not exit within {STALL_EXIT_SECONDS:.0f} s"
+                )
+                procs.kill(ident)
+            elif code != 1:
+                self._result.violations.append(f"{what} exited with {code}, not 1")
+            elif f"loop {loop} stopped" not in _tail(self._folder / f"{ident}.log"):
+                self._result.violations.append(f"{what} exited without naming the loop")
+            procs.start(ident, "node")
+
+
+def _tail(path: Path, size: int = 65536) -> str:
+    try:
+        with path.open("rb") as file:
+            file.seek(max(0, path.stat().st_size - size))
+            return file.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
 
 
 class _Churn:

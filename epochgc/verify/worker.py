@@ -54,10 +54,16 @@ from epochgc.gc.service import daemon_settings_of
 from epochgc.ingest.directory import LeaderDirectory
 from epochgc.ingest.producer import Producer
 from epochgc.logging_setup import setup_logging
-from epochgc.reconciler.node import ReconcilerNode
+from epochgc.reconciler.node import LoopStoppedError, ReconcilerNode
 from epochgc.reconciler.service import build_node
 from epochgc.runtime import client_settings_of, store_from_settings
-from epochgc.storage.keys import l0_prefix, l1_prefix, parse_l0_key
+from epochgc.storage.keys import (
+    l0_prefix,
+    l1_prefix,
+    nodes_prefix,
+    parse_l0_key,
+    partitions_prefix,
+)
 from epochgc.verify.faults import FaultPlan, FaultyStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
@@ -81,10 +87,34 @@ class _Lines:
             self._file.flush()
 
 
+def stall_of(spec: str, root: str) -> tuple[str, Callable[[str, str], bool]]:
+    """The store stall a ``stall-{id}`` switch asks for: ``"MODE LOOP"``,
+    MODE ``hang`` or ``fail``, LOOP ``rounds`` (every request under the
+    partitions' metadata: leading, housekeeping, reconciling) or
+    ``ownership`` (the listing of the node leases each ownership round
+    starts with; the lease heartbeat's own GET and PUT go on)."""
+    mode, loop = spec.split()
+    if mode not in ("hang", "fail") or loop not in ("rounds", "ownership"):
+        raise ValueError(f"bad stall switch {spec!r}")
+    if loop == "rounds":
+        partitions = partitions_prefix(root)
+        return mode, lambda _operation, key: key.startswith(partitions)
+    nodes = nodes_prefix(root)
+    return mode, lambda operation, key: operation == "ListObjectsV2" and key == nodes
+
+
 def _watch(folder: Path, store: FaultyStore, ident: str, root: str, stop: threading.Event) -> None:
-    """Follow the switches and publish the fault counts."""
+    """Follow the switches and publish the fault counts. A ``stall-{id}``
+    switch is taken once (removed), so the process restarted after the
+    stall it caused runs clean."""
     faults_path = folder / f"faults-{ident}.json"
+    stall_switch = folder / f"stall-{ident}"
     while not stop.wait(0.2):
+        if stall_switch.exists():
+            spec = stall_switch.read_text().strip()
+            stall_switch.unlink()
+            log.warning("%s: injecting a stalled loop: %s", ident, spec)
+            store.stall = stall_of(spec, root)
         if (folder / "faults-off").exists():
             store.enabled = False
         lagging = (folder / "reconcile-lag").exists()
@@ -248,6 +278,11 @@ async def _run_node(
     watchdog = asyncio.create_task(_watch_rounds(node, ownership, stop))
     try:
         await node.run(stop, round_interval_seconds=config.reconciler.round_interval_seconds)
+    except LoopStoppedError:
+        # Crash-only, as `epochgc reconciler` does: the node has let go and
+        # logged its one line; a hung thread would hold up a normal exit.
+        logging.shutdown()
+        os._exit(1)
     finally:
         stop.set()
         for task in (producing, watchdog):

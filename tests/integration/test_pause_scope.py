@@ -71,6 +71,8 @@ def build_world(store: S3ObjectStore, bucket: str) -> World:
     controller.advance_to(30)  # compaction's work: ~30 entries above no snapshot
     l0 = [encode_l0_key(ROOT, s, e, str(uuid.uuid4())) for s in range(2) for e in (1, 2, 3)]
     seed_objects(bucket, l0)
+    # Expired under the daemon's 1 s retention (which reads the store's
+    # timestamp of the run, not the time in its id) by the time it tidies.
     old_run = new_run_id(datetime.now(UTC) - timedelta(days=40))
     store.put(gc_run_summary_key(ROOT, old_run), b"{}")
     long_ago = datetime.now(UTC) - timedelta(hours=2)
@@ -134,7 +136,9 @@ def test_a_paused_leader_deletes_nothing_lists_what_it_holds_and_catches_up_on_r
         daemon_settings(
             "gc-a",
             maintenance_interval_seconds=0.3,
-            maintenance=MaintenanceSettings(dead_after_seconds=0.0),
+            maintenance=MaintenanceSettings(
+                dead_after_seconds=0.0, runs_retention=timedelta(seconds=1)
+            ),
             compaction=CompactionPolicy(interval_seconds=0.3, min_entries=5),
         ),
     )

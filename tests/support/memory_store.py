@@ -31,6 +31,7 @@ from epochgc.storage.object_store import (
     DeleteOutcome,
     ObjectInfo,
     StoredObject,
+    delete_in_batches,
 )
 
 
@@ -223,13 +224,4 @@ class MemoryStore:
         return DeleteOutcome(tuple(keys), {}, 1)
 
     def delete_many(self, keys: Iterable[str]) -> DeleteOutcome:
-        batch: list[str] = []
-        outcomes = []
-        for key in keys:
-            batch.append(key)
-            if len(batch) == MAX_KEYS_PER_DELETE:
-                outcomes.append(self.delete_batch(batch))
-                batch = []
-        if batch:
-            outcomes.append(self.delete_batch(batch))
-        return DeleteOutcome.merge(outcomes)
+        return delete_in_batches(keys, self.delete_batch)
