@@ -490,6 +490,14 @@ def decode_controller_entry(data: bytes, where: str = "controller entry") -> Con
     nonce = doc.get("nonce", "")
     if not isinstance(nonce, str):
         raise MalformedRecordError(f"{where}: field 'nonce' must be a string, got {nonce!r}")
+    named = kind == "delete_topic" and doc.get("revision") is not None
+    if (doc["v"] == NAMED_DELETE_VERSION) != named:
+        # A v1 reader ignores ``revision``: only a v2 entry may carry one,
+        # and only a delete that names its revision is v2.
+        raise MalformedRecordError(
+            f"{where}: v={doc['v']} {kind}: only a delete_topic naming its revision is "
+            f"v={NAMED_DELETE_VERSION}"
+        )
     if kind == "epoch_tick":
         return EpochTick(ts, nonce)
     if kind in ("create_topic", "delete_topic"):

@@ -221,6 +221,21 @@ def test_controller_entries_match_the_public_contract() -> None:
         (CREATE % (b"a/b", 1), MalformedRecordError),
         (CREATE % (b"a", 0), MalformedRecordError),
         (b"not json", MalformedRecordError),
+        # Only a delete naming its revision is v2 (a v1 reader ignores it).
+        (b'{"v": 2, "type": "epoch_tick", "ts": "2026-11-22T03:00:00Z"}', MalformedRecordError),
+        (
+            b'{"v": 1, "type": "delete_topic", "topic": "a", "revision": 3, '
+            b'"ts": "2026-11-22T03:00:00Z"}',
+            MalformedRecordError,
+        ),
+        (
+            b'{"v": 2, "type": "delete_topic", "topic": "a", "ts": "2026-11-22T03:00:00Z"}',
+            MalformedRecordError,
+        ),
+        (
+            b'{"v": 1, "type": "epoch_tick", "ts": "2026-11-22T03:00:00Z", "nonce": 7}',
+            MalformedRecordError,
+        ),
     ],
 )
 def test_bad_controller_entries_are_refused(data: bytes, error: type[Exception]) -> None:
