@@ -68,19 +68,51 @@ def read_delete_log(path: Path) -> tuple[list[float], list[tuple[float, int]]]:
 
 @dataclass(frozen=True)
 class PauseAfterDeletes:
+    """Pauses the collector right after the ``after``-th DeleteObjects of
+    the whole job, the pause's write taking ``pause_delay_seconds`` (an
+    operator's request on a slow link).
+
+    An operator's pause is a moment: a batch whose gate read the control
+    document before that moment may still go, one after it may not. In a
+    job the pause would land at a random moment; here every other read of
+    the control document made after the ``after``-th delete waits until the
+    pause is written, so "after" means after, whatever the two Spark
+    workers' timing (otherwise the other task's gate read could slip in
+    between the delete and the pause's write and the test would measure
+    scheduling, not the gate).
+    """
+
     flag: str
     bucket: str
     root: str
     after: int = 1
     by: str = "dave"
     reason: str = "mid-job"
+    pause_delay_seconds: float = 0.3
 
     def __call__(self, client: Any) -> None:
         hook = self
+        control_key = f"{hook.root}/gc/control.json"
+        pausing = {"here": False}
+
+        def deletes_so_far() -> int:
+            try:
+                return len(Path(hook.flag + ".count").read_text()) // 2
+            except FileNotFoundError:
+                return 0
+
+        def before_control_read(params: Any = None, **_kwargs: Any) -> None:
+            if pausing["here"] or not params or params.get("Key") != control_key:
+                return
+            if deletes_so_far() < hook.after:
+                return
+            deadline = time.monotonic() + 60
+            while not Path(hook.flag + ".done").exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
 
         def after_call(**_kwargs: Any) -> None:
             _append(hook.flag + ".count", "d")
-            if len(Path(hook.flag + ".count").read_text()) // 2 < hook.after:
+            if deletes_so_far() < hook.after:
                 return
             try:
                 fd = os.open(hook.flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
@@ -90,6 +122,8 @@ class PauseAfterDeletes:
             from epochgc.gc.control import pause  # noqa: PLC0415
             from epochgc.storage.s3 import S3ObjectStore  # noqa: PLC0415
 
+            pausing["here"] = True
+            time.sleep(hook.pause_delay_seconds)
             pause(
                 S3ObjectStore(client, hook.bucket),
                 hook.root,
@@ -97,7 +131,9 @@ class PauseAfterDeletes:
                 reason=hook.reason,
                 now=datetime.now(UTC),
             )
+            _append(hook.flag + ".done", "paused")
 
+        client.meta.events.register("before-parameter-build.s3.GetObject", before_control_read)
         client.meta.events.register("after-call.s3.DeleteObjects", after_call)
 
 
