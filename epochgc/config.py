@@ -30,6 +30,7 @@ from typing import Any
 from epochgc.errors import ConfigError
 from epochgc.gc.spark_conf import conf_key_problem, conf_text, conf_value_problem
 from epochgc.storage.keys import SHARD_COUNT_MAX, is_valid_node_id, is_valid_root
+from epochgc.stored_time import DEFAULT_MARGIN_SECONDS
 
 ENV_PREFIX = "EPOCHGC_"
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -313,7 +314,7 @@ class GcConfig:
     full_sweep_interval_seconds: float = _check(_at_least(1.0), default=86400.0)
     """Every shard is listed at least this often, whatever the shard
     knowledge says: catches orphans written with an old epoch."""
-    clock_skew_margin_seconds: float = _check(_at_least(0.0), default=60.0)
+    clock_skew_margin_seconds: float = _check(_at_least(0.0), default=DEFAULT_MARGIN_SECONDS)
     """A time another process wrote to the bucket (shard knowledge, node
     reports, presence, run summaries' store timestamps) that is ahead of
     this collector's clock by more than this is read as unknown, in the

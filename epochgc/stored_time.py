@@ -32,6 +32,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+DEFAULT_MARGIN_SECONDS = 60.0
+"""The default of ``gc.clock_skew_margin_seconds``: two hosts' clocks
+kept by NTP agree far better; one a minute off is broken."""
+
 
 def skew_seconds(stored: datetime, now: datetime) -> float:
     """How far ``stored`` is ahead of ``now`` (negative: behind)."""

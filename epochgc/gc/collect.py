@@ -68,6 +68,7 @@ from epochgc.gc.sweeper import Sweeper, SweepPolicy, SweepResult
 from epochgc.storage.keys import gc_run_prefix
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
+from epochgc.stored_time import DEFAULT_MARGIN_SECONDS
 from epochgc.watermarks.aggregate import SafeEpoch, SafeEpochTracker
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.safe_epoch import compute_safe_epoch
@@ -93,7 +94,7 @@ class CollectSettings:
     """The cost-aware schedule; ``None`` lists every shard every round."""
     prices: Prices = dataclasses.field(default_factory=Prices)
     """What the run summary's cost is modelled at (``[cost]``)."""
-    clock_skew_margin_seconds: float = 60.0
+    clock_skew_margin_seconds: float = DEFAULT_MARGIN_SECONDS
     """A stored time ahead of this collector's clock by more than this is
     unknown (``epochgc.stored_time``; ``gc.clock_skew_margin_seconds``)."""
 

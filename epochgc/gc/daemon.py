@@ -607,7 +607,9 @@ class GcDaemon:
             )
         self._report_times = {r.node: r.generated_at for r in reports}
         now = datetime.now(UTC)
-        self._note_future("report", [(r.node, r.generated_at) for r in reports], now)
+        self._note_future(
+            "report", "generated_at", [(r.node, r.generated_at) for r in reports], now
+        )
         ages = self._report_ages()
         stale = sorted(n for n, age in ages.items() if age > self._settings.report_stale_seconds)
         if stale:
@@ -640,7 +642,9 @@ class GcDaemon:
         try:
             docs, _unreadable = read_presences(self._store, self._root)
             now = datetime.now(UTC)
-            self._note_future("presence", [(d.holder, d.updated_at) for d in docs], now)
+            self._note_future(
+                "presence", "updated_at", [(d.holder, d.updated_at) for d in docs], now
+            )
             gone = gone_daemons(
                 docs,
                 now,
@@ -686,9 +690,11 @@ class GcDaemon:
             self.metrics.leader.set(0)
             self._round_stop.set()
 
-    def _note_future(self, document: str, times: list[tuple[str, datetime]], now: datetime) -> None:
-        """Log (once per writer) and count the stored times from the future."""
-        field = "updated_at" if document == "presence" else "generated_at"
+    def _note_future(
+        self, document: str, field: str, times: list[tuple[str, datetime]], now: datetime
+    ) -> None:
+        """Log (once per writer) and count the stored times from the future
+        among each writer's ``field`` of ``document``."""
         found = (
             find_future(document, writer, field, at, now, self._margin) for writer, at in times
         )

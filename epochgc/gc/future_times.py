@@ -26,10 +26,10 @@ log = logging.getLogger("epochgc.gc.clock")
 
 
 class FutureTimeLog:
-    """Logs each (document, writer) with a time from the future once and
-        reports every reading of such a document to ``on_found`` (its kind),
-    once per (document, writer) in one ``note``.
-        Thread-safe: the daemon's jobs share one."""
+    """Logs each (document, writer) with a time from the future once, and
+    reports every reading of such a document to ``on_found`` (its kind),
+    once per (document, writer) in one ``note``. Thread-safe: the daemon's
+    jobs share one."""
 
     def __init__(self, on_found: Callable[[str], None] | None = None) -> None:
         self._on_found = on_found

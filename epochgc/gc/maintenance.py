@@ -24,6 +24,7 @@ from epochgc.gc.future_times import FutureTimeLog
 from epochgc.gc.run_report import delete_expired_runs
 from epochgc.storage.keys import parse_report_key, report_key, reports_prefix
 from epochgc.storage.object_store import ObjectInfo, ObjectStore
+from epochgc.stored_time import DEFAULT_MARGIN_SECONDS
 from epochgc.watermarks.controller import ControllerView
 from epochgc.watermarks.report_lifecycle import removable_reports
 from epochgc.watermarks.reports import read_reports
@@ -71,7 +72,7 @@ class MaintenanceSettings:
     dead_after_seconds: float = 600.0
     runs_retention: timedelta = timedelta(days=30)
     max_runs_per_pass: int = 1000
-    clock_skew_margin_seconds: float = 60.0
+    clock_skew_margin_seconds: float = DEFAULT_MARGIN_SECONDS
     """A store timestamp ahead of this clock by more than this is unknown:
     that run is kept."""
 

@@ -37,7 +37,7 @@ from typing import Any
 from epochgc.errors import MalformedRecordError, NotFoundError, RecordError
 from epochgc.storage.keys import gc_daemon_key, gc_daemons_prefix
 from epochgc.storage.object_store import ObjectStore
-from epochgc.stored_time import stored_age_seconds
+from epochgc.stored_time import DEFAULT_MARGIN_SECONDS, stored_age_seconds
 from epochgc.watermarks.records import (
     dump_document,
     format_time,
@@ -50,8 +50,6 @@ PRESENCE_VERSION = 1
 STALE_AFTER_REFRESHES = 3
 """A document not refreshed for this many of its refresh intervals is
 stale (its daemon crashed or cannot write)."""
-SKEW_MARGIN_SECONDS = 60.0
-"""The default of ``gc.clock_skew_margin_seconds``."""
 
 
 @dataclass(frozen=True)
@@ -74,13 +72,13 @@ class PresenceDocument:
     metrics: str | None = None
 
     def age_seconds(
-        self, now: datetime, margin_seconds: float = SKEW_MARGIN_SECONDS
+        self, now: datetime, margin_seconds: float = DEFAULT_MARGIN_SECONDS
     ) -> float | None:
         """Seconds since the daemon last refreshed it (by ``now``'s clock);
         ``None`` when ``updated_at`` is from the future (unknown)."""
         return stored_age_seconds(self.updated_at, now, margin_seconds)
 
-    def is_stale(self, now: datetime, margin_seconds: float = SKEW_MARGIN_SECONDS) -> bool:
+    def is_stale(self, now: datetime, margin_seconds: float = DEFAULT_MARGIN_SECONDS) -> bool:
         """Not refreshed for ``STALE_AFTER_REFRESHES`` refresh intervals, or
         of unknown age."""
         age = self.age_seconds(now, margin_seconds)
@@ -93,7 +91,7 @@ def gone_daemons(
     *,
     grace_seconds: float,
     keep: str,
-    margin_seconds: float = SKEW_MARGIN_SECONDS,
+    margin_seconds: float = DEFAULT_MARGIN_SECONDS,
 ) -> list[str]:
     """The nodes whose documents the GC leader may delete: stale for
     ``grace_seconds`` beyond the stale mark, never ``keep`` (the leader

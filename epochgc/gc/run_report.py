@@ -21,7 +21,7 @@ from epochgc.gc.janitor import JanitorResult
 from epochgc.gc.sweeper import SweepResult
 from epochgc.storage.keys import gc_run_summary_key
 from epochgc.storage.object_store import ObjectInfo, ObjectStore
-from epochgc.stored_time import find_future, stored_age_seconds
+from epochgc.stored_time import DEFAULT_MARGIN_SECONDS, find_future, stored_age_seconds
 from epochgc.watermarks.records import (
     dump_document,
     format_time,
@@ -307,7 +307,7 @@ def expired_runs(
     stored_at: Mapping[str, datetime],
     now: datetime,
     retention: timedelta,
-    margin_seconds: float = 60.0,
+    margin_seconds: float = DEFAULT_MARGIN_SECONDS,
 ) -> list[str]:
     """Runs stored more than ``retention`` before ``now``. Pure.
 
@@ -335,7 +335,7 @@ def delete_expired_runs(
     retention: timedelta,
     *,
     limit: int = 1000,
-    margin_seconds: float = 60.0,
+    margin_seconds: float = DEFAULT_MARGIN_SECONDS,
     future_log: FutureTimeLog | None = None,
 ) -> int:
     """Delete every file of up to ``limit`` runs stored more than

@@ -26,7 +26,12 @@ from datetime import datetime
 
 from epochgc.gc.control import CollectorState, ControlDocument, DeletingJob, StatusDocument
 from epochgc.gc.presence import PresenceDocument
-from epochgc.stored_time import is_from_future, skew_seconds, stored_age_seconds
+from epochgc.stored_time import (
+    DEFAULT_MARGIN_SECONDS,
+    is_from_future,
+    skew_seconds,
+    stored_age_seconds,
+)
 from epochgc.watermarks.leases import LeaseDocument
 
 
@@ -195,8 +200,8 @@ def _status_data(status: StatusDocument, now: datetime, holds: bool) -> dict[str
     }
 
 
-SKEW_MARGIN = 60.0
-"""``gc.clock_skew_margin_seconds``' default: ``gc status`` is for people."""
+SKEW_MARGIN = DEFAULT_MARGIN_SECONDS
+"""``gc status`` is for people and reads no configuration: the default."""
 
 
 def _rounded(seconds: float | None) -> float | None:
