@@ -35,6 +35,7 @@ from epochgc.watermarks.records import (
     format_time,
     get_int,
     get_optional_int,
+    get_optional_str,
     get_str,
     load_document,
     parse_time,
@@ -142,8 +143,8 @@ def decode_control(data: bytes, where: str = "gc control document") -> ControlDo
         raise MalformedRecordError(f"{where}: 'paused' must be true or false, got {paused!r}")
     return ControlDocument(
         paused=paused,
-        reason=_optional_str(doc, "reason", where),
-        updated_by=_optional_str(doc, "updated_by", where),
+        reason=get_optional_str(doc, "reason", where),
+        updated_by=get_optional_str(doc, "updated_by", where),
         updated_at=parse_time(get_str(doc, "updated_at", where), where),
         reset_generation=get_int(doc, "reset_generation", where, 0),
     )
@@ -295,7 +296,7 @@ def decode_status(data: bytes, where: str = "gc status document") -> StatusDocum
         last_outcome=_optional_or_none(doc, "last_outcome", where),
         last_success_at=_parse_optional_time(doc, "last_success_at", where),
         next_round_at=_parse_optional_time(doc, "next_round_at", where),
-        detail=_optional_str(doc, "detail", where),
+        detail=get_optional_str(doc, "detail", where),
         last_round_at=_parse_optional_time(doc, "last_round_at", where),
         held=_held_jobs(doc, where),
     )
@@ -341,15 +342,8 @@ def _held_jobs(doc: dict[str, Any], where: str) -> tuple[HeldJob, ...]:
     return tuple(held)
 
 
-def _optional_str(doc: dict[str, Any], name: str, where: str) -> str:
-    value = doc.get(name, "")
-    if not isinstance(value, str):
-        raise MalformedRecordError(f"{where}: field {name!r} must be a string, got {value!r}")
-    return value
-
-
 def _optional_or_none(doc: dict[str, Any], name: str, where: str) -> str | None:
-    return None if doc.get(name) is None else _optional_str(doc, name, where)
+    return None if doc.get(name) is None else get_optional_str(doc, name, where)
 
 
 def _parse_optional_time(doc: dict[str, Any], name: str, where: str) -> datetime | None:

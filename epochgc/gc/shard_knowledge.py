@@ -41,7 +41,13 @@ from typing import Any
 
 from epochgc.errors import MalformedRecordError
 from epochgc.stored_time import FutureTime, find_future, read_stored_time
-from epochgc.watermarks.records import dump_document, format_time, load_document, parse_time
+from epochgc.watermarks.records import (
+    dump_document,
+    format_time,
+    get_optional_str,
+    load_document,
+    parse_time,
+)
 
 KNOWLEDGE_VERSION = 1
 _SHARD_NAME = re.compile(r"[0-9]{3}")
@@ -234,9 +240,7 @@ def decode_knowledge(data: bytes, where: str = "shard knowledge") -> ShardKnowle
             bytes_per_second=_rate(item.get("bytes_per_second", 0), what),
             quiet_at=None if item.get("quiet_at") is None else _time(item.get("quiet_at"), what),
         )
-    written_by = doc.get("written_by", "")
-    if not isinstance(written_by, str):
-        raise MalformedRecordError(f"{where}: 'written_by' must be a string")
+    written_by = get_optional_str(doc, "written_by", where)
     return ShardKnowledge(
         shards=shards,
         full_sweep_at=None

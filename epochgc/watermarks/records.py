@@ -99,6 +99,14 @@ def get_str(doc: Mapping[str, Any], name: str, what: str) -> str:
     return value
 
 
+def get_optional_str(doc: Mapping[str, Any], name: str, where: str) -> str:
+    """A string field that may be absent (read as ``""``)."""
+    value = doc.get(name, "")
+    if not isinstance(value, str):
+        raise MalformedRecordError(f"{where}: field {name!r} must be a string, got {value!r}")
+    return value
+
+
 def format_time(moment: datetime) -> str:
     """RFC 3339 UTC with a ``Z`` suffix, second precision."""
     if moment.tzinfo is None:
@@ -194,9 +202,7 @@ def decode_command(data: bytes, where: str = "partition log entry") -> Command:
     if not isinstance(kind, str) or kind not in _COMMAND_TYPES:
         raise MalformedRecordError(f"{where}: unknown command type {kind!r}")
     term = get_int(doc, "term", where, 0)
-    nonce = doc.get("nonce", "")
-    if not isinstance(nonce, str):
-        raise MalformedRecordError(f"{where}: field 'nonce' must be a string, got {nonce!r}")
+    nonce = get_optional_str(doc, "nonce", where)
     if kind == "term_start":
         return TermStart(term, nonce)
     if kind == "records_lost":
@@ -487,9 +493,7 @@ def decode_controller_entry(data: bytes, where: str = "controller entry") -> Con
     doc = load_document(data, where, CONTROLLER_VERSION)
     kind = doc.get("type")
     ts = parse_time(get_str(doc, "ts", where), where)
-    nonce = doc.get("nonce", "")
-    if not isinstance(nonce, str):
-        raise MalformedRecordError(f"{where}: field 'nonce' must be a string, got {nonce!r}")
+    nonce = get_optional_str(doc, "nonce", where)
     named = kind == "delete_topic" and doc.get("revision") is not None
     if (doc["v"] == NAMED_DELETE_VERSION) != named:
         # A v1 reader ignores ``revision``: only a v2 entry may carry one,
