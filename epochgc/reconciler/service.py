@@ -43,6 +43,7 @@ from epochgc.metrics.instruments import (
     register_ticker,
 )
 from epochgc.metrics.server import MetricsServer
+from epochgc.periodic import PeriodicThread
 from epochgc.reconciler.node import LoopStoppedError, NodeSettings, ReconcilerNode
 from epochgc.reconciler.telemetry import sample_node
 from epochgc.storage.keys import PartitionId
@@ -210,10 +211,10 @@ class StallBackstop:
         self._node = node
         self._exit = exit_process
         self._grace = grace_seconds
-        self._poll = poll_seconds
         self._monotonic = monotonic
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._seen_at: float | None = None
+        self._fired = False
+        self._thread = PeriodicThread("stall-backstop", poll_seconds, self._check)
 
     def start(self) -> None:
         """Start watching.
@@ -221,41 +222,33 @@ class StallBackstop:
         Raises:
             RuntimeError: already started.
         """
-        if self._thread is not None:
-            raise RuntimeError("stall backstop already running")
-        self._thread = threading.Thread(
-            target=self._run, name="epochgc-stall-backstop", daemon=True
-        )
         self._thread.start()
 
     def stop(self) -> None:
         """Stop watching; idempotent."""
-        self._stop.set()
-        thread, self._thread = self._thread, None
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
+        self._thread.stop()
 
-    def _run(self) -> None:
-        seen_at: float | None = None
-        while not self._stop.wait(self._poll):
-            stall = self._node.stall()
-            if stall is None:
-                continue
-            now = self._monotonic()
-            seen_at = now if seen_at is None else seen_at
-            if now - seen_at < self._grace:
-                continue
-            main = sys._current_frames().get(threading.main_thread().ident or 0)
-            stack = "".join(traceback.format_stack(main)) if main is not None else ""
-            self._node.announce_stall(stall, stack)
-            log.warning(
-                "node %s did not stop within %.0fs of its loop %s stopping: exiting now",
-                self._node.node_id,
-                self._grace,
-                stall.loop,
-            )
-            self._exit()
+    def _check(self) -> None:
+        if self._fired:
             return  # only a test's exit returns
+        stall = self._node.stall()
+        if stall is None:
+            return
+        now = self._monotonic()
+        self._seen_at = now if self._seen_at is None else self._seen_at
+        if now - self._seen_at < self._grace:
+            return
+        main = sys._current_frames().get(threading.main_thread().ident or 0)
+        stack = "".join(traceback.format_stack(main)) if main is not None else ""
+        self._node.announce_stall(stall, stack)
+        log.warning(
+            "node %s did not stop within %.0fs of its loop %s stopping: exiting now",
+            self._node.node_id,
+            self._grace,
+            stall.loop,
+        )
+        self._fired = True
+        self._exit()
 
 
 async def run_reconciler(
