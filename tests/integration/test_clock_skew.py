@@ -70,8 +70,7 @@ def world(store: S3ObjectStore, bucket: str, now: datetime) -> list[str]:
     controller.tick()
     controller.tick()
     controller.create_topic("orders", 1)
-    while controller.current_epoch() < 30:
-        controller.tick()
+    controller.advance_to(30)
     report(store, 6, now)
     eligible = [encode_l0_key(ROOT, s, 10, str(uuid.uuid4())) for s in range(SHARDS)]
     above = [encode_l0_key(ROOT, s, 40, str(uuid.uuid4())) for s in range(SHARDS)]

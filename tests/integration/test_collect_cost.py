@@ -63,8 +63,7 @@ def world(store: S3ObjectStore, bucket: str, shards: int = SHARDS) -> None:
     controller.tick()
     controller.tick()
     controller.create_topic("orders", 1)
-    while controller.current_epoch() < 30:
-        controller.tick()
+    controller.advance_to(30)
     report(store, 6)
     keys = [encode_l0_key(ROOT, s, 20, str(uuid.uuid4())) for s in range(shards)]
     keys += [encode_l0_key(ROOT, s, 8, str(uuid.uuid4())) for s in range(3)]
