@@ -112,7 +112,10 @@ def test_the_verdict_is_exactly_a_death_or_a_loop_past_its_bound(
         else:
             verdict = dog.check(now)
             if expected is None:
-                late = [n for n, at in last.items() if now - at > bound + allowance]
+                # The product's own subtraction order: at the float boundary
+                # (now - at == bound + allowance to the last bit) the two
+                # orders can round differently, and either verdict is right.
+                late = [n for n, at in last.items() if now - at - bound - allowance > 0]
                 assert (verdict is None) == (not late)
                 if verdict is not None:
                     assert verdict.loop in late and verdict.error is None
