@@ -30,7 +30,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from epochgc.ingest.directory import LeaderDirectory
+from epochgc.leases.codec import decode_owner
+from epochgc.leases.node_lease import NodeLease
+from epochgc.leases.ownership_round import NodeOwnership
+from epochgc.leases.role_leases import LeaseManager
+from epochgc.leases.timing import LeasePolicy
 from epochgc.reconciler.node import NodeSettings, ReconcilerNode
 from epochgc.storage.client import make_s3_client
 from epochgc.storage.embedded import EmbeddedS3
@@ -38,12 +42,8 @@ from epochgc.storage.keys import PartitionId, owner_key
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.lease_timing import LeasePolicy
-from epochgc.watermarks.leases import LeaseManager
-from epochgc.watermarks.node_lease import NodeLease
-from epochgc.watermarks.node_ownership import NodeOwnership
-from epochgc.watermarks.ownership_records import decode_owner
-from epochgc.watermarks.replica import PartitionReplica
+from epochgc.watermarks.partition.directory import LeaderDirectory
+from epochgc.watermarks.partition.replica import PartitionReplica
 
 ROOT = "epochgc"
 log = logging.getLogger("epochgc.bench")

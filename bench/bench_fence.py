@@ -26,8 +26,8 @@ import time
 
 from bench._harness import figures, setup_logging, verdict
 from epochgc.errors import StaleEpochError
-from epochgc.watermarks.fence import EpochFence
-from epochgc.watermarks.window import EpochWindow
+from epochgc.watermarks.partition.fence import EpochFence
+from epochgc.watermarks.partition.window import EpochWindow
 
 TARGET_FENCES_PER_SECOND = 50_000
 

@@ -38,8 +38,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bench._harness import figures, setup_logging, verdict
-from epochgc.gc.inventory_filter import select_eligible
-from epochgc.gc.spark_session import build_spark_session
+from epochgc.gc.spark.inventory_filter import select_eligible
+from epochgc.gc.spark.session import build_spark_session
 from epochgc.storage.inventory import (
     PARQUET_SCHEMA,
     InventoryFile,

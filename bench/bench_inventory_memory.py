@@ -39,15 +39,15 @@ import pyarrow.parquet as pq
 
 from bench._harness import figures, setup_logging, verdict
 from epochgc.config import load_config
-from epochgc.gc.spark_job import SparkRunOptions, inventory_location, run_spark_gc
-from epochgc.gc.spark_session import build_spark_session
-from epochgc.runtime import client_settings_of
+from epochgc.gc.spark.job import SparkRunOptions, inventory_location, run_spark_gc
+from epochgc.gc.spark.session import build_spark_session
 from epochgc.storage.client import make_s3_client
 from epochgc.storage.embedded import EMBEDDED_ACCESS_KEY, EMBEDDED_SECRET_KEY, EmbeddedS3
 from epochgc.storage.inventory import MANIFEST_VERSION, PARQUET_SCHEMA
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
+from epochgc.wiring import client_settings_of
 
 ROOT = "epochgc"
 BUCKET = "inventory-memory"

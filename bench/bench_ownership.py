@@ -50,12 +50,12 @@ from dataclasses import dataclass, field
 
 from bench._harness import figures, setup_logging, verdict
 from bench._ownership_real import RealResult, run_node_leases, run_partition_leases
+from epochgc.leases.assignment import AssignmentCache
+from epochgc.leases.node_lease import NodeLease
+from epochgc.leases.ownership_round import NodeOwnership
+from epochgc.leases.timing import LeasePolicy
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import PartitionId
-from epochgc.watermarks.lease_timing import LeasePolicy
-from epochgc.watermarks.node_lease import NodeLease
-from epochgc.watermarks.node_ownership import NodeOwnership
-from epochgc.watermarks.ownership import AssignmentCache
 from tests.support.memory_store import MemoryStore, VirtualClock
 
 ROOT = "epochgc"

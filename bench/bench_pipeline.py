@@ -23,14 +23,14 @@ import sys
 import time
 
 from bench._harness import figures, inject_latency, setup_logging, verdict
-from epochgc.ingest.leader_service import PartitionLeaderService
 from epochgc.storage.client import make_s3_client
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
-from epochgc.watermarks.commands import PlaceholderBatch
 from epochgc.watermarks.controller import Controller, TopicInfo
-from epochgc.watermarks.replica import PartitionLeader, PartitionReplica
+from epochgc.watermarks.partition.commands import PlaceholderBatch
+from epochgc.watermarks.partition.leader import PartitionLeaderService
+from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
 
 TARGET_RATIO = 5.0
 ROOT = "epochgc"

@@ -55,7 +55,7 @@ from epochgc.watermarks.controller import (
     fold_controller,
     snapshot_of,
 )
-from epochgc.watermarks.records import (
+from epochgc.watermarks.controller_codec import (
     ControllerEntry,
     CreateTopic,
     DeleteTopic,

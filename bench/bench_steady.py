@@ -13,7 +13,7 @@ listing, DeleteObjects, the run summary) at the times the daemon's
 ``next_round_delay`` picks:
 
 * schedule: ``[gc]``/``[cost]`` defaults, ``gc.max_lag_seconds`` =
-  ``--max-lag``: rounds list only the shards due (``gc.listing_schedule``);
+  ``--max-lag``: rounds list only the shards due (``gc.listing.schedule``);
 * today: every round lists every shard; after a round that deleted
   something the next comes a second later, an idle one waits for the next
   tick (the daemon as it was before the schedule).
@@ -67,14 +67,18 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from bench._harness import figures, setup_logging, verdict
-from epochgc.gc.collect import CollectSettings
+from epochgc.gc.collection_round import CollectSettings
 from epochgc.gc.collector import Collector, RoundOutcome, ScheduleSettings, next_round_delay
 from epochgc.gc.cost import GB, Prices, economic_interval_seconds
-from epochgc.gc.listing_schedule import ListingPolicy
+from epochgc.gc.listing.schedule import ListingPolicy
 from epochgc.storage.keys import encode_l0_key, l0_prefix
 from epochgc.storage.request_stats import RequestStats
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.reports import NodeReport, PartitionReport, publish_report
+from epochgc.watermarks.safe_epoch.reports import (
+    NodeReport,
+    PartitionReport,
+    publish_report,
+)
 from tests.support.memory_store import MemoryStore, VirtualClock
 
 log = logging.getLogger("epochgc.bench.steady")

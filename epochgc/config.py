@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from epochgc.errors import ConfigError
-from epochgc.gc.spark_conf import conf_key_problem, conf_text, conf_value_problem
+from epochgc.gc.spark.conf import conf_key_problem, conf_text, conf_value_problem
 from epochgc.storage.keys import SHARD_COUNT_MAX, is_valid_node_id, is_valid_root
-from epochgc.stored_time import DEFAULT_MARGIN_SECONDS
+from epochgc.storage.stored_time import DEFAULT_MARGIN_SECONDS
 
 ENV_PREFIX = "EPOCHGC_"
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -158,7 +158,7 @@ class LayoutConfig:
     """Shards writers spread new L0 objects over (3 digits, so at most 1000).
     Each shard is a key prefix with its own S3 request-rate budget and the
     unit of GC work. The collector does not read it: it sweeps every shard
-    present in the bucket (``gc/shards.py``), so objects of another writer's
+    present in the bucket (``gc/listing/shards.py``), so objects of another writer's
     count, or written before this value was lowered, are still collected."""
 
 

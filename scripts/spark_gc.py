@@ -14,7 +14,7 @@ Takes the arguments of ``epochgc gc spark`` (without ``--master`` and
 
 import sys
 
-from epochgc.cli import main
+from epochgc.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main(["gc", "spark", *sys.argv[1:]]))

@@ -62,11 +62,7 @@ def spark_package_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     package``): the code zip is built fresh; the packed environment (boto3 +
     pyarrow, about 10 s to build) is built once into a cache shared by test
     runs and hard-linked in."""
-    from epochgc.gc.spark_package import (  # noqa: PLC0415 - only Spark tests need it
-        ENVIRONMENT_ARCHIVE,
-        ENVIRONMENT_PINS,
-        ensure_package,
-    )
+    from epochgc.gc.spark.package import ENVIRONMENT_ARCHIVE, ENVIRONMENT_PINS, ensure_package  # noqa: PLC0415
 
     cache = Path(tempfile.gettempdir()) / "epochgc-tests-spark-env"
     with _file_lock(cache.with_suffix(".lock")):

@@ -17,19 +17,22 @@ from datetime import UTC, datetime
 from epochgc.config import Config
 from epochgc.errors import EpochGCError, NotFoundError
 from epochgc.gc.control import read_control
+from epochgc.gc.daemon.main import collect_settings_of
 from epochgc.gc.explain import ExplainInputs, Explanation, PinningPartition, explain
-from epochgc.gc.service import collect_settings_of
+from epochgc.leases.ownership_store import read_owner
 from epochgc.reconciler.fetch import pending_placeholders
-from epochgc.runtime import open_store
 from epochgc.storage.keys import PartitionId, parse_l0_key
 from epochgc.storage.object_store import ObjectStore
-from epochgc.watermarks.aggregate import PartitionWatermark, SafeEpochTracker
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.owner_store import read_owner
-from epochgc.watermarks.replica import PartitionReplica
-from epochgc.watermarks.reports import StuckCause
-from epochgc.watermarks.safe_epoch import compute_safe_epoch
-from epochgc.watermarks.skip import plan_skip
+from epochgc.watermarks.partition.replica import PartitionReplica
+from epochgc.watermarks.partition.skip import plan_skip
+from epochgc.watermarks.safe_epoch.aggregate import (
+    PartitionWatermark,
+    SafeEpochTracker,
+)
+from epochgc.watermarks.safe_epoch.compute import compute_safe_epoch
+from epochgc.watermarks.safe_epoch.reports import StuckCause
+from epochgc.wiring import open_store
 
 log = logging.getLogger("epochgc.cli")
 

@@ -23,10 +23,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from epochgc.cli.liveness import cmd_gc_explain, cmd_partition_skip, stuck_line
 from epochgc.config import SPARK_LOG_LEVELS, Config, load_config, log_level_of
 from epochgc.errors import ConfigError, EpochGCError, StoreCapabilityError
 from epochgc.extras import SPARK, require
-from epochgc.gc.collect import collect_once
+from epochgc.gc.collection_round import collect_once
 from epochgc.gc.control import (
     CollectorPausedError,
     ControlDocument,
@@ -37,9 +38,10 @@ from epochgc.gc.control import (
     request_reset,
     resume,
 )
-from epochgc.gc.daemon import GC_LEASE
+from epochgc.gc.daemon.main import collect_settings_of, prices_of, run_daemon
+from epochgc.gc.daemon.presence import read_presences
+from epochgc.gc.daemon.scheduler import GC_LEASE
 from epochgc.gc.pause import PauseGuard
-from epochgc.gc.presence import read_presences
 from epochgc.gc.run_report import (
     RunSummary,
     decode_summary,
@@ -48,29 +50,27 @@ from epochgc.gc.run_report import (
     run_cost,
     run_figures,
 )
-from epochgc.gc.service import collect_settings_of, prices_of, run_daemon
-from epochgc.gc.status_view import StatusInputs, status_view
-from epochgc.liveness_cli import cmd_gc_explain, cmd_partition_skip, stuck_line
+from epochgc.gc.status import StatusInputs, status_view
 from epochgc.logging_setup import setup_logging
 from epochgc.metrics.push import COLLECT_JOB, push_run
 from epochgc.progress import ProgressLog
-from epochgc.reconciler.service import produce_and_verify, run_reconciler
-from epochgc.runtime import open_store
+from epochgc.reconciler.process import produce_and_verify, run_reconciler
+from epochgc.wiring import open_store
 
 if TYPE_CHECKING:
-    from epochgc.gc.spark_package import SparkPackage
+    from epochgc.gc.spark.package import SparkPackage
+from epochgc.leases.role_leases import LeaseManager
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import gc_run_summary_key
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.probe import format_probe_table, run_probes
-from epochgc.watermarks.aggregate import SafeEpochTracker
 from epochgc.watermarks.controller import Controller
+from epochgc.watermarks.known_nodes import forget_node, list_nodes
 from epochgc.watermarks.layout import LAYOUT
-from epochgc.watermarks.leases import LeaseManager
 from epochgc.watermarks.migrate import migrate_layout
-from epochgc.watermarks.nodes import forget_node, list_nodes
-from epochgc.watermarks.replica import PartitionReplica
-from epochgc.watermarks.safe_epoch import compute_safe_epoch
+from epochgc.watermarks.partition.replica import PartitionReplica
+from epochgc.watermarks.safe_epoch.aggregate import SafeEpochTracker
+from epochgc.watermarks.safe_epoch.compute import compute_safe_epoch
 from epochgc.watermarks.ticker import TICKER_LEASE
 from epochgc.wording import counted
 
@@ -445,9 +445,9 @@ def _cmd_gc_spark(config: Config, args: argparse.Namespace) -> int:
     # Imported here: only these commands need Spark (an extra).
     require("pyspark", SPARK, "epochgc gc spark")
     require("pyarrow", SPARK, "epochgc gc spark")
-    from epochgc.gc.spark_conf import merged_conf, parse_conf_args  # noqa: PLC0415
-    from epochgc.gc.spark_job import SparkRunOptions, run_spark_gc  # noqa: PLC0415
-    from epochgc.gc.spark_session import build_spark_session  # noqa: PLC0415
+    from epochgc.gc.spark.conf import merged_conf, parse_conf_args  # noqa: PLC0415
+    from epochgc.gc.spark.job import SparkRunOptions, run_spark_gc  # noqa: PLC0415
+    from epochgc.gc.spark.session import build_spark_session  # noqa: PLC0415
 
     spark_conf = merged_conf(config.spark.conf, parse_conf_args(args.conf))
     master = args.master or config.spark.master
@@ -495,8 +495,8 @@ def _cmd_gc_spark(config: Config, args: argparse.Namespace) -> int:
 def _spark_package_to_ship(config: Config, master: str) -> SparkPackage | None:
     """The executors' package for a non-local master (built when missing),
     or ``None`` (local master, spark-submit, or ``[spark] ship = false``)."""
-    from epochgc.gc.spark_package import default_package_dir, ensure_package  # noqa: PLC0415
-    from epochgc.gc.spark_session import is_local_master, under_spark_submit  # noqa: PLC0415
+    from epochgc.gc.spark.package import default_package_dir, ensure_package  # noqa: PLC0415
+    from epochgc.gc.spark.session import is_local_master, under_spark_submit  # noqa: PLC0415
 
     if not config.spark.ship or is_local_master(master) or under_spark_submit():
         return None
@@ -505,11 +505,7 @@ def _spark_package_to_ship(config: Config, master: str) -> SparkPackage | None:
 
 def _cmd_spark_package(config: Config, args: argparse.Namespace) -> int:
     require("pyspark", SPARK, "epochgc spark package")
-    from epochgc.gc.spark_package import (  # noqa: PLC0415
-        EXECUTOR_PYTHON,
-        default_package_dir,
-        ensure_package,
-    )
+    from epochgc.gc.spark.package import EXECUTOR_PYTHON, default_package_dir, ensure_package  # noqa: PLC0415
 
     out = Path(args.out or config.spark.package_dir or default_package_dir())
     package = ensure_package(out, rebuild_environment=args.rebuild_environment)
@@ -535,7 +531,7 @@ def _cmd_spark_package(config: Config, args: argparse.Namespace) -> int:
 
 def _cmd_inventory_build(config: Config, args: argparse.Namespace) -> int:
     require("pyarrow", SPARK, "epochgc inventory build")
-    from epochgc.gc.spark_job import inventory_location  # noqa: PLC0415
+    from epochgc.gc.spark.job import inventory_location  # noqa: PLC0415
     from epochgc.storage.inventory import build_inventory  # noqa: PLC0415
     from epochgc.storage.s3 import S3ObjectStore  # noqa: PLC0415
 

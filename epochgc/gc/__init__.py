@@ -2,5 +2,6 @@
 run reports, the daemon and the Spark job. Deletes only keys that parse as
 L0 keys under the configured root with epoch <= M and old enough.
 
-Imports ``storage`` and ``watermarks``.
+Imports ``storage``, ``leases`` and ``watermarks``; never ``reconciler`` or
+``ingest``.
 """

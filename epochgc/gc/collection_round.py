@@ -3,10 +3,10 @@
 1. Compute ``M`` lazily (controller tail + one report per node). Untrusted
    inputs: no deletion, ``SafetyBlockedError``.
 2. Find the shards: every shard present in the bucket (a delimiter listing
-   of ``{root}/l0/``, ``gc.shards``), not ``0..layout.l0_shards-1``. With a
+   of ``{root}/l0/``, ``gc.listing.shards``), not ``0..layout.l0_shards-1``. With a
    listing policy (``CollectSettings.listing``, on in the product), the
    round lists only the shards the cost-aware schedule picks
-   (``gc.listing_schedule``) from the shard knowledge, and runs the
+   (``gc.listing.schedule``) from the shard knowledge, and runs the
    delimiter listing only when it lists something or its list of shards
    is stale; afterwards it writes what it learnt (``{root}/gc/shards/state``).
    Times in the knowledge are another collector's clock: one ahead of ours
@@ -52,26 +52,26 @@ from epochgc.gc.control import CollectorPausedError, DeletingJob
 from epochgc.gc.cost import Prices
 from epochgc.gc.future_times import FutureTimeLog
 from epochgc.gc.janitor import Janitor, JanitorResult
-from epochgc.gc.listing_schedule import (
+from epochgc.gc.listing.knowledge import ShardKnowledge, trust_knowledge
+from epochgc.gc.listing.schedule import (
     ListingPlan,
     ListingPolicy,
     learn,
     needs_discovery,
     plan_listing,
 )
+from epochgc.gc.listing.shards import ShardListing, discover_shards, load_knowledge, save_knowledge
 from epochgc.gc.pause import GuardedStore, PauseGuard
 from epochgc.gc.plan_file import PlanWriter
 from epochgc.gc.run_report import RunShards, RunSummary, new_run_id, write_summary
-from epochgc.gc.shard_knowledge import ShardKnowledge, trust_knowledge
-from epochgc.gc.shards import ShardListing, discover_shards, load_knowledge, save_knowledge
 from epochgc.gc.sweeper import Sweeper, SweepPolicy, SweepResult
 from epochgc.storage.keys import gc_run_prefix
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
-from epochgc.stored_time import DEFAULT_MARGIN_SECONDS
-from epochgc.watermarks.aggregate import SafeEpoch, SafeEpochTracker
+from epochgc.storage.stored_time import DEFAULT_MARGIN_SECONDS
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.safe_epoch import compute_safe_epoch
+from epochgc.watermarks.safe_epoch.aggregate import SafeEpoch, SafeEpochTracker
+from epochgc.watermarks.safe_epoch.compute import compute_safe_epoch
 
 log = logging.getLogger("epochgc.gc.collect")
 
@@ -96,7 +96,7 @@ class CollectSettings:
     """What the run summary's cost is modelled at (``[cost]``)."""
     clock_skew_margin_seconds: float = DEFAULT_MARGIN_SECONDS
     """A stored time ahead of this collector's clock by more than this is
-    unknown (``epochgc.stored_time``; ``gc.clock_skew_margin_seconds``)."""
+    unknown (``epochgc.storage.stored_time``; ``gc.clock_skew_margin_seconds``)."""
 
 
 @dataclass(frozen=True)

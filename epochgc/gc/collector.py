@@ -2,7 +2,7 @@
 safety_blocked, stopping, stopped), one round at a time, and when the next
 round should come.
 
-The collector keeps the shard knowledge (``gc.shard_knowledge``) in memory
+The collector keeps the shard knowledge (``gc.listing.knowledge``) in memory
 between rounds: it reads ``{root}/gc/shards/state`` once, at its first
 round, and each round hands back the knowledge updated by its listings.
 
@@ -33,16 +33,21 @@ from datetime import UTC, datetime, timedelta
 from enum import Enum
 
 from epochgc.errors import EpochGCError
-from epochgc.gc.collect import CollectOutcome, CollectSettings, SafetyBlockedError, collect_once
+from epochgc.gc.collection_round import (
+    CollectOutcome,
+    CollectSettings,
+    SafetyBlockedError,
+    collect_once,
+)
 from epochgc.gc.control import CollectorPausedError, CollectorState, ControlDocument, DeletingJob
 from epochgc.gc.future_times import FutureTimeLog
 from epochgc.gc.janitor import Janitor
+from epochgc.gc.listing.knowledge import ShardKnowledge
 from epochgc.gc.pause import PauseGuard
-from epochgc.gc.shard_knowledge import ShardKnowledge
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
-from epochgc.watermarks.aggregate import SafeEpochTracker
 from epochgc.watermarks.controller import Controller
+from epochgc.watermarks.safe_epoch.aggregate import SafeEpochTracker
 
 log = logging.getLogger("epochgc.gc.collector")
 

@@ -28,9 +28,7 @@ from epochgc.errors import (
     NotFoundError,
     PreconditionFailedError,
 )
-from epochgc.storage.keys import gc_control_key, gc_status_key
-from epochgc.storage.object_store import ObjectStore
-from epochgc.watermarks.records import (
+from epochgc.storage.documents import (
     dump_document,
     format_time,
     get_int,
@@ -40,6 +38,8 @@ from epochgc.watermarks.records import (
     load_document,
     parse_time,
 )
+from epochgc.storage.keys import gc_control_key, gc_status_key
+from epochgc.storage.object_store import ObjectStore
 
 log = logging.getLogger("epochgc.gc.control")
 
@@ -78,7 +78,7 @@ class DeletingJob(Enum):
     """The controller log entries a snapshot covers (the daemon's compaction)."""
     TIDYING = "tidying"
     """Reports of gone nodes, expired run summaries, presence documents of
-    gone daemons (``gc.maintenance``, the daemon)."""
+    gone daemons (``gc.daemon.maintenance``, the daemon)."""
 
     @property
     def what(self) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from epochgc.gc.eligibility import Verdict, judge
-from epochgc.watermarks.reports import StuckCause
+from epochgc.watermarks.safe_epoch.reports import StuckCause
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Telling people about stored times from the future (``epochgc.stored_time``):
+"""Telling people about stored times from the future (``epochgc.storage.stored_time``):
 one warning per writer and document, a count for every document read
 that holds one.
 
@@ -20,7 +20,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 
-from epochgc.stored_time import FutureTime
+from epochgc.storage.stored_time import FutureTime
 
 log = logging.getLogger("epochgc.gc.clock")
 

@@ -19,10 +19,7 @@ from epochgc.gc.eligibility import Verdict
 from epochgc.gc.future_times import FutureTimeLog
 from epochgc.gc.janitor import JanitorResult
 from epochgc.gc.sweeper import SweepResult
-from epochgc.storage.keys import gc_run_summary_key
-from epochgc.storage.object_store import ObjectInfo, ObjectStore
-from epochgc.stored_time import DEFAULT_MARGIN_SECONDS, find_future, stored_age_seconds
-from epochgc.watermarks.records import (
+from epochgc.storage.documents import (
     dump_document,
     format_time,
     get_int,
@@ -30,6 +27,9 @@ from epochgc.watermarks.records import (
     load_document,
     parse_time,
 )
+from epochgc.storage.keys import gc_run_summary_key
+from epochgc.storage.object_store import ObjectInfo, ObjectStore
+from epochgc.storage.stored_time import DEFAULT_MARGIN_SECONDS, find_future, stored_age_seconds
 
 SUMMARY_VERSION = 2
 """2 adds the ``janitor`` object; a version 1 summary reads as a run whose
@@ -317,7 +317,7 @@ def expired_runs(
     behind would have its fresh summaries deleted at once; the store's
     timestamps are one clock for every writer. A timestamp ahead of ``now``
     by more than ``margin_seconds`` is unknown and its run is kept
-    (``epochgc.stored_time``). An id that does not name a start time
+    (``epochgc.storage.stored_time``). An id that does not name a start time
     (written by something else) is kept."""
     return sorted(
         run_id

@@ -14,7 +14,7 @@ No I/O, no clock: ``now`` is a parameter. ``expires_at`` of a lease is its
 holder's wall clock: compared with ``now`` here only as a hint for people
 (no decision uses it). The status's and the presence documents' times are
 their writers' clocks too: one ahead of ``now`` by more than the skew
-margin (``epochgc.stored_time``) is shown as such, with no age, and a
+margin (``epochgc.storage.stored_time``) is shown as such, with no age, and a
 presence document of unknown age counts as stale.
 """
 
@@ -25,14 +25,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from epochgc.gc.control import CollectorState, ControlDocument, DeletingJob, StatusDocument
-from epochgc.gc.presence import PresenceDocument
-from epochgc.stored_time import (
+from epochgc.gc.daemon.presence import PresenceDocument
+from epochgc.leases.role_leases import LeaseDocument
+from epochgc.storage.stored_time import (
     DEFAULT_MARGIN_SECONDS,
     is_from_future,
     skew_seconds,
     stored_age_seconds,
 )
-from epochgc.watermarks.leases import LeaseDocument
 
 
 @dataclass(frozen=True)

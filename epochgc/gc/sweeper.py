@@ -34,9 +34,9 @@ from datetime import UTC, datetime, timedelta
 from epochgc.errors import EpochGCError
 from epochgc.gc.control import CollectorPausedError
 from epochgc.gc.eligibility import Verdict
+from epochgc.gc.listing.knowledge import ShardObservation
 from epochgc.gc.planner import plan_page
 from epochgc.gc.rate import RateController
-from epochgc.gc.shard_knowledge import ShardObservation
 from epochgc.progress import ProgressLog
 from epochgc.storage.keys import l0_shard_prefix, parse_l0_key
 from epochgc.storage.object_store import MAX_KEYS_PER_DELETE, DeleteOutcome, ObjectInfo, ObjectStore

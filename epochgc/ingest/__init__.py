@@ -1,5 +1,6 @@
-"""The reference write path: L0 object layout, the batcher that packs records
-of many partitions into one L0 object, and epoch-pinned placeholder appends.
+"""The reference write path: the producer that packs records of many
+partitions into one L0 object and appends epoch-pinned placeholders.
 
-Imports ``storage`` and ``watermarks``; never ``gc`` or ``reconciler``.
+Imports ``storage``, ``leases`` and ``watermarks``; never ``gc`` or
+``reconciler``.
 """

@@ -41,12 +41,12 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from epochgc.errors import EpochGCError, StaleEpochError, TopicNotFoundError
-from epochgc.ingest.directory import LeaderDirectory
-from epochgc.ingest.leader_service import NotLeaderError
 from epochgc.ingest.upload import upload_l0
 from epochgc.storage.object_store import ObjectStore
-from epochgc.watermarks.commands import PlaceholderBatch
 from epochgc.watermarks.epoch import EpochCache
+from epochgc.watermarks.partition.commands import PlaceholderBatch
+from epochgc.watermarks.partition.directory import LeaderDirectory
+from epochgc.watermarks.partition.leader import NotLeaderError
 
 log = logging.getLogger("epochgc.ingest.producer")
 

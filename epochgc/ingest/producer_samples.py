@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from epochgc.ingest.producer import ProducerStats
-from epochgc.metrics.collectors import ProducerSample
+from epochgc.metrics.custom_collectors import ProducerSample
 
 
 def producer_sample(stats: ProducerStats) -> ProducerSample:

@@ -14,10 +14,10 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from epochgc.ingest.l0_format import ChunkRef, build_l0_object
 from epochgc.storage.keys import encode_l0_key
+from epochgc.storage.l0_format import ChunkRef, build_l0_object
 from epochgc.storage.object_store import ObjectStore
-from epochgc.watermarks.commands import PlaceholderBatch
+from epochgc.watermarks.partition.commands import PlaceholderBatch
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from epochgc.errors import NotFoundError, RecordError
+from epochgc.leases.assignment import UNKNOWN_INCARNATION, AssignmentCache, OwnerRecord
+from epochgc.leases.codec import NodeLeaseDocument, decode_node_lease, decode_owner
+from epochgc.leases.timing import VersionWatch
 from epochgc.storage.keys import (
     PartitionId,
     node_lease_key,
@@ -45,17 +48,6 @@ from epochgc.storage.keys import (
     parse_owner_key,
 )
 from epochgc.storage.object_store import ObjectInfo, ObjectStore
-from epochgc.watermarks.lease_timing import VersionWatch
-from epochgc.watermarks.ownership import (
-    UNKNOWN_INCARNATION,
-    AssignmentCache,
-    OwnerRecord,
-)
-from epochgc.watermarks.ownership_records import (
-    NodeLeaseDocument,
-    decode_node_lease,
-    decode_owner,
-)
 
 log = logging.getLogger("epochgc.watermarks.cluster_view")
 

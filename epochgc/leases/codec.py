@@ -28,8 +28,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from epochgc.errors import MalformedRecordError
+from epochgc.storage.documents import dump_document, get_int, get_str, load_document, parse_time
 from epochgc.storage.keys import is_valid_node_id
-from epochgc.watermarks.records import dump_document, get_int, get_str, load_document, parse_time
 
 NODE_LEASE_VERSION = 1
 OWNER_RECORD_VERSION = 1

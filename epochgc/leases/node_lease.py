@@ -43,16 +43,12 @@ from datetime import UTC, datetime, timedelta
 from typing import NoReturn
 
 from epochgc.errors import EpochGCError, LeaseLostError, NotFoundError, StorageError
+from epochgc.leases.codec import NodeLeaseDocument, decode_node_lease, encode_node_lease
+from epochgc.leases.timing import LeasePolicy, VersionWatch
 from epochgc.periodic import PeriodicThread
 from epochgc.storage.conditional_put import put_conditionally, remember_unanswered
 from epochgc.storage.keys import node_lease_key
 from epochgc.storage.object_store import ObjectStore, StoredObject
-from epochgc.watermarks.lease_timing import LeasePolicy, VersionWatch
-from epochgc.watermarks.ownership_records import (
-    NodeLeaseDocument,
-    decode_node_lease,
-    encode_node_lease,
-)
 
 log = logging.getLogger("epochgc.watermarks.node_lease")
 

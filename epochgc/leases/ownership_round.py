@@ -25,12 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from epochgc.errors import EpochGCError
-from epochgc.storage.keys import PartitionId
-from epochgc.storage.object_store import ObjectStore
-from epochgc.watermarks.cluster_view import ClusterView
-from epochgc.watermarks.node_lease import NodeLease
-from epochgc.watermarks.owner_store import OwnershipStore
-from epochgc.watermarks.ownership import (
+from epochgc.leases.assignment import (
     AssignmentCache,
     Move,
     MoveKind,
@@ -38,6 +33,11 @@ from epochgc.watermarks.ownership import (
     is_owned_by,
     plan_round,
 )
+from epochgc.leases.cluster_view import ClusterView
+from epochgc.leases.node_lease import NodeLease
+from epochgc.leases.ownership_store import OwnershipStore
+from epochgc.storage.keys import PartitionId
+from epochgc.storage.object_store import ObjectStore
 
 log = logging.getLogger("epochgc.watermarks.node_ownership")
 

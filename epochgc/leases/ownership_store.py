@@ -28,6 +28,9 @@ from collections.abc import Callable
 from datetime import datetime
 
 from epochgc.errors import NotFoundError, RecordError
+from epochgc.leases.assignment import OwnerRecord
+from epochgc.leases.codec import OwnerDocument, decode_owner, encode_owner
+from epochgc.leases.role_leases import decode_lease
 from epochgc.storage.conditional_put import put_conditionally
 from epochgc.storage.keys import (
     LEGACY_PARTITION_LEASE_PREFIX,
@@ -37,9 +40,6 @@ from epochgc.storage.keys import (
     owner_key,
 )
 from epochgc.storage.object_store import ObjectStore
-from epochgc.watermarks.leases import decode_lease
-from epochgc.watermarks.ownership import OwnerRecord
-from epochgc.watermarks.ownership_records import OwnerDocument, decode_owner, encode_owner
 
 log = logging.getLogger("epochgc.watermarks.owner_store")
 

@@ -66,18 +66,12 @@ from epochgc.errors import (
     NotFoundError,
     StorageError,
 )
+from epochgc.leases.timing import LeasePolicy, VersionWatch
 from epochgc.periodic import PeriodicThread
 from epochgc.storage.conditional_put import put_conditionally, remember_unanswered
+from epochgc.storage.documents import dump_document, get_int, get_str, load_document, parse_time
 from epochgc.storage.keys import lease_key
 from epochgc.storage.object_store import ObjectStore, StoredObject
-from epochgc.watermarks.lease_timing import LeasePolicy, VersionWatch
-from epochgc.watermarks.records import (
-    dump_document,
-    get_int,
-    get_str,
-    load_document,
-    parse_time,
-)
 
 log = logging.getLogger("epochgc.watermarks.leases")
 

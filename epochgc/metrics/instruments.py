@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from epochgc.metrics.collectors import (
+from epochgc.metrics.custom_collectors import (
     NodeCollector,
     NodeSample,
     ProducerCollector,

@@ -2,5 +2,5 @@
 L0 objects into per-partition L1 objects, then record the progress that lets
 ``M(p)`` advance; and the reader that serves a partition from L1 and L0.
 
-Imports ``storage``, ``watermarks`` and ``ingest`` (for the object layout).
+Imports ``storage``, ``leases`` and ``watermarks``; never ``gc`` or ``ingest``.
 """

@@ -14,11 +14,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from epochgc.errors import CorruptLogError, EpochGCError, MalformedRecordError, NotFoundError
-from epochgc.ingest.l0_format import decode_records
+from epochgc.storage.l0_format import decode_records
 from epochgc.storage.object_store import ObjectStore
-from epochgc.watermarks.commands import PlaceholderBatch, Placeholders
-from epochgc.watermarks.records import RetainedPlaceholder, decode_command
-from epochgc.watermarks.replica import PartitionReplica
+from epochgc.watermarks.partition.codec import RetainedPlaceholder, decode_command
+from epochgc.watermarks.partition.commands import PlaceholderBatch, Placeholders
+from epochgc.watermarks.partition.replica import PartitionReplica
 
 
 @dataclass(frozen=True)

@@ -86,8 +86,7 @@ from datetime import UTC, datetime
 from typing import TypeVar
 
 from epochgc.errors import EpochGCError, LeaseLostError, NotFoundError, RecordError, StorageError
-from epochgc.ingest.directory import LeaderDirectory
-from epochgc.ingest.leader_service import PartitionLeaderService
+from epochgc.leases.ownership_round import NodeOwnership, RoundReport
 from epochgc.reconciler.fetch import L0UnreadableError
 from epochgc.reconciler.reconcile import Reconciler
 from epochgc.reconciler.retention import RetentionTargets, update_retention_hint
@@ -96,10 +95,11 @@ from epochgc.reconciler.watchdog import LoopStall, ProgressWatchdog
 from epochgc.storage.keys import PartitionId, report_key
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.controller import Controller, ControllerView, TopicInfo
-from epochgc.watermarks.fence import FenceStats
-from epochgc.watermarks.node_ownership import NodeOwnership, RoundReport
-from epochgc.watermarks.replica import PartitionLeader, PartitionReplica
-from epochgc.watermarks.reports import (
+from epochgc.watermarks.partition.directory import LeaderDirectory
+from epochgc.watermarks.partition.fence import FenceStats
+from epochgc.watermarks.partition.leader import PartitionLeaderService
+from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
+from epochgc.watermarks.safe_epoch.reports import (
     PartitionReport,
     SafeEpochRule,
     StuckCause,

@@ -4,7 +4,7 @@ its node lease and ownership (nothing is pushed ahead of time)."""
 
 from __future__ import annotations
 
-from epochgc.metrics.collectors import NodeSample, StuckSample
+from epochgc.metrics.custom_collectors import NodeSample, StuckSample
 from epochgc.reconciler.node import ReconcilerNode
 
 

@@ -34,7 +34,11 @@ from typing import NoReturn
 
 from epochgc.config import Config
 from epochgc.errors import EpochGCError
-from epochgc.ingest.directory import LeaderDirectory
+from epochgc.leases.node_lease import NodeLease
+from epochgc.leases.ownership_round import NodeOwnership
+from epochgc.leases.ownership_store import read_owner
+from epochgc.leases.role_leases import LeaseManager
+from epochgc.leases.timing import LeasePolicy
 from epochgc.metrics.instruments import (
     CollectorRegistry,
     ReconcilerMetrics,
@@ -45,17 +49,13 @@ from epochgc.metrics.instruments import (
 from epochgc.metrics.server import MetricsServer
 from epochgc.periodic import PeriodicThread
 from epochgc.reconciler.node import LoopStoppedError, NodeSettings, ReconcilerNode
-from epochgc.reconciler.telemetry import sample_node
+from epochgc.reconciler.node_samples import sample_node
 from epochgc.storage.keys import PartitionId
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.lease_timing import LeasePolicy
-from epochgc.watermarks.leases import LeaseManager
-from epochgc.watermarks.node_lease import NodeLease
-from epochgc.watermarks.node_ownership import NodeOwnership
-from epochgc.watermarks.owner_store import read_owner
-from epochgc.watermarks.reports import SafeEpochRule, safe_epoch_rule
+from epochgc.watermarks.partition.directory import LeaderDirectory
+from epochgc.watermarks.safe_epoch.reports import SafeEpochRule, safe_epoch_rule
 from epochgc.watermarks.ticker import EpochTicker
 
 log = logging.getLogger("epochgc.reconciler.service")

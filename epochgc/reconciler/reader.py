@@ -13,8 +13,8 @@ is never handed a silent gap.
 from __future__ import annotations
 
 from epochgc.errors import CorruptLogError, EpochGCError
-from epochgc.ingest.l0_format import decode_records
 from epochgc.reconciler.fetch import fetch_records, pending_placeholders
+from epochgc.storage.documents import format_time
 from epochgc.storage.keys import (
     L1Key,
     PartitionId,
@@ -22,10 +22,11 @@ from epochgc.storage.keys import (
     parse_l1_key,
     partition_l1_prefix,
 )
+from epochgc.storage.l0_format import decode_records
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.records import LostRange, format_time
-from epochgc.watermarks.replica import PartitionReplica
+from epochgc.watermarks.partition.codec import LostRange
+from epochgc.watermarks.partition.replica import PartitionReplica
 
 
 class RecordsLostError(EpochGCError):

@@ -30,7 +30,6 @@ import uuid
 from dataclasses import dataclass
 
 from epochgc.errors import CorruptLogError
-from epochgc.ingest.l0_format import encode_records
 from epochgc.reconciler.fetch import (
     L0UnreadableError,
     PendingPlaceholder,
@@ -38,8 +37,9 @@ from epochgc.reconciler.fetch import (
     pending_placeholders,
 )
 from epochgc.storage.keys import encode_l1_key
+from epochgc.storage.l0_format import encode_records
 from epochgc.storage.object_store import ObjectStore
-from epochgc.watermarks.replica import PartitionLeader
+from epochgc.watermarks.partition.replica import PartitionLeader
 
 log = logging.getLogger("epochgc.reconciler")
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from epochgc.watermarks.records import RetainedPlaceholder
-from epochgc.watermarks.replica import PartitionLeader
+from epochgc.watermarks.partition.codec import RetainedPlaceholder
+from epochgc.watermarks.partition.replica import PartitionLeader
 
 log = logging.getLogger("epochgc.reconciler.retention")
 

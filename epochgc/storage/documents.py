@@ -12,24 +12,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from epochgc.errors import MalformedRecordError, UnsupportedVersionError
-from epochgc.storage.keys import is_valid_topic
-from epochgc.watermarks.commands import (
-    AdvanceEpoch,
-    AdvanceReconciled,
-    Command,
-    PlaceholderBatch,
-    Placeholders,
-    RecordsLost,
-    SetAllowedLocalStartOffset,
-    SetStartOffset,
-    TermStart,
-)
-from epochgc.watermarks.state import PartitionState
 
 
 def load_document(data: bytes, what: str, known_version: int) -> dict[str, Any]:
@@ -55,12 +41,10 @@ def load_document(data: bytes, what: str, known_version: int) -> dict[str, Any]:
     return doc
 
 
-
 def dump_document(doc: Mapping[str, Any]) -> bytes:
     """Serialise deterministically (sorted keys, no spaces): identical
     documents give identical bytes, which create-only idempotency relies on."""
     return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode("utf-8")
-
 
 
 def get_int(doc: Mapping[str, Any], name: str, what: str, minimum: int | None = None) -> int:
@@ -73,7 +57,6 @@ def get_int(doc: Mapping[str, Any], name: str, what: str, minimum: int | None = 
     return value
 
 
-
 def get_optional_int(
     doc: Mapping[str, Any], name: str, what: str, minimum: int | None = None
 ) -> int | None:
@@ -81,7 +64,6 @@ def get_optional_int(
     if doc.get(name) is None:
         return None
     return get_int(doc, name, what, minimum)
-
 
 
 def get_str(doc: Mapping[str, Any], name: str, what: str) -> str:
@@ -92,7 +74,6 @@ def get_str(doc: Mapping[str, Any], name: str, what: str) -> str:
     return value
 
 
-
 def get_optional_str(doc: Mapping[str, Any], name: str, where: str) -> str:
     """A string field that may be absent (read as ``""``)."""
     value = doc.get(name, "")
@@ -101,13 +82,11 @@ def get_optional_str(doc: Mapping[str, Any], name: str, where: str) -> str:
     return value
 
 
-
 def format_time(moment: datetime) -> str:
     """RFC 3339 UTC with a ``Z`` suffix, second precision."""
     if moment.tzinfo is None:
         raise ValueError("times must be timezone-aware")
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
 
 
 def parse_time(text: str, what: str) -> datetime:
@@ -119,4 +98,3 @@ def parse_time(text: str, what: str) -> datetime:
     if moment.tzinfo is None:
         raise MalformedRecordError(f"{what}: time without a UTC offset: {text!r}")
     return moment.astimezone(UTC)
-

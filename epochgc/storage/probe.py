@@ -20,7 +20,7 @@ form that worked; the stale-ETag probe that follows then proves the store
 really enforces that form, so detection never weakens a probe.
 
 ``ensure_store_capable`` is the gate every writing command and process
-passes once (``runtime.open_store`` caches the verdict per endpoint and
+passes once (``wiring.open_store`` caches the verdict per endpoint and
 bucket). It runs the same probes, leaner (one race round, three list
 keys): about 25 requests, a fraction of a second.
 """

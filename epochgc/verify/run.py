@@ -66,7 +66,6 @@ from epochgc.config import load_config
 from epochgc.errors import EpochGCError
 from epochgc.gc.control import pause, resume
 from epochgc.reconciler.reader import PartitionReader
-from epochgc.runtime import client_settings_of, store_from_settings
 from epochgc.storage.embedded import EMBEDDED_ACCESS_KEY, EMBEDDED_SECRET_KEY, EmbeddedS3
 from epochgc.storage.keys import (
     PartitionId,
@@ -80,11 +79,15 @@ from epochgc.storage.keys import (
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.verify.faults import HeldWrites
 from epochgc.verify.truth import LogFollower, logged_safe_epoch
-from epochgc.watermarks.aggregate import SafeEpochTracker, join_safe_epoch
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.replica import PartitionReplica
-from epochgc.watermarks.reports import read_reports
-from epochgc.watermarks.safe_epoch import compute_safe_epoch
+from epochgc.watermarks.partition.replica import PartitionReplica
+from epochgc.watermarks.safe_epoch.aggregate import (
+    SafeEpochTracker,
+    join_safe_epoch,
+)
+from epochgc.watermarks.safe_epoch.compute import compute_safe_epoch
+from epochgc.watermarks.safe_epoch.reports import read_reports
+from epochgc.wiring import client_settings_of, store_from_settings
 
 log = logging.getLogger("epochgc.verify")
 

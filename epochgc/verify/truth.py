@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from epochgc.storage.keys import PartitionId
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.controller import ControllerView
-from epochgc.watermarks.replica import PartitionReplica
+from epochgc.watermarks.partition.replica import PartitionReplica
 
 
 @dataclass(frozen=True)

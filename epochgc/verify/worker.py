@@ -49,14 +49,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from epochgc.config import Config, load_config, log_level_of
-from epochgc.gc.daemon import GcDaemon
-from epochgc.gc.service import daemon_settings_of
-from epochgc.ingest.directory import LeaderDirectory
+from epochgc.gc.daemon.main import daemon_settings_of
+from epochgc.gc.daemon.scheduler import GcDaemon
 from epochgc.ingest.producer import Producer
+from epochgc.leases.ownership_round import NodeOwnership
 from epochgc.logging_setup import setup_logging
 from epochgc.reconciler.node import LoopStoppedError, ReconcilerNode
-from epochgc.reconciler.service import build_node
-from epochgc.runtime import client_settings_of, store_from_settings
+from epochgc.reconciler.process import build_node
 from epochgc.storage.keys import (
     l0_prefix,
     l1_prefix,
@@ -67,9 +66,10 @@ from epochgc.storage.keys import (
 from epochgc.verify.faults import FaultPlan, FaultyStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
-from epochgc.watermarks.node_ownership import NodeOwnership
-from epochgc.watermarks.reports import SafeEpochRule, safe_epoch_rule
-from epochgc.watermarks.state import PartitionState
+from epochgc.watermarks.partition.directory import LeaderDirectory
+from epochgc.watermarks.partition.state import PartitionState
+from epochgc.watermarks.safe_epoch.reports import SafeEpochRule, safe_epoch_rule
+from epochgc.wiring import client_settings_of, store_from_settings
 
 log = logging.getLogger("epochgc.verify.worker")
 

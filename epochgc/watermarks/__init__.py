@@ -1,7 +1,7 @@
-"""Watermarks: the partition state machine and its epoch window, fencing,
-partition replicas and leaders, the controller log and cluster epoch, and
-leases. Pure logic (``state``, ``window``, ``commands``, ``records``) has no
-I/O; the rest talks to storage through ``ObjectStore`` only.
+"""Watermarks: the partition state machine (``partition``), the controller
+log and cluster epoch, the epoch ticker, and the safe epoch ``M``
+(``safe_epoch``). Pure logic (state, window, commands, codecs) has no I/O;
+the rest talks to storage through ``ObjectStore`` only.
 
-Imports ``storage``; never ``gc``, ``reconciler`` or ``ingest``.
+Imports ``storage`` and ``leases``; never ``gc``, ``reconciler`` or ``ingest``.
 """

@@ -68,24 +68,22 @@ from epochgc.storage.keys import (
     is_valid_topic,
 )
 from epochgc.storage.object_store import ObjectStore
-from epochgc.watermarks.records import (
+from epochgc.watermarks.controller_codec import (
     ControllerEntry,
     ControllerSnapshot,
     CreateTopic,
     DeletedTopic,
     DeleteTopic,
     EpochTick,
-    PartitionSnapshot,
     SnapshotTopic,
     decode_controller_entry,
     decode_controller_snapshot,
-    decode_snapshot,
     encode_controller_entry,
     encode_controller_snapshot,
-    encode_snapshot,
 )
-from epochgc.watermarks.replica import open_partition_log
-from epochgc.watermarks.state import PartitionState
+from epochgc.watermarks.partition.codec import PartitionSnapshot, decode_snapshot, encode_snapshot
+from epochgc.watermarks.partition.replica import open_partition_log
+from epochgc.watermarks.partition.state import PartitionState
 from epochgc.wording import counted
 
 log = logging.getLogger("epochgc.watermarks.controller")

@@ -7,31 +7,25 @@ wrong ``M``, so nothing is guessed.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from epochgc.storage.documents import *  # codemod
-from epochgc.errors import MalformedRecordError, UnsupportedVersionError
-from epochgc.storage.keys import is_valid_topic
-from epochgc.watermarks.commands import (
-    AdvanceEpoch,
-    AdvanceReconciled,
-    Command,
-    PlaceholderBatch,
-    Placeholders,
-    RecordsLost,
-    SetAllowedLocalStartOffset,
-    SetStartOffset,
-    TermStart,
+from epochgc.errors import MalformedRecordError
+from epochgc.storage.documents import (
+    dump_document,
+    format_time,
+    get_int,
+    get_optional_int,
+    get_optional_str,
+    get_str,
+    load_document,
+    parse_time,
 )
-from epochgc.watermarks.state import PartitionState
-
+from epochgc.storage.keys import is_valid_topic
 
 CONTROLLER_VERSION = 2
-
 
 
 @dataclass(frozen=True)
@@ -51,7 +45,6 @@ class CreateTopic:
     nonce: str = ""
 
 
-
 @dataclass(frozen=True)
 class DeleteTopic:
     """``delete_topic``: incarnation ``topic@revision`` no longer pins ``M``.
@@ -68,7 +61,6 @@ class DeleteTopic:
     nonce: str = ""
 
 
-
 @dataclass(frozen=True)
 class EpochTick:
     """``epoch_tick``: moves the cluster epoch (the log's newest offset)."""
@@ -77,9 +69,7 @@ class EpochTick:
     nonce: str = ""
 
 
-
 ControllerEntry = CreateTopic | DeleteTopic | EpochTick
-
 
 
 NAMED_DELETE_VERSION = 2
@@ -87,7 +77,6 @@ NAMED_DELETE_VERSION = 2
 knows only v1 would ignore ``revision`` and end whichever incarnation is
 live, so it must refuse the entry instead; ticks and creates keep v1, whose
 readers ignore the added ``nonce`` harmlessly."""
-
 
 
 def encode_controller_entry(entry: ControllerEntry) -> bytes:
@@ -109,7 +98,6 @@ def encode_controller_entry(entry: ControllerEntry) -> bytes:
     else:
         doc.update(type="epoch_tick")
     return dump_document(doc)
-
 
 
 def decode_controller_entry(data: bytes, where: str = "controller entry") -> ControllerEntry:
@@ -148,9 +136,7 @@ def decode_controller_entry(data: bytes, where: str = "controller entry") -> Con
     raise MalformedRecordError(f"{where}: unknown controller entry type {kind!r}")
 
 
-
 CONTROLLER_SNAPSHOT_VERSION = 1
-
 
 
 @dataclass(frozen=True)
@@ -161,7 +147,6 @@ class SnapshotTopic:
     revision: int
     partitions: int
     config: Mapping[str, Any]
-
 
 
 @dataclass(frozen=True)
@@ -176,7 +161,6 @@ class DeletedTopic:
     name: str
     revision: int
     deleted_at: int
-
 
 
 @dataclass(frozen=True)
@@ -194,7 +178,6 @@ class ControllerSnapshot:
     deleted_topics: tuple[DeletedTopic, ...]
     epoch_starts: tuple[tuple[int, datetime], ...]
     older_epochs_started_by: datetime | None = None
-
 
 
 def encode_controller_snapshot(snapshot: ControllerSnapshot) -> bytes:
@@ -223,7 +206,6 @@ def encode_controller_snapshot(snapshot: ControllerSnapshot) -> bytes:
             "older_epochs_started_by": None if older is None else format_time(older),
         }
     )
-
 
 
 def decode_controller_snapshot(
@@ -278,7 +260,6 @@ def decode_controller_snapshot(
     return ControllerSnapshot(offset, topics, deleted, tuple(starts), older)
 
 
-
 def _get_list(doc: Mapping[str, Any], name: str, what: str) -> list[Any]:
     value = doc.get(name)
     if not isinstance(value, list):
@@ -286,13 +267,11 @@ def _get_list(doc: Mapping[str, Any], name: str, what: str) -> list[Any]:
     return value
 
 
-
 def _get_topic_name(item: Mapping[str, Any], what: str) -> str:
     name = get_str(item, "topic", what)
     if not is_valid_topic(name):
         raise MalformedRecordError(f"{what}: invalid topic name {name!r}")
     return name
-
 
 
 def _decode_live_topic(item: object, offset: int, where: str) -> SnapshotTopic:
@@ -308,7 +287,6 @@ def _decode_live_topic(item: object, offset: int, where: str) -> SnapshotTopic:
     return SnapshotTopic(name, revision, get_int(item, "partitions", where, 1), config)
 
 
-
 def _decode_deleted_topic(item: object, offset: int, where: str) -> DeletedTopic:
     if not isinstance(item, dict):
         raise MalformedRecordError(f"{where}: each deleted topic must be an object")
@@ -321,4 +299,3 @@ def _decode_deleted_topic(item: object, offset: int, where: str) -> DeletedTopic
             f"{revision}, {deleted_at}, {offset}"
         )
     return DeletedTopic(name, revision, deleted_at)
-

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from epochgc.errors import InvalidArgumentError, NotFoundError, RecordError
+from epochgc.leases.codec import NodeLeaseDocument, OwnerDocument, decode_node_lease, decode_owner
+from epochgc.leases.role_leases import decode_lease
 from epochgc.storage.keys import (
     nodes_prefix,
     owners_prefix,
@@ -30,15 +32,8 @@ from epochgc.storage.keys import (
 )
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.controller import Controller, ControllerView
-from epochgc.watermarks.leases import decode_lease
-from epochgc.watermarks.ownership_records import (
-    NodeLeaseDocument,
-    OwnerDocument,
-    decode_node_lease,
-    decode_owner,
-)
-from epochgc.watermarks.report_lifecycle import ForgetImpact, forget_impact
-from epochgc.watermarks.reports import NodeReport, read_reports
+from epochgc.watermarks.safe_epoch.lifecycle import ForgetImpact, forget_impact
+from epochgc.watermarks.safe_epoch.reports import NodeReport, read_reports
 
 
 @dataclass(frozen=True)

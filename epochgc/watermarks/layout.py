@@ -32,9 +32,9 @@ from epochgc.errors import (
     PreconditionFailedError,
     UnsupportedVersionError,
 )
+from epochgc.storage.documents import dump_document, get_int, load_document
 from epochgc.storage.keys import l1_prefix, partitions_prefix
 from epochgc.storage.object_store import ObjectStore
-from epochgc.watermarks.records import dump_document, get_int, load_document
 
 log = logging.getLogger("epochgc.watermarks.layout")
 

@@ -35,6 +35,7 @@ from epochgc.errors import (
     PreconditionFailedError,
     RecordError,
 )
+from epochgc.leases.role_leases import decode_lease
 from epochgc.storage.keys import (
     PartitionId,
     l1_prefix,
@@ -53,8 +54,7 @@ from epochgc.watermarks.layout import (
     layout_marker_key,
     write_layout_marker,
 )
-from epochgc.watermarks.leases import decode_lease
-from epochgc.watermarks.records import decode_snapshot
+from epochgc.watermarks.partition.codec import decode_snapshot
 
 log = logging.getLogger("epochgc.watermarks.migrate")
 

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from epochgc.errors import EpochGCError
-from epochgc.watermarks.leases import LeaseManager
+from epochgc.leases.role_leases import LeaseManager
 
 log = logging.getLogger("epochgc.watermarks.ticker")
 

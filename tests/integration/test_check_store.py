@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from epochgc.errors import BucketMissingError, StoreCapabilityError
-from epochgc.runtime import CapabilityCache
 from epochgc.storage.client import make_s3_client
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.probe import ensure_store_capable, format_probe_table, run_probes
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
+from epochgc.wiring import CapabilityCache
 from tests.support.cli import run_cli
 from tests.support.faults import RejectIfMatchStore
 

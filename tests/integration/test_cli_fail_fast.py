@@ -7,13 +7,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from epochgc.leases.node_lease import NodeLease
+from epochgc.leases.ownership_round import NodeOwnership
+from epochgc.leases.timing import LeasePolicy
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import PartitionId, owner_key
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.lease_timing import LeasePolicy
-from epochgc.watermarks.node_lease import NodeLease
-from epochgc.watermarks.node_ownership import NodeOwnership
 from tests.support.cli import run_cli
 from tests.support.config_files import write_server_config
 

@@ -9,16 +9,16 @@ import sys
 import time
 from pathlib import Path
 
+from epochgc.leases.codec import decode_node_lease
+from epochgc.leases.node_lease import NodeLease
+from epochgc.leases.ownership_round import NodeOwnership
+from epochgc.leases.role_leases import LeaseManager
+from epochgc.leases.timing import LeasePolicy
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import PartitionId, node_lease_key
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.lease_timing import LeasePolicy
-from epochgc.watermarks.leases import LeaseManager
-from epochgc.watermarks.node_lease import NodeLease
-from epochgc.watermarks.node_ownership import NodeOwnership
-from epochgc.watermarks.ownership_records import decode_node_lease
-from epochgc.watermarks.reports import read_reports
+from epochgc.watermarks.safe_epoch.reports import read_reports
 from tests.support.cli import REPO, run_cli
 from tests.support.config_files import write_server_config
 

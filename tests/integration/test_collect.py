@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from epochgc.errors import EpochGCError
-from epochgc.gc.collect import CollectSettings, SafetyBlockedError, collect_once
+from epochgc.gc.collection_round import CollectSettings, SafetyBlockedError, collect_once
 from epochgc.gc.collector import Collector, CollectorState, RoundOutcome
 from epochgc.gc.control import pause
 from epochgc.gc.run_report import list_runs
@@ -23,7 +23,11 @@ from epochgc.storage.keys import encode_l0_key, parse_l0_key
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.reports import NodeReport, PartitionReport, publish_report
+from epochgc.watermarks.safe_epoch.reports import (
+    NodeReport,
+    PartitionReport,
+    publish_report,
+)
 from tests.support.cli import run_cli
 from tests.support.config_files import write_server_config
 from tests.support.moto_seed import seed_objects

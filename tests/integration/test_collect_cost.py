@@ -12,16 +12,20 @@ from pathlib import Path
 
 import pytest
 
-from epochgc.gc.collect import CollectSettings, collect_once
+from epochgc.gc.collection_round import CollectSettings, collect_once
 from epochgc.gc.collector import ScheduleSettings
-from epochgc.gc.daemon import GcDaemon
-from epochgc.gc.listing_schedule import ListingPolicy
+from epochgc.gc.daemon.scheduler import GcDaemon
+from epochgc.gc.listing.schedule import ListingPolicy
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import encode_l0_key, gc_run_summary_key, parse_l0_key
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.reports import NodeReport, PartitionReport, publish_report
+from epochgc.watermarks.safe_epoch.reports import (
+    NodeReport,
+    PartitionReport,
+    publish_report,
+)
 from tests.integration.test_daemon import settings as daemon_settings
 from tests.support.cli import run_cli
 from tests.support.config_files import write_server_config

@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
-from epochgc.gc.collect import CollectSettings
+from epochgc.gc.collection_round import CollectSettings
 from epochgc.gc.collector import Collector, RoundOutcome
 from epochgc.gc.control import CollectorState
 from epochgc.storage.client import ClientSettings, make_s3_client

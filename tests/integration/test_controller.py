@@ -16,7 +16,7 @@ from epochgc.errors import (
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import SNAPSHOT_CHUNK, Controller
 from epochgc.watermarks.epoch import EpochCache
-from epochgc.watermarks.replica import PartitionReplica
+from epochgc.watermarks.partition.replica import PartitionReplica
 
 ROOT = "epochgc"
 

@@ -25,7 +25,7 @@ from epochgc.storage.keys import (
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller, ControllerView
-from epochgc.watermarks.records import DeletedTopic, EpochTick, encode_controller_entry
+from epochgc.watermarks.controller_codec import DeletedTopic, EpochTick, encode_controller_entry
 from tests.support.cli import run_cli
 from tests.support.config_files import write_server_config
 from tests.support.moto_seed import seed_objects

@@ -39,7 +39,7 @@ from epochgc.watermarks.controller import (
     ControllerView,
     fold_controller,
 )
-from epochgc.watermarks.records import (
+from epochgc.watermarks.controller_codec import (
     CreateTopic,
     DeleteTopic,
     EpochTick,

@@ -19,7 +19,7 @@ from epochgc.errors import TopicExistsError, TopicNotFoundError
 from epochgc.storage.keys import controller_log_prefix
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.records import DeleteTopic, decode_controller_entry
+from epochgc.watermarks.controller_codec import DeleteTopic, decode_controller_entry
 from tests.support.faults import HookedStore
 
 ROOT = "epochgc"

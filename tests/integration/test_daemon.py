@@ -19,10 +19,12 @@ from pathlib import Path
 import pytest
 
 from epochgc.errors import NotFoundError
-from epochgc.gc.collect import CollectSettings
+from epochgc.gc.collection_round import CollectSettings
 from epochgc.gc.collector import ScheduleSettings
 from epochgc.gc.control import CollectorState, read_status, request_reset
-from epochgc.gc.daemon import GC_LEASE, DaemonSettings, GcDaemon
+from epochgc.gc.daemon.scheduler import GC_LEASE, DaemonSettings, GcDaemon
+from epochgc.leases.role_leases import LeaseManager
+from epochgc.leases.timing import LeasePolicy
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import (
     controller_log_prefix,
@@ -33,8 +35,6 @@ from epochgc.storage.keys import (
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import CompactionPolicy, Controller
-from epochgc.watermarks.lease_timing import LeasePolicy
-from epochgc.watermarks.leases import LeaseManager
 from tests.support.cli import REPO, run_cli
 from tests.support.config_files import write_server_config
 from tests.support.moto_seed import seed_objects

@@ -23,17 +23,21 @@ from typing import Any
 import pytest
 
 from epochgc.gc.control import CollectorState, StatusDocument, write_status
-from epochgc.gc.daemon import GC_LEASE, GcDaemon
-from epochgc.gc.maintenance import MaintenanceSettings
-from epochgc.gc.presence import PresenceDocument, read_presences, write_presence
+from epochgc.gc.daemon.maintenance import MaintenanceSettings
+from epochgc.gc.daemon.presence import (
+    PresenceDocument,
+    read_presences,
+    write_presence,
+)
+from epochgc.gc.daemon.scheduler import GC_LEASE, GcDaemon
+from epochgc.leases.role_leases import LeaseDocument, encode_lease
+from epochgc.leases.timing import LeasePolicy
 from epochgc.storage.client import make_s3_client
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import lease_key, report_key
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
-from epochgc.watermarks.lease_timing import LeasePolicy
-from epochgc.watermarks.leases import LeaseDocument, encode_lease
-from epochgc.watermarks.reports import NodeReport, encode_report
+from epochgc.watermarks.safe_epoch.reports import NodeReport, encode_report
 from tests.conftest import FAST_RETRIES
 from tests.integration.test_daemon import ROOT, settings
 from tests.support.cli import REPO, run_cli

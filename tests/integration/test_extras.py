@@ -81,7 +81,8 @@ def test_the_base_install_needs_no_extra_for_the_cli_and_the_daemon(tmp_path: Pa
             sys.executable,
             "-c",
             BLOCKER.split("from epochgc.cli", maxsplit=1)[0]
-            + "import epochgc.gc.daemon, epochgc.gc.service, epochgc.reconciler.service\n",
+            + "import epochgc.gc.daemon.scheduler, epochgc.gc.daemon.main,"
+            + " epochgc.reconciler.process\n",
         ],
         cwd=REPO,
         capture_output=True,

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import asyncio
 
-from epochgc.ingest.directory import LeaderDirectory
+from epochgc.leases.timing import LeasePolicy
 from epochgc.reconciler.node import NodeSettings
 from epochgc.storage.s3 import S3ObjectStore
-from epochgc.watermarks.aggregate import join_safe_epoch
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.lease_timing import LeasePolicy
-from epochgc.watermarks.reports import read_reports
+from epochgc.watermarks.partition.directory import LeaderDirectory
+from epochgc.watermarks.safe_epoch.aggregate import join_safe_epoch
+from epochgc.watermarks.safe_epoch.reports import read_reports
 from tests.support.nodes import reconciler_node
 
 ROOT = "epochgc"

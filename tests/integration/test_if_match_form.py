@@ -17,12 +17,12 @@ import pytest
 
 from epochgc.config import load_config
 from epochgc.errors import ConfigError, PreconditionFailedError, StoreCapabilityError
-from epochgc.runtime import CapabilityCache, open_store
 from epochgc.storage.client import make_s3_client
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.probe import ensure_store_capable, run_probes
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
+from epochgc.wiring import CapabilityCache, open_store
 from tests.conftest import FAST_RETRIES
 from tests.support.config_files import write_server_config
 from tests.support.s3_proxy import (

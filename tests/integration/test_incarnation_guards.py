@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 
 from epochgc.errors import CorruptLogError
 from epochgc.gc.janitor import Janitor
-from epochgc.ingest.directory import LeaderDirectory
+from epochgc.leases.ownership_store import OwnershipStore, read_owner
+from epochgc.leases.timing import LeasePolicy
 from epochgc.reconciler.node import NodeSettings
 from epochgc.storage.cas_log import COVERED_OFFSET_METADATA
 from epochgc.storage.keys import (
@@ -32,14 +33,13 @@ from epochgc.storage.keys import (
     partition_snapshot_key,
 )
 from epochgc.storage.s3 import S3ObjectStore
-from epochgc.watermarks.commands import TermStart
 from epochgc.watermarks.controller import Controller, ControllerView, TopicInfo
-from epochgc.watermarks.lease_timing import LeasePolicy
-from epochgc.watermarks.owner_store import OwnershipStore, read_owner
-from epochgc.watermarks.records import PartitionSnapshot, encode_command, encode_snapshot
-from epochgc.watermarks.replica import PartitionReplica, open_partition_log
-from epochgc.watermarks.reports import read_reports
-from epochgc.watermarks.state import PartitionState
+from epochgc.watermarks.partition.codec import PartitionSnapshot, encode_command, encode_snapshot
+from epochgc.watermarks.partition.commands import TermStart
+from epochgc.watermarks.partition.directory import LeaderDirectory
+from epochgc.watermarks.partition.replica import PartitionReplica, open_partition_log
+from epochgc.watermarks.partition.state import PartitionState
+from epochgc.watermarks.safe_epoch.reports import read_reports
 from tests.support.nodes import reconciler_node
 
 ROOT = "epochgc"
@@ -72,7 +72,7 @@ def _old_state(revision: int) -> PartitionState:
     )
 
 
-# --- the replica refuses another revision's snapshot (watermarks/replica.py) -------
+# --- the replica refuses another revision's snapshot (watermarks/partition/replica.py) -------
 
 
 def test_a_replica_of_orders_at_3_refuses_the_snapshot_of_orders_at_1(

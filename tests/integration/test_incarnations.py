@@ -15,19 +15,19 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-from epochgc.gc.collect import CollectSettings, collect_once
-from epochgc.ingest.directory import LeaderDirectory
+from epochgc.gc.collection_round import CollectSettings, collect_once
 from epochgc.ingest.producer import Producer
+from epochgc.leases.timing import LeasePolicy
 from epochgc.reconciler.node import NodeSettings
 from epochgc.reconciler.reader import PartitionReader
 from epochgc.storage.keys import parse_l0_key
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
-from epochgc.watermarks.aggregate import join_safe_epoch
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
-from epochgc.watermarks.lease_timing import LeasePolicy
-from epochgc.watermarks.reports import read_reports
+from epochgc.watermarks.partition.directory import LeaderDirectory
+from epochgc.watermarks.safe_epoch.aggregate import join_safe_epoch
+from epochgc.watermarks.safe_epoch.reports import read_reports
 from tests.support.nodes import reconciler_node
 
 ROOT = "epochgc"

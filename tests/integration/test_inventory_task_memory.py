@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from epochgc.gc.spark_tasks import TaskSpec, inventory_task
+from epochgc.gc.spark.tasks import TaskSpec, inventory_task
 from epochgc.storage.client import make_s3_client
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.inventory import PARQUET_SCHEMA, InventoryFile, parse_manifest

@@ -8,7 +8,7 @@ import asyncio
 import json
 from datetime import timedelta
 
-from epochgc.gc.collect import CollectSettings, collect_once
+from epochgc.gc.collection_round import CollectSettings, collect_once
 from epochgc.gc.janitor import Janitor
 from epochgc.gc.run_report import decode_summary
 from epochgc.storage.keys import PartitionId, lease_key, legacy_partition_lease_key, owner_key

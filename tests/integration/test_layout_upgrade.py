@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from epochgc.ingest.directory import LeaderDirectory
 from epochgc.ingest.producer import Producer
+from epochgc.leases.timing import LeasePolicy
 from epochgc.reconciler.node import NodeSettings
 from epochgc.reconciler.reader import PartitionReader
 from epochgc.storage.embedded import EmbeddedS3
@@ -16,7 +16,7 @@ from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
 from epochgc.watermarks.layout import layout_marker_key
-from epochgc.watermarks.lease_timing import LeasePolicy
+from epochgc.watermarks.partition.directory import LeaderDirectory
 from tests.support.cli import run_cli
 from tests.support.config_files import write_server_config
 from tests.support.nodes import reconciler_node

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from epochgc.errors import LeaseLostError, PreconditionFailedError
+from epochgc.leases.role_leases import LeaseDocument, LeaseManager, decode_lease, encode_lease
 from epochgc.storage.keys import lease_key
 from epochgc.storage.s3 import S3ObjectStore
-from epochgc.watermarks.leases import LeaseDocument, LeaseManager, decode_lease, encode_lease
 from tests.integration.test_leases_and_leaders import POLICY, ROOT, Clock
 from tests.support.faults import RejectIfMatchStore
 

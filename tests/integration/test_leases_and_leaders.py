@@ -14,17 +14,17 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from epochgc.errors import FencedError, LeaseLostError, TransientStorageError
-from epochgc.ingest.directory import LeaderDirectory
+from epochgc.leases.node_lease import NodeLease
+from epochgc.leases.ownership_round import NodeOwnership
+from epochgc.leases.role_leases import LeaseManager
+from epochgc.leases.timing import LeasePolicy
 from epochgc.storage.keys import PartitionId, lease_key
 from epochgc.storage.s3 import S3ObjectStore
-from epochgc.watermarks.commands import PlaceholderBatch, Placeholders
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.lease_timing import LeasePolicy
-from epochgc.watermarks.leases import LeaseManager
-from epochgc.watermarks.node_lease import NodeLease
-from epochgc.watermarks.node_ownership import NodeOwnership
-from epochgc.watermarks.replica import PartitionLeader, PartitionReplica
-from epochgc.watermarks.state import Outcome
+from epochgc.watermarks.partition.commands import PlaceholderBatch, Placeholders
+from epochgc.watermarks.partition.directory import LeaderDirectory
+from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
+from epochgc.watermarks.partition.state import Outcome
 from tests.support.faults import HookedStore, TimesOutAfterApplyingStore
 from tests.support.nodes import reconciler_node
 

@@ -26,15 +26,15 @@ from pathlib import Path
 import pytest
 
 from epochgc.errors import EpochGCError
-from epochgc.ingest.directory import LeaderDirectory
+from epochgc.leases.codec import decode_node_lease
+from epochgc.leases.ownership_round import NodeOwnership
+from epochgc.leases.timing import LeasePolicy
 from epochgc.reconciler.node import NodeSettings, ReconcilerNode
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import controller_log_prefix, node_lease_key, nodes_prefix
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.lease_timing import LeasePolicy
-from epochgc.watermarks.node_ownership import NodeOwnership
-from epochgc.watermarks.ownership_records import decode_node_lease
+from epochgc.watermarks.partition.directory import LeaderDirectory
 from tests.support.cli import REPO
 from tests.support.config_files import write_server_config
 from tests.support.faults import StallingStore
@@ -197,7 +197,7 @@ def test_healthz_names_the_loop_that_stopped(store: S3ObjectStore) -> None:
 async def _healthz(store: S3ObjectStore) -> None:
     from epochgc.metrics.instruments import CollectorRegistry  # noqa: PLC0415
     from epochgc.metrics.server import MetricsServer  # noqa: PLC0415
-    from epochgc.reconciler.service import reconciler_health  # noqa: PLC0415
+    from epochgc.reconciler.process import reconciler_health  # noqa: PLC0415
 
     Controller(store, ROOT).create_topic("orders", 2)
     prefix, methods = LOOP_TRAPS["ownership"]

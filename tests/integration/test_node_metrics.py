@@ -10,15 +10,15 @@ from prometheus_client import CollectorRegistry
 
 from epochgc.config import Config, OwnershipConfig
 from epochgc.errors import RetriesExhaustedError
-from epochgc.ingest.directory import LeaderDirectory
 from epochgc.ingest.producer import Producer
-from epochgc.ingest.telemetry import producer_sample
+from epochgc.ingest.producer_samples import producer_sample
 from epochgc.metrics.instruments import ProducerMetrics
 from epochgc.reconciler.node import ReconcilerNode
-from epochgc.reconciler.service import NodeMetrics, build_node
+from epochgc.reconciler.process import NodeMetrics, build_node
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
+from epochgc.watermarks.partition.directory import LeaderDirectory
 from tests.support.faults import HookedStore
 
 ROOT = "epochgc"

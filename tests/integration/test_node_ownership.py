@@ -10,15 +10,15 @@ from collections.abc import Iterator
 import pytest
 
 from epochgc.errors import NotFoundError, PreconditionFailedError, TransientStorageError
+from epochgc.leases.assignment import AssignmentCache, OwnerRecord, desired_assignment
+from epochgc.leases.codec import decode_node_lease, decode_owner
+from epochgc.leases.node_lease import NodeLease
+from epochgc.leases.ownership_round import NodeOwnership
+from epochgc.leases.ownership_store import OwnershipStore
+from epochgc.leases.timing import LeasePolicy
 from epochgc.storage.keys import PartitionId, node_lease_key, owner_key
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.s3 import S3ObjectStore
-from epochgc.watermarks.lease_timing import LeasePolicy
-from epochgc.watermarks.node_lease import NodeLease
-from epochgc.watermarks.node_ownership import NodeOwnership
-from epochgc.watermarks.owner_store import OwnershipStore
-from epochgc.watermarks.ownership import AssignmentCache, OwnerRecord, desired_assignment
-from epochgc.watermarks.ownership_records import decode_node_lease, decode_owner
 from tests.support.faults import HookedStore, TimesOutAfterApplyingStore
 from tests.support.memory_store import MemoryStore, VirtualClock
 

@@ -7,12 +7,12 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
-from epochgc.ingest.directory import LeaderDirectory
+from epochgc.leases.timing import LeasePolicy
 from epochgc.reconciler.node import NodeSettings, ReconcilerNode
 from epochgc.storage.keys import topic_meta_prefix
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.lease_timing import LeasePolicy
+from epochgc.watermarks.partition.directory import LeaderDirectory
 from tests.support.faults import OutageStore
 from tests.support.nodes import reconciler_node
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import asyncio
 
-from epochgc.ingest.directory import LeaderDirectory
+from epochgc.leases.assignment import desired_assignment
+from epochgc.leases.ownership_round import NodeOwnership
+from epochgc.leases.timing import LeasePolicy
 from epochgc.reconciler.node import NodeSettings, ReconcilerNode
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.lease_timing import LeasePolicy
-from epochgc.watermarks.node_ownership import NodeOwnership
-from epochgc.watermarks.ownership import desired_assignment
+from epochgc.watermarks.partition.directory import LeaderDirectory
 from tests.support.memory_store import MemoryStore, VirtualClock
 from tests.support.nodes import reconciler_node
 

@@ -19,18 +19,18 @@ from pathlib import Path
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from epochgc.gc.collect import CollectSettings
+from epochgc.gc.collection_round import CollectSettings
 from epochgc.gc.collector import ScheduleSettings
-from epochgc.gc.daemon import DaemonSettings, GcDaemon
+from epochgc.gc.daemon.scheduler import DaemonSettings, GcDaemon
+from epochgc.leases.timing import LeasePolicy
 from epochgc.metrics.push import RUN_GAUGES, run_registry
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import encode_l0_key
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
-from epochgc.watermarks.aggregate import join_safe_epoch
 from epochgc.watermarks.controller import Controller, ControllerView, TopicInfo
-from epochgc.watermarks.lease_timing import LeasePolicy
-from epochgc.watermarks.reports import NodeReport, PartitionReport
+from epochgc.watermarks.safe_epoch.aggregate import join_safe_epoch
+from epochgc.watermarks.safe_epoch.reports import NodeReport, PartitionReport
 from tests.support.cli import REPO
 from tests.support.config_files import write_server_config
 from tests.support.moto_seed import seed_objects

@@ -18,11 +18,11 @@ import pytest
 from epochgc.errors import EpochGCError, FencedError
 from epochgc.storage.keys import PartitionId, partition_snapshot_key
 from epochgc.storage.s3 import S3ObjectStore
-from epochgc.watermarks.commands import PlaceholderBatch, Placeholders, RecordsLost
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.records import encode_command
-from epochgc.watermarks.replica import PartitionLeader, PartitionReplica
-from epochgc.watermarks.skip import plan_skip
+from epochgc.watermarks.partition.codec import encode_command
+from epochgc.watermarks.partition.commands import PlaceholderBatch, Placeholders, RecordsLost
+from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
+from epochgc.watermarks.partition.skip import plan_skip
 from tests.support.faults import OutageStore
 
 ROOT = "epochgc"

@@ -18,10 +18,10 @@ import pytest
 from epochgc.errors import FencedError, InvalidArgumentError
 from epochgc.storage.keys import PartitionId, partition_log_prefix
 from epochgc.storage.s3 import S3ObjectStore
-from epochgc.watermarks.commands import PlaceholderBatch, RecordsLost
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.replica import PartitionLeader, PartitionReplica
-from epochgc.watermarks.skip import plan_skip
+from epochgc.watermarks.partition.commands import PlaceholderBatch, RecordsLost
+from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
+from epochgc.watermarks.partition.skip import plan_skip
 from tests.support.faults import HookedStore
 
 ROOT = "epochgc"

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from epochgc.gc.collect import CollectSettings, collect_once
+from epochgc.gc.collection_round import CollectSettings, collect_once
 from epochgc.gc.control import DeletingJob, pause, read_status, resume
-from epochgc.gc.daemon import GcDaemon
+from epochgc.gc.daemon.maintenance import MaintenanceSettings
+from epochgc.gc.daemon.presence import PresenceDocument, write_presence
+from epochgc.gc.daemon.scheduler import GcDaemon
 from epochgc.gc.janitor import Janitor
-from epochgc.gc.maintenance import MaintenanceSettings
-from epochgc.gc.presence import PresenceDocument, write_presence
 from epochgc.gc.run_report import new_run_id
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import (
@@ -33,7 +33,11 @@ from epochgc.storage.keys import (
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import CompactionPolicy, Controller
-from epochgc.watermarks.reports import NodeReport, PartitionReport, publish_report
+from epochgc.watermarks.safe_epoch.reports import (
+    NodeReport,
+    PartitionReport,
+    publish_report,
+)
 from tests.integration.test_daemon import settings as daemon_settings
 from tests.support.cli import run_cli
 from tests.support.config_files import write_server_config

@@ -8,15 +8,15 @@ import time
 import pytest
 
 from epochgc.errors import TopicNotFoundError, TransientStorageError
-from epochgc.ingest.directory import LeaderDirectory
-from epochgc.ingest.leader_service import PartitionLeaderService
 from epochgc.ingest.producer import Producer
 from epochgc.reconciler.reader import PartitionReader
 from epochgc.storage.keys import PartitionId, parse_l0_key
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
-from epochgc.watermarks.replica import PartitionLeader, PartitionReplica
+from epochgc.watermarks.partition.directory import LeaderDirectory
+from epochgc.watermarks.partition.leader import PartitionLeaderService
+from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
 from tests.support.faults import HookedStore
 
 ROOT = "epochgc"

@@ -6,16 +6,16 @@ import uuid
 
 import pytest
 
-from epochgc.ingest.l0_format import encode_records
 from epochgc.ingest.upload import upload_l0
 from epochgc.reconciler.reader import PartitionReader
 from epochgc.reconciler.reconcile import Reconciler
 from epochgc.storage.keys import encode_l1_key, parse_l0_key
+from epochgc.storage.l0_format import encode_records
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.replica import PartitionLeader, PartitionReplica
-from epochgc.watermarks.state import Outcome
+from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
+from epochgc.watermarks.partition.state import Outcome
 
 ROOT = "epochgc"
 

@@ -9,12 +9,12 @@ import pytest
 from epochgc.errors import StaleEpochError
 from epochgc.storage.keys import PartitionId
 from epochgc.storage.s3 import S3ObjectStore
-from epochgc.watermarks.commands import PlaceholderBatch, Placeholders, TermStart
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.fence import EpochFence
-from epochgc.watermarks.records import decode_command, encode_command
-from epochgc.watermarks.replica import PartitionLeader, PartitionReplica
-from epochgc.watermarks.window import EpochWindow
+from epochgc.watermarks.partition.codec import decode_command, encode_command
+from epochgc.watermarks.partition.commands import PlaceholderBatch, Placeholders, TermStart
+from epochgc.watermarks.partition.fence import EpochFence
+from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
+from epochgc.watermarks.partition.window import EpochWindow
 
 ROOT = "epochgc"
 

@@ -8,16 +8,20 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from epochgc.gc.maintenance import LeaderMaintenance, MaintenanceSettings
+from epochgc.gc.daemon.maintenance import LeaderMaintenance, MaintenanceSettings
 from epochgc.gc.run_report import new_run_id
+from epochgc.leases.node_lease import NodeLease
+from epochgc.leases.ownership_round import NodeOwnership
+from epochgc.leases.timing import LeasePolicy
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import PartitionId, gc_run_summary_key
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.lease_timing import LeasePolicy
-from epochgc.watermarks.node_lease import NodeLease
-from epochgc.watermarks.node_ownership import NodeOwnership
-from epochgc.watermarks.reports import NodeReport, PartitionReport, publish_report
+from epochgc.watermarks.safe_epoch.reports import (
+    NodeReport,
+    PartitionReport,
+    publish_report,
+)
 from tests.support.cli import run_cli
 from tests.support.config_files import write_server_config
 

@@ -8,13 +8,18 @@ from datetime import UTC, datetime
 import pytest
 
 from epochgc.errors import TransientStorageError
-from epochgc.ingest.directory import LeaderDirectory
 from epochgc.reconciler.node import NodeSettings
 from epochgc.storage.keys import PartitionId
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.reports import encode_report, publish_report, read_reports, report_of
-from epochgc.watermarks.state import PartitionState
+from epochgc.watermarks.partition.directory import LeaderDirectory
+from epochgc.watermarks.partition.state import PartitionState
+from epochgc.watermarks.safe_epoch.reports import (
+    encode_report,
+    publish_report,
+    read_reports,
+    report_of,
+)
 from tests.support.faults import TimesOutAfterApplyingStore
 from tests.support.nodes import reconciler_node
 

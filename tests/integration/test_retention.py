@@ -12,7 +12,7 @@ from epochgc.reconciler.reconcile import Reconciler
 from epochgc.reconciler.retention import RetentionTargets, update_retention_hint
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.replica import PartitionLeader, PartitionReplica
+from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
 
 ROOT = "epochgc"
 NOW = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)

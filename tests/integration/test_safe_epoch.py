@@ -6,10 +6,14 @@ from datetime import UTC, datetime
 
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
-from epochgc.watermarks.aggregate import SafeEpochTracker
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.reports import NodeReport, PartitionReport, publish_report
-from epochgc.watermarks.safe_epoch import compute_safe_epoch
+from epochgc.watermarks.safe_epoch.aggregate import SafeEpochTracker
+from epochgc.watermarks.safe_epoch.compute import compute_safe_epoch
+from epochgc.watermarks.safe_epoch.reports import (
+    NodeReport,
+    PartitionReport,
+    publish_report,
+)
 
 ROOT = "epochgc"
 NOW = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)

@@ -10,12 +10,13 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from epochgc.gc.collect import CollectSettings, collect_once
+from epochgc.gc.collection_round import CollectSettings, collect_once
 from epochgc.gc.control import pause, request_reset
-from epochgc.gc.daemon import GcDaemon
-from epochgc.gc.listing_schedule import ListingPolicy
-from epochgc.ingest.directory import LeaderDirectory
+from epochgc.gc.daemon.scheduler import GcDaemon
+from epochgc.gc.listing.schedule import ListingPolicy
 from epochgc.ingest.producer import Producer
+from epochgc.leases.node_lease import NodeLease
+from epochgc.leases.ownership_round import NodeOwnership
 from epochgc.reconciler.fetch import pending_placeholders
 from epochgc.reconciler.node import NodeSettings
 from epochgc.storage.keys import (
@@ -37,9 +38,8 @@ from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
 from epochgc.watermarks.layout import ensure_layout, layout_marker_key
-from epochgc.watermarks.node_lease import NodeLease
-from epochgc.watermarks.node_ownership import NodeOwnership
-from epochgc.watermarks.replica import PartitionReplica
+from epochgc.watermarks.partition.directory import LeaderDirectory
+from epochgc.watermarks.partition.replica import PartitionReplica
 from tests.integration.test_daemon import settings as daemon_settings
 from tests.support.nodes import reconciler_node
 from tests.support.schemas import schema_errors

@@ -14,24 +14,24 @@ from pathlib import Path
 
 import pytest
 
-from epochgc.ingest.directory import LeaderDirectory
 from epochgc.ingest.producer import Producer
 from epochgc.ingest.upload import upload_l0
+from epochgc.leases.timing import LeasePolicy
 from epochgc.reconciler.fetch import L0UnreadableError, pending_placeholders
 from epochgc.reconciler.node import NodeSettings
+from epochgc.reconciler.node_samples import sample_node
 from epochgc.reconciler.reader import PartitionReader, RecordsLostError
 from epochgc.reconciler.reconcile import Reconciler
-from epochgc.reconciler.telemetry import sample_node
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import parse_l0_key
 from epochgc.storage.s3 import S3ObjectStore
-from epochgc.watermarks.aggregate import SafeEpochTracker
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
-from epochgc.watermarks.lease_timing import LeasePolicy
-from epochgc.watermarks.replica import PartitionLeader, PartitionReplica
-from epochgc.watermarks.reports import read_reports
-from epochgc.watermarks.safe_epoch import compute_safe_epoch
+from epochgc.watermarks.partition.directory import LeaderDirectory
+from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
+from epochgc.watermarks.safe_epoch.aggregate import SafeEpochTracker
+from epochgc.watermarks.safe_epoch.compute import compute_safe_epoch
+from epochgc.watermarks.safe_epoch.reports import read_reports
 from tests.support.cli import run_cli
 from tests.support.config_files import write_server_config
 from tests.support.nodes import reconciler_node

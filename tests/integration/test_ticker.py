@@ -21,18 +21,18 @@ from pathlib import Path
 import pytest
 
 from epochgc.config import Config, EpochConfig, LeaseConfig, MetricsConfig, ReconcilerConfig
-from epochgc.gc.collect import CollectSettings
+from epochgc.gc.collection_round import CollectSettings
 from epochgc.gc.collector import ScheduleSettings
-from epochgc.gc.daemon import DaemonSettings, GcDaemon
-from epochgc.reconciler.service import run_reconciler
+from epochgc.gc.daemon.scheduler import DaemonSettings, GcDaemon
+from epochgc.leases.role_leases import LeaseDocument, LeaseManager, encode_lease
+from epochgc.leases.timing import LeasePolicy
+from epochgc.reconciler.process import run_reconciler
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import lease_key
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
-from epochgc.watermarks import records
+from epochgc.watermarks import controller_codec
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.lease_timing import LeasePolicy
-from epochgc.watermarks.leases import LeaseDocument, LeaseManager, encode_lease
 from epochgc.watermarks.ticker import TICKER_LEASE, EpochTicker
 from tests.support.cli import run_cli
 from tests.support.config_files import write_server_config
@@ -58,7 +58,7 @@ def distinct_ticks(monkeypatch: pytest.MonkeyPatch) -> None:
     def format_time(moment: datetime) -> str:
         return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
-    monkeypatch.setattr(records, "format_time", format_time)
+    monkeypatch.setattr(controller_codec, "format_time", format_time)
 
 
 @pytest.mark.usefixtures("distinct_ticks")

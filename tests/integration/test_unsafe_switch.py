@@ -24,9 +24,9 @@ from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import PartitionId
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.replica import PartitionReplica
-from epochgc.watermarks.reports import NodeReport, read_reports
-from epochgc.watermarks.state import PartitionState
+from epochgc.watermarks.partition.replica import PartitionReplica
+from epochgc.watermarks.partition.state import PartitionState
+from epochgc.watermarks.safe_epoch.reports import NodeReport, read_reports
 from tests.support.cli import REPO
 from tests.support.config_files import write_server_config
 

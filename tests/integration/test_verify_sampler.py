@@ -12,7 +12,11 @@ from pathlib import Path
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.verify.run import ROOT, _Sample, _sample_m
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.reports import NodeReport, PartitionReport, publish_report
+from epochgc.watermarks.safe_epoch.reports import (
+    NodeReport,
+    PartitionReport,
+    publish_report,
+)
 
 
 def publish(store: S3ObjectStore, revision: int, safe_epoch: int) -> None:

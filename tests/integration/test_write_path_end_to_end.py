@@ -7,16 +7,16 @@ import asyncio
 import random
 from collections.abc import Callable
 
-from epochgc.ingest.directory import LeaderDirectory
 from epochgc.ingest.producer import Producer
+from epochgc.leases.timing import LeasePolicy
 from epochgc.reconciler.node import NodeSettings, ReconcilerNode
 from epochgc.reconciler.reader import PartitionReader
 from epochgc.storage.keys import parse_l0_key
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
-from epochgc.watermarks.lease_timing import LeasePolicy
-from epochgc.watermarks.reports import read_reports
+from epochgc.watermarks.partition.directory import LeaderDirectory
+from epochgc.watermarks.safe_epoch.reports import read_reports
 from tests.support.nodes import reconciler_node
 
 ROOT = "epochgc"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from epochgc.gc.spark_session import build_spark_session
+from epochgc.gc.spark.session import build_spark_session
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,7 @@
 """The store credentials never ride inside the pickled tasks: the job's
 Python functions, as PySpark serializes them for the executors, hold no
 secret, and the tasks still reach the store (through the executors'
-environment, ``gc/spark_credentials.py``)."""
+environment, ``gc/spark/credentials.py``)."""
 
 from __future__ import annotations
 
@@ -14,15 +14,15 @@ from pyspark.core import rdd as pyspark_rdd
 
 from epochgc.config import load_config
 from epochgc.errors import InvalidArgumentError
-from epochgc.gc.spark_credentials import hand_over, without_secrets
-from epochgc.gc.spark_job import SparkRunOptions, run_spark_gc
-from epochgc.runtime import client_settings_of
+from epochgc.gc.spark.credentials import hand_over, without_secrets
+from epochgc.gc.spark.job import SparkRunOptions, run_spark_gc
 from epochgc.storage.client import ClientSettings
 from epochgc.storage.embedded import EMBEDDED_ACCESS_KEY, EMBEDDED_SECRET_KEY, EmbeddedS3
 from epochgc.storage.keys import encode_l0_key
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
+from epochgc.wiring import client_settings_of
 from tests.support.config_files import write_server_config
 from tests.support.moto_seed import seed_objects
 

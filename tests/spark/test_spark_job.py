@@ -18,17 +18,17 @@ import pytest
 
 from epochgc.config import Config, load_config
 from epochgc.errors import EpochGCError, InvalidArgumentError
-from epochgc.gc.collect import CollectSettings, SafetyBlockedError, collect_once
+from epochgc.gc.collection_round import CollectSettings, SafetyBlockedError, collect_once
 from epochgc.gc.control import pause
 from epochgc.gc.run_report import decode_summary
-from epochgc.gc.spark_job import SparkRunOptions, inventory_location, run_spark_gc
-from epochgc.runtime import client_settings_of
+from epochgc.gc.spark.job import SparkRunOptions, inventory_location, run_spark_gc
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.inventory import InventoryError, build_inventory
 from epochgc.storage.keys import encode_l0_key, parse_l0_key
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
+from epochgc.wiring import client_settings_of
 from tests.support.config_files import write_server_config
 from tests.support.moto_seed import seed_objects
 from tests.support.pausing import PauseAfterFirstControlRead

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from epochgc import cli
+from epochgc.cli import main as cli
 from epochgc.storage.s3 import S3ObjectStore
 
 INJECTED = "injected: a bug in the ownership round"

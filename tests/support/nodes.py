@@ -1,5 +1,5 @@
 """Test helper: a reconciler node with its ownership (node lease +
-ownership records), built the way ``reconciler.service.build_node`` builds
+ownership records), built the way ``reconciler.process.build_node`` builds
 one but with the test's lease policy and clocks."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from epochgc.ingest.directory import LeaderDirectory
+from epochgc.leases.node_lease import NodeLease
+from epochgc.leases.ownership_round import NodeOwnership
+from epochgc.leases.timing import LeasePolicy
 from epochgc.reconciler.node import NodeSettings, ReconcilerNode
 from epochgc.storage.object_store import ObjectStore
-from epochgc.watermarks.lease_timing import LeasePolicy
-from epochgc.watermarks.node_lease import NodeLease
-from epochgc.watermarks.node_ownership import NodeOwnership
+from epochgc.watermarks.partition.directory import LeaderDirectory
 
 
 def reconciler_node(

@@ -10,7 +10,7 @@ import pytest
 
 from epochgc.config import Config, load_config
 from epochgc.errors import ConfigError
-from epochgc.gc.service import daemon_settings_of
+from epochgc.gc.daemon.main import daemon_settings_of
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from epochgc.cli import build_parser
+from epochgc.cli.main import build_parser
 from epochgc.config import Config, load_config
 from epochgc.metrics.server import parse_listen_address
 from epochgc.storage.keys import is_valid_node_id

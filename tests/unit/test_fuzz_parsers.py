@@ -29,10 +29,10 @@ from hypothesis import strategies as st
 from epochgc.config import load_config
 from epochgc.errors import ConfigError, EpochGCError, RecordError
 from epochgc.gc.control import decode_control, decode_status
-from epochgc.gc.presence import decode_presence
+from epochgc.gc.daemon.presence import decode_presence
+from epochgc.gc.listing.knowledge import decode_knowledge
 from epochgc.gc.run_report import decode_summary
-from epochgc.gc.shard_knowledge import decode_knowledge
-from epochgc.ingest.l0_format import decode_records
+from epochgc.leases.role_leases import decode_lease
 from epochgc.storage.inventory import (
     InventoryError,
     InventoryFile,
@@ -49,15 +49,11 @@ from epochgc.storage.keys import (
     parse_log_entry_key,
     parse_report_key,
 )
+from epochgc.storage.l0_format import decode_records
+from epochgc.watermarks.controller_codec import decode_controller_entry, decode_controller_snapshot
 from epochgc.watermarks.layout import decode_layout_marker
-from epochgc.watermarks.leases import decode_lease
-from epochgc.watermarks.records import (
-    decode_command,
-    decode_controller_entry,
-    decode_controller_snapshot,
-    decode_snapshot,
-)
-from epochgc.watermarks.reports import decode_report
+from epochgc.watermarks.partition.codec import decode_command, decode_snapshot
+from epochgc.watermarks.safe_epoch.reports import decode_report
 from tests.support.schemas import NAMES, schema_errors
 
 ROOT = "epochgc"

@@ -31,10 +31,10 @@ from hypothesis.stateful import (
 
 from epochgc.errors import FencedError
 from epochgc.storage.keys import PartitionId
-from epochgc.watermarks.commands import PlaceholderBatch, Placeholders
-from epochgc.watermarks.records import encode_command
-from epochgc.watermarks.replica import PartitionLeader, PartitionReplica
-from epochgc.watermarks.state import Outcome
+from epochgc.watermarks.partition.codec import encode_command
+from epochgc.watermarks.partition.commands import PlaceholderBatch, Placeholders
+from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
+from epochgc.watermarks.partition.state import Outcome
 from tests.support.memory_store import MemoryStore
 
 ROOT = "epochgc"

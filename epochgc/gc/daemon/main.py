@@ -9,14 +9,14 @@ import threading
 from datetime import timedelta
 
 from epochgc.config import Config
-from epochgc.gc.collect import CollectSettings
+from epochgc.gc.collection_round import CollectSettings
 from epochgc.gc.collector import ScheduleSettings
 from epochgc.gc.cost import Prices
-from epochgc.gc.daemon import DaemonSettings, GcDaemon
-from epochgc.gc.listing_schedule import ListingPolicy
-from epochgc.gc.maintenance import MaintenanceSettings
+from epochgc.gc.daemon.maintenance import MaintenanceSettings
+from epochgc.gc.daemon.scheduler import DaemonSettings, GcDaemon
+from epochgc.gc.listing.schedule import ListingPolicy
 from epochgc.metrics.instruments import CollectorRegistry
-from epochgc.reconciler.service import default_node_id, lease_policy_of
+from epochgc.reconciler.process import default_node_id, lease_policy_of
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
 from epochgc.watermarks.controller import CompactionPolicy

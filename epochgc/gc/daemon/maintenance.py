@@ -1,6 +1,6 @@
 """What the GC leader tidies besides L0 objects, so that nothing grows
 without bound over years: node reports of nodes that are gone (when it
-costs ``M`` nothing, ``watermarks.report_lifecycle``) and run summaries
+costs ``M`` nothing, ``watermarks.safe_epoch.lifecycle``) and run summaries
 older than ``gc.runs_retention_days`` by the store's timestamps (not the
 writing collector's clock, ``run_report.expired_runs``).
 
@@ -24,10 +24,10 @@ from epochgc.gc.future_times import FutureTimeLog
 from epochgc.gc.run_report import delete_expired_runs
 from epochgc.storage.keys import parse_report_key, report_key, reports_prefix
 from epochgc.storage.object_store import ObjectInfo, ObjectStore
-from epochgc.stored_time import DEFAULT_MARGIN_SECONDS
+from epochgc.storage.stored_time import DEFAULT_MARGIN_SECONDS
 from epochgc.watermarks.controller import ControllerView
-from epochgc.watermarks.report_lifecycle import removable_reports
-from epochgc.watermarks.reports import read_reports
+from epochgc.watermarks.safe_epoch.lifecycle import removable_reports
+from epochgc.watermarks.safe_epoch.reports import read_reports
 
 log = logging.getLogger("epochgc.gc.maintenance")
 

@@ -22,7 +22,7 @@ daemon serves no metrics. Nothing decides anything from these documents:
 they are for people (``epochgc gc status``).
 
 ``updated_at`` is the writing daemon's clock. One ahead of the reader's by
-more than the skew margin (``epochgc.stored_time``) gives an unknown age:
+more than the skew margin (``epochgc.storage.stored_time``) gives an unknown age:
 the document counts as stale, so a crashed daemon on a host whose clock
 runs ahead does not look alive until its clock is reached.
 """
@@ -35,16 +35,10 @@ from datetime import datetime
 from typing import Any
 
 from epochgc.errors import MalformedRecordError, NotFoundError, RecordError
+from epochgc.storage.documents import dump_document, format_time, get_str, load_document, parse_time
 from epochgc.storage.keys import gc_daemon_key, gc_daemons_prefix
 from epochgc.storage.object_store import ObjectStore
-from epochgc.stored_time import DEFAULT_MARGIN_SECONDS, stored_age_seconds
-from epochgc.watermarks.records import (
-    dump_document,
-    format_time,
-    get_str,
-    load_document,
-    parse_time,
-)
+from epochgc.storage.stored_time import DEFAULT_MARGIN_SECONDS, stored_age_seconds
 
 PRESENCE_VERSION = 1
 STALE_AFTER_REFRESHES = 3

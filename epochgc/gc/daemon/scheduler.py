@@ -21,11 +21,11 @@ Jobs (all in one ``BackgroundScheduler``):
   samples each node's report age for the metrics.
 * ``presence``: every ``presence_interval_seconds`` (and, through the
   ``lease`` job, soon after every change of role), writes this daemon's
-  ``{root}/gc/daemons/{node_id}`` (leader or standby; ``gc.presence``),
+  ``{root}/gc/daemons/{node_id}`` (leader or standby; ``gc.daemon.presence``),
   deleted on a clean stop.
 * ``maintenance``: while this daemon holds the lease, deletes the reports of
   gone nodes (when that costs ``M`` nothing), expired run summaries
-  (``gc.maintenance``) and the presence documents of gone daemons.
+  (``gc.daemon.maintenance``) and the presence documents of gone daemons.
 * ``compact``: while this daemon holds the lease, every
   ``[controller] compact_interval_seconds``, snapshots the controller log
   and deletes the entries the snapshot covers (``Controller.compact``), so
@@ -52,7 +52,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor as JobThreadPool
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from epochgc.errors import EpochGCError
-from epochgc.gc.collect import CollectSettings
+from epochgc.gc.collection_round import CollectSettings
 from epochgc.gc.collector import (
     Collector,
     RoundOutcome,
@@ -69,8 +69,7 @@ from epochgc.gc.control import (
     read_control,
     write_status,
 )
-from epochgc.gc.future_times import FutureTimeLog
-from epochgc.gc.health import (
+from epochgc.gc.daemon.health import (
     RENEWAL,
     Contact,
     HealthPolicy,
@@ -79,17 +78,20 @@ from epochgc.gc.health import (
     record_failure,
     record_ok,
 )
-from epochgc.gc.janitor import Janitor
-from epochgc.gc.maintenance import LeaderMaintenance, MaintenanceSettings
-from epochgc.gc.pause import GuardedStore, PauseGuard
-from epochgc.gc.presence import (
+from epochgc.gc.daemon.maintenance import LeaderMaintenance, MaintenanceSettings
+from epochgc.gc.daemon.presence import (
     PresenceDocument,
     delete_presence,
     gone_daemons,
     read_presences,
     write_presence,
 )
-from epochgc.metrics.collectors import PinningCollector, PinningSample
+from epochgc.gc.future_times import FutureTimeLog
+from epochgc.gc.janitor import Janitor
+from epochgc.gc.pause import GuardedStore, PauseGuard
+from epochgc.leases.role_leases import LeaseManager
+from epochgc.leases.timing import LeasePolicy
+from epochgc.metrics.custom_collectors import PinningCollector, PinningSample
 from epochgc.metrics.instruments import (
     CollectorRegistry,
     GcMetrics,
@@ -101,11 +103,9 @@ from epochgc.metrics.instruments import (
 from epochgc.metrics.server import MetricsServer
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
-from epochgc.stored_time import find_future, stored_age_seconds
+from epochgc.storage.stored_time import find_future, stored_age_seconds
 from epochgc.watermarks.controller import CompactionPolicy, CompactionResult, Controller
-from epochgc.watermarks.lease_timing import LeasePolicy
-from epochgc.watermarks.leases import LeaseManager
-from epochgc.watermarks.reports import read_reports
+from epochgc.watermarks.safe_epoch.reports import read_reports
 from epochgc.watermarks.ticker import EpochTicker
 
 log = logging.getLogger("epochgc.gc.daemon")
@@ -240,7 +240,7 @@ class GcDaemon:
         self.rounds = 0
         self._next_round_at: datetime | None = None
         # Liveness: the latest outcome of each kind of store contact, on the
-        # monotonic clock (``gc.health``). A store the daemon cannot reach
+        # monotonic clock (``gc.daemon.health``). A store the daemon cannot reach
         # for a lease TTL makes /healthz answer 503.
         self._health_policy = HealthPolicy(
             unreachable_after_seconds=settings.lease.ttl_seconds,
@@ -380,7 +380,7 @@ class GcDaemon:
         """For ``/healthz``: unhealthy (with the reasons, most important
         first) when stopped, ``safety_blocked``, the scheduler died, a kind
         of store contact has failed for a lease TTL, or the leader's lease
-        renewals keep failing (``gc.health.assess_health``)."""
+        renewals keep failing (``gc.daemon.health.assess_health``)."""
         state = self.collector.state
         report = self.last_report
         leader = self.is_leader

@@ -23,7 +23,7 @@ shard once", never "skip".
 
 Every time in the document is the writing collector's wall clock, which
 need not be the reader's. ``trust_knowledge`` applies the stored-time rule
-(``epochgc.stored_time``) before a round plans: a time ahead of the reader's
+(``epochgc.storage.stored_time``) before a round plans: a time ahead of the reader's
 clock by more than the margin is unknown, so that shard is listed again, a
 full sweep is due, a discovery is due; a time ahead by less is read as
 "now". The knowledge a round writes back is built only from what it read
@@ -40,14 +40,14 @@ from datetime import datetime
 from typing import Any
 
 from epochgc.errors import MalformedRecordError
-from epochgc.stored_time import FutureTime, find_future, read_stored_time
-from epochgc.watermarks.records import (
+from epochgc.storage.documents import (
     dump_document,
     format_time,
     get_optional_str,
     load_document,
     parse_time,
 )
+from epochgc.storage.stored_time import FutureTime, find_future, read_stored_time
 
 KNOWLEDGE_VERSION = 1
 _SHARD_NAME = re.compile(r"[0-9]{3}")

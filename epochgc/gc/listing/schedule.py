@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from epochgc.gc.cost import Prices, economic_interval_seconds
-from epochgc.gc.shard_knowledge import (
+from epochgc.gc.listing.knowledge import (
     ShardFacts,
     ShardKnowledge,
     ShardObservation,

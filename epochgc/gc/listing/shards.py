@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 
 from epochgc.errors import NotFoundError, RecordError
-from epochgc.gc.shard_knowledge import ShardKnowledge, decode_knowledge, encode_knowledge
+from epochgc.gc.listing.knowledge import ShardKnowledge, decode_knowledge, encode_knowledge
 from epochgc.storage.keys import gc_shard_state_key, l0_prefix
 from epochgc.storage.object_store import ObjectStore
 

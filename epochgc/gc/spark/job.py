@@ -39,9 +39,10 @@ from typing import Any
 
 from epochgc.config import Config
 from epochgc.errors import EpochGCError, InvalidArgumentError
-from epochgc.gc.collect import SafetyBlockedError, guard_message, untrusted_inputs_message
+from epochgc.gc.collection_round import SafetyBlockedError, guard_message, untrusted_inputs_message
 from epochgc.gc.control import CollectorPausedError, DeletingJob
 from epochgc.gc.eligibility import Verdict
+from epochgc.gc.listing.shards import discover_shards
 from epochgc.gc.pause import PauseGuard
 from epochgc.gc.rate import task_rate_share
 from epochgc.gc.run_report import (
@@ -51,9 +52,8 @@ from epochgc.gc.run_report import (
     run_figures,
     write_summary,
 )
-from epochgc.gc.shards import discover_shards
-from epochgc.gc.spark_credentials import hand_over, without_secrets
-from epochgc.gc.spark_tasks import (
+from epochgc.gc.spark.credentials import hand_over, without_secrets
+from epochgc.gc.spark.tasks import (
     ResultList,
     TaskResult,
     TaskSpec,
@@ -78,9 +78,9 @@ from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.retry import RetryPolicy
 from epochgc.storage.s3 import S3ObjectStore
-from epochgc.watermarks.aggregate import SafeEpochTracker
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.safe_epoch import compute_safe_epoch
+from epochgc.watermarks.safe_epoch.aggregate import SafeEpochTracker
+from epochgc.watermarks.safe_epoch.compute import compute_safe_epoch
 
 log = logging.getLogger("epochgc.gc.spark")
 

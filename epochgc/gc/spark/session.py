@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from epochgc.gc.spark_package import EXECUTOR_PYTHON, SparkPackage
+from epochgc.gc.spark.package import EXECUTOR_PYTHON, SparkPackage
 
 log = logging.getLogger("epochgc.gc.spark")
 

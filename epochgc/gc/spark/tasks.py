@@ -49,8 +49,8 @@ import pyarrow as pa
 from epochgc.errors import EpochGCError
 from epochgc.gc.control import paused_message, read_control
 from epochgc.gc.eligibility import Verdict
-from epochgc.gc.inventory_filter import select_eligible
 from epochgc.gc.plan_file import PlanWriter
+from epochgc.gc.spark.inventory_filter import select_eligible
 from epochgc.gc.sweeper import Sweeper, SweepPolicy, SweepResult
 from epochgc.storage.client import ClientSettings, make_s3_client
 from epochgc.storage.inventory import (

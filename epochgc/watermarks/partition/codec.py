@@ -6,16 +6,23 @@ does not fit is ``MalformedRecordError`` (``storage.documents``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from epochgc.storage.documents import *  # codemod
-from epochgc.errors import MalformedRecordError, UnsupportedVersionError
-from epochgc.storage.keys import is_valid_topic
-from epochgc.watermarks.commands import (
+from epochgc.errors import MalformedRecordError
+from epochgc.storage.documents import (
+    dump_document,
+    format_time,
+    get_int,
+    get_optional_int,
+    get_optional_str,
+    get_str,
+    load_document,
+    parse_time,
+)
+from epochgc.watermarks.partition.commands import (
     AdvanceEpoch,
     AdvanceReconciled,
     Command,
@@ -26,15 +33,12 @@ from epochgc.watermarks.commands import (
     SetStartOffset,
     TermStart,
 )
-from epochgc.watermarks.state import PartitionState
-
+from epochgc.watermarks.partition.state import PartitionState
 
 COMMAND_VERSION = 1
 
 
-
 SNAPSHOT_VERSION = 1
-
 
 
 def encode_command(command: Command) -> bytes:
@@ -86,7 +90,6 @@ def encode_command(command: Command) -> bytes:
     return dump_document(doc)
 
 
-
 _COMMAND_TYPES = frozenset(
     {
         "term_start",
@@ -98,7 +101,6 @@ _COMMAND_TYPES = frozenset(
         "set_start_offset",
     }
 )
-
 
 
 def decode_command(data: bytes, where: str = "partition log entry") -> Command:
@@ -147,7 +149,6 @@ def decode_command(data: bytes, where: str = "partition log entry") -> Command:
     raise MalformedRecordError(f"{where}: unknown command type {kind!r}")
 
 
-
 def _decode_batches(doc: Mapping[str, Any], where: str) -> tuple[PlaceholderBatch, ...]:
     raw = doc.get("batches")
     if not isinstance(raw, list) or not raw:
@@ -167,7 +168,6 @@ def _decode_batches(doc: Mapping[str, Any], where: str) -> tuple[PlaceholderBatc
     return tuple(batches)
 
 
-
 @dataclass(frozen=True)
 class RetainedPlaceholder:
     """Where an accepted placeholder sits, kept so truncation can find the
@@ -179,7 +179,6 @@ class RetainedPlaceholder:
     last_record: int
     byte_length: int = 0
     epoch: int = 0
-
 
 
 @dataclass(frozen=True)
@@ -195,7 +194,6 @@ class LostRange:
     reason: str
 
 
-
 @dataclass(frozen=True)
 class PartitionSnapshot:
     """The state plus the index of placeholders still in the log and the
@@ -204,7 +202,6 @@ class PartitionSnapshot:
     state: PartitionState
     retained: tuple[RetainedPlaceholder, ...] = ()
     lost: tuple[LostRange, ...] = ()
-
 
 
 _STATE_FIELDS = (
@@ -221,7 +218,6 @@ _STATE_FIELDS = (
     "last_seq",
     "applied_log_offset",
 )
-
 
 
 def encode_snapshot(snapshot: PartitionSnapshot) -> bytes:
@@ -251,7 +247,6 @@ def encode_snapshot(snapshot: PartitionSnapshot) -> bytes:
             for r in snapshot.lost
         ]
     return dump_document(doc)
-
 
 
 def decode_snapshot(data: bytes, where: str = "partition snapshot") -> PartitionSnapshot:
@@ -285,7 +280,6 @@ def decode_snapshot(data: bytes, where: str = "partition snapshot") -> Partition
     return PartitionSnapshot(state, tuple(retained), _decode_lost(doc, where))
 
 
-
 def _decode_lost(doc: Mapping[str, Any], where: str) -> tuple[LostRange, ...]:
     """The optional ``lost`` list (absent in snapshots written before it)."""
     raw = doc.get("lost", [])
@@ -310,7 +304,6 @@ def _decode_lost(doc: Mapping[str, Any], where: str) -> tuple[LostRange, ...]:
     return tuple(lost)
 
 
-
 def _check_state(state: PartitionState, where: str) -> None:
     """Reject a snapshot whose fields contradict the state machine's invariants."""
     problems = []
@@ -324,4 +317,3 @@ def _check_state(state: PartitionState, where: str) -> None:
         problems.append("start_offset > next_offset")
     if problems:
         raise MalformedRecordError(f"{where}: inconsistent state: {'; '.join(problems)}")
-

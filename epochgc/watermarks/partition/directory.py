@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
-from epochgc.ingest.leader_service import NotLeaderError, PartitionLeaderService
+from epochgc.watermarks.partition.leader import NotLeaderError, PartitionLeaderService
 
 TopicPartition = tuple[str, int]
 

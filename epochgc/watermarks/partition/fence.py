@@ -30,7 +30,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from epochgc.errors import StaleEpochError
-from epochgc.watermarks.window import EpochWindow, Position
+from epochgc.watermarks.partition.window import EpochWindow, Position
 
 
 @dataclass

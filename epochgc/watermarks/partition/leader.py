@@ -27,15 +27,15 @@ import logging
 from dataclasses import dataclass
 
 from epochgc.errors import EpochGCError, StaleEpochError
-from epochgc.watermarks.commands import (
+from epochgc.watermarks.partition.commands import (
     AdvanceEpoch,
     PlaceholderBatch,
     Placeholders,
     SequencedCommand,
 )
-from epochgc.watermarks.fence import EpochFence
-from epochgc.watermarks.replica import AppliedEntry, PartitionLeader
-from epochgc.watermarks.state import Outcome
+from epochgc.watermarks.partition.fence import EpochFence
+from epochgc.watermarks.partition.replica import AppliedEntry, PartitionLeader
+from epochgc.watermarks.partition.state import Outcome
 
 log = logging.getLogger("epochgc.ingest.leader")
 

@@ -35,7 +35,16 @@ from epochgc.errors import (
 from epochgc.storage.cas_log import ConditionalAppendLog, LogEntry, LogSnapshot, new_nonce
 from epochgc.storage.keys import PartitionId, partition_log_prefix, partition_snapshot_key
 from epochgc.storage.object_store import ObjectStore
-from epochgc.watermarks.commands import (
+from epochgc.watermarks.partition.codec import (
+    LostRange,
+    PartitionSnapshot,
+    RetainedPlaceholder,
+    decode_command,
+    decode_snapshot,
+    encode_command,
+    encode_snapshot,
+)
+from epochgc.watermarks.partition.commands import (
     AdvanceEpoch,
     AdvanceReconciled,
     Command,
@@ -47,16 +56,7 @@ from epochgc.watermarks.commands import (
     SetStartOffset,
     TermStart,
 )
-from epochgc.watermarks.records import (
-    LostRange,
-    PartitionSnapshot,
-    RetainedPlaceholder,
-    decode_command,
-    decode_snapshot,
-    encode_command,
-    encode_snapshot,
-)
-from epochgc.watermarks.state import (
+from epochgc.watermarks.partition.state import (
     SAFE,
     ApplyResult,
     Outcome,
@@ -64,7 +64,7 @@ from epochgc.watermarks.state import (
     SafetyRules,
     apply,
 )
-from epochgc.watermarks.window import EpochWindow
+from epochgc.watermarks.partition.window import EpochWindow
 
 log = logging.getLogger("epochgc.watermarks.replica")
 

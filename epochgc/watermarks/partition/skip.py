@@ -21,9 +21,9 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from epochgc.errors import InvalidArgumentError
-from epochgc.watermarks.commands import RecordsLost
-from epochgc.watermarks.records import RetainedPlaceholder
-from epochgc.watermarks.state import PartitionState
+from epochgc.watermarks.partition.codec import RetainedPlaceholder
+from epochgc.watermarks.partition.commands import RecordsLost
+from epochgc.watermarks.partition.state import PartitionState
 
 
 def plan_skip(

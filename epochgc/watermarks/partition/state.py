@@ -36,7 +36,7 @@ import dataclasses
 from dataclasses import dataclass
 from enum import Enum
 
-from epochgc.watermarks.commands import (
+from epochgc.watermarks.partition.commands import (
     AdvanceEpoch,
     AdvanceReconciled,
     Command,

@@ -28,7 +28,7 @@ from datetime import datetime
 
 from epochgc.storage.keys import PartitionId
 from epochgc.watermarks.controller import ControllerView
-from epochgc.watermarks.reports import NodeReport, StuckCause
+from epochgc.watermarks.safe_epoch.reports import NodeReport, StuckCause
 
 log = logging.getLogger("epochgc.watermarks.aggregate")
 

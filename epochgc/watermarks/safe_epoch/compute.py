@@ -5,9 +5,13 @@ from __future__ import annotations
 
 from epochgc.errors import CorruptLogError, InvariantViolation, RecordError
 from epochgc.storage.object_store import ObjectStore
-from epochgc.watermarks.aggregate import SafeEpoch, SafeEpochTracker, join_safe_epoch
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.reports import read_reports
+from epochgc.watermarks.safe_epoch.aggregate import (
+    SafeEpoch,
+    SafeEpochTracker,
+    join_safe_epoch,
+)
+from epochgc.watermarks.safe_epoch.reports import read_reports
 
 UNTRUSTED_CONTENT_ERRORS = (RecordError, CorruptLogError, InvariantViolation)
 """What makes ``M``'s inputs untrusted: stored content that does not parse,

@@ -25,9 +25,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from epochgc.storage.keys import PartitionId
-from epochgc.watermarks.aggregate import join_safe_epoch
 from epochgc.watermarks.controller import ControllerView
-from epochgc.watermarks.reports import NodeReport
+from epochgc.watermarks.safe_epoch.aggregate import join_safe_epoch
+from epochgc.watermarks.safe_epoch.reports import NodeReport
 
 
 def is_silent(silent_seconds: float, dead_after_seconds: float) -> bool:

@@ -31,6 +31,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from epochgc.errors import MalformedRecordError, NotFoundError, RecordError
+from epochgc.storage.documents import (
+    dump_document,
+    format_time,
+    get_int,
+    get_str,
+    load_document,
+    parse_time,
+)
 from epochgc.storage.keys import (
     PartitionId,
     is_valid_node_id,
@@ -41,15 +49,7 @@ from epochgc.storage.keys import (
     reports_prefix,
 )
 from epochgc.storage.object_store import ObjectStore
-from epochgc.watermarks.records import (
-    dump_document,
-    format_time,
-    get_int,
-    get_str,
-    load_document,
-    parse_time,
-)
-from epochgc.watermarks.state import PartitionState
+from epochgc.watermarks.partition.state import PartitionState
 
 log = logging.getLogger("epochgc.watermarks.reports")
 

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from epochgc.errors import MalformedRecordError, UnsupportedVersionError
-from epochgc.gc.collect import CollectSettings
+from epochgc.gc.collection_round import CollectSettings
 from epochgc.gc.collector import Collector, RoundOutcome
 from epochgc.gc.control import (
     CollectorState,
@@ -24,7 +24,7 @@ from epochgc.gc.control import (
     encode_status,
 )
 from epochgc.storage.request_stats import RequestStats
-from epochgc.watermarks.aggregate import SafeEpoch
+from epochgc.watermarks.safe_epoch.aggregate import SafeEpoch
 
 times = st.datetimes(
     min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC)

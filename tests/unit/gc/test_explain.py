@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from epochgc.gc.explain import ExplainInputs, PinningPartition, explain
 from epochgc.storage.keys import encode_l0_key
-from epochgc.watermarks.reports import StuckCause
+from epochgc.watermarks.safe_epoch.reports import StuckCause
 
 NOW = datetime(2026, 11, 24, 5, 0, tzinfo=UTC)
 UUID = "0b7c4c39-8f0e-4f57-9a8e-6d1f1f2f3a4b"

@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from epochgc.gc.future_times import FutureTimeLog
-from epochgc.stored_time import FutureTime
+from epochgc.storage.stored_time import FutureTime
 
 
 def test_each_writer_is_logged_once_and_every_reading_counted(

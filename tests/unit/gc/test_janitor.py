@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from epochgc.gc.janitor import dead_incarnations
 from epochgc.watermarks.controller import ControllerView, fold_controller
-from epochgc.watermarks.records import CreateTopic, DeleteTopic, EpochTick
+from epochgc.watermarks.controller_codec import CreateTopic, DeleteTopic, EpochTick
 
 TS = datetime(2026, 11, 23, tzinfo=UTC)
 

@@ -6,7 +6,7 @@ import dataclasses
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from epochgc.metrics.collectors import NodeCollector, NodeSample, StuckSample
+from epochgc.metrics.custom_collectors import NodeCollector, NodeSample, StuckSample
 
 ZERO = {
     f.name: 0

@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from epochgc.reconciler.fetch import RangeFetch, plan_fetches
-from epochgc.watermarks.commands import PlaceholderBatch
+from epochgc.watermarks.partition.commands import PlaceholderBatch
 
 
 def test_ranges_of_one_object_become_one_get() -> None:

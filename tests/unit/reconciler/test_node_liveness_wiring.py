@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import threading
 
-from epochgc.ingest.directory import LeaderDirectory
+from epochgc.leases.timing import LeasePolicy
 from epochgc.reconciler.node import NodeSettings
-from epochgc.reconciler.service import StallBackstop, reconciler_health
-from epochgc.watermarks.lease_timing import LeasePolicy
+from epochgc.reconciler.process import StallBackstop, reconciler_health
+from epochgc.watermarks.partition.directory import LeaderDirectory
 from tests.support.memory_store import MemoryStore, VirtualClock
 from tests.support.nodes import reconciler_node
 

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from epochgc.reconciler.retention import RetentionTargets, retention_hint
-from epochgc.watermarks.records import RetainedPlaceholder
+from epochgc.watermarks.partition.codec import RetainedPlaceholder
 
 NOW = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
 # Ten placeholders of 10 records and 100 bytes each, epoch i started i minutes ago... reversed:

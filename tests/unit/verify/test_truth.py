@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from epochgc.storage.keys import PartitionId
 from epochgc.verify.truth import logged_safe_epoch
-from epochgc.watermarks.aggregate import join_safe_epoch
 from epochgc.watermarks.controller import ControllerView, TopicInfo
-from epochgc.watermarks.reports import NodeReport, PartitionReport
+from epochgc.watermarks.safe_epoch.aggregate import join_safe_epoch
+from epochgc.watermarks.safe_epoch.reports import NodeReport, PartitionReport
 
 T0 = datetime(2026, 11, 24, 3, 0, tzinfo=UTC)
 

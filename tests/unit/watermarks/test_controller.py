@@ -16,7 +16,7 @@ from epochgc.watermarks.controller import (
     restore_snapshot,
     snapshot_of,
 )
-from epochgc.watermarks.records import (
+from epochgc.watermarks.controller_codec import (
     ControllerEntry,
     CreateTopic,
     DeletedTopic,

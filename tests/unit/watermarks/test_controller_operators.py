@@ -22,7 +22,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from epochgc.errors import TopicExistsError, TopicNotFoundError
 from epochgc.storage.keys import controller_log_prefix
 from epochgc.watermarks.controller import Controller, ControllerView, fold_controller
-from epochgc.watermarks.records import CreateTopic, DeleteTopic, decode_controller_entry
+from epochgc.watermarks.controller_codec import CreateTopic, DeleteTopic, decode_controller_entry
 from tests.support.faults import HookedStore
 from tests.support.memory_store import MemoryStore
 

@@ -28,9 +28,13 @@ from epochgc.storage.keys import (
     partition_log_prefix,
     partition_snapshot_key,
 )
-from epochgc.watermarks.aggregate import join_safe_epoch
 from epochgc.watermarks.controller import ControllerView, TopicInfo
-from epochgc.watermarks.reports import NodeReport, PartitionReport, carried_entries
+from epochgc.watermarks.safe_epoch.aggregate import join_safe_epoch
+from epochgc.watermarks.safe_epoch.reports import (
+    NodeReport,
+    PartitionReport,
+    carried_entries,
+)
 
 ROOT = "epochgc"
 T0 = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
@@ -51,7 +55,7 @@ def live_view(offset: int, *topics: tuple[str, int, int]) -> ControllerView:
     return ControllerView(offset, {n: TopicInfo(n, p, r) for n, p, r in topics})
 
 
-# --- the report join (watermarks/aggregate.py, join_safe_epoch) ---------------------
+# --- the report join (watermarks/safe_epoch/aggregate.py, join_safe_epoch) ---------------------
 
 
 def test_a_report_entry_for_orders_at_1_does_not_raise_m_while_orders_at_3_is_live() -> None:
@@ -145,7 +149,7 @@ def test_two_incarnations_never_share_a_key_or_a_prefix(a: PartitionId, b: Parti
     assert parse_owner_key(keys_a["owner"], ROOT) == a
 
 
-# --- carried report entries (watermarks/reports.py, carried_entries) ---------------
+# --- carried report entries (watermarks/safe_epoch/reports.py, carried_entries) ---------------
 
 
 def test_a_carried_entry_for_orders_at_1_is_dropped_once_orders_at_3_is_live() -> None:

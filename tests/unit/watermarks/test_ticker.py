@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from epochgc.errors import TransientStorageError
-from epochgc.watermarks.leases import LeaseGrant
+from epochgc.leases.role_leases import LeaseGrant
 from epochgc.watermarks.ticker import EpochTicker, TickAction, TickSchedule
 
 EPS = 1e-9

@@ -14,8 +14,8 @@ import sys
 
 from pyspark import cloudpickle
 
-from epochgc.gc.spark_package import ENVIRONMENT_PACKAGES
-from epochgc.gc.spark_tasks import ResultList
+from epochgc.gc.spark.package import ENVIRONMENT_PACKAGES
+from epochgc.gc.spark.tasks import ResultList
 
 # What a bare worker lacks: every import root of epochgc's other dependencies.
 NOT_ON_EXECUTORS = ("apscheduler", "moto", "prometheus_client", "yaml", "hypothesis", "flask")
@@ -32,18 +32,18 @@ sys.meta_path.insert(0, Block())
 
 def test_the_task_modules_import_with_only_the_shipped_packages() -> None:
     assert set(ENVIRONMENT_PACKAGES) == {"boto3", "pyarrow"}
-    code = BLOCKER + "import epochgc.gc.spark_tasks, epochgc.storage.inventory\n"
+    code = BLOCKER + "import epochgc.gc.spark.tasks, epochgc.storage.inventory\n"
     run = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr.strip().splitlines()[-1]
 
 
 def test_the_accumulator_parameter_unpickles_without_the_driver_module() -> None:
     payload = cloudpickle.dumps(ResultList())
-    assert b"epochgc.gc.spark_job" not in payload
+    assert b"epochgc.gc.spark.job" not in payload
     code = BLOCKER + (
         "import pickle, sys\n"
         "value = pickle.loads(sys.stdin.buffer.read())\n"
-        "assert 'epochgc.gc.spark_job' not in sys.modules\n"
+        "assert 'epochgc.gc.spark.job' not in sys.modules\n"
         "print(type(value).__name__)\n"
     )
     run = subprocess.run(

@@ -10,16 +10,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from epochgc.errors import InvalidArgumentError
-from epochgc.watermarks.commands import (
+from epochgc.watermarks.partition.codec import RetainedPlaceholder
+from epochgc.watermarks.partition.commands import (
     AdvanceEpoch,
     AdvanceReconciled,
     PlaceholderBatch,
     Placeholders,
     TermStart,
 )
-from epochgc.watermarks.records import RetainedPlaceholder
-from epochgc.watermarks.skip import plan_skip
-from epochgc.watermarks.state import Outcome, PartitionState, apply
+from epochgc.watermarks.partition.skip import plan_skip
+from epochgc.watermarks.partition.state import Outcome, PartitionState, apply
 
 NOW = datetime(2026, 11, 24, 5, 0, tzinfo=UTC)
 # Placeholders at log offsets 1, 2, 4 (3 is an advance_epoch) holding

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from epochgc.gc.health import (
+from epochgc.gc.daemon.health import (
     RENEWAL,
     Contact,
     HealthPolicy,

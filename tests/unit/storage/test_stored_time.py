@@ -1,4 +1,4 @@
-"""The stored-time rule (``epochgc.stored_time``): a time ahead of the
+"""The stored-time rule (``epochgc.storage.stored_time``): a time ahead of the
 reader's clock by more than the margin is unknown; any other is used, never
 later than the reader's ``now``."""
 
@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from epochgc.stored_time import (
+from epochgc.storage.stored_time import (
     find_future,
     is_from_future,
     read_stored_time,

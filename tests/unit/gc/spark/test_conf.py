@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from epochgc.config import load_config
 from epochgc.errors import ConfigError, InvalidArgumentError
-from epochgc.gc.spark_conf import merged_conf, parse_conf_args
+from epochgc.gc.spark.conf import merged_conf, parse_conf_args
 from tests.support.cli import run_cli
 
 KEYS = st.from_regex(r"spark\.[a-z][a-zA-Z0-9_]{0,8}(\.[a-zA-Z0-9_-]{1,8}){0,3}", fullmatch=True)

@@ -9,12 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from epochgc.errors import MalformedRecordError
-from epochgc.ingest.l0_format import (
-    build_l0_object,
-    decode_records,
-    encode_records,
-    read_footer,
-)
+from epochgc.storage.l0_format import build_l0_object, decode_records, encode_records, read_footer
 
 records_lists = st.lists(st.binary(max_size=64), min_size=1, max_size=8)
 chunk_lists = st.lists(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from epochgc.gc.shards import parse_shard_prefixes
+from epochgc.gc.listing.shards import parse_shard_prefixes
 from epochgc.storage.keys import l0_shard_prefix
 
 ROOT = "epochgc"

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from epochgc.watermarks.commands import (
+from epochgc.watermarks.partition.commands import (
     AdvanceEpoch,
     AdvanceReconciled,
     Command,
@@ -18,7 +18,7 @@ from epochgc.watermarks.commands import (
     SetStartOffset,
     TermStart,
 )
-from epochgc.watermarks.state import Outcome, PartitionState, apply, replay
+from epochgc.watermarks.partition.state import Outcome, PartitionState, apply, replay
 
 N = 10
 BATCH = (PlaceholderBatch("k", 0, 5, 2),)

@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from epochgc.watermarks.aggregate import SafeEpochTracker, join_safe_epoch
 from epochgc.watermarks.controller import ControllerView, TopicInfo
-from epochgc.watermarks.reports import NodeReport, PartitionReport
+from epochgc.watermarks.safe_epoch.aggregate import SafeEpochTracker, join_safe_epoch
+from epochgc.watermarks.safe_epoch.reports import NodeReport, PartitionReport
 
 T0 = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
 

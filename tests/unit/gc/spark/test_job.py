@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from epochgc.errors import InvalidArgumentError
-from epochgc.gc.spark_job import choose_safe_epoch, one_line_cause, shard_groups
+from epochgc.gc.spark.job import choose_safe_epoch, one_line_cause, shard_groups
 
 
 @given(

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from epochgc.gc.maintenance import ReportWatch
+from epochgc.gc.daemon.maintenance import ReportWatch
 from epochgc.gc.run_report import expired_runs, new_run_id
-from epochgc.reconciler.service import default_node_id
+from epochgc.reconciler.process import default_node_id
 from epochgc.storage.keys import is_valid_node_id
 from epochgc.storage.object_store import ObjectInfo
 

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from epochgc.errors import MalformedRecordError, UnsupportedVersionError
-from epochgc.watermarks.ownership_records import (
+from epochgc.leases.codec import (
     NodeLeaseDocument,
     OwnerDocument,
     decode_node_lease,

@@ -17,14 +17,14 @@ from epochgc.gc.control import (
     HeldJob,
     StatusDocument,
 )
-from epochgc.gc.presence import (
+from epochgc.gc.daemon.presence import (
     PresenceDocument,
     decode_presence,
     encode_presence,
     gone_daemons,
 )
-from epochgc.gc.status_view import StatusInputs, format_age, status_view
-from epochgc.watermarks.leases import LeaseDocument
+from epochgc.gc.status import StatusInputs, format_age, status_view
+from epochgc.leases.role_leases import LeaseDocument
 
 NOW = datetime(2026, 11, 24, 5, 0, 0, tzinfo=UTC)
 

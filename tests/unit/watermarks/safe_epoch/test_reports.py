@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from epochgc.errors import MalformedRecordError, UnsupportedVersionError
 from epochgc.storage.keys import PartitionId
-from epochgc.watermarks.reports import (
+from epochgc.watermarks.partition.state import PartitionState
+from epochgc.watermarks.safe_epoch.reports import (
     NodeReport,
     PartitionReport,
     StuckCause,
@@ -20,7 +21,6 @@ from epochgc.watermarks.reports import (
     encode_report,
     report_of,
 )
-from epochgc.watermarks.state import PartitionState
 
 CONTRACT_EXAMPLE = b"""{"v": 2, "node": "reconciler-1", "generated_at": "2026-11-22T03:00:05Z",
  "partitions": [

@@ -9,13 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from epochgc.leases.role_leases import AcquireDecision, LeaseDocument, LeasePolicy, decide_acquire
 from epochgc.watermarks.epoch import EpochCache
-from epochgc.watermarks.leases import (
-    AcquireDecision,
-    LeaseDocument,
-    LeasePolicy,
-    decide_acquire,
-)
 
 NOW = datetime(2026, 11, 22, 3, 0, 0, tzinfo=UTC)
 

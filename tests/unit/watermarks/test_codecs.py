@@ -12,7 +12,29 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from epochgc.errors import MalformedRecordError, RecordError, UnsupportedVersionError
-from epochgc.watermarks.commands import (
+from epochgc.leases.role_leases import LeaseDocument, decode_lease, encode_lease
+from epochgc.watermarks.controller_codec import (
+    ControllerSnapshot,
+    CreateTopic,
+    DeletedTopic,
+    DeleteTopic,
+    EpochTick,
+    SnapshotTopic,
+    decode_controller_entry,
+    decode_controller_snapshot,
+    encode_controller_entry,
+    encode_controller_snapshot,
+)
+from epochgc.watermarks.partition.codec import (
+    LostRange,
+    PartitionSnapshot,
+    RetainedPlaceholder,
+    decode_command,
+    decode_snapshot,
+    encode_command,
+    encode_snapshot,
+)
+from epochgc.watermarks.partition.commands import (
     AdvanceEpoch,
     AdvanceReconciled,
     PlaceholderBatch,
@@ -22,27 +44,7 @@ from epochgc.watermarks.commands import (
     SetStartOffset,
     TermStart,
 )
-from epochgc.watermarks.leases import LeaseDocument, decode_lease, encode_lease
-from epochgc.watermarks.records import (
-    ControllerSnapshot,
-    CreateTopic,
-    DeletedTopic,
-    DeleteTopic,
-    EpochTick,
-    LostRange,
-    PartitionSnapshot,
-    RetainedPlaceholder,
-    SnapshotTopic,
-    decode_command,
-    decode_controller_entry,
-    decode_controller_snapshot,
-    decode_snapshot,
-    encode_command,
-    encode_controller_entry,
-    encode_controller_snapshot,
-    encode_snapshot,
-)
-from epochgc.watermarks.state import PartitionState
+from epochgc.watermarks.partition.state import PartitionState
 
 small = st.integers(0, 10**12)
 batches = st.builds(

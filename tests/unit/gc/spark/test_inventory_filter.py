@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from epochgc.gc.eligibility import Verdict, judge
-from epochgc.gc.inventory_filter import select_eligible
+from epochgc.gc.spark.inventory_filter import select_eligible
 from epochgc.storage.keys import encode_l0_key
 
 ROOT = "epochgc"

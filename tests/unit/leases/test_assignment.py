@@ -10,9 +10,7 @@ from collections import Counter
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from epochgc.storage.keys import PartitionId
-from epochgc.watermarks.lease_timing import VersionWatch
-from epochgc.watermarks.ownership import (
+from epochgc.leases.assignment import (
     UNKNOWN_INCARNATION,
     AssignmentCache,
     MoveKind,
@@ -22,6 +20,8 @@ from epochgc.watermarks.ownership import (
     plan_round,
     rendezvous_weight,
 )
+from epochgc.leases.timing import VersionWatch
+from epochgc.storage.keys import PartitionId
 
 node_names = st.lists(
     st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=12),

@@ -36,7 +36,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from epochgc.watermarks.commands import (
+from epochgc.watermarks.partition.commands import (
     AdvanceEpoch,
     AdvanceReconciled,
     Command,
@@ -45,7 +45,7 @@ from epochgc.watermarks.commands import (
     RecordsLost,
     TermStart,
 )
-from epochgc.watermarks.state import (
+from epochgc.watermarks.partition.state import (
     SAFE,
     Outcome,
     PartitionState,
@@ -53,7 +53,7 @@ from epochgc.watermarks.state import (
     apply,
     replay,
 )
-from epochgc.watermarks.window import EpochWindow, Position
+from epochgc.watermarks.partition.window import EpochWindow, Position
 
 REVISION = 3
 BATCH = (PlaceholderBatch("l0/obj", 0, 10, 1),)

@@ -9,9 +9,8 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from epochgc.gc.collect import CollectSettings, collect_once
-from epochgc.gc.listing_schedule import ListingPolicy, learn, needs_discovery, plan_listing
-from epochgc.gc.shard_knowledge import (
+from epochgc.gc.collection_round import CollectSettings, collect_once
+from epochgc.gc.listing.knowledge import (
     ShardFacts,
     ShardKnowledge,
     ShardObservation,
@@ -19,7 +18,8 @@ from epochgc.gc.shard_knowledge import (
     encode_knowledge,
     trust_knowledge,
 )
-from epochgc.gc.shards import load_knowledge
+from epochgc.gc.listing.schedule import ListingPolicy, learn, needs_discovery, plan_listing
+from epochgc.gc.listing.shards import load_knowledge
 from epochgc.storage.keys import encode_l0_key, gc_shard_state_key, parse_l0_key
 from epochgc.storage.request_stats import RequestStats
 from epochgc.watermarks.controller import Controller

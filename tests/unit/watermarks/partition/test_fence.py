@@ -7,8 +7,8 @@ import asyncio
 import pytest
 
 from epochgc.errors import StaleEpochError
-from epochgc.watermarks.fence import EpochFence
-from epochgc.watermarks.window import EpochWindow, Position
+from epochgc.watermarks.partition.fence import EpochFence
+from epochgc.watermarks.partition.window import EpochWindow, Position
 
 N = 100
 

@@ -8,10 +8,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from epochgc.storage.keys import PartitionId
-from epochgc.watermarks.aggregate import join_safe_epoch
 from epochgc.watermarks.controller import ControllerView, TopicInfo
-from epochgc.watermarks.report_lifecycle import forget_impact, removable_reports
-from epochgc.watermarks.reports import NodeReport, PartitionReport
+from epochgc.watermarks.safe_epoch.aggregate import join_safe_epoch
+from epochgc.watermarks.safe_epoch.lifecycle import forget_impact, removable_reports
+from epochgc.watermarks.safe_epoch.reports import NodeReport, PartitionReport
 
 NOW = datetime(2026, 11, 23, tzinfo=UTC)
 VIEW = ControllerView(100, {"t": TopicInfo("t", 3, 5)})
