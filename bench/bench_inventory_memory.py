@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 
 from bench._harness import figures, setup_logging, verdict
 from epochgc.config import load_config
-from epochgc.gc.spark.job import SparkRunOptions, inventory_location, run_spark_gc
+from epochgc.gc.spark.job import SparkRunOptions, run_spark_gc
 from epochgc.gc.spark.session import build_spark_session
 from epochgc.storage.client import make_s3_client
 from epochgc.storage.embedded import EMBEDDED_ACCESS_KEY, EMBEDDED_SECRET_KEY, EmbeddedS3
@@ -47,7 +47,7 @@ from epochgc.storage.inventory import MANIFEST_VERSION, PARQUET_SCHEMA
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
-from epochgc.wiring import client_settings_of
+from epochgc.wiring.settings import client_settings_of, inventory_location, spark_gc_settings_of
 
 ROOT = "epochgc"
 BUCKET = "inventory-memory"
@@ -140,7 +140,7 @@ def measure(rows: int, file_rows: int) -> dict[str, Any]:
             started = time.perf_counter()
             outcome = run_spark_gc(
                 spark,
-                config,
+                spark_gc_settings_of(config),
                 store,
                 RequestStats(),
                 client_settings_of(config, s3.endpoint_url),

@@ -105,8 +105,37 @@ def _spark_conf(value: dict[str, str]) -> str | None:
     return None
 
 
+class _FieldError(ValueError):
+    """A cross-field check failed; names the field to blame."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(f"{key}: {reason}")
+        self.key = key
+        self.reason = reason
+
+
+class _Section:
+    """A configuration section: every field is checked when the section is
+    built, whether loaded from a file or made in code (a test, the demo,
+    ``dataclasses.replace``), so an invalid value never reaches a component.
+
+    Raises ``_FieldError`` naming the field; the loader turns it into a
+    ``ConfigError`` naming the file or variable the value came from.
+    """
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            reason = f.metadata.get("check", _no_check)(getattr(self, f.name))
+            if reason is not None:
+                raise _FieldError(f.name, reason)
+        self._check_together()
+
+    def _check_together(self) -> None:
+        """Checks across fields; a section with such a rule overrides it."""
+
+
 @dataclass(frozen=True)
-class StoreConfig:
+class StoreConfig(_Section):
     """Where the bucket is and how to talk to it."""
 
     bucket: str = _check(_bucket_name, default="epochgc")
@@ -139,7 +168,7 @@ class StoreConfig:
     probes find it (quoted for S3, bare for Ceph RGW 16); ``quoted`` or
     ``bare`` skips the search and is tested as is."""
 
-    def __post_init__(self) -> None:
+    def _check_together(self) -> None:
         if self.base_backoff_seconds > self.max_backoff_seconds:
             raise _FieldError(
                 "base_backoff_seconds",
@@ -148,7 +177,7 @@ class StoreConfig:
 
 
 @dataclass(frozen=True)
-class LayoutConfig:
+class LayoutConfig(_Section):
     """The bucket layout (docs/contract.md, "Bucket layout (layout 2)")."""
 
     root: str = _check(_root, default="epochgc")
@@ -163,7 +192,7 @@ class LayoutConfig:
 
 
 @dataclass(frozen=True)
-class EpochConfig:
+class EpochConfig(_Section):
     """The cluster epoch (docs/architecture.md, "The bucket as a database")."""
 
     interval_seconds: float = _check(_at_least(0.01), default=60.0)
@@ -183,7 +212,7 @@ class EpochConfig:
 
 
 @dataclass(frozen=True)
-class LeaseConfig:
+class LeaseConfig(_Section):
     """Leases (docs/architecture.md, "The bucket as a database"): partition leadership, reconciler
     ownership, the GC daemon's active role."""
 
@@ -194,7 +223,7 @@ class LeaseConfig:
     """A holder stops writing this long before its lease expires; must
     exceed the clock skew between processes."""
 
-    def __post_init__(self) -> None:
+    def _check_together(self) -> None:
         if self.renew_interval_seconds + self.skew_margin_seconds >= self.ttl_seconds:
             raise _FieldError(
                 "renew_interval_seconds",
@@ -203,7 +232,7 @@ class LeaseConfig:
 
 
 @dataclass(frozen=True)
-class OwnershipConfig:
+class OwnershipConfig(_Section):
     """Partition ownership by node leases (docs/operating.md, "Nodes,
     ownership and balance"): reconcilers lead the partitions their
     ownership records name. Node leases use ``[lease]``'s TTL, renew
@@ -237,7 +266,7 @@ def _node_id_or_empty(value: str) -> str | None:
 
 
 @dataclass(frozen=True)
-class ReconcilerConfig:
+class ReconcilerConfig(_Section):
     """A reconciler node (``epochgc reconciler``)."""
 
     node_id: str = _check(_node_id_or_empty, default="")
@@ -272,7 +301,7 @@ class ReconcilerConfig:
 
 
 @dataclass(frozen=True)
-class ProducerConfig:
+class ProducerConfig(_Section):
     """The reference write path's batching (``epochgc produce``, the demo)."""
 
     linger_seconds: float = _check(_at_least(0.0), default=0.25)
@@ -284,7 +313,7 @@ class ProducerConfig:
 
 
 @dataclass(frozen=True)
-class GcConfig:
+class GcConfig(_Section):
     """The collector (docs/operating.md, "The collector's states")."""
 
     min_object_age_seconds: float = _check(_at_least(0.0), default=3600.0)
@@ -327,7 +356,7 @@ class GcConfig:
 
 
 @dataclass(frozen=True)
-class ReportsConfig:
+class ReportsConfig(_Section):
     """Node reports (docs/architecture.md, "The safe epoch M")."""
 
     interval_seconds: float = _check(_at_least(0.01), default=10.0)
@@ -352,7 +381,7 @@ def _listen_or_empty(value: str) -> str | None:
 
 
 @dataclass(frozen=True)
-class DaemonConfig:
+class DaemonConfig(_Section):
     """``epochgc daemon``: when rounds run and what else it does."""
 
     node_id: str = _check(_node_id_or_empty, default="")
@@ -379,7 +408,7 @@ class DaemonConfig:
 
 
 @dataclass(frozen=True)
-class ControllerConfig:
+class ControllerConfig(_Section):
     """Controller-log compaction (docs/contract.md, "Controller snapshot"),
     run by the GC daemon holding the ``gc`` lease and by ``epochgc controller compact``."""
 
@@ -397,7 +426,7 @@ class ControllerConfig:
 
 
 @dataclass(frozen=True)
-class MetricsConfig:
+class MetricsConfig(_Section):
     """Prometheus exposition."""
 
     listen: str = _check(_listen_or_empty, default="127.0.0.1:9464")
@@ -413,7 +442,7 @@ def _bucket_or_empty(value: str) -> str | None:
 
 
 @dataclass(frozen=True)
-class InventoryConfig:
+class InventoryConfig(_Section):
     """Where S3 Inventory reports of the bucket are delivered (AWS layout:
     ``{prefix}/{source_bucket}/{config_id}/...``)."""
 
@@ -433,7 +462,7 @@ SPARK_LOG_LEVELS = ("ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "
 
 
 @dataclass(frozen=True)
-class SparkConfig:
+class SparkConfig(_Section):
     """``epochgc gc spark``."""
 
     master: str = _check(_no_check, default="local[*]")
@@ -461,7 +490,7 @@ class SparkConfig:
 
 
 @dataclass(frozen=True)
-class CostConfig:
+class CostConfig(_Section):
     """Prices the collector models its cost at (docs/operating.md, "Cost");
     defaults: S3 Standard's published prices, in dollars."""
 
@@ -476,7 +505,7 @@ class CostConfig:
 
 
 @dataclass(frozen=True)
-class LoggingConfig:
+class LoggingConfig(_Section):
     """Log output; ``--log-level`` on the command line wins."""
 
     level: str = _check(_one_of(_LOG_LEVELS), default="INFO")
@@ -517,15 +546,6 @@ class Config:
                     }
             out[section.name] = values
         return out
-
-
-class _FieldError(ValueError):
-    """A cross-field check failed; names the field to blame."""
-
-    def __init__(self, key: str, reason: str) -> None:
-        super().__init__(reason)
-        self.key = key
-        self.reason = reason
 
 
 _SECTIONS: dict[str, type[Any]] = {
@@ -691,13 +711,6 @@ def _parse_text(text: str, type_name: str, source: str, key: str) -> Any:
 
 
 def _build_section(name: str, cls: type[Any], values: dict[str, tuple[Any, str]]) -> Any:
-    for f in dataclasses.fields(cls):
-        if f.name not in values:
-            continue
-        value, source = values[f.name]
-        reason = f.metadata.get("check", _no_check)(value)
-        if reason is not None:
-            raise ConfigError(source, f"{name}.{f.name}", reason)
     try:
         return cls(**{key: value for key, (value, _) in values.items()})
     except _FieldError as err:

@@ -26,14 +26,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from epochgc.config import Config
-from epochgc.gc.daemon.main import daemon_settings_of
 from epochgc.gc.daemon.scheduler import GcDaemon
 from epochgc.ingest.producer import Producer
 from epochgc.ingest.producer_samples import producer_sample
 from epochgc.leases.ownership_round import NodeOwnership
 from epochgc.metrics.instruments import CollectorRegistry, ProducerMetrics
 from epochgc.reconciler.node import ReconcilerNode
-from epochgc.reconciler.process import NodeMetrics, build_node
+from epochgc.reconciler.process_health import NodeMetrics
 from epochgc.reconciler.reader import PartitionReader
 from epochgc.storage.keys import l0_prefix, parse_l0_key
 from epochgc.storage.object_store import ObjectStore
@@ -41,7 +40,9 @@ from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
 from epochgc.watermarks.partition.directory import LeaderDirectory
 from epochgc.watermarks.safe_epoch.reports import read_reports
-from epochgc.wiring import StoreHandle
+from epochgc.wiring.reconciler_process import build_node
+from epochgc.wiring.settings import daemon_settings_of
+from epochgc.wiring.store import StoreHandle
 
 log = logging.getLogger("epochgc.demo")
 

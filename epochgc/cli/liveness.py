@@ -17,7 +17,6 @@ from datetime import UTC, datetime
 from epochgc.config import Config
 from epochgc.errors import EpochGCError, NotFoundError
 from epochgc.gc.control import read_control
-from epochgc.gc.daemon.main import collect_settings_of
 from epochgc.gc.explain import ExplainInputs, Explanation, PinningPartition, explain
 from epochgc.leases.ownership_store import read_owner
 from epochgc.reconciler.fetch import pending_placeholders
@@ -32,7 +31,8 @@ from epochgc.watermarks.safe_epoch.aggregate import (
 )
 from epochgc.watermarks.safe_epoch.compute import compute_safe_epoch
 from epochgc.watermarks.safe_epoch.reports import StuckCause
-from epochgc.wiring import open_store
+from epochgc.wiring.settings import collect_settings_of
+from epochgc.wiring.store import open_store
 
 log = logging.getLogger("epochgc.cli")
 

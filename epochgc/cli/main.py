@@ -38,7 +38,6 @@ from epochgc.gc.control import (
     request_reset,
     resume,
 )
-from epochgc.gc.daemon.main import collect_settings_of, prices_of, run_daemon
 from epochgc.gc.daemon.presence import read_presences
 from epochgc.gc.daemon.scheduler import GC_LEASE
 from epochgc.gc.pause import PauseGuard
@@ -54,8 +53,10 @@ from epochgc.gc.status import StatusInputs, status_view
 from epochgc.logging_setup import setup_logging
 from epochgc.metrics.push import COLLECT_JOB, push_run
 from epochgc.progress import ProgressLog
-from epochgc.reconciler.process import produce_and_verify, run_reconciler
-from epochgc.wiring import open_store
+from epochgc.wiring.daemon_process import run_daemon
+from epochgc.wiring.reconciler_process import produce_and_verify, run_reconciler
+from epochgc.wiring.settings import collect_settings_of, prices_of
+from epochgc.wiring.store import open_store
 
 if TYPE_CHECKING:
     from epochgc.gc.spark.package import SparkPackage
@@ -448,6 +449,7 @@ def _cmd_gc_spark(config: Config, args: argparse.Namespace) -> int:
     from epochgc.gc.spark.conf import merged_conf, parse_conf_args  # noqa: PLC0415
     from epochgc.gc.spark.job import SparkRunOptions, run_spark_gc  # noqa: PLC0415
     from epochgc.gc.spark.session import build_spark_session  # noqa: PLC0415
+    from epochgc.wiring.settings import spark_gc_settings_of  # noqa: PLC0415
 
     spark_conf = merged_conf(config.spark.conf, parse_conf_args(args.conf))
     master = args.master or config.spark.master
@@ -471,7 +473,12 @@ def _cmd_gc_spark(config: Config, args: argparse.Namespace) -> int:
         )
         try:
             outcome = run_spark_gc(
-                spark, config, handle.store, handle.stats, handle.client_settings, options
+                spark,
+                spark_gc_settings_of(config),
+                handle.store,
+                handle.stats,
+                handle.client_settings,
+                options,
             )
         finally:
             spark.stop()
@@ -531,9 +538,9 @@ def _cmd_spark_package(config: Config, args: argparse.Namespace) -> int:
 
 def _cmd_inventory_build(config: Config, args: argparse.Namespace) -> int:
     require("pyarrow", SPARK, "epochgc inventory build")
-    from epochgc.gc.spark.job import inventory_location  # noqa: PLC0415
     from epochgc.storage.inventory import build_inventory  # noqa: PLC0415
     from epochgc.storage.s3 import S3ObjectStore  # noqa: PLC0415
+    from epochgc.wiring.settings import inventory_location  # noqa: PLC0415
 
     location = inventory_location(config)
     prefix = config.layout.root + "/l0/" if args.prefix is None else args.prefix

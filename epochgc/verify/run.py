@@ -87,7 +87,8 @@ from epochgc.watermarks.safe_epoch.aggregate import (
 )
 from epochgc.watermarks.safe_epoch.compute import compute_safe_epoch
 from epochgc.watermarks.safe_epoch.reports import read_reports
-from epochgc.wiring import client_settings_of, store_from_settings
+from epochgc.wiring.settings import client_settings_of
+from epochgc.wiring.store import store_from_settings
 
 log = logging.getLogger("epochgc.verify")
 

@@ -49,13 +49,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from epochgc.config import Config, load_config, log_level_of
-from epochgc.gc.daemon.main import daemon_settings_of
 from epochgc.gc.daemon.scheduler import GcDaemon
 from epochgc.ingest.producer import Producer
 from epochgc.leases.ownership_round import NodeOwnership
 from epochgc.logging_setup import setup_logging
 from epochgc.reconciler.node import LoopStoppedError, ReconcilerNode
-from epochgc.reconciler.process import build_node
 from epochgc.storage.keys import (
     l0_prefix,
     l1_prefix,
@@ -69,7 +67,9 @@ from epochgc.watermarks.epoch import EpochCache
 from epochgc.watermarks.partition.directory import LeaderDirectory
 from epochgc.watermarks.partition.state import PartitionState
 from epochgc.watermarks.safe_epoch.reports import SafeEpochRule, safe_epoch_rule
-from epochgc.wiring import client_settings_of, store_from_settings
+from epochgc.wiring.reconciler_process import build_node
+from epochgc.wiring.settings import client_settings_of, daemon_settings_of
+from epochgc.wiring.store import store_from_settings
 
 log = logging.getLogger("epochgc.verify.worker")
 

@@ -15,7 +15,7 @@ from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.probe import ensure_store_capable, format_probe_table, run_probes
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
-from epochgc.wiring import CapabilityCache
+from epochgc.wiring.store import CapabilityCache
 from tests.support.cli import run_cli
 from tests.support.faults import RejectIfMatchStore
 

@@ -26,7 +26,7 @@ class Missing(importlib.abc.MetaPathFinder):
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
         return None
 sys.meta_path.insert(0, Missing())
-from epochgc.cli import main
+from epochgc.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -81,8 +81,8 @@ def test_the_base_install_needs_no_extra_for_the_cli_and_the_daemon(tmp_path: Pa
             sys.executable,
             "-c",
             BLOCKER.split("from epochgc.cli", maxsplit=1)[0]
-            + "import epochgc.gc.daemon.scheduler, epochgc.gc.daemon.main,"
-            + " epochgc.reconciler.process\n",
+            + "import epochgc.gc.daemon.scheduler, epochgc.wiring.daemon_process,"
+            + " epochgc.wiring.reconciler_process\n",
         ],
         cwd=REPO,
         capture_output=True,

@@ -22,7 +22,7 @@ from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.probe import ensure_store_capable, run_probes
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
-from epochgc.wiring import CapabilityCache, open_store
+from epochgc.wiring.store import CapabilityCache, open_store
 from tests.conftest import FAST_RETRIES
 from tests.support.config_files import write_server_config
 from tests.support.s3_proxy import (

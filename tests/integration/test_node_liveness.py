@@ -197,7 +197,7 @@ def test_healthz_names_the_loop_that_stopped(store: S3ObjectStore) -> None:
 async def _healthz(store: S3ObjectStore) -> None:
     from epochgc.metrics.instruments import CollectorRegistry  # noqa: PLC0415
     from epochgc.metrics.server import MetricsServer  # noqa: PLC0415
-    from epochgc.reconciler.process import reconciler_health  # noqa: PLC0415
+    from epochgc.reconciler.process_health import reconciler_health  # noqa: PLC0415
 
     Controller(store, ROOT).create_topic("orders", 2)
     prefix, methods = LOOP_TRAPS["ownership"]

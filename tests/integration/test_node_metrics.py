@@ -14,11 +14,12 @@ from epochgc.ingest.producer import Producer
 from epochgc.ingest.producer_samples import producer_sample
 from epochgc.metrics.instruments import ProducerMetrics
 from epochgc.reconciler.node import ReconcilerNode
-from epochgc.reconciler.process import NodeMetrics, build_node
+from epochgc.reconciler.process_health import NodeMetrics
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
 from epochgc.watermarks.partition.directory import LeaderDirectory
+from epochgc.wiring.reconciler_process import build_node
 from tests.support.faults import HookedStore
 
 ROOT = "epochgc"

@@ -26,7 +26,6 @@ from epochgc.gc.collector import ScheduleSettings
 from epochgc.gc.daemon.scheduler import DaemonSettings, GcDaemon
 from epochgc.leases.role_leases import LeaseDocument, LeaseManager, encode_lease
 from epochgc.leases.timing import LeasePolicy
-from epochgc.reconciler.process import run_reconciler
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import lease_key
 from epochgc.storage.request_stats import RequestStats
@@ -34,6 +33,7 @@ from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks import controller_codec
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.ticker import TICKER_LEASE, EpochTicker
+from epochgc.wiring.reconciler_process import run_reconciler
 from tests.support.cli import run_cli
 from tests.support.config_files import write_server_config
 from tests.support.waiting import wait_for

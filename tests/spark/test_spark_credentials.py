@@ -22,7 +22,7 @@ from epochgc.storage.keys import encode_l0_key
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
-from epochgc.wiring import client_settings_of
+from epochgc.wiring.settings import client_settings_of, spark_gc_settings_of
 from tests.support.config_files import write_server_config
 from tests.support.moto_seed import seed_objects
 
@@ -58,7 +58,7 @@ def test_the_pickled_tasks_carry_no_secret_and_still_reach_the_store(
     monkeypatch.setattr(pyspark_rdd, "_prepare_for_python_RDD", recording)
     outcome = run_spark_gc(
         spark,
-        config,
+        spark_gc_settings_of(config),
         store,
         RequestStats(),
         client_settings_of(config, s3_server.endpoint_url),

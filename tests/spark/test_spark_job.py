@@ -21,14 +21,14 @@ from epochgc.errors import EpochGCError, InvalidArgumentError
 from epochgc.gc.collection_round import CollectSettings, SafetyBlockedError, collect_once
 from epochgc.gc.control import pause
 from epochgc.gc.run_report import decode_summary
-from epochgc.gc.spark.job import SparkRunOptions, inventory_location, run_spark_gc
+from epochgc.gc.spark.job import SparkRunOptions, run_spark_gc
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.inventory import InventoryError, build_inventory
 from epochgc.storage.keys import encode_l0_key, parse_l0_key
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
-from epochgc.wiring import client_settings_of
+from epochgc.wiring.settings import client_settings_of, inventory_location, spark_gc_settings_of
 from tests.support.config_files import write_server_config
 from tests.support.moto_seed import seed_objects
 from tests.support.pausing import PauseAfterFirstControlRead
@@ -80,7 +80,7 @@ def left(store: S3ObjectStore) -> set[str]:
 def run(spark: Any, config: Config, store: S3ObjectStore, s3: EmbeddedS3, **options: Any):  # type: ignore[no-untyped-def]
     return run_spark_gc(
         spark,
-        config,
+        spark_gc_settings_of(config),
         store,
         RequestStats(),
         client_settings_of(config, s3.endpoint_url),

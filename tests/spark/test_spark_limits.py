@@ -16,7 +16,7 @@ from epochgc.config import Config
 from epochgc.errors import EpochGCError
 from epochgc.gc.control import CollectorPausedError
 from epochgc.gc.run_report import RunSummary, decode_summary, list_runs
-from epochgc.gc.spark.job import SparkOutcome, SparkRunOptions, inventory_location, run_spark_gc
+from epochgc.gc.spark.job import SparkOutcome, SparkRunOptions, run_spark_gc
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.inventory import build_inventory
 from epochgc.storage.keys import encode_l0_key, gc_run_summary_key
@@ -24,7 +24,7 @@ from epochgc.storage.object_store import ObjectInfo
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
-from epochgc.wiring import client_settings_of
+from epochgc.wiring.settings import client_settings_of, inventory_location, spark_gc_settings_of
 from tests.spark.test_spark_job import ROOT, SHARDS, M, make_config
 from tests.support.cli import run_cli
 from tests.support.moto_seed import seed_objects
@@ -61,7 +61,7 @@ def run(
 ) -> SparkOutcome:
     return run_spark_gc(
         spark,
-        config,
+        spark_gc_settings_of(config),
         store,
         RequestStats(),
         client_settings_of(config, s3.endpoint_url),

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from epochgc.config import Config, load_config
+from epochgc.config import Config, LeaseConfig, load_config
 from epochgc.errors import ConfigError
-from epochgc.gc.daemon.main import daemon_settings_of
+from epochgc.wiring.settings import daemon_settings_of
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -150,3 +150,13 @@ def test_the_standalone_server_and_local_server_toml_agree_on_the_bucket() -> No
     assert server.store.bucket == load_config(None, env={}).store.bucket
     assert server.store.endpoint_url == "http://127.0.0.1:9000"
     assert server.gc.min_object_age_seconds <= 2.0 and server.gc.max_delete_fraction == 1.0
+
+
+def test_a_section_made_in_code_is_checked_as_a_loaded_one() -> None:
+    """A section built in code (a test, the demo, ``dataclasses.replace``)
+    gets the checks a file gets, naming the field: an invalid value never
+    reaches a component."""
+    with pytest.raises(ValueError, match=r"^max_delete_fraction: must be in 0.0\.\.1\.0"):
+        dataclasses.replace(load_config(None, env={}).gc, max_delete_fraction=2.0)
+    with pytest.raises(ValueError, match=r"^renew_interval_seconds: .* must be below ttl_seconds"):
+        LeaseConfig(ttl_seconds=10.0, renew_interval_seconds=9.0, skew_margin_seconds=2.0)

@@ -34,10 +34,9 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
-from epochgc.config import Config
 from epochgc.errors import EpochGCError, InvalidArgumentError
 from epochgc.gc.collection_round import SafetyBlockedError, guard_message, untrusted_inputs_message
 from epochgc.gc.control import CollectorPausedError, DeletingJob
@@ -53,6 +52,7 @@ from epochgc.gc.run_report import (
     write_summary,
 )
 from epochgc.gc.spark.credentials import hand_over, without_secrets
+from epochgc.gc.spark.settings import SparkGcSettings
 from epochgc.gc.spark.tasks import (
     ResultList,
     TaskResult,
@@ -68,7 +68,6 @@ from epochgc.metrics.push import push_run
 from epochgc.progress import ProgressLog
 from epochgc.storage.client import ClientSettings
 from epochgc.storage.inventory import (
-    InventoryLocation,
     InventoryManifest,
     find_newest_manifest,
     load_manifest,
@@ -76,7 +75,6 @@ from epochgc.storage.inventory import (
 from epochgc.storage.keys import gc_run_prefix
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
-from epochgc.storage.retry import RetryPolicy
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.safe_epoch.aggregate import SafeEpochTracker
@@ -170,7 +168,7 @@ class SparkJobError(EpochGCError):
 
 def run_spark_gc(
     spark: Any,
-    config: Config,
+    settings: SparkGcSettings,
     store: ObjectStore,
     stats: RequestStats,
     client: ClientSettings,
@@ -201,7 +199,7 @@ def run_spark_gc(
         raise InvalidArgumentError(f"mode must be one of {MODES}, got {options.mode!r}")
     started = now or datetime.now(UTC)
     clock = time.perf_counter()
-    root = config.layout.root
+    root = settings.root
     run_id = new_run_id(started)
     tracker = SafeEpochTracker(blocked_after=1)
     safe = compute_safe_epoch(Controller(store, root), store, root, tracker)
@@ -219,7 +217,7 @@ def run_spark_gc(
     job = _Job(spark, store, run_id, options)
     failure: BaseException | None = None
     try:
-        job.run(config, store, client, safe_epoch, started, client_hook, safe.controller_offset)
+        job.run(settings, store, client, safe_epoch, started, client_hook, safe.controller_offset)
     except BaseException as err:
         failure = err
         raise _as_one_line(err, run_id) from err
@@ -253,10 +251,8 @@ def run_spark_gc(
         )
         for sample in [s for r in job.results for s in r.error_samples][:10]:
             log.warning("gc spark %s error: %s", run_id, sample)
-        if config.metrics.pushgateway and failure is None:
-            push_run(
-                config.metrics.pushgateway, engine, run_figures(summary, seconds), summary.skipped
-            )
+        if settings.pushgateway and failure is None:
+            push_run(settings.pushgateway, engine, run_figures(summary, seconds), summary.skipped)
     if job.paused is not None:
         raise CollectorPausedError(f"{job.paused} (mid-job; run {run_id}, summary {key})")
     plan_prefix = f"{gc_run_prefix(root, run_id)}plan/" if options.dry_run else None
@@ -357,7 +353,7 @@ class _Job:
 
     def run(
         self,
-        config: Config,
+        settings: SparkGcSettings,
         store: ObjectStore,
         client: ClientSettings,
         safe_epoch: int,
@@ -366,37 +362,33 @@ class _Job:
         controller_offset: int,
     ) -> None:
         options = self._options
-        root = self._root = config.layout.root
+        root = self._root = settings.root
         # The tasks carry no secret: the executors' environment does (spark_credentials).
-        hand_over(self._spark, client, config.spark.credentials)
+        hand_over(self._spark, client, settings.credentials)
         spec = TaskSpec(
             client=without_secrets(client),
-            bucket=config.store.bucket,
+            bucket=settings.bucket,
             root=root,
             run_id=self._run_id,
             safe_epoch=safe_epoch,
             now=started,
-            min_age=timedelta(seconds=config.gc.min_object_age_seconds),
+            min_age=settings.min_age,
             dry_run=options.dry_run,
-            retry=RetryPolicy(
-                max_attempts=config.store.max_attempts,
-                base_delay_seconds=config.store.base_backoff_seconds,
-                max_delay_seconds=config.store.max_backoff_seconds,
-            ),
-            delete_concurrency=config.gc.delete_concurrency,
-            shard_concurrency=config.gc.shard_concurrency,
+            retry=settings.retry,
+            delete_concurrency=settings.delete_concurrency,
+            shard_concurrency=settings.shard_concurrency,
             client_hook=client_hook,
         )
         if options.mode == "inventory":
-            location = inventory_location(config)
+            location = settings.inventory
             inventory_store = (
                 store
-                if location.bucket == config.store.bucket or not isinstance(store, S3ObjectStore)
+                if location.bucket == settings.bucket or not isinstance(store, S3ObjectStore)
                 else S3ObjectStore(store.client, location.bucket)
             )
             self.manifest_key = find_newest_manifest(inventory_store, location)
             manifest = load_manifest(inventory_store, self.manifest_key)
-            _check_source(manifest, config.store.bucket)
+            _check_source(manifest, settings.bucket)
             spec = dataclasses.replace(spec, inventory_bucket=location.bucket, manifest=manifest)
             log.info(
                 "inventory %s: %s, %d data files, created %s",
@@ -408,7 +400,7 @@ class _Job:
         shards = () if options.mode == "inventory" else discover_shards(store, root).shards
         run = self._runner = _JobRunner(self._spark, spec, options, shards)
         self.task_count = run.task_count
-        share = task_rate_share(config.gc.rate_limit_keys_per_second, run.task_count, run.slots)
+        share = task_rate_share(settings.rate_limit_keys_per_second, run.task_count, run.slots)
         spec = dataclasses.replace(spec, rate_limit_keys_per_second=share)
         log.info(
             "gc spark %s (spark-%s%s): M=%d (controller offset %d), %d tasks%s",
@@ -418,11 +410,11 @@ class _Job:
             safe_epoch,
             controller_offset,
             run.task_count,
-            f", {share:.0f} keys/s each ({config.gc.rate_limit_keys_per_second:g} in all)"
+            f", {share:.0f} keys/s each ({settings.rate_limit_keys_per_second:g} in all)"
             if share is not None
             else "",
         )
-        guard_on = config.gc.max_delete_fraction < 1.0 and not options.force and not options.dry_run
+        guard_on = settings.max_delete_fraction < 1.0 and not options.force and not options.dry_run
         if guard_on:
             self._phase = "count"
             counted = run.run(
@@ -432,7 +424,7 @@ class _Job:
             self.stopped = guard_message(
                 sum(r.eligible for r in counted),
                 sum(r.listed for r in counted),
-                config.gc.max_delete_fraction,
+                settings.max_delete_fraction,
                 "epochgc gc spark",
             )
             if self.stopped is not None:
@@ -471,17 +463,6 @@ class _Job:
         except EpochGCError as err:
             log.warning("gc spark %s: task records unreadable: %s", self._run_id, err)
         return lost
-
-
-def inventory_location(config: Config) -> InventoryLocation:
-    """Where ``[inventory]`` says the reports are."""
-    inv = config.inventory
-    return InventoryLocation(
-        bucket=inv.bucket or config.store.bucket,
-        prefix=inv.prefix,
-        source_bucket=inv.source_bucket or config.store.bucket,
-        config_id=inv.config_id,
-    )
 
 
 def _check_source(manifest: InventoryManifest, bucket: str) -> None:

@@ -7,7 +7,7 @@ import threading
 
 from epochgc.leases.timing import LeasePolicy
 from epochgc.reconciler.node import NodeSettings
-from epochgc.reconciler.process import StallBackstop, reconciler_health
+from epochgc.reconciler.process_health import StallBackstop, reconciler_health
 from epochgc.watermarks.partition.directory import LeaderDirectory
 from tests.support.memory_store import MemoryStore, VirtualClock
 from tests.support.nodes import reconciler_node

@@ -6,9 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 from epochgc.gc.daemon.maintenance import ReportWatch
 from epochgc.gc.run_report import expired_runs, new_run_id
-from epochgc.reconciler.process import default_node_id
 from epochgc.storage.keys import is_valid_node_id
 from epochgc.storage.object_store import ObjectInfo
+from epochgc.wiring.settings import default_node_id
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 

@@ -23,11 +23,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-import socket
-import sys
-import threading
-import time
-import traceback
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import NoReturn
@@ -38,18 +33,15 @@ from epochgc.leases.node_lease import NodeLease
 from epochgc.leases.ownership_round import NodeOwnership
 from epochgc.leases.ownership_store import read_owner
 from epochgc.leases.role_leases import LeaseManager
-from epochgc.leases.timing import LeasePolicy
 from epochgc.metrics.instruments import (
     CollectorRegistry,
-    ReconcilerMetrics,
     TickerSample,
     register_s3_requests,
     register_ticker,
 )
 from epochgc.metrics.server import MetricsServer
-from epochgc.periodic import PeriodicThread
-from epochgc.reconciler.node import LoopStoppedError, NodeSettings, ReconcilerNode
-from epochgc.reconciler.node_samples import sample_node
+from epochgc.reconciler.node import LoopStoppedError, ReconcilerNode
+from epochgc.reconciler.process_health import NodeMetrics, StallBackstop, reconciler_health
 from epochgc.storage.keys import PartitionId
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
@@ -57,54 +49,9 @@ from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.partition.directory import LeaderDirectory
 from epochgc.watermarks.safe_epoch.reports import SafeEpochRule, safe_epoch_rule
 from epochgc.watermarks.ticker import EpochTicker
+from epochgc.wiring.settings import default_node_id, lease_policy_of, node_settings_of
 
 log = logging.getLogger("epochgc.reconciler.service")
-
-
-def default_node_id() -> str:
-    """The host name, in the node-id alphabet and at most 64 characters.
-
-    Stable across restarts on purpose: the node id names the node's report,
-    and an id that changed at every start (``hostname-pid``) left a report
-    behind per restart that nothing deleted and the stale-reports alert
-    fired on. Two reconcilers on one host need ``--node-id`` (or
-    ``[reconciler] node_id``) each; lease holders stay unique per process
-    anyway (a random suffix).
-    """
-    host = "".join(c if c.isalnum() or c in "._-" else "-" for c in socket.gethostname())
-    host = host.strip(".") or "node"
-    return host[:64]
-
-
-def node_settings_of(config: Config, *, one_shot: bool = False) -> NodeSettings:
-    """``NodeSettings`` from the ``[reconciler]``, ``[reports]`` and
-    ``[ownership]`` sections. A ``one_shot`` node (a command such as
-    ``epochgc produce``) publishes no report, which would outlive it, and
-    runs its ownership round in its first round: it does not join a
-    cluster for long, so it does not wait for peers to register."""
-    r = config.reconciler
-    return NodeSettings(
-        publish_reports=not one_shot,
-        idle_interval_seconds=r.idle_interval_seconds,
-        report_interval_seconds=config.reports.interval_seconds,
-        snapshot_every_entries=r.snapshot_every_entries,
-        reconcile_concurrency=r.reconcile_concurrency,
-        max_records_per_pass=r.max_records_per_pass,
-        append_depth=r.append_depth,
-        max_log_entries=r.max_log_entries,
-        stuck_retry_seconds=r.stuck_retry_seconds,
-        ownership_interval_seconds=0.0 if one_shot else config.ownership.round_interval_seconds,
-        max_round_seconds=r.max_round_seconds,
-    )
-
-
-def lease_policy_of(config: Config) -> LeasePolicy:
-    """``LeasePolicy`` from the ``[lease]`` section."""
-    return LeasePolicy(
-        ttl_seconds=config.lease.ttl_seconds,
-        renew_interval_seconds=config.lease.renew_interval_seconds,
-        skew_margin_seconds=config.lease.skew_margin_seconds,
-    )
 
 
 def build_node(
@@ -150,105 +97,6 @@ def build_node(
     if metrics is not None:
         metrics.nodes.append(node)
     return node, ownership
-
-
-class NodeMetrics:
-    """The metrics of the reconciler nodes of one process, on one registry."""
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.nodes: list[ReconcilerNode] = []
-        self._metrics = ReconcilerMetrics(
-            registry, lambda: [sample_node(node) for node in list(self.nodes)]
-        )
-
-    def round_observer(self, node_id: str) -> Callable[[float], None]:
-        observe: Callable[[float], None] = self._metrics.round_duration.labels(node_id).observe
-        return observe
-
-
-def reconciler_health(
-    node: ReconcilerNode, ticker_held: Callable[[], bool]
-) -> tuple[bool, dict[str, object]]:
-    """``/healthz`` of a reconciler process: healthy while every loop of
-    the node completes rounds; otherwise 503 with ``loop`` and ``reason``
-    (``loop LOOP stopped: CAUSE``), until the process exits."""
-    details: dict[str, object] = {
-        "node": node.node_id,
-        "led_partitions": len(node.led_partitions()),
-        "ticker": ticker_held(),
-    }
-    stall = node.stall()
-    if stall is None:
-        return True, details
-    reason = stall.describe()
-    return False, {**details, "loop": stall.loop, "reason": reason, "reasons": [reason]}
-
-
-class StallBackstop:
-    """Exits the process if the node has not got there itself ``grace_seconds``
-    after one of its loops was judged stopped: its event loop may be
-    blocked (a loop that hangs without awaiting), and then only a thread
-    can. Logs the node's one line (once, whoever logs it first), the main
-    thread's stack at DEBUG, then calls ``exit_process``.
-
-    Example::
-
-        backstop = StallBackstop(node, os_exit, grace_seconds=30.0)
-        backstop.start()
-        ...
-        backstop.stop()
-    """
-
-    def __init__(
-        self,
-        node: ReconcilerNode,
-        exit_process: Callable[[], object],
-        *,
-        grace_seconds: float,
-        poll_seconds: float = 0.25,
-        monotonic: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._node = node
-        self._exit = exit_process
-        self._grace = grace_seconds
-        self._monotonic = monotonic
-        self._seen_at: float | None = None
-        self._fired = False
-        self._thread = PeriodicThread("stall-backstop", poll_seconds, self._check)
-
-    def start(self) -> None:
-        """Start watching.
-
-        Raises:
-            RuntimeError: already started.
-        """
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop watching; idempotent."""
-        self._thread.stop()
-
-    def _check(self) -> None:
-        if self._fired:
-            return  # only a test's exit returns
-        stall = self._node.stall()
-        if stall is None:
-            return
-        now = self._monotonic()
-        self._seen_at = now if self._seen_at is None else self._seen_at
-        if now - self._seen_at < self._grace:
-            return
-        main = sys._current_frames().get(threading.main_thread().ident or 0)
-        stack = "".join(traceback.format_stack(main)) if main is not None else ""
-        self._node.announce_stall(stall, stack)
-        log.warning(
-            "node %s did not stop within %.0fs of its loop %s stopping: exiting now",
-            self._node.node_id,
-            self._grace,
-            stall.loop,
-        )
-        self._fired = True
-        self._exit()
 
 
 async def run_reconciler(

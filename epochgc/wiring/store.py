@@ -19,9 +19,9 @@ from epochgc.storage.client import ClientSettings, make_s3_client
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.probe import ensure_store_capable
 from epochgc.storage.request_stats import RequestStats
-from epochgc.storage.retry import RetryPolicy
 from epochgc.storage.s3 import IF_MATCH_FORMS, IfMatchForm, S3ObjectStore
 from epochgc.watermarks.layout import ensure_layout
+from epochgc.wiring.settings import client_settings_of, retry_policy_of
 
 log = logging.getLogger("epochgc.runtime")
 
@@ -37,21 +37,6 @@ class StoreHandle:
     """How to reach the store again (Spark tasks build their own clients)."""
 
 
-def client_settings_of(config: Config, endpoint_url: str | None = None) -> ClientSettings:
-    """Client settings from the ``[store]`` section."""
-    s = config.store
-    return ClientSettings(
-        endpoint_url=endpoint_url or s.endpoint_url or None,
-        region=s.region,
-        access_key_id=s.access_key_id or None,
-        secret_access_key=s.secret_access_key or None,
-        addressing_style=s.addressing_style,  # type: ignore[arg-type]
-        connect_timeout_seconds=s.connect_timeout_seconds,
-        read_timeout_seconds=s.read_timeout_seconds,
-        max_pool_connections=s.max_pool_connections,
-    )
-
-
 def store_from_settings(
     config: Config, settings: ClientSettings
 ) -> tuple[S3ObjectStore, RequestStats]:
@@ -59,11 +44,7 @@ def store_from_settings(
     client = make_s3_client(settings)
     stats = RequestStats()
     stats.attach(client)
-    policy = RetryPolicy(
-        max_attempts=config.store.max_attempts,
-        base_delay_seconds=config.store.base_backoff_seconds,
-        max_delay_seconds=config.store.max_backoff_seconds,
-    )
+    policy = retry_policy_of(config)
     store = S3ObjectStore(
         client,
         config.store.bucket,

@@ -1,0 +1,52 @@
+"""Running the GC daemon as a process (``epochgc daemon``) until SIGTERM."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+
+from epochgc.config import Config
+from epochgc.gc.daemon.scheduler import GcDaemon
+from epochgc.metrics.instruments import CollectorRegistry
+from epochgc.storage.object_store import ObjectStore
+from epochgc.storage.request_stats import RequestStats
+from epochgc.wiring.settings import daemon_settings_of
+
+log = logging.getLogger("epochgc.gc.service")
+
+
+def run_daemon(
+    config: Config,
+    store: ObjectStore,
+    stats: RequestStats,
+    *,
+    node_id: str | None = None,
+    duration_seconds: float | None = None,
+    registry: CollectorRegistry | None = None,
+) -> GcDaemon:
+    """Run the daemon until SIGTERM/SIGINT (or ``duration_seconds``), then
+    stop it cleanly: the batch in flight finishes, the lease is released.
+    Must be called from the main thread (signal handlers)."""
+    daemon = GcDaemon(
+        store,
+        stats,
+        config.layout.root,
+        daemon_settings_of(config, node_id=node_id),
+        registry=registry,
+    )
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("received %s: stopping", signal.Signals(signum).name)
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        daemon.start()
+        stop.wait(duration_seconds)
+    finally:
+        daemon.stop()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return daemon
