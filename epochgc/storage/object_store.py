@@ -17,7 +17,7 @@ from datetime import datetime
 from itertools import islice
 from typing import Protocol
 
-from epochgc.errors import RetriesExhaustedError
+from epochgc.errors import NotFoundError, RetriesExhaustedError
 
 MAX_KEYS_PER_DELETE = 1000
 """S3's limit on keys in one DeleteObjects request."""
@@ -189,3 +189,26 @@ class ObjectStore(Protocol):
     def delete_many(self, keys: Iterable[str]) -> DeleteOutcome:
         """Delete any number of keys in batches of at most 1000."""
         ...
+
+
+def get_or_none(
+    store: ObjectStore, key: str, *, byte_range: tuple[int, int] | None = None
+) -> StoredObject | None:
+    """The object at ``key``, or ``None`` when there is none.
+
+    For the many documents whose absence is a state, not an error (no lease
+    taken yet, no snapshot written, no report published): the caller says
+    what absence means in one ``if``, and every other failure still raises.
+    """
+    try:
+        return store.get(key, byte_range=byte_range)
+    except NotFoundError:
+        return None
+
+
+def head_or_none(store: ObjectStore, key: str) -> ObjectInfo | None:
+    """What ``head`` says about ``key``, or ``None`` when there is no object."""
+    try:
+        return store.head(key)
+    except NotFoundError:
+        return None
