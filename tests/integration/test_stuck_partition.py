@@ -34,7 +34,7 @@ from epochgc.watermarks.safe_epoch.compute import compute_safe_epoch
 from epochgc.watermarks.safe_epoch.reports import read_reports
 from tests.support.cli import run_cli
 from tests.support.config_files import write_server_config
-from tests.support.nodes import reconciler_node
+from tests.support.nodes import publish_report_now, reconciler_node
 
 ROOT = "epochgc"
 POLICY = LeasePolicy(ttl_seconds=3.0, renew_interval_seconds=0.3, skew_margin_seconds=0.3)
@@ -158,7 +158,7 @@ async def _scenario(store: S3ObjectStore, config: str, caplog: pytest.LogCapture
         assert state.lro == 5 and state.is_fully_reconciled
         assert state.safe_epoch >= lost.epoch
         assert sample_node(node).stuck == ()
-        await node.publish_report_now()
+        await publish_report_now(node)
         reports, _ = read_reports(store, ROOT)
         assert all(e.stuck is None for r in reports for e in r.partitions)
         m_after = compute_safe_epoch(controller, store, ROOT, SafeEpochTracker())
