@@ -16,6 +16,7 @@ from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
 from epochgc.watermarks.partition.state import Outcome
+from tests.support.placeholders import append_placeholders
 
 ROOT = "epochgc"
 
@@ -48,8 +49,8 @@ class Cluster:
             chunks.append(("orders", partition, records))
         uploaded = upload_l0(self.store, ROOT, epoch, chunks, shards=16)
         for partition, (_t, _p, records) in enumerate(chunks):
-            entry = self.leaders[partition].append_placeholders(
-                epoch, [uploaded.batch_for("orders", partition)]
+            entry = append_placeholders(
+                self.leaders[partition], epoch, [uploaded.batch_for("orders", partition)]
             )
             assert entry.result.outcome is Outcome.APPLIED
             self.written[partition].extend(records)

@@ -29,7 +29,6 @@ from epochgc.errors import (
     CorruptLogError,
     FencedError,
     PreconditionFailedError,
-    StaleEpochError,
     StorageError,
 )
 from epochgc.storage.cas_log import ConditionalAppendLog, LogEntry, LogSnapshot, new_nonce
@@ -48,12 +47,10 @@ from epochgc.watermarks.partition.commands import (
     AdvanceEpoch,
     AdvanceReconciled,
     Command,
-    PlaceholderBatch,
     Placeholders,
     RecordsLost,
     SequencedCommand,
     SetAllowedLocalStartOffset,
-    SetStartOffset,
     TermStart,
 )
 from epochgc.watermarks.partition.state import (
@@ -453,7 +450,7 @@ class PartitionLeader:
 
         leader = PartitionLeader(replica, term=lease.term, check_lease=lease.check)
         leader.start()
-        leader.append_placeholders(epoch=42, batches=[...])
+        leader.append_all([Placeholders(0, 0, 42, batches)])
         leader.close()
 
     Args:
@@ -806,18 +803,6 @@ class PartitionLeader:
 
     # --- convenience for the write path and the reconciler -----------------
 
-    def append_placeholders(self, epoch: int, batches: Sequence[PlaceholderBatch]) -> AppliedEntry:
-        """Append one ``placeholders``.
-
-        Raises:
-            StaleEpochError: the apply-time check rejected the epoch.
-        """
-        entry = self.append_all([Placeholders(0, 0, epoch, tuple(batches))])[0]
-        if entry.result.outcome is Outcome.REJECTED_STALE_EPOCH:
-            window = self.replica.applied_window()
-            raise StaleEpochError(epoch, window.previous, window.max)
-        return entry
-
     def advance_epoch(self, epoch: int) -> AppliedEntry:
         """Housekeeping: slide the applied window of an idle partition."""
         return self.append_all([AdvanceEpoch(0, 0, epoch)])[0]
@@ -829,7 +814,3 @@ class PartitionLeader:
     def set_allowed_local_start_offset(self, offset: int | None) -> AppliedEntry:
         """Record the reconciler's retention hint."""
         return self.append_all([SetAllowedLocalStartOffset(0, 0, offset)])[0]
-
-    def set_start_offset(self, offset: int) -> AppliedEntry:
-        """Record retention: records below ``offset`` are gone."""
-        return self.append_all([SetStartOffset(0, 0, offset)])[0]
