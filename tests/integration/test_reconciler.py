@@ -14,6 +14,7 @@ from epochgc.storage.l0_format import encode_records
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
+from epochgc.watermarks.partition.commands import AdvanceEpoch
 from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
 from epochgc.watermarks.partition.state import Outcome
 from tests.support.placeholders import append_placeholders
@@ -114,7 +115,7 @@ def test_reconciliation_lifts_m_of_p(cluster: Cluster, store: S3ObjectStore) -> 
     # Idle housekeeping: the window slides with the cluster epoch, and a pass
     # with nothing to move records the log end, which lifts M(p).
     epoch = cluster.controller.tick()
-    leader.advance_epoch(epoch)
+    leader.append_all([AdvanceEpoch(0, 0, epoch)])  # what the leader service appends
     result = reconciler.reconcile_once(leader)
     assert result.records == 0
     assert result.safe_epoch == 3 == epoch - 2

@@ -44,7 +44,6 @@ from epochgc.watermarks.partition.codec import (
     encode_snapshot,
 )
 from epochgc.watermarks.partition.commands import (
-    AdvanceEpoch,
     AdvanceReconciled,
     Command,
     Placeholders,
@@ -801,11 +800,7 @@ class PartitionLeader:
             raise error
         return applied
 
-    # --- convenience for the write path and the reconciler -----------------
-
-    def advance_epoch(self, epoch: int) -> AppliedEntry:
-        """Housekeeping: slide the applied window of an idle partition."""
-        return self.append_all([AdvanceEpoch(0, 0, epoch)])[0]
+    # --- convenience for the reconciler ------------------------------------
 
     def advance_reconciled(self, lro: int, log_offset: int) -> AppliedEntry:
         """Record reconciler progress."""
