@@ -163,12 +163,12 @@ def test_periodic_snapshot_and_truncation(store: S3ObjectStore, topic: int) -> N
     lead = leader(store, 1)
     for i in range(3):
         append_placeholders(lead, 3, batch(i))
-    assert lead.replica.maybe_snapshot(every_entries=10) == 0, "not yet"
+    assert lead.maybe_snapshot(every_entries=10) == 0, "not yet"
     assert lead.replica.log.read_snapshot().covered_offset == -1  # type: ignore[union-attr]
     lead.advance_reconciled(lro=2, log_offset=3)  # offset 4
     for i in range(3, 9):
         append_placeholders(lead, 3, batch(i))  # offsets 5..10
     # Offsets 0..4 are covered and reconciled; 5..10 hold unreconciled records.
-    assert lead.replica.maybe_snapshot(every_entries=10) == 5
+    assert lead.maybe_snapshot(every_entries=10) == 5
     assert lead.replica.log.read_snapshot().covered_offset == 10  # type: ignore[union-attr]
     assert open_replica(store).state == lead.replica.state

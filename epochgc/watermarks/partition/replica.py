@@ -361,19 +361,6 @@ class PartitionReplica:
             return False
         return True
 
-    def maybe_snapshot(self, every_entries: int, max_log_entries: int = 0) -> int:
-        """The periodic step: once ``every_entries`` entries have been
-        applied since the last snapshot, snapshot and truncate; return how
-        many entries were truncated (0 when it was not time yet).
-
-        With ``max_log_entries`` > 0, a log longer than that is under space
-        pressure: truncation then ignores the retention hint (never ``lro``).
-        """
-        if not self.snapshot_due(every_entries):
-            return 0
-        self.write_snapshot()
-        return self.truncate(ignore_hint=self.under_space_pressure(max_log_entries))
-
     def snapshot_due(self, every_entries: int) -> bool:
         """Whether ``every_entries`` entries were applied since the snapshot."""
         if every_entries < 1:
@@ -562,7 +549,12 @@ class PartitionLeader:
         return []
 
     def maybe_snapshot(self, every_entries: int, max_log_entries: int = 0) -> int:
-        """``replica.maybe_snapshot()`` under this leader's lock.
+        """The periodic step, under this leader's lock: once ``every_entries``
+        entries have been applied since the last snapshot, snapshot and
+        truncate; return how many entries were truncated (0 when it was not
+        time yet). With ``max_log_entries`` > 0, a log longer than that is
+        under space pressure: truncation then ignores the retention hint
+        (never ``lro``).
 
         A snapshot write that finds another writer's snapshot in place ends
         the term: only a newer leader (or an operator's compaction) writes
