@@ -45,8 +45,8 @@ from epochgc.storage.inventory import (
     InventoryFile,
     InventoryManifest,
     parse_file_schema,
-    read_data_file,
 )
+from tests.support.inventory_files import read_data_file
 
 ROOT = "epochgc"
 SAFE_EPOCH = 80

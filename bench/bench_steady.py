@@ -108,7 +108,10 @@ class Figures:
         return self.total / self.deleted * 1000 if self.deleted else math.inf
 
     def dollars(self, prices: Prices) -> float:
-        return prices.request_cost(self.requests) + prices.storage_cost(self.waiting_byte_seconds)
+        return (
+            prices.request_cost(self.requests)
+            + self.waiting_byte_seconds * prices.storage_per_byte_second
+        )
 
 
 class World:
@@ -273,7 +276,7 @@ def floor_per_1000(args: argparse.Namespace) -> tuple[float, float]:
         prices.price_of("ListObjectsV2") * listings + prices.price_of("DeleteObjects") * deletes
     )
     waiting = args.rate * args.object_mib * 2**20 * args.max_lag / 2  # bytes, on average
-    period_dollars += prices.storage_cost(waiting * args.max_lag)
+    period_dollars += waiting * args.max_lag * prices.storage_per_byte_second
     return requests / per_period * 1000, period_dollars * 3600 / args.max_lag
 
 

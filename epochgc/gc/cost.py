@@ -86,10 +86,6 @@ class Prices:
     def storage_per_byte_second(self) -> float:
         return self.storage_per_gb_month / GB / MONTH_SECONDS
 
-    def storage_cost(self, byte_seconds: float) -> float:
-        """Dollars of keeping ``byte_seconds`` (bytes x seconds) stored."""
-        return byte_seconds * self.storage_per_byte_second
-
     def as_dict(self) -> dict[str, float]:
         """The prices as a run summary carries them."""
         return {

@@ -59,12 +59,6 @@ def _partition_bytes(pid: PartitionId) -> bytes:
     return f"{pid.topic}/{pid.revision}/{pid.partition}".encode()
 
 
-def rendezvous_weight(node: str, pid: PartitionId) -> int:
-    """The stable weight of ``node`` for ``pid``: the same on every machine
-    and in every process (blake2b, not the salted built-in ``hash``)."""
-    return _digest(node.encode() + b"\0" + _partition_bytes(pid))
-
-
 def desired_assignment(
     nodes: Iterable[str], partitions: Iterable[PartitionId]
 ) -> dict[PartitionId, str]:

@@ -518,16 +518,6 @@ class ReconcilerNode:
             await self._step_down(key, "node stopping")
         await asyncio.to_thread(self._ownership.stop, release=True)
 
-    async def crash(self) -> None:
-        """Test hook: stop serving without releasing anything (as a killed
-        process would); other nodes take over after the TTL."""
-        for key in list(self._led):
-            led = self._led.pop(key)
-            await led.service.stop("node crashed")
-            await self._directory.unregister(led.service)
-            self._retire(led.service)
-        await asyncio.to_thread(self._ownership.stop, release=False)
-
     # --- leadership --------------------------------------------------------------
 
     async def _ownership_round(
@@ -817,10 +807,6 @@ class ReconcilerNode:
             return {}
         reports, _skipped = read_reports(self._store, self._root)
         return carried_entries(self.node_id, self._reported, led, self._live, reports)
-
-    async def publish_report_now(self) -> None:
-        """Write the node report regardless of the interval."""
-        await self._publish_report(force=True)
 
 
 def _stack_of(task: asyncio.Task[None]) -> str:

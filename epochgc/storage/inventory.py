@@ -297,23 +297,6 @@ def iter_data_batches(
         raise InventoryError(f"{entry.key}: unreadable {manifest.file_format}: {err}") from err
 
 
-def read_data_file(data: bytes, manifest: InventoryManifest, entry: InventoryFile) -> pa.Table:
-    """A whole data file in memory as one normalised table (tests, small
-    files and the parsing benchmark; tasks stream with
-    ``iter_data_batches``).
-
-    Raises:
-        InventoryError: MD5 mismatch or unreadable contents.
-    """
-    actual = hashlib.md5(data, usedforsecurity=False).hexdigest()
-    if actual != entry.md5.lower():
-        raise InventoryError(f"{entry.key}: MD5 {actual} does not match the manifest's")
-    tables = list(iter_data_batches(pa.BufferReader(data), manifest, entry))
-    if not tables:
-        return NORMALISED.empty_table()
-    return pa.concat_tables(tables)
-
-
 _CSV_TYPES: dict[str, pa.DataType] = {
     "Key": pa.string(),
     "Size": pa.int64(),

@@ -1,24 +1,18 @@
-"""The conditional-append log and pipelined appends on the embedded S3."""
+"""The conditional-append log on the embedded S3."""
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections import Counter
 
 import pytest
 
 from epochgc.errors import (
-    FencedError,
     InvariantViolation,
     PreconditionFailedError,
-    RetriesExhaustedError,
-    TransientStorageError,
 )
 from epochgc.storage.cas_log import ConditionalAppendLog
-from epochgc.storage.pipeline import Divergence, PipelinedAppender, replay_all
 from epochgc.storage.s3 import S3ObjectStore
-from tests.support.faults import HookedStore
 
 PREFIX = "epochgc/meta/partitions/orders/0/log/"
 SNAPSHOT = "epochgc/meta/partitions/orders/0/snapshot"
@@ -149,109 +143,3 @@ def test_snapshot_without_covered_offset_is_refused(store: S3ObjectStore) -> Non
     store.put(SNAPSHOT, b"{}")
     with pytest.raises(InvariantViolation, match="covered-offset"):
         make_log(store).read_snapshot()
-
-
-def test_pipelined_appends_land_in_order(store: S3ObjectStore) -> None:
-    log = make_log(store)
-    log.append(b"before")
-    written = PipelinedAppender(log, depth=8).append_all([f"p{i}".encode() for i in range(20)])
-    assert [e.offset for e in written] == list(range(1, 21))
-    assert [e.payload for e in log.read(1).entries] == [f"p{i}".encode() for i in range(20)]
-
-
-def test_pipelined_head_failure_is_rewritten_in_place(store: S3ObjectStore) -> None:
-    """The head's request fails unsent while later slots land; the head is
-    re-read, found empty, written again at its slot: order holds, no gap."""
-    failed_once: set[str] = set()
-    head_key = f"{PREFIX}{0:020d}"
-
-    def fail_head_once(key: str, _body: bytes) -> None:
-        if key == head_key and key not in failed_once:
-            failed_once.add(key)
-            raise TransientStorageError("injected: connection reset")
-
-    log = make_log(HookedStore(store, before_create=fail_head_once))
-    payloads = [f"p{i}".encode() for i in range(8)]
-    written = PipelinedAppender(log, depth=8).append_all(payloads)
-    assert failed_once == {head_key}
-    assert [e.offset for e in written] == list(range(8))
-    assert [e.payload for e in log.read(0).entries] == payloads
-
-
-def test_pipelined_unknown_outcome_is_resolved_by_reading_the_slot(store: S3ObjectStore) -> None:
-    """The head's write was applied but its answer was lost: the re-read
-    finds our own bytes and acknowledges without writing twice."""
-    lost: list[str] = []
-
-    def lose_first_answer(key: str, _body: bytes) -> None:
-        if not lost:
-            lost.append(key)
-            raise TransientStorageError("injected: read timeout after apply")
-
-    log = make_log(HookedStore(store, after_create=lose_first_answer))
-    payloads = [f"p{i}".encode() for i in range(4)]
-    written = PipelinedAppender(log, depth=1).append_all(payloads)
-    assert [e.payload for e in written] == payloads
-    assert [e.payload for e in log.read(0).entries] == payloads
-    assert log.read(0).next_offset == 4
-
-
-def test_pipelined_divergence_rereads_and_replays_in_order(store: S3ObjectStore) -> None:
-    """Another writer wins the head's slot while ours are in flight: the
-    resolver sees what is in the log and our payloads from the lost slot on;
-    its answer is replayed in order after the foreign entry."""
-    stolen: list[str] = []
-    head_key = f"{PREFIX}{0:020d}"
-
-    def steal_head(key: str, _body: bytes) -> None:
-        if key == head_key and not stolen:
-            stolen.append(key)
-            store.put_if_absent(key, b"foreign")
-
-    seen: list[Divergence] = []
-
-    def resolve(divergence: Divergence) -> list[bytes]:
-        seen.append(divergence)
-        return list(replay_all(divergence))
-
-    log = make_log(HookedStore(store, before_create=steal_head))
-    payloads = [f"p{i}".encode() for i in range(3)]
-    written = PipelinedAppender(log, depth=1, resolve=resolve).append_all(payloads)
-    assert len(seen) == 1
-    assert seen[0].offset == 0
-    assert seen[0].unacknowledged == tuple(payloads)
-    assert seen[0].observed[0].payload == b"foreign"
-    entries = log.read(0).entries
-    assert entries[0].payload == b"foreign"
-    # Our acknowledged entries are the replayed ones, in order, after everything observed.
-    assert [e.payload for e in written] == payloads
-    assert [e.offset for e in written] == sorted(e.offset for e in written)
-    assert written[0].offset > seen[0].observed[-1].offset
-    assert [entries[e.offset].payload for e in written] == payloads
-
-
-def test_pipelined_divergence_can_fence_the_writer(store: S3ObjectStore) -> None:
-    """A resolver that sees a newer writer in the log stops the pipeline."""
-
-    def fence(divergence: Divergence) -> list[bytes]:
-        raise FencedError(f"slot {divergence.offset} taken by a newer writer")
-
-    steal = HookedStore(store, before_create=lambda key, _b: _put_foreign(store, key))
-    with pytest.raises(FencedError, match="slot 0"):
-        PipelinedAppender(make_log(steal), depth=4, resolve=fence).append_all([b"a", b"b"])
-    assert make_log(store).read(0).entries[0].payload == b"foreign"
-
-
-def _put_foreign(store: S3ObjectStore, key: str) -> None:
-    with contextlib.suppress(PreconditionFailedError):
-        store.put_if_absent(key, b"foreign")
-
-
-def test_pipelined_head_that_keeps_failing_raises(store: S3ObjectStore) -> None:
-    def always_fail(_key: str, _body: bytes) -> None:
-        raise TransientStorageError("injected: store down")
-
-    log = make_log(HookedStore(store, before_create=always_fail))
-    with pytest.raises(RetriesExhaustedError, match="head slot 0"):
-        PipelinedAppender(log, depth=4, max_head_retries=2).append_all([b"a", b"b"])
-    assert offsets_in_store(store) == []

@@ -18,7 +18,7 @@ from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.partition.directory import LeaderDirectory
 from epochgc.watermarks.safe_epoch.aggregate import join_safe_epoch
 from epochgc.watermarks.safe_epoch.reports import read_reports
-from tests.support.nodes import reconciler_node
+from tests.support.nodes import publish_report_now, reconciler_node
 
 ROOT = "epochgc"
 POLICY = LeasePolicy(ttl_seconds=3.0, renew_interval_seconds=0.3, skew_margin_seconds=0.3)
@@ -47,7 +47,7 @@ async def _rounds(store: S3ObjectStore) -> None:
             await asyncio.to_thread(controller.tick)
             for _ in range(3):
                 await node.run_round()
-        await node.publish_report_now()
+        await publish_report_now(node)
         led = {(pid.topic, pid.partition) for pid in node.led_partitions()}
     finally:
         await node.stop()

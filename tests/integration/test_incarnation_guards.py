@@ -40,7 +40,7 @@ from epochgc.watermarks.partition.directory import LeaderDirectory
 from epochgc.watermarks.partition.replica import PartitionReplica, open_partition_log
 from epochgc.watermarks.partition.state import PartitionState
 from epochgc.watermarks.safe_epoch.reports import read_reports
-from tests.support.nodes import reconciler_node
+from tests.support.nodes import publish_report_now, reconciler_node
 
 ROOT = "epochgc"
 NOW = datetime(2026, 11, 22, tzinfo=UTC)
@@ -249,7 +249,7 @@ async def _step_down_scenario(store: S3ObjectStore) -> None:
         for _ in range(3):
             await node.run_round()
         assert node.led_partitions() == [new], "the old incarnation's leader stepped down"
-        await node.publish_report_now()
+        await publish_report_now(node)
         reports, _ = await asyncio.to_thread(read_reports, store, ROOT)
         assert [e.pid for r in reports for e in r.partitions] == [new]
     finally:

@@ -28,7 +28,7 @@ from epochgc.watermarks.epoch import EpochCache
 from epochgc.watermarks.partition.directory import LeaderDirectory
 from epochgc.watermarks.safe_epoch.aggregate import join_safe_epoch
 from epochgc.watermarks.safe_epoch.reports import read_reports
-from tests.support.nodes import reconciler_node
+from tests.support.nodes import publish_report_now, reconciler_node
 
 ROOT = "epochgc"
 POLICY = LeasePolicy(ttl_seconds=3.0, renew_interval_seconds=0.3, skew_margin_seconds=0.3)
@@ -97,7 +97,7 @@ async def _delete_and_recreate(store: S3ObjectStore) -> None:
             for _ in range(3):
                 await node.run_round()
         assert node.stats.errors == errors_before, "reconciling the new incarnation fails"
-        await node.publish_report_now()
+        await publish_report_now(node)
     finally:
         await node.stop()
         leases.stop()

@@ -27,6 +27,7 @@ from epochgc.watermarks.partition.replica import PartitionLeader, PartitionRepli
 from epochgc.watermarks.partition.state import Outcome
 from tests.support.faults import HookedStore, TimesOutAfterApplyingStore
 from tests.support.nodes import reconciler_node
+from tests.support.placeholders import append_placeholders
 
 ROOT = "epochgc"
 ORDERS0 = PartitionId("orders", 1, 0)  # the first controller entry: revision 1
@@ -280,7 +281,7 @@ def test_the_owner_loser_cannot_append(store: S3ObjectStore) -> None:
     _clock, a, b = two_owners(store)
     leader_a = _leader(store, a)
     leader_a.start()
-    leader_a.append_placeholders(1, batch(1))
+    append_placeholders(leader_a, 1, batch(1))
     with pytest.raises(LeaseLostError):
         _leader(store, b)
 
@@ -289,7 +290,7 @@ def test_failover_after_expiry_fences_the_old_leader(store: S3ObjectStore) -> No
     clock, a, b = two_owners(store)
     old = _leader(store, a)
     old.start()
-    old.append_placeholders(1, batch(1))
+    append_placeholders(old, 1, batch(1))
     fail_over(clock, b)  # a crashed (no renewals): unchanged for a TTL
     new = _leader(store, b)
     window = new.start()
@@ -299,12 +300,12 @@ def test_failover_after_expiry_fences_the_old_leader(store: S3ObjectStore) -> No
     # The old leader wakes up and, skipping its ownership check, keeps appending.
     old._check_lease = lambda: None
     with pytest.raises(FencedError):
-        old.append_placeholders(1, batch(2))
+        append_placeholders(old, 1, batch(2))
     after = PartitionReplica(store, ROOT, ORDERS0)
     after.open()
     assert after.state.next_offset == before.state.next_offset == 1
     assert after.state.term == 2
-    new.append_placeholders(1, batch(3))
+    append_placeholders(new, 1, batch(3))
     assert PartitionReplica(store, ROOT, ORDERS0).open().next_offset == 2
 
 
@@ -359,14 +360,14 @@ def test_a_leader_whose_append_failed_must_restart_its_term(store: S3ObjectStore
 
     leader.replica._log._store = HookedStore(store, before_create=fail)
     with pytest.raises(TransientStorageError, match="injected outage"):
-        leader.append_placeholders(1, batch(1))
+        append_placeholders(leader, 1, batch(1))
     leader.replica._log._store = store
     with pytest.raises(FencedError, match="start a new term"):
-        leader.append_placeholders(1, batch(2))
+        append_placeholders(leader, 1, batch(2))
     fresh = _leader(store, a)  # the log holds term 1: the record moves to 2
     assert fresh.term == 2 and a.ownership.term(ORDERS0) == 2
     fresh.start()
-    entry = fresh.append_placeholders(1, batch(3))
+    entry = append_placeholders(fresh, 1, batch(3))
     assert entry.result.outcome is Outcome.APPLIED
     assert fresh.replica.state.next_offset == 1
 
@@ -386,7 +387,7 @@ def test_upgrade_a_node_leads_above_the_old_partition_lease_and_fences_its_holde
     replica.open()
     old = PartitionLeader(replica, 7)
     old.start()
-    old.append_placeholders(1, batch(1))
+    append_placeholders(old, 1, batch(1))
 
     async def scenario() -> None:
         node, _ownership = reconciler_node(
@@ -396,7 +397,7 @@ def test_upgrade_a_node_leads_above_the_old_partition_lease_and_fences_its_holde
         (service,) = node.led_services()
         assert service.term == 8
         with pytest.raises(FencedError):
-            old.append_placeholders(1, batch(2))
+            append_placeholders(old, 1, batch(2))
         await node.stop()
 
     asyncio.run(scenario())

@@ -24,6 +24,7 @@ from epochgc.watermarks.partition.commands import PlaceholderBatch, Placeholders
 from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
 from epochgc.watermarks.partition.skip import plan_skip
 from tests.support.faults import OutageStore
+from tests.support.placeholders import append_placeholders
 
 ROOT = "epochgc"
 PID = PartitionId("orders", 2, 0)
@@ -65,11 +66,11 @@ def test_a_reader_just_below_a_truncation_ignores_a_late_write(
     store: S3ObjectStore, topic: int
 ) -> None:
     lead = leader(store, 1)  # offset 0: term_start
-    lead.append_placeholders(3, batch(0))  # offset 1
+    append_placeholders(lead, 3, batch(0))  # offset 1
     reader = open_replica(store)
     assert reader.state.applied_log_offset == 1
     for i in range(1, 4):
-        lead.append_placeholders(3, batch(i))  # offsets 2..4
+        append_placeholders(lead, 3, batch(i))  # offsets 2..4
     assert compact_all(lead) == 5  # offsets 0..4 gone (the tail, 5, stays): slot 2 is free
     truth = lead.replica.state
     # A writer of the current term that chose slot 2 long ago lands now.
@@ -85,11 +86,11 @@ def test_a_deposed_leader_never_acknowledges_a_put_into_a_truncated_slot(
     store: S3ObjectStore, topic: int
 ) -> None:
     old = leader(store, 1)  # offset 0
-    old.append_placeholders(3, batch(0))  # offset 1; old's next slot is 2
+    append_placeholders(old, 3, batch(0))  # offset 1; old's next slot is 2
     # The old leader stops (a pause past its lease) before its next put.
     new = leader(store, 2)  # term_start at offset 2
     for i in range(1, 4):
-        new.append_placeholders(3, batch(i))  # offsets 3..5
+        append_placeholders(new, 3, batch(i))  # offsets 3..5
     assert compact_all(new) == 6  # offsets 0..5 gone (the tail, 6, stays): slot 2 is free
     truth = open_replica(store).state
 
@@ -128,7 +129,7 @@ def test_a_records_lost_whose_slot_was_freed_under_it_is_planned_again(
 ) -> None:
     lead = leader(store, 1)  # offset 0
     for i in range(5):
-        lead.append_placeholders(3, batch(i))  # offsets 1..5, records 0..4
+        append_placeholders(lead, 3, batch(i))  # offsets 1..5, records 0..4
     operator = open_replica(store)  # will plan slot 6
     put = operator.log.append_at
     raced = False
@@ -139,8 +140,8 @@ def test_a_records_lost_whose_slot_was_freed_under_it_is_planned_again(
         nonlocal raced
         if not raced:
             raced = True
-            lead.append_placeholders(3, batch(5))  # offset 6, record 5
-            lead.append_placeholders(3, batch(6))  # offset 7, record 6
+            append_placeholders(lead, 3, batch(5))  # offset 6, record 5
+            append_placeholders(lead, 3, batch(6))  # offset 7, record 6
             lead.advance_reconciled(lro=5, log_offset=6)  # offset 8
             assert lead.replica.write_snapshot()
             assert lead.replica.truncate() == 7  # offsets 0..6: slot 6 is free again

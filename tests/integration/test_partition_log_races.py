@@ -23,6 +23,7 @@ from epochgc.watermarks.partition.commands import PlaceholderBatch, RecordsLost
 from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
 from epochgc.watermarks.partition.skip import plan_skip
 from tests.support.faults import HookedStore
+from tests.support.placeholders import append_placeholders
 
 ROOT = "epochgc"
 PID = PartitionId("orders", 1, 0)
@@ -65,7 +66,7 @@ def skip_all(replica: PartitionReplica) -> RecordsLost:
 def test_two_operators_skipping_the_same_records_in_one_second(store: S3ObjectStore) -> None:
     lead = PartitionLeader(open_replica(store), 1)
     lead.start()
-    lead.append_placeholders(1, (PlaceholderBatch("l0/a", 0, 10, 3),))
+    append_placeholders(lead, 1, (PlaceholderBatch("l0/a", 0, 10, 3),))
     lead.close()
     other = open_replica(store)
     mine = open_replica(on_log_puts(store, lambda: other.append_records_lost(skip_all) and None))

@@ -14,8 +14,10 @@ from epochgc.storage.l0_format import encode_records
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
+from epochgc.watermarks.partition.commands import AdvanceEpoch
 from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
 from epochgc.watermarks.partition.state import Outcome
+from tests.support.placeholders import append_placeholders
 
 ROOT = "epochgc"
 
@@ -48,8 +50,8 @@ class Cluster:
             chunks.append(("orders", partition, records))
         uploaded = upload_l0(self.store, ROOT, epoch, chunks, shards=16)
         for partition, (_t, _p, records) in enumerate(chunks):
-            entry = self.leaders[partition].append_placeholders(
-                epoch, [uploaded.batch_for("orders", partition)]
+            entry = append_placeholders(
+                self.leaders[partition], epoch, [uploaded.batch_for("orders", partition)]
             )
             assert entry.result.outcome is Outcome.APPLIED
             self.written[partition].extend(records)
@@ -113,7 +115,7 @@ def test_reconciliation_lifts_m_of_p(cluster: Cluster, store: S3ObjectStore) -> 
     # Idle housekeeping: the window slides with the cluster epoch, and a pass
     # with nothing to move records the log end, which lifts M(p).
     epoch = cluster.controller.tick()
-    leader.advance_epoch(epoch)
+    leader.append_all([AdvanceEpoch(0, 0, epoch)])  # what the leader service appends
     result = reconciler.reconcile_once(leader)
     assert result.records == 0
     assert result.safe_epoch == 3 == epoch - 2

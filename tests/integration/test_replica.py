@@ -15,6 +15,7 @@ from epochgc.watermarks.partition.commands import PlaceholderBatch, Placeholders
 from epochgc.watermarks.partition.fence import EpochFence
 from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
 from epochgc.watermarks.partition.window import EpochWindow
+from tests.support.placeholders import append_placeholders
 
 ROOT = "epochgc"
 
@@ -45,7 +46,7 @@ def topic(store: S3ObjectStore) -> int:
 def test_replay_matches_the_leaders_state(store: S3ObjectStore, topic: int) -> None:
     lead = leader(store, 1)
     for epoch in (2, 3, 3, 5):
-        lead.append_placeholders(epoch, batch(epoch, records=2))
+        append_placeholders(lead, epoch, batch(epoch, records=2))
     lead.advance_reconciled(lro=3, log_offset=2)
     assert open_replica(store).state == lead.replica.state
     assert lead.replica.state.next_offset == 8
@@ -53,8 +54,8 @@ def test_replay_matches_the_leaders_state(store: S3ObjectStore, topic: int) -> N
 
 def test_snapshot_and_recovery_collapse_the_seen_window(store: S3ObjectStore, topic: int) -> None:
     lead = leader(store, 1)
-    lead.append_placeholders(3, batch(1))
-    lead.append_placeholders(4, batch(2))
+    append_placeholders(lead, 3, batch(1))
+    append_placeholders(lead, 4, batch(2))
     seen = EpochFence(lead.replica.applied_window())
 
     async def fence_ahead() -> None:
@@ -83,18 +84,18 @@ def test_a_new_leader_never_accepts_below_previous_applied(
 ) -> None:
     first = leader(store, 1)
     for epoch in (3, 4, 5):
-        first.append_placeholders(epoch, batch(epoch))
+        append_placeholders(first, epoch, batch(epoch))
     second = leader(store, 2)
     assert second.replica.applied_window() == EpochWindow(4, 5)
     with pytest.raises(StaleEpochError):
-        second.append_placeholders(3, batch(9))
-    second.append_placeholders(4, batch(10))
+        append_placeholders(second, 3, batch(9))
+    append_placeholders(second, 4, batch(10))
 
 
 def test_truncation_follows_lro_and_the_retention_hint(store: S3ObjectStore, topic: int) -> None:
     lead = leader(store, 1)  # log offset 0: term_start
     for i in range(6):  # log offsets 1..6, records 0..11 (two each)
-        lead.append_placeholders(3, batch(i, records=2))
+        append_placeholders(lead, 3, batch(i, records=2))
     lead.advance_reconciled(lro=7, log_offset=4)  # offset 7: records 0..7 in L1
     lead.set_allowed_local_start_offset(4)  # offset 8: keep records >= 4 locally
     replica = lead.replica
@@ -124,7 +125,7 @@ def test_a_reader_behind_a_truncation_reloads_the_snapshot(
     lead = leader(store, 1)
     follower = open_replica(store)
     for i in range(4):
-        lead.append_placeholders(3, batch(i))
+        append_placeholders(lead, 3, batch(i))
     lead.advance_reconciled(lro=3, log_offset=4)
     lead.replica.write_snapshot()
     assert lead.replica.truncate() == 5
@@ -136,7 +137,7 @@ def test_a_new_leader_fills_a_hole_left_by_a_crashed_pipeline(
     store: S3ObjectStore, topic: int
 ) -> None:
     lead = leader(store, 1)  # offset 0
-    lead.append_placeholders(3, batch(0))  # offset 1
+    append_placeholders(lead, 3, batch(0))  # offset 1
     # The old leader's pipeline wrote offsets 3 and 4 but crashed before 2.
     stale = lead.stamp  # keep stamping in term 1
     log = lead.replica.log
@@ -154,20 +155,20 @@ def test_a_new_leader_fills_a_hole_left_by_a_crashed_pipeline(
     filled = decode_command(entries[2].payload)
     assert isinstance(filled, TermStart) and filled.term == 2, "term_start filled the hole"
     assert new.replica.state.next_offset == 1, "entries behind the hole were superseded"
-    new.append_placeholders(3, batch(4))
+    append_placeholders(new, 3, batch(4))
     assert open_replica(store).state.next_offset == 2
 
 
 def test_periodic_snapshot_and_truncation(store: S3ObjectStore, topic: int) -> None:
     lead = leader(store, 1)
     for i in range(3):
-        lead.append_placeholders(3, batch(i))
-    assert lead.replica.maybe_snapshot(every_entries=10) == 0, "not yet"
+        append_placeholders(lead, 3, batch(i))
+    assert lead.maybe_snapshot(every_entries=10) == 0, "not yet"
     assert lead.replica.log.read_snapshot().covered_offset == -1  # type: ignore[union-attr]
     lead.advance_reconciled(lro=2, log_offset=3)  # offset 4
     for i in range(3, 9):
-        lead.append_placeholders(3, batch(i))  # offsets 5..10
+        append_placeholders(lead, 3, batch(i))  # offsets 5..10
     # Offsets 0..4 are covered and reconciled; 5..10 hold unreconciled records.
-    assert lead.replica.maybe_snapshot(every_entries=10) == 5
+    assert lead.maybe_snapshot(every_entries=10) == 5
     assert lead.replica.log.read_snapshot().covered_offset == 10  # type: ignore[union-attr]
     assert open_replica(store).state == lead.replica.state

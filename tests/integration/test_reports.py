@@ -21,7 +21,7 @@ from epochgc.watermarks.safe_epoch.reports import (
     report_of,
 )
 from tests.support.faults import TimesOutAfterApplyingStore
-from tests.support.nodes import reconciler_node
+from tests.support.nodes import crash, publish_report_now, reconciler_node
 
 ROOT = "epochgc"
 NOW = datetime(2026, 11, 22, 3, 0, 5, tzinfo=UTC)
@@ -73,11 +73,12 @@ def test_a_report_whose_answer_was_lost_is_never_followed_by_older_values(
         controller = Controller(store, ROOT)
         controller.create_topic("orders", 1)
         flaky = TimesOutAfterApplyingStore(store, "put", "/meta/reports/")
+        directory = LeaderDirectory()
         node, leases = reconciler_node(
             flaky,  # type: ignore[arg-type]
             ROOT,
             "node-a",
-            LeaderDirectory(),
+            directory,
             settings=NodeSettings(idle_interval_seconds=0.0, report_interval_seconds=0.0),
         )
         await node.run_round()
@@ -93,8 +94,8 @@ def test_a_report_whose_answer_was_lost_is_never_followed_by_older_values(
             await node.run_round()  # reconciling lifts M(p); its report's answer is lost
         landed = _published(store, "node-a")[("orders", 0)]
         assert landed > before
-        await node.crash()  # leads nothing now: the next report carries
-        await node.publish_report_now()
+        await crash(node, directory)  # leads nothing now: the next report carries
+        await publish_report_now(node)
         assert _published(store, "node-a")[("orders", 0)] == landed
         leases.stop(release=False)
 

@@ -13,6 +13,7 @@ from epochgc.reconciler.retention import RetentionTargets, update_retention_hint
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
+from tests.support.placeholders import append_placeholders
 
 ROOT = "epochgc"
 NOW = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
@@ -20,7 +21,7 @@ NOW = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
 
 def write(store: S3ObjectStore, leader: PartitionLeader, records: list[bytes]) -> None:
     uploaded = upload_l0(store, ROOT, 1, [("orders", 0, records)], shards=4)
-    leader.append_placeholders(1, [uploaded.batch_for("orders", 0)])
+    append_placeholders(leader, 1, [uploaded.batch_for("orders", 0)])
 
 
 def placeholder_offsets(replica: PartitionReplica) -> list[int]:

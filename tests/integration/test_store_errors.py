@@ -25,10 +25,8 @@ from epochgc.errors import (
     RetriesExhaustedError,
     TransientStorageError,
 )
-from epochgc.storage.cas_log import ConditionalAppendLog
 from epochgc.storage.client import ClientSettings, make_s3_client
 from epochgc.storage.embedded import EMBEDDED_ACCESS_KEY, EMBEDDED_SECRET_KEY, EmbeddedS3
-from epochgc.storage.pipeline import PipelinedAppender
 from epochgc.storage.retry import RetryPolicy
 from epochgc.storage.s3 import S3ObjectStore
 from tests.support.aws_env import clear_aws_credentials
@@ -139,13 +137,3 @@ def test_slowdown_that_outlasts_the_policy_is_transient(store: S3ObjectStore) ->
     with pytest.raises(RetriesExhaustedError) as info:
         store.get("k")
     assert isinstance(info.value, TransientStorageError)
-
-
-def test_a_pipelined_append_that_is_denied_is_not_retried_as_transient(
-    store: S3ObjectStore,
-) -> None:
-    log = ConditionalAppendLog(store, "epochgc/meta/controller/", sleep=lambda _s: None)
-    denied = inject_http_errors(store.client, "PutObject", 100, status=403, code="AccessDenied")
-    with pytest.raises(AccessDeniedError):
-        PipelinedAppender(log, depth=2, max_head_retries=3).append_all([b"a", b"b"])
-    assert denied.injected <= 2, "one request per slot in flight, no re-writes of the head"

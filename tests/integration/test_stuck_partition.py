@@ -34,7 +34,8 @@ from epochgc.watermarks.safe_epoch.compute import compute_safe_epoch
 from epochgc.watermarks.safe_epoch.reports import read_reports
 from tests.support.cli import run_cli
 from tests.support.config_files import write_server_config
-from tests.support.nodes import reconciler_node
+from tests.support.nodes import publish_report_now, reconciler_node
+from tests.support.placeholders import append_placeholders
 
 ROOT = "epochgc"
 POLICY = LeasePolicy(ttl_seconds=3.0, renew_interval_seconds=0.3, skew_margin_seconds=0.3)
@@ -158,7 +159,7 @@ async def _scenario(store: S3ObjectStore, config: str, caplog: pytest.LogCapture
         assert state.lro == 5 and state.is_fully_reconciled
         assert state.safe_epoch >= lost.epoch
         assert sample_node(node).stuck == ()
-        await node.publish_report_now()
+        await publish_report_now(node)
         reports, _ = read_reports(store, ROOT)
         assert all(e.stuck is None for r in reports for e in r.partitions)
         m_after = compute_safe_epoch(controller, store, ROOT, SafeEpochTracker())
@@ -191,7 +192,7 @@ def test_a_corrupt_l0_object_stops_the_pass_after_the_readable_placeholders(
     for records in ([b"a0", b"a1"], [b"b0"], [b"c0", b"c1"]):
         epoch = controller.current_epoch()
         uploaded = upload_l0(store, ROOT, epoch, [("orders", 0, records)], shards=4)
-        leader.append_placeholders(epoch, [uploaded.batch_for("orders", 0)])
+        append_placeholders(leader, epoch, [uploaded.batch_for("orders", 0)])
         keys.append(uploaded.key)
     size = store.head(keys[1]).size
     store.put(keys[1], b"\xff" * size)

@@ -17,7 +17,7 @@ from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
 from epochgc.watermarks.partition.directory import LeaderDirectory
 from epochgc.watermarks.safe_epoch.reports import read_reports
-from tests.support.nodes import reconciler_node
+from tests.support.nodes import crash, publish_report_now, reconciler_node
 
 ROOT = "epochgc"
 TOPICS = ["orders", "clicks", "views"]
@@ -108,7 +108,7 @@ async def _scenario(store: S3ObjectStore) -> None:
 
         # node-a dies without releasing its leases; producers keep going and
         # wait for the failover.
-        await node_a.crash()
+        await crash(node_a, directory)
         leases_a.stop(release=False)
         writes = asyncio.gather(
             produce_some(controller.tick, producers[0], "p0b", 60, acked, rng),
@@ -136,7 +136,7 @@ async def _scenario(store: S3ObjectStore) -> None:
         while not _quiesced(node_b, last_epoch_written):
             assert loop.time() < deadline, f"no quiesce: {node_b.stats}"
             await node_b.run_round()
-        await node_b.publish_report_now()
+        await publish_report_now(node_b)
     finally:
         await node_b.stop()
         leases_b.stop()

@@ -1,9 +1,11 @@
-"""Test helper: a reconciler node with its ownership (node lease +
+"""Test helpers: a reconciler node with its ownership (node lease +
 ownership records), built the way ``reconciler.process.build_node`` builds
-one but with the test's lease policy and clocks."""
+one but with the test's lease policy and clocks; a node that crashes; a
+report published now."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -43,3 +45,18 @@ def reconciler_node(
         store, root, node_id, ownership, directory, settings=settings, monotonic=monotonic, now=now
     )
     return node, ownership
+
+
+async def crash(node: ReconcilerNode, directory: LeaderDirectory) -> None:
+    """Stop serving without releasing anything, as a killed process would:
+    ``node``'s leaders stop and leave ``directory``, its ownership stops
+    without releasing; other nodes take over after the TTL."""
+    for service in node.led_services():
+        await service.stop("node crashed")
+        await directory.unregister(service)
+    await asyncio.to_thread(node.ownership.stop, release=False)
+
+
+async def publish_report_now(node: ReconcilerNode) -> None:
+    """Write ``node``'s report regardless of its report interval."""
+    await node._publish_report(force=True)

@@ -33,12 +33,7 @@ from epochgc.gc.daemon.presence import decode_presence
 from epochgc.gc.listing.knowledge import decode_knowledge
 from epochgc.gc.run_report import decode_summary
 from epochgc.leases.role_leases import decode_lease
-from epochgc.storage.inventory import (
-    InventoryError,
-    InventoryFile,
-    parse_manifest,
-    read_data_file,
-)
+from epochgc.storage.inventory import InventoryError, InventoryFile, parse_manifest
 from epochgc.storage.keys import (
     PartitionId,
     encode_l0_key,
@@ -54,6 +49,7 @@ from epochgc.watermarks.controller_codec import decode_controller_entry, decode_
 from epochgc.watermarks.layout import decode_layout_marker
 from epochgc.watermarks.partition.codec import decode_command, decode_snapshot
 from epochgc.watermarks.safe_epoch.reports import decode_report
+from tests.support.inventory_files import read_data_file
 from tests.support.schemas import NAMES, schema_errors
 
 ROOT = "epochgc"

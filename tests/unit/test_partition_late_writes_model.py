@@ -36,6 +36,7 @@ from epochgc.watermarks.partition.commands import PlaceholderBatch, Placeholders
 from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
 from epochgc.watermarks.partition.state import Outcome
 from tests.support.memory_store import MemoryStore
+from tests.support.placeholders import append_placeholders
 
 ROOT = "epochgc"
 PID = PartitionId("orders", 1, 0)
@@ -74,7 +75,7 @@ class PartitionLateWrites(RuleBasedStateMachine):
 
     @rule()
     def append(self) -> None:
-        entry = self.current.append_placeholders(EPOCH, self._batch())
+        entry = append_placeholders(self.current, EPOCH, self._batch())
         assert entry.result.first_record_offset is not None
         self.acked[self.length] = entry.result.first_record_offset
 

@@ -65,8 +65,3 @@ class LeaderDirectory:
             raise NotLeaderError(
                 f"{topic}/{partition}: no leader within {timeout_seconds:.0f}s"
             ) from err
-
-    async def notify(self) -> None:
-        """Wake waiters (a leader closed itself)."""
-        async with self._changed:
-            self._changed.notify_all()

@@ -69,18 +69,6 @@ class EpochFence:
         """The current seen window."""
         return self._window
 
-    @property
-    def holders(self) -> int:
-        """Requests currently holding shared access."""
-        return self._shared
-
-    def reset(self, window: EpochWindow) -> None:
-        """Start over from ``window`` (the applied window) after a change of
-        leadership; must not be called while requests hold access."""
-        if self._shared:
-            raise RuntimeError("cannot reset a fence with requests in flight")
-        self._window = window
-
     async def acquire(self, epoch: int) -> EpochWindow:
         """Take shared access for ``epoch``; return the window it was admitted under.
 

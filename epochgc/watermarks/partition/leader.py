@@ -56,7 +56,6 @@ class LeaderStats:
     """Counters for metrics."""
 
     appended: int = 0
-    append_batches: int = 0
     rejected_stale: int = 0
     failed: int = 0
 

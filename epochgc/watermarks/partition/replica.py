@@ -29,7 +29,6 @@ from epochgc.errors import (
     CorruptLogError,
     FencedError,
     PreconditionFailedError,
-    StaleEpochError,
     StorageError,
 )
 from epochgc.storage.cas_log import ConditionalAppendLog, LogEntry, LogSnapshot, new_nonce
@@ -45,15 +44,12 @@ from epochgc.watermarks.partition.codec import (
     encode_snapshot,
 )
 from epochgc.watermarks.partition.commands import (
-    AdvanceEpoch,
     AdvanceReconciled,
     Command,
-    PlaceholderBatch,
     Placeholders,
     RecordsLost,
     SequencedCommand,
     SetAllowedLocalStartOffset,
-    SetStartOffset,
     TermStart,
 )
 from epochgc.watermarks.partition.state import (
@@ -365,19 +361,6 @@ class PartitionReplica:
             return False
         return True
 
-    def maybe_snapshot(self, every_entries: int, max_log_entries: int = 0) -> int:
-        """The periodic step: once ``every_entries`` entries have been
-        applied since the last snapshot, snapshot and truncate; return how
-        many entries were truncated (0 when it was not time yet).
-
-        With ``max_log_entries`` > 0, a log longer than that is under space
-        pressure: truncation then ignores the retention hint (never ``lro``).
-        """
-        if not self.snapshot_due(every_entries):
-            return 0
-        self.write_snapshot()
-        return self.truncate(ignore_hint=self.under_space_pressure(max_log_entries))
-
     def snapshot_due(self, every_entries: int) -> bool:
         """Whether ``every_entries`` entries were applied since the snapshot."""
         if every_entries < 1:
@@ -453,7 +436,7 @@ class PartitionLeader:
 
         leader = PartitionLeader(replica, term=lease.term, check_lease=lease.check)
         leader.start()
-        leader.append_placeholders(epoch=42, batches=[...])
+        leader.append_all([Placeholders(0, 0, 42, batches)])
         leader.close()
 
     Args:
@@ -566,7 +549,12 @@ class PartitionLeader:
         return []
 
     def maybe_snapshot(self, every_entries: int, max_log_entries: int = 0) -> int:
-        """``replica.maybe_snapshot()`` under this leader's lock.
+        """The periodic step, under this leader's lock: once ``every_entries``
+        entries have been applied since the last snapshot, snapshot and
+        truncate; return how many entries were truncated (0 when it was not
+        time yet). With ``max_log_entries`` > 0, a log longer than that is
+        under space pressure: truncation then ignores the retention hint
+        (never ``lro``).
 
         A snapshot write that finds another writer's snapshot in place ends
         the term: only a newer leader (or an operator's compaction) writes
@@ -804,23 +792,7 @@ class PartitionLeader:
             raise error
         return applied
 
-    # --- convenience for the write path and the reconciler -----------------
-
-    def append_placeholders(self, epoch: int, batches: Sequence[PlaceholderBatch]) -> AppliedEntry:
-        """Append one ``placeholders``.
-
-        Raises:
-            StaleEpochError: the apply-time check rejected the epoch.
-        """
-        entry = self.append_all([Placeholders(0, 0, epoch, tuple(batches))])[0]
-        if entry.result.outcome is Outcome.REJECTED_STALE_EPOCH:
-            window = self.replica.applied_window()
-            raise StaleEpochError(epoch, window.previous, window.max)
-        return entry
-
-    def advance_epoch(self, epoch: int) -> AppliedEntry:
-        """Housekeeping: slide the applied window of an idle partition."""
-        return self.append_all([AdvanceEpoch(0, 0, epoch)])[0]
+    # --- convenience for the reconciler ------------------------------------
 
     def advance_reconciled(self, lro: int, log_offset: int) -> AppliedEntry:
         """Record reconciler progress."""
@@ -829,7 +801,3 @@ class PartitionLeader:
     def set_allowed_local_start_offset(self, offset: int | None) -> AppliedEntry:
         """Record the reconciler's retention hint."""
         return self.append_all([SetAllowedLocalStartOffset(0, 0, offset)])[0]
-
-    def set_start_offset(self, offset: int) -> AppliedEntry:
-        """Record retention: records below ``offset`` are gone."""
-        return self.append_all([SetStartOffset(0, 0, offset)])[0]

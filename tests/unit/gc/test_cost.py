@@ -21,7 +21,7 @@ def test_requests_are_priced_by_class() -> None:
 
 def test_storage_is_priced_per_gb_month() -> None:
     month = 30 * 86400
-    assert Prices().storage_cost(GB * month) == pytest.approx(0.023)
+    assert GB * month * Prices().storage_per_byte_second == pytest.approx(0.023)
 
 
 @given(
@@ -34,7 +34,7 @@ def test_at_the_economic_interval_waiting_bytes_have_cost_one_list(
 ) -> None:
     prices = Prices(list_per_1000=list_price, storage_per_gb_month=storage_price)
     interval = economic_interval_seconds(rate, prices)
-    waited = prices.storage_cost(rate * interval**2 / 2)  # ∫0^T r t dt byte-seconds
+    waited = rate * interval**2 / 2 * prices.storage_per_byte_second  # ∫0^T r t dt byte-seconds
     assert waited == pytest.approx(list_price / 1000, rel=1e-6)
 
     def per_second(t: float) -> float:

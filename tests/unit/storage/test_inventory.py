@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import json
 from datetime import UTC, datetime
 
@@ -16,12 +17,14 @@ from epochgc.storage.inventory import (
     InventoryFile,
     _csv_bytes,
     _parquet_bytes,
+    download_data_file,
     parse_file_schema,
     parse_manifest,
-    read_data_file,
     verify_checksum,
 )
 from epochgc.storage.object_store import ObjectInfo
+from tests.support.inventory_files import read_data_file
+from tests.support.memory_store import MemoryStore
 
 WHEN = datetime(2026, 11, 22, 3, 4, 5, 678000, tzinfo=UTC)
 OBJECTS = [
@@ -106,9 +109,11 @@ def test_csv_keys_are_url_encoded_on_disk() -> None:
 
 def test_a_data_file_with_the_wrong_md5_is_refused() -> None:
     body = _csv_bytes("src", OBJECTS)
-    m = parse_manifest(manifest(), "k")
+    store = MemoryStore()
+    store.put("f", body)
+    sink = io.BytesIO()
     with pytest.raises(InventoryError, match="MD5"):
-        read_data_file(body, m, InventoryFile("f", len(body), "0" * 32))
+        download_data_file(store, InventoryFile("f", len(body), "0" * 32), sink, chunk_bytes=7)
 
 
 def test_delete_markers_are_not_objects() -> None:
