@@ -28,7 +28,7 @@ allows key by key: skipping a shard delays its deletions, never widens them.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -157,7 +157,7 @@ def needs_discovery(knowledge: ShardKnowledge, now: datetime, policy: ListingPol
 def learn(
     knowledge: ShardKnowledge,
     plan: ListingPlan,
-    observed: dict[int, ShardObservation],
+    observed: Mapping[int, ShardObservation],
     failed: Iterable[int],
     *,
     safe_epoch: int,
