@@ -549,12 +549,12 @@ def _summarise(
         swept.plan_key,
         stopped,
         ctx.safe,
-        youngest_too_young=result.youngest_too_young,
-        bytes_listed=result.bytes_listed,
-        foreign_prefixes=choice.foreign_prefixes,
-        knowledge=knowledge,
-        next_listing_at=choice.next_listing_at,
-        paused=paused,
+        result.youngest_too_young,
+        result.bytes_listed,
+        choice.foreign_prefixes,
+        knowledge,
+        choice.next_listing_at,
+        paused,
     )
 
 

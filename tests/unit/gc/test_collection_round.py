@@ -59,6 +59,17 @@ def bucket() -> RecordingStore:
     return store
 
 
+FIRST_LISTINGS = [
+    f"GetObject {ROOT}/gc/shards/state",
+    f"ListObjectsV2 {ROOT}/l0/",
+    f"GetObject {ROOT}/gc/control.json",
+    f"ListObjectsV2 {ROOT}/l0/000/",
+    f"ListObjectsV2 {ROOT}/l0/001/",
+]
+"""A first round up to its first delete: the knowledge, the shards present,
+the pause, then one listing per shard (with the guard on: the count)."""
+
+
 def run(store: RecordingStore, max_fraction: float = 1.0, **kwargs: Any) -> CollectOutcome:
     settings = CollectSettings(
         timedelta(0), max_fraction, shard_concurrency=1, delete_concurrency=1, listing=POLICY
@@ -70,11 +81,7 @@ def test_a_first_round_reads_the_knowledge_lists_every_shard_and_saves_what_it_l
     store = bucket()
     outcome = run(store, writer="me")
     assert store.round_requests() == [
-        f"GetObject {ROOT}/gc/shards/state",
-        f"ListObjectsV2 {ROOT}/l0/",
-        f"GetObject {ROOT}/gc/control.json",
-        f"ListObjectsV2 {ROOT}/l0/000/",
-        f"ListObjectsV2 {ROOT}/l0/001/",
+        *FIRST_LISTINGS,
         f"GetObject {ROOT}/gc/control.json",
         f"DeleteObjects {ROOT}/l0/000/000000000000000001/00000000-0000-0000-0000-000000000001",
         f"PutObject {ROOT}/gc/shards/state",
@@ -108,11 +115,7 @@ def test_the_guard_stops_a_round_before_it_deletes_learns_or_cleans() -> None:
     store = bucket()
     outcome = run(store, max_fraction=0.1, janitor=Janitor(store, ROOT))
     assert store.round_requests() == [
-        f"GetObject {ROOT}/gc/shards/state",
-        f"ListObjectsV2 {ROOT}/l0/",
-        f"GetObject {ROOT}/gc/control.json",
-        f"ListObjectsV2 {ROOT}/l0/000/",
-        f"ListObjectsV2 {ROOT}/l0/001/",
+        *FIRST_LISTINGS,
         f"PutObject {ROOT}/gc/runs/*/summary.json",
     ]
     assert outcome.stopped_by_guard is not None and not outcome.summary.success
