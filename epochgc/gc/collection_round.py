@@ -504,35 +504,8 @@ def _summarise(
     cleaned: JanitorResult,
     paused: str | None,
 ) -> CollectOutcome:
-    """Step 6: write the run summary (with its requests and their modelled
-    cost) and say how the round went."""
-    result, stopped = swept.result, swept.stopped_by_guard
-    finished = ctx.finished_at()
-    requests = _delta(ctx.requests_before, ctx.stats.by_operation())
-    summary = RunSummary.of_sweep(
-        ctx.run_id,
-        "local",
-        result,
-        controller_offset=ctx.safe.controller_offset,
-        started_at=ctx.started_at,
-        finished_at=finished,
-        dry_run=ctx.dry_run,
-        requests=requests,
-    )
-    prices = ctx.settings.prices
-    summary = dataclasses.replace(
-        summary,
-        janitor=cleaned,
-        cost_usd=prices.request_cost(requests),
-        prices=prices,
-        shards=RunShards(
-            present=None if choice.present is None else len(choice.present),
-            listed=len(choice.shards),
-            full_sweep=choice.full_sweep,
-        ),
-        success=summary.success and stopped is None and paused is None,
-        cause=f"{paused} (mid-run)" if paused is not None else summary.cause,
-    )
+    """Step 6: write the run summary and say how the round went."""
+    summary = _run_summary(ctx, choice, swept, cleaned, paused)
     key = write_summary(ctx.store, ctx.root, summary)
     log.debug(
         "gc run %s: listed %d, eligible %d, deleted %d (%d bytes), errors %d",
@@ -543,11 +516,12 @@ def _summarise(
         summary.bytes_deleted,
         summary.errors,
     )
+    result = swept.result
     return CollectOutcome(
         summary,
         key,
         swept.plan_key,
-        stopped,
+        swept.stopped_by_guard,
         ctx.safe,
         result.youngest_too_young,
         result.bytes_listed,
@@ -555,6 +529,42 @@ def _summarise(
         knowledge,
         choice.next_listing_at,
         paused,
+    )
+
+
+def _run_summary(
+    ctx: _RoundContext,
+    choice: ShardChoice,
+    swept: _Swept,
+    cleaned: JanitorResult,
+    paused: str | None,
+) -> RunSummary:
+    """The round's summary, with its requests and their modelled cost."""
+    finished = ctx.finished_at()
+    requests = _delta(ctx.requests_before, ctx.stats.by_operation())
+    summary = RunSummary.of_sweep(
+        ctx.run_id,
+        "local",
+        swept.result,
+        controller_offset=ctx.safe.controller_offset,
+        started_at=ctx.started_at,
+        finished_at=finished,
+        dry_run=ctx.dry_run,
+        requests=requests,
+    )
+    prices = ctx.settings.prices
+    return dataclasses.replace(
+        summary,
+        janitor=cleaned,
+        cost_usd=prices.request_cost(requests),
+        prices=prices,
+        shards=RunShards(
+            present=None if choice.present is None else len(choice.present),
+            listed=len(choice.shards),
+            full_sweep=choice.full_sweep,
+        ),
+        success=summary.success and swept.stopped_by_guard is None and paused is None,
+        cause=f"{paused} (mid-run)" if paused is not None else summary.cause,
     )
 
 
