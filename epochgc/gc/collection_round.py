@@ -1,40 +1,51 @@
 """One collection round with the local engine: ``epochgc gc collect``.
 
-1. Compute ``M`` lazily (controller tail + one report per node). Untrusted
-   inputs: no deletion, ``SafetyBlockedError``.
-2. Find the shards: every shard present in the bucket (a delimiter listing
-   of ``{root}/l0/``, ``gc.listing.shards``), not ``0..layout.l0_shards-1``. With a
-   listing policy (``CollectSettings.listing``, on in the product), the
-   round lists only the shards the cost-aware schedule picks
-   (``gc.listing.schedule``) from the shard knowledge, and runs the
-   delimiter listing only when it lists something or its list of shards
-   is stale; afterwards it writes what it learnt (``{root}/gc/shards/state``).
-   Times in the knowledge are another collector's clock: one ahead of ours
-   by more than ``clock_skew_margin_seconds`` is unknown (that shard is
-   listed, the full sweep or discovery is due; ``shard_knowledge.
-   trust_knowledge``), logged once per writer and never written back.
-   A dry run and ``all_shards`` list every shard.
-3. Unless it is a dry run, read ``{root}/gc/control.json`` (through the
-   ``gc.pause`` guard): paused means no deletion, ``CollectorPausedError``
-   (``paused by WHO: REASON``). ``force`` never overrides a pause.
-4. With the delete-fraction guard on (``max_delete_fraction < 1``) and no
+``collect_once`` reads as the round runs, one step per function; the values
+the steps share (``M``, the pause guard, the sweeper, when it started...)
+are fixed when it opens, in one ``_RoundContext``:
+
+1. ``_open_round``: compute ``M`` (controller tail + one report per node).
+   Untrusted inputs: no deletion, ``SafetyBlockedError``.
+2. ``_choose_shards``: which shards the round lists, decided in
+   ``gc.listing.plan`` (start there). Every shard present in the bucket (a
+   delimiter listing of ``{root}/l0/``, ``gc.listing.shards``), not
+   ``0..layout.l0_shards-1``. With a listing policy
+   (``CollectSettings.listing``, on in the product), only the shards the
+   cost-aware schedule picks (``gc.listing.schedule``) from the shard
+   knowledge, running the delimiter listing only when it lists something or
+   its list of shards is stale. Times in the knowledge are another
+   collector's clock: one ahead of ours by more than
+   ``clock_skew_margin_seconds`` is unknown (that shard is listed, the full
+   sweep or discovery is due; ``gc.listing.knowledge.trust_knowledge``),
+   logged once per writer and never written back. A dry run and
+   ``all_shards`` list every shard.
+3. ``_sweep``: unless it is a dry run, read ``{root}/gc/control.json``
+   (through the ``gc.pause`` guard): paused means no deletion,
+   ``CollectorPausedError`` (``paused by WHO: REASON``). ``force`` never
+   overrides a pause.
+
+   With the delete-fraction guard on (``max_delete_fraction < 1``) and no
    ``force``, a counting pass lists every shard to its end and counts what
    it sees (objects, bytes, what is eligible), keeping no key. A round that
    would delete more than the allowed share of what it listed stops there,
    deleting nothing. Otherwise the control document is read again (a pause
    may have come during the count) and a deleting pass streams.
-5. The deleting pass (also the whole round with the guard off or forced)
+
+   The deleting pass (also the whole round with the guard off or forced)
    streams: list, delete, stop each shard at its first key above ``M``.
    Memory is bounded by the batches in flight, whatever the bucket holds.
    Its store asks the pause before every DeleteObjects (``GuardedStore``):
    a pause that lands mid-pass stops it before its next batch, the round
    ends with ``CollectOutcome.paused`` and its summary says so.
-5b. The janitor, when the caller passes one, runs only if the round was
-   not stopped or paused, after the pause is read once more.
-6. ``--dry-run`` deletes nothing and streams the plan (key, size,
+
+   ``--dry-run`` deletes nothing and streams the plan (key, size,
    last_modified) into a Parquet file beside the summary.
-7. Every run writes ``{root}/gc/runs/{run_id}/summary.json``, with its
-   requests and their modelled cost (``gc.cost``).
+4. ``_learn``: a round that finished writes what its listings learnt into
+   the knowledge (``{root}/gc/shards/state``).
+5. ``_clean_up``: the janitor, when the caller passes one, runs only if the
+   round was not stopped or paused, after the pause is read once more.
+6. ``_summarise``: every run writes ``{root}/gc/runs/{run_id}/summary.json``,
+   with its requests and their modelled cost (``gc.cost``).
 """
 
 from __future__ import annotations
@@ -53,14 +64,14 @@ from epochgc.gc.cost import Prices
 from epochgc.gc.future_times import FutureTimeLog
 from epochgc.gc.janitor import Janitor, JanitorResult
 from epochgc.gc.listing.knowledge import ShardKnowledge, trust_knowledge
-from epochgc.gc.listing.schedule import (
-    ListingPlan,
-    ListingPolicy,
-    learn,
-    needs_discovery,
-    plan_listing,
+from epochgc.gc.listing.plan import (
+    ShardChoice,
+    choose_from_discovery,
+    choose_from_knowledge,
+    learn_from_listings,
 )
-from epochgc.gc.listing.shards import ShardListing, discover_shards, load_knowledge, save_knowledge
+from epochgc.gc.listing.schedule import ListingPolicy
+from epochgc.gc.listing.shards import discover_shards, load_knowledge, save_knowledge
 from epochgc.gc.pause import GuardedStore, PauseGuard
 from epochgc.gc.plan_file import PlanWriter
 from epochgc.gc.run_report import RunShards, RunSummary, new_run_id, write_summary
@@ -194,10 +205,97 @@ def collect_once(
         CollectorPausedError: the collector is paused (not for a dry run).
         StorageError: the shards could not be listed.
     """
+    ctx = _open_round(
+        store,
+        stats,
+        root,
+        settings,
+        tracker=tracker,
+        controller=controller,
+        guard=guard,
+        now=now,
+        dry_run=dry_run,
+        force=force,
+        stop=stop,
+    )
+    choice = _choose_shards(ctx, knowledge, all_shards, future_log)
+    swept = _sweep(ctx, choice.shards)
+    learnt = _learn(ctx, choice, swept, writer)
+    cleaned, paused = _clean_up(ctx, janitor, swept)
+    return _summarise(ctx, choice, learnt, swept, cleaned, paused)
+
+
+@dataclass(frozen=True)
+class _RoundContext:
+    """What the steps of one round share, fixed when it opens (step 1)."""
+
+    run_id: str
+    started_at: datetime
+    """The round's ``now``: every age, due time and knowledge time uses it."""
+    store: ObjectStore
+    root: str
+    settings: CollectSettings
+    dry_run: bool
+    stop: threading.Event | None
+    safe: SafeEpoch
+    """``M`` and where it came from."""
+    controller: Controller
+    guard: PauseGuard
+    sweeper: Sweeper
+    """Deletes through ``GuardedStore``: asks ``guard`` before every batch."""
+    guarded: bool
+    """The delete-fraction guard is on (``max_delete_fraction < 1``, no ``force``)."""
+    # What the summary measures the round with:
+    stats: RequestStats
+    requests_before: Mapping[str, int]
+    wall_clock: bool
+    """No ``now`` was given: the round ends at ``datetime.now``, otherwise
+    at ``started_at`` plus the monotonic time it took."""
+    monotonic_start: float
+
+    @property
+    def is_stopping(self) -> bool:
+        return self.stop is not None and self.stop.is_set()
+
+    def finished_at(self) -> datetime:
+        if self.wall_clock:
+            return datetime.now(UTC)
+        return self.started_at + timedelta(seconds=time.monotonic() - self.monotonic_start)
+
+
+@dataclass(frozen=True)
+class _Swept:
+    """What the sweep step did."""
+
+    result: SweepResult
+    stopped_by_guard: str | None
+    plan_key: str | None
+
+
+def _open_round(
+    store: ObjectStore,
+    stats: RequestStats,
+    root: str,
+    settings: CollectSettings,
+    *,
+    tracker: SafeEpochTracker | None,
+    controller: Controller | None,
+    guard: PauseGuard | None,
+    now: datetime | None,
+    dry_run: bool,
+    force: bool,
+    stop: threading.Event | None,
+) -> _RoundContext:
+    """Step 1: ``M`` from trusted inputs, the pause guard and the sweeper
+    (built before any listing: its rate control hears the store's throttling).
+
+    Raises:
+        SafetyBlockedError: ``M`` could not be computed from trusted inputs.
+    """
     started = now or datetime.now(UTC)
-    clock_started = time.monotonic()
+    monotonic_start = time.monotonic()
     run_id = new_run_id(started)
-    before = stats.by_operation()
+    requests_before = stats.by_operation()
     tracker = tracker or SafeEpochTracker(blocked_after=1)
     controller = controller or Controller(store, root)
     safe = compute_safe_epoch(controller, store, root, tracker)
@@ -214,260 +312,122 @@ def collect_once(
             rate_limit_keys_per_second=settings.rate_limit_keys_per_second,
         ),
     )
-    policy = None if dry_run else settings.listing
-    knowledge = _trusted_knowledge(
-        store, root, policy, knowledge, started, settings.clock_skew_margin_seconds, future_log
+    return _RoundContext(
+        run_id=run_id,
+        started_at=started,
+        store=store,
+        root=root,
+        settings=settings,
+        dry_run=dry_run,
+        stop=stop,
+        safe=safe,
+        controller=controller,
+        guard=guard,
+        sweeper=sweeper,
+        guarded=settings.max_delete_fraction < 1.0 and not force,
+        stats=stats,
+        requests_before=requests_before,
+        wall_clock=now is None,
+        monotonic_start=monotonic_start,
     )
-    choice = _choose_shards(
-        store, root, policy, knowledge, safe.safe_epoch, started, all_shards=all_shards
+
+
+def _choose_shards(
+    ctx: _RoundContext,
+    kept: ShardKnowledge | None,
+    all_shards: bool,
+    future_log: FutureTimeLog | None,
+) -> ShardChoice:
+    """Step 2: the shards the round lists (``gc.listing.plan`` decides).
+
+    The knowledge is read from the bucket when the caller kept none, then
+    through the stored-time rule, even when the caller kept it (its own
+    clock may have been stepped back since). The delimiter listing runs
+    only when the plan cannot choose without it."""
+    store, root, now = ctx.store, ctx.root, ctx.started_at
+    policy = None if ctx.dry_run else ctx.settings.listing
+    loaded = load_knowledge(store, root) if policy is not None and kept is None else kept
+    knowledge = None
+    if loaded is not None:
+        margin = ctx.settings.clock_skew_margin_seconds
+        knowledge, future = trust_knowledge(loaded, now, margin)
+        (future_log or FutureTimeLog()).note(future)
+    safe_epoch = ctx.safe.safe_epoch
+    choice = choose_from_knowledge(
+        policy, knowledge, safe_epoch=safe_epoch, now=now, all_shards=all_shards
     )
-    found, listing, shards = choice.found, choice.plan, choice.shards
-    guard_on = settings.max_delete_fraction < 1.0 and not force
-    stopped: str | None = None
-    plan_key: str | None = None
+    if choice is None:
+        found = discover_shards(store, root)
+        choice = choose_from_discovery(
+            policy, knowledge, found, safe_epoch=safe_epoch, now=now, all_shards=all_shards
+        )
+    return choice
+
+
+def _sweep(ctx: _RoundContext, shards: tuple[int, ...]) -> _Swept:
+    """Step 3: list and delete (module docstring): a dry run writes the
+    plan; with the guard on, a counting pass comes first; the pause is read
+    before each pass."""
+    safe, started, stop = ctx.safe, ctx.started_at, ctx.stop
     log.debug(
         "gc run %s: M=%d (controller offset %d), %d shards",
-        run_id,
+        ctx.run_id,
         safe.safe_epoch,
         safe.controller_offset,
         len(shards),
     )
-    if dry_run:
+    stopped: str | None = None
+    plan_key: str | None = None
+    if ctx.dry_run:
         with PlanWriter(with_last_modified=True) as plan:
-            result = sweeper.sweep(
+            result = ctx.sweeper.sweep(
                 shards,
                 safe.safe_epoch,
                 started,
                 dry_run=True,
-                full_listing=guard_on,
+                full_listing=ctx.guarded,
                 plan_sink=plan.add,
                 stop=stop,
             )
-            plan_key = plan.upload(store, f"{gc_run_prefix(root, run_id)}plan.parquet")
-        if guard_on:
-            stopped = guard_message(
-                result.eligible, result.listed, settings.max_delete_fraction, "epochgc gc collect"
-            )
-    elif guard_on:
-        result, stopped = _count_then_delete(
-            sweeper, guard, shards, safe.safe_epoch, started, settings.max_delete_fraction, stop
-        )
+            key = f"{gc_run_prefix(ctx.root, ctx.run_id)}plan.parquet"
+            plan_key = plan.upload(ctx.store, key)
+        if ctx.guarded:
+            stopped = _why_guard_stops(ctx, result)
+    elif ctx.guarded:
+        result, stopped = _count_then_delete(ctx, shards)
         if stopped is not None:
-            log.warning("gc run %s stopped: %s", run_id, stopped)
+            log.warning("gc run %s stopped: %s", ctx.run_id, stopped)
     else:
-        guard.check(DeletingJob.L0)
-        result = sweeper.sweep(shards, safe.safe_epoch, started, stop=stop)
-    paused = result.paused
-    if paused is not None:
-        log.warning("gc run %s: deleting stopped mid-pass: %s", run_id, paused)
-    if listing is not None and knowledge is not None and stopped is None and paused is None:
-        knowledge = _learn_and_save(
-            store,
-            root,
-            knowledge,
-            listing,
-            result,
-            found.shards if choice.discovered else None,
-            safe.safe_epoch,
-            started,
-            stop,
-            writer,
-        )
-    cleaned = JanitorResult()
-    if janitor is not None and not dry_run and stopped is None:
-        cleaned, paused = _janitor_pass(janitor, controller, guard, paused, stop)
-    finished = (
-        datetime.now(UTC)
-        if now is None
-        else started + timedelta(seconds=time.monotonic() - clock_started)
-    )
-    requests = _delta(before, stats.by_operation())
-    summary = RunSummary.of_sweep(
-        run_id,
-        "local",
-        result,
-        controller_offset=safe.controller_offset,
-        started_at=started,
-        finished_at=finished,
-        dry_run=dry_run,
-        requests=requests,
-    )
-    summary = dataclasses.replace(
-        summary,
-        janitor=cleaned,
-        cost_usd=settings.prices.request_cost(requests),
-        prices=settings.prices,
-        shards=choice.run_shards(),
-        success=summary.success and stopped is None and paused is None,
-        cause=f"{paused} (mid-run)" if paused is not None else summary.cause,
-    )
-    key = write_summary(store, root, summary)
-    log.debug(
-        "gc run %s: listed %d, eligible %d, deleted %d (%d bytes), errors %d",
-        run_id,
-        summary.listed,
-        summary.eligible,
-        summary.deleted,
-        summary.bytes_deleted,
-        summary.errors,
-    )
-    return CollectOutcome(
-        summary,
-        key,
-        plan_key,
-        stopped,
-        safe,
-        result.youngest_too_young,
-        result.bytes_listed,
-        len(found.foreign),
-        knowledge,
-        listing.next_due_at if listing is not None else None,
-        paused,
-    )
-
-
-def _janitor_pass(
-    janitor: Janitor,
-    controller: Controller,
-    guard: PauseGuard,
-    paused: str | None,
-    stop: threading.Event | None,
-) -> tuple[JanitorResult, str | None]:
-    """The janitor's pass after the sweep, unless the sweep was paused or
-    stopped, and only if the pause (read now) allows; a pause read here or
-    mid-pass (its store asks before each delete) leaves the pass
-    incomplete, so the next round runs it again. Returns its result and
-    the pause that held it, if any."""
-    if paused is not None or (stop is not None and stop.is_set()):
-        return JanitorResult(complete=False), paused  # not run: still due
-    try:
-        guard.check(DeletingJob.JANITOR)
-        return janitor.run_once(controller.snapshot()), None
-    except CollectorPausedError as err:
-        log.info("janitor held: %s", err)
-        return JanitorResult(complete=False), str(err)
-
-
-def _trusted_knowledge(
-    store: ObjectStore,
-    root: str,
-    policy: ListingPolicy | None,
-    knowledge: ShardKnowledge | None,
-    now: datetime,
-    margin_seconds: float,
-    future_log: FutureTimeLog | None,
-) -> ShardKnowledge | None:
-    """The knowledge a round plans from: read from the bucket when the
-    caller has none, then through the stored-time rule, even when the
-    caller kept it (its own clock may have been stepped back since)."""
-    if policy is not None and knowledge is None:
-        knowledge = load_knowledge(store, root)
-    if knowledge is None:
-        return None
-    trusted, future = trust_knowledge(knowledge, now, margin_seconds)
-    (future_log or FutureTimeLog()).note(future)
-    return trusted
-
-
-@dataclass(frozen=True)
-class _ShardChoice:
-    found: ShardListing
-    discovered: bool
-    plan: ListingPlan | None
-    shards: tuple[int, ...]
-
-    def run_shards(self) -> RunShards:
-        """What the run summary says about the shards."""
-        return RunShards(
-            present=len(self.found.shards) if self.discovered else None,
-            listed=len(self.shards),
-            full_sweep=self.plan is None or self.plan.full_sweep,
-        )
-
-
-def _choose_shards(
-    store: ObjectStore,
-    root: str,
-    policy: ListingPolicy | None,
-    knowledge: ShardKnowledge | None,
-    safe_epoch: int,
-    now: datetime,
-    *,
-    all_shards: bool = False,
-) -> _ShardChoice:
-    """The shards a round lists: every shard present without a policy or
-    with ``all_shards`` (a full sweep the knowledge learns from);
-    otherwise those the schedule picks, running the delimiter listing only
-    when something is due among the known shards or the shard list is stale."""
-    if policy is None or knowledge is None:
-        found = discover_shards(store, root)
-        return _ShardChoice(found, True, None, found.shards)
-    if all_shards:
-        found = discover_shards(store, root)
-        return _ShardChoice(found, True, ListingPlan(found.shards, True, (), None), found.shards)
-    plan = plan_listing(knowledge, knowledge.shards, safe_epoch=safe_epoch, now=now, policy=policy)
-    if not (plan.shards or plan.full_sweep or needs_discovery(knowledge, now, policy)):
-        return _ShardChoice(ShardListing(()), False, plan, plan.shards)
-    found = discover_shards(store, root)
-    plan = plan_listing(knowledge, found.shards, safe_epoch=safe_epoch, now=now, policy=policy)
-    return _ShardChoice(found, True, plan, plan.shards)
-
-
-def _learn_and_save(
-    store: ObjectStore,
-    root: str,
-    knowledge: ShardKnowledge,
-    plan: ListingPlan,
-    result: SweepResult,
-    present: tuple[int, ...] | None,
-    safe_epoch: int,
-    now: datetime,
-    stop: threading.Event | None,
-    writer: str,
-) -> ShardKnowledge:
-    """Fold the round's listings into the knowledge and write it when a
-    shard was listed or the shard list changed. A stopped round learns
-    nothing (its batches may not all have gone out), so its shards are
-    listed again as if the round had not run."""
-    if stop is not None and stop.is_set():
-        return knowledge
-    updated = learn(
-        knowledge,
-        plan,
-        result.shards,
-        result.failed_shards,
-        safe_epoch=safe_epoch,
-        now=now,
-        present=present,
-        writer=writer,
-    )
-    if plan.shards or present is not None:
-        save_knowledge(store, root, updated)
-    return updated
+        ctx.guard.check(DeletingJob.L0)
+        result = ctx.sweeper.sweep(shards, safe.safe_epoch, started, stop=stop)
+    if result.paused is not None:
+        log.warning("gc run %s: deleting stopped mid-pass: %s", ctx.run_id, result.paused)
+    return _Swept(result, stopped, plan_key)
 
 
 def _count_then_delete(
-    sweeper: Sweeper,
-    guard: PauseGuard,
-    shards: tuple[int, ...],
-    safe_epoch: int,
-    started: datetime,
-    max_fraction: float,
-    stop: threading.Event | None,
+    ctx: _RoundContext, shards: tuple[int, ...]
 ) -> tuple[SweepResult, str | None]:
-    """A guarded round: a counting pass, then (within ``max_fraction``) a
-    deleting pass; the pause is read before each. Returns the result and
+    """A guarded round: a counting pass, then (within ``max_delete_fraction``)
+    a deleting pass; the pause is read before each. Returns the result and
     the guard's message when it stopped the round."""
-    guard.check(DeletingJob.L0)
+    sweeper, safe_epoch, started, stop = ctx.sweeper, ctx.safe.safe_epoch, ctx.started_at, ctx.stop
+    ctx.guard.check(DeletingJob.L0)
     counted = sweeper.sweep(shards, safe_epoch, started, dry_run=True, full_listing=True, stop=stop)
-    stopped = guard_message(counted.eligible, counted.listed, max_fraction, "epochgc gc collect")
+    stopped = _why_guard_stops(ctx, counted)
     if stopped is not None:
         return counted, stopped
-    guard.check(DeletingJob.L0)  # a pause may have come during the count
+    ctx.guard.check(DeletingJob.L0)  # a pause may have come during the count
     deleted = sweeper.sweep(
         shards, safe_epoch, started, expected_deletes=counted.eligible, stop=stop
     )
     return _counted_then_deleted(counted, deleted), None
+
+
+def _why_guard_stops(ctx: _RoundContext, counted: SweepResult) -> str | None:
+    """``guard_message`` for what ``counted`` saw."""
+    fraction = ctx.settings.max_delete_fraction
+    return guard_message(counted.eligible, counted.listed, fraction, "epochgc gc collect")
 
 
 def _counted_then_deleted(counted: SweepResult, deleted: SweepResult) -> SweepResult:
@@ -484,6 +444,128 @@ def _counted_then_deleted(counted: SweepResult, deleted: SweepResult) -> SweepRe
     result.shards = {s: o for s, o in counted.shards.items() if s in deleted.shards}
     result.paused = deleted.paused
     return result
+
+
+def _learn(
+    ctx: _RoundContext, choice: ShardChoice, swept: _Swept, writer: str
+) -> ShardKnowledge | None:
+    """Step 4: fold the round's listings into the knowledge
+    (``gc.listing.plan``) and write it when a shard was listed or the shard
+    list changed. A round stopped by its guard, a pause or its ``stop``
+    event learns nothing (its batches may not all have gone out), so its
+    shards are listed again as if the round had not run. Returns the
+    knowledge after the round."""
+    result = swept.result
+    if swept.stopped_by_guard is not None or result.paused is not None or ctx.is_stopping:
+        return choice.knowledge
+    learnt = learn_from_listings(
+        choice,
+        result.shards,
+        result.failed_shards,
+        safe_epoch=ctx.safe.safe_epoch,
+        now=ctx.started_at,
+        writer=writer,
+    )
+    if learnt is None:
+        return choice.knowledge
+    if choice.is_worth_saving:
+        save_knowledge(ctx.store, ctx.root, learnt)
+    return learnt
+
+
+def _clean_up(
+    ctx: _RoundContext, janitor: Janitor | None, swept: _Swept
+) -> tuple[JanitorResult, str | None]:
+    """Step 5: the janitor's pass after the sweep, unless there is no
+    janitor, it is a dry run, or the guard stopped the round; held (and
+    still due) when the sweep was paused or stopped, or when the pause
+    (read now) says so; a pause read here or mid-pass (its store asks
+    before each delete) leaves the pass incomplete, so the next round runs
+    it again. Returns its result and the pause that stopped the round or
+    held the janitor, if any."""
+    paused = swept.result.paused
+    if janitor is None or ctx.dry_run or swept.stopped_by_guard is not None:
+        return JanitorResult(), paused
+    if paused is not None or ctx.is_stopping:
+        return JanitorResult(complete=False), paused  # not run: still due
+    try:
+        ctx.guard.check(DeletingJob.JANITOR)
+        return janitor.run_once(ctx.controller.snapshot()), None
+    except CollectorPausedError as err:
+        log.info("janitor held: %s", err)
+        return JanitorResult(complete=False), str(err)
+
+
+def _summarise(
+    ctx: _RoundContext,
+    choice: ShardChoice,
+    knowledge: ShardKnowledge | None,
+    swept: _Swept,
+    cleaned: JanitorResult,
+    paused: str | None,
+) -> CollectOutcome:
+    """Step 6: write the run summary and say how the round went."""
+    summary = _run_summary(ctx, choice, swept, cleaned, paused)
+    key = write_summary(ctx.store, ctx.root, summary)
+    log.debug(
+        "gc run %s: listed %d, eligible %d, deleted %d (%d bytes), errors %d",
+        ctx.run_id,
+        summary.listed,
+        summary.eligible,
+        summary.deleted,
+        summary.bytes_deleted,
+        summary.errors,
+    )
+    result = swept.result
+    return CollectOutcome(
+        summary,
+        key,
+        swept.plan_key,
+        swept.stopped_by_guard,
+        ctx.safe,
+        result.youngest_too_young,
+        result.bytes_listed,
+        choice.foreign_prefixes,
+        knowledge,
+        choice.next_listing_at,
+        paused,
+    )
+
+
+def _run_summary(
+    ctx: _RoundContext,
+    choice: ShardChoice,
+    swept: _Swept,
+    cleaned: JanitorResult,
+    paused: str | None,
+) -> RunSummary:
+    """The round's summary, with its requests and their modelled cost."""
+    finished = ctx.finished_at()
+    requests = _delta(ctx.requests_before, ctx.stats.by_operation())
+    summary = RunSummary.of_sweep(
+        ctx.run_id,
+        "local",
+        swept.result,
+        controller_offset=ctx.safe.controller_offset,
+        started_at=ctx.started_at,
+        finished_at=finished,
+        dry_run=ctx.dry_run,
+        requests=requests,
+    )
+    prices = ctx.settings.prices
+    return dataclasses.replace(
+        summary,
+        janitor=cleaned,
+        cost_usd=prices.request_cost(requests),
+        prices=prices,
+        shards=RunShards(
+            present=None if choice.present is None else len(choice.present),
+            listed=len(choice.shards),
+            full_sweep=choice.full_sweep,
+        ),
+        success=summary.success and swept.stopped_by_guard is None and paused is None,
+        cause=f"{paused} (mid-run)" if paused is not None else summary.cause,
+    )
 
 
 def _delta(before: Mapping[str, int], after: Mapping[str, int]) -> dict[str, int]:

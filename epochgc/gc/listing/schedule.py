@@ -1,5 +1,5 @@
-"""Which shards a round lists, and when the next one is worth running: the
-cost-aware schedule. Pure: takes ``now``, does no I/O.
+"""Which shards are worth listing now, and when the next one is: the
+cost-aware schedule ``plan`` asks. Pure: takes ``now``, does no I/O.
 
 A shard is listed when any of these holds:
 
@@ -8,7 +8,7 @@ A shard is listed when any of these holds:
 2. a full sweep is due (``gc.full_sweep_interval_seconds`` since the last
    one): every shard is listed, which catches orphans written with an old
    epoch that the knowledge cannot foresee;
-3. it may hold eligible objects (``M >= floor``, see ``shard_knowledge``)
+3. it may hold eligible objects (``M >= floor``, see ``knowledge``)
    and they have waited long enough: since ``eligible_from``, the earliest
    moment something in it may have become eligible, ``min(T*, lag_budget)``
    has passed, where ``T* = sqrt(2 L / (s r))`` is the economic interval of
@@ -28,7 +28,7 @@ allows key by key: skipping a shard delays its deletions, never widens them.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -157,7 +157,7 @@ def needs_discovery(knowledge: ShardKnowledge, now: datetime, policy: ListingPol
 def learn(
     knowledge: ShardKnowledge,
     plan: ListingPlan,
-    observed: dict[int, ShardObservation],
+    observed: Mapping[int, ShardObservation],
     failed: Iterable[int],
     *,
     safe_epoch: int,

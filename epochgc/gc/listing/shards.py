@@ -1,5 +1,6 @@
-"""Which L0 shards a collection round sweeps: every shard present in the
-bucket, found with a delimiter listing of ``{root}/l0/``.
+"""The requests of the listing decision (``plan``): which L0 shards are
+present in the bucket, found with a delimiter listing of ``{root}/l0/``,
+and the shard knowledge document.
 
 Why not ``layout.l0_shards``: that setting says how many shards *writers*
 spread their objects over. Another writer may use a larger count, or the
@@ -12,10 +13,11 @@ A prefix under ``l0/`` that is not a shard (``0007/``, ``ab/``) is never
 swept: nothing below it can parse as an L0 key. It is counted and logged,
 because something is writing where it should not.
 
-The shard knowledge (``shard_knowledge``) is read and written here too: one
-GET when a collector starts, one PUT after a round that listed shards. A
-missing or unreadable document reads as "nothing known", so the next round
-lists every shard: it can cost a round its savings, never a deletion.
+The shard knowledge (``knowledge``) is read and written here too: one GET
+when a collector starts, one PUT after a round that listed shards (``plan``
+says when). A missing or unreadable document reads as "nothing known", so
+the next round lists every shard: it can cost a round its savings, never a
+deletion.
 """
 
 from __future__ import annotations
