@@ -30,6 +30,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from bench._failover import RealTime, kill_busiest
 from epochgc.leases.codec import decode_owner
 from epochgc.leases.node_lease import NodeLease
 from epochgc.leases.ownership_round import NodeOwnership
@@ -188,34 +189,34 @@ def run_node_leases(s3: EmbeddedS3, args: argparse.Namespace, policy: LeasePolic
     result.loads = (max(len(n.owned()) for n in nodes), min(len(n.owned()) for n in nodes))
     _steady(result, [n.stats for n in nodes], a.real_steady)
     # kill -9 of the node that owns the most
-    victim = max(nodes, key=lambda n: len(n.owned()))
-    victims = victim.owned()
+    failover = kill_busiest(nodes, _NodeThread.owned, _kill, RealTime(0.05))
+    victims, others = failover.partitions, failover.others
     result.victim_partitions = len(victims)
-    victim.killed.set()
-    killed_at = time.monotonic()
-    cap = killed_at + policy.ttl_seconds + a.real_failover_cap
-    others = [n for n in nodes if n is not victim]
     phase = _PhaseLog("failover", others, len(victims))
-    while time.monotonic() < cap and math.isinf(result.failover_led_seconds):
-        time.sleep(0.05)
-        phase.maybe(
+    seconds = failover.time(
+        {
+            "owned": lambda: failover.taken_over(_NodeThread.owned),
+            "led": lambda: failover.taken_over(_NodeThread.led),
+        },
+        limit_seconds=policy.ttl_seconds + a.real_failover_cap,
+        on_poll=lambda: phase.maybe(
             len(victims & set().union(*(n.owned() for n in others))),
             len(victims & set().union(*(n.led() for n in others))),
             every=2.0,
-        )
-        now = time.monotonic() - killed_at
-        if math.isinf(result.failover_seconds) and victims <= set().union(
-            *(n.owned() for n in others)
-        ):
-            result.failover_seconds = now
-        if victims <= set().union(*(n.led() for n in others)):
-            result.failover_led_seconds = now
+        ),
+    )
+    result.failover_seconds, result.failover_led_seconds = seconds["owned"], seconds["led"]
     for n in others:
         n.stopped.set()
     for n in nodes:
         n.thread.join(30)
     result.double_owner_violations = _check_logs(setup, victims)
     return result
+
+
+def _kill(node: _NodeThread | _OldNode) -> None:
+    """kill -9: the node stops renewing and acting, and releases nothing."""
+    node.killed.set()
 
 
 def _check_logs(store: S3ObjectStore, pids: set[PartitionId]) -> int:
@@ -368,24 +369,19 @@ def run_partition_leases(
         result.notes.append(f"not every partition owned within {a.real_start_cap:g}s")
     result.loads = (max(len(n.led()) for n in nodes), min(len(n.led()) for n in nodes))
     _steady(result, [n.stats for n in nodes], a.real_steady)
-    victim = max(nodes, key=lambda n: len(n.led()))
-    victims = victim.led()
-    result.victim_partitions = len(victims)
-    victim.killed.set()
-    killed_at = time.monotonic()
-    cap = killed_at + policy.ttl_seconds + a.real_failover_cap
-    others = [n for n in nodes if n is not victim]
-    while time.monotonic() < cap and victims:
-        time.sleep(0.2)
-        if victims <= set().union(*(n.led() for n in others)):
-            result.failover_seconds = time.monotonic() - killed_at
-            break
+    failover = kill_busiest(nodes, _OldNode.led, _kill, RealTime(0.2))
+    result.victim_partitions = len(failover.partitions)
+    limit = policy.ttl_seconds + a.real_failover_cap
+    seconds = failover.time(
+        {"owned": lambda: failover.taken_over(_OldNode.led)}, limit_seconds=limit
+    )
+    result.failover_seconds = seconds["owned"]
     if math.isinf(result.failover_seconds):
         result.notes.append(
-            f"the killed node's {len(victims)} partitions not all owned again within "
-            f"{cap - killed_at:g}s"
+            f"the killed node's {len(failover.partitions)} partitions not all owned again "
+            f"within {limit:g}s"
         )
-    for n in others:
+    for n in failover.others:
         n.stopped.set()
     for n in nodes:
         n.thread.join(60)

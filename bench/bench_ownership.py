@@ -45,9 +45,11 @@ import logging
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Set
 from dataclasses import dataclass, field
+from typing import TypeVar
 
+from bench._failover import Failover, VirtualTime, kill_busiest
 from bench._harness import figures, setup_logging, verdict
 from bench._ownership_real import RealResult, run_node_leases, run_partition_leases
 from epochgc.leases.assignment import AssignmentCache
@@ -59,6 +61,7 @@ from epochgc.storage.keys import PartitionId
 from tests.support.memory_store import MemoryStore, VirtualClock
 
 ROOT = "epochgc"
+P = TypeVar("P")
 START_AT = 1.0
 """First rounds begin here; leases are acquired in the 0.1 s before."""
 
@@ -123,6 +126,19 @@ class Scheduler:
 
     def elapsed(self) -> float:
         return self.clock.monotonic() - CLOCK_ORIGIN
+
+    def kill_busiest(
+        self,
+        nodes: Iterable[str],
+        holding: Callable[[str], Set[P]],
+        step: Callable[[str], None],
+    ) -> Failover[str, P]:
+        """kill -9 of the node holding the most (the greatest name on a tie):
+        its rounds stop; the failover is timed in polls of 1/20 round."""
+        clock = VirtualTime(
+            self.elapsed, lambda at: self.run_until(at, step), self.round_seconds / 20
+        )
+        return kill_busiest(sorted(nodes, reverse=True), holding, self.stopped.add, clock)
 
 
 CLOCK_ORIGIN = VirtualClock().monotonic()
@@ -237,22 +253,19 @@ class NodeOwnershipSim:
         result.puts_per_node_round = count("PutObject", owners_prefix) / args.nodes / rounds
         result.meta_requests_per_second = count(prefix=f"{ROOT}/meta/") / window
         # kill -9 of the node that owns the most
-        victim = max(self.nodes, key=lambda n: (len(self.nodes[n].owned()), n))
-        victims = self.nodes[victim].owned()
-        result.victim_partitions = len(victims)
-        self.sched.stopped.add(victim)
-        killed_at = self.sched.elapsed()
-        t = killed_at
-        limit = killed_at + self.policy.ttl_seconds + 8 * rnd
-        while t < limit and math.isinf(result.failover_seconds):
-            t += rnd / 20
-            self.sched.run_until(t, self.step)
-            if all(
-                self.claims.get(p, victim) != victim and p in self.nodes[self.claims[p]].owned()
-                for p in victims
-            ):
-                result.failover_seconds = t - killed_at
-        self.sched.run_until(killed_at + self.policy.ttl_seconds + 6 * rnd, self.step)
+        failover = self.sched.kill_busiest(self.nodes, lambda n: self.nodes[n].owned(), self.step)
+        victim = failover.victim
+        result.victim_partitions = len(failover.partitions)
+        result.failover_seconds = failover.time(
+            {
+                "owned": lambda: all(
+                    self.claims.get(p, victim) != victim and p in self.nodes[self.claims[p]].owned()
+                    for p in failover.partitions
+                )
+            },
+            limit_seconds=self.policy.ttl_seconds + 8 * rnd,
+        )["owned"]
+        self.sched.run_until(failover.killed_at + self.policy.ttl_seconds + 6 * rnd, self.step)
         result.loads_after_failover = (max(self.loads()), min(self.loads()))
         # a node joins
         joined_at = self.sched.elapsed()
@@ -376,20 +389,14 @@ class PartitionLeaseSim:
         rounds = window / rnd
         result.gets_per_node_round = (self.gets - gets0) / args.nodes / rounds
         result.meta_requests_per_second = (self.gets - gets0 + self.puts - puts0) / window
-        victim = max(self.held, key=lambda n: (len(self.held[n]), n))
-        victims = set(self.held[victim])
-        result.victim_partitions = len(victims)
-        self.sched.stopped.add(victim)
-        self.free |= victims
-        killed_at = self.sched.elapsed()
-        t = killed_at
-        while t < killed_at + self.policy.ttl_seconds + 8 * rnd:
-            t += rnd / 20
-            self.sched.run_until(t, self.step)
-            if not (victims & self.held[victim]):
-                result.failover_seconds = t - killed_at
-                break
-        self.sched.run_until(killed_at + self.policy.ttl_seconds + 6 * rnd, self.step)
+        failover = self.sched.kill_busiest(self.held, self.held.__getitem__, self.step)
+        self.free |= failover.partitions  # the killed node's leases expire
+        result.victim_partitions = len(failover.partitions)
+        result.failover_seconds = failover.time(
+            {"owned": lambda: not (failover.partitions & self.held[failover.victim])},
+            limit_seconds=self.policy.ttl_seconds + 8 * rnd,
+        )["owned"]
+        self.sched.run_until(failover.killed_at + self.policy.ttl_seconds + 6 * rnd, self.step)
         result.loads_after_failover = (max(self.loads()), min(self.loads()))
         joined_at = self.sched.elapsed()
         self.add_node("node-new", joined_at + rnd / 2)

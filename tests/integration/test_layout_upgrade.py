@@ -7,19 +7,16 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from epochgc.ingest.producer import Producer
 from epochgc.leases.timing import LeasePolicy
 from epochgc.reconciler.node import NodeSettings
 from epochgc.reconciler.reader import PartitionReader
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.epoch import EpochCache
 from epochgc.watermarks.layout import layout_marker_key
-from epochgc.watermarks.partition.directory import LeaderDirectory
 from tests.support.cli import run_cli
 from tests.support.config_files import write_server_config
-from tests.support.nodes import reconciler_node
+from tests.support.nodes import node_and_producer
 
 ROOT = "epochgc"
 POLICY = LeasePolicy(ttl_seconds=3.0, renew_interval_seconds=0.3, skew_margin_seconds=0.3)
@@ -30,34 +27,13 @@ async def _write_some(store: S3ObjectStore) -> None:
     controller = Controller(store, ROOT)
     controller.tick()
     controller.create_topic("orders", 1)
-    directory = LeaderDirectory()
-    node, leases = reconciler_node(
-        store,
-        ROOT,
-        "node-a",
-        directory,
-        settings=NodeSettings(report_interval_seconds=0),
-        policy=POLICY,
-    )
-    leases.start()
-    producer = Producer(
-        store,
-        ROOT,
-        directory,
-        EpochCache(controller.current_epoch, ttl_seconds=0.0),
-        lambda topic: controller.topic(topic).revision,
-        shards=4,
-        linger_seconds=0.01,
-    )
-    try:
-        await node.run_round()
-        await producer.produce("orders", 0, [b"a", b"b"])
-        await node.run_round()
-        await producer.produce("orders", 0, [b"c", b"d", b"e"])
-        await producer.close()
-    finally:
-        await node.stop()
-        leases.stop(release=True)
+    settings = NodeSettings(report_interval_seconds=0)
+    async with node_and_producer(store, ROOT, controller, settings=settings, policy=POLICY) as n:
+        await n.node.run_round()
+        await n.producer.produce("orders", 0, [b"a", b"b"])
+        await n.node.run_round()
+        await n.producer.produce("orders", 0, [b"c", b"d", b"e"])
+        await n.producer.close()
 
 
 def _to_layout_1(store: S3ObjectStore) -> int:

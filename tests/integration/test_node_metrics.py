@@ -17,10 +17,10 @@ from epochgc.reconciler.node import ReconcilerNode
 from epochgc.reconciler.process_health import NodeMetrics
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.epoch import EpochCache
 from epochgc.watermarks.partition.directory import LeaderDirectory
 from epochgc.wiring.reconciler_process import build_node
 from tests.support.faults import HookedStore
+from tests.support.nodes import producer_for
 
 ROOT = "epochgc"
 CONFIG = Config(ownership=OwnershipConfig(round_interval_seconds=0.1))
@@ -63,14 +63,12 @@ def test_node_and_producer_metrics_follow_the_work(store: S3ObjectStore) -> None
         assert value(registry, "epochgc_node_lease_renew_seconds", node="node-a") >= 0
         producers: list[Producer] = []
         metrics = ProducerMetrics(registry, lambda: producer_sample(producers[0].stats))
-        producer = Producer(
+        producer = producer_for(
             store,
             ROOT,
             directory,
-            EpochCache(controller.current_epoch, ttl_seconds=0),
-            lambda _topic: revision,
-            shards=4,
-            linger_seconds=0.01,
+            controller,
+            revision_of=lambda _topic: revision,
             on_acked=metrics.latency.observe,
         )
         producers.append(producer)
@@ -122,14 +120,8 @@ def test_a_term_spent_by_a_failed_reconciler_append_is_restarted(store: S3Object
         await first_rounds(node)
         (service,) = node.led_services()
         first_term = service.term
-        producer = Producer(
-            store,
-            ROOT,
-            directory,
-            EpochCache(controller.current_epoch, ttl_seconds=0),
-            lambda _topic: revision,
-            shards=4,
-            linger_seconds=0.01,
+        producer = producer_for(
+            store, ROOT, directory, controller, revision_of=lambda _topic: revision
         )
         offsets = await producer.produce("orders", 0, [b"a", b"b"])
         await producer.close()

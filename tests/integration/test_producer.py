@@ -18,6 +18,7 @@ from epochgc.watermarks.partition.directory import LeaderDirectory
 from epochgc.watermarks.partition.leader import PartitionLeaderService
 from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
 from tests.support.faults import HookedStore
+from tests.support.nodes import producer_for
 
 ROOT = "epochgc"
 ORDERS0 = PartitionId("orders", 1, 0)  # the first controller entry: revision 1
@@ -55,13 +56,13 @@ def test_a_pipeline_cut_by_a_leader_failure_is_replayed_in_order(store: S3Object
     async def scenario() -> tuple[list[int], Producer, PartitionLeaderService]:
         directory = LeaderDirectory()
         old = await start_service(HookedStore(store, before_create=slow_then_down), 1, directory)
-        producer = Producer(
+        producer = producer_for(
             store,
             ROOT,
             directory,
-            EpochCache(controller.current_epoch, ttl_seconds=60),
-            lambda _t: 1,
-            shards=4,
+            controller,
+            revision_of=lambda _t: 1,
+            epoch_ttl_seconds=60,
             linger_seconds=0.001,
             depth=8,
         )
@@ -129,15 +130,7 @@ def test_a_chunk_of_a_deleted_incarnation_fails_instead_of_moving(store: S3Objec
 
     async def scenario() -> tuple[PartitionId, list[int]]:
         directory = LeaderDirectory()  # no leader yet: the chunk waits for one
-        producer = Producer(
-            store,
-            ROOT,
-            directory,
-            EpochCache(controller.current_epoch, ttl_seconds=0),
-            lambda topic: controller.topic(topic).revision,
-            shards=4,
-            linger_seconds=0.001,
-        )
+        producer = producer_for(store, ROOT, directory, controller, linger_seconds=0.001)
         waiting = asyncio.create_task(producer.produce("orders", 0, [b"old"]))
         while not list(store.list_objects(f"{ROOT}/l0/")):
             await asyncio.sleep(0.01)  # uploaded, bound to the first incarnation

@@ -14,7 +14,6 @@ from epochgc.gc.collection_round import CollectSettings, collect_once
 from epochgc.gc.control import pause, request_reset
 from epochgc.gc.daemon.scheduler import GcDaemon
 from epochgc.gc.listing.schedule import ListingPolicy
-from epochgc.ingest.producer import Producer
 from epochgc.leases.node_lease import NodeLease
 from epochgc.leases.ownership_round import NodeOwnership
 from epochgc.reconciler.fetch import pending_placeholders
@@ -36,12 +35,11 @@ from epochgc.storage.keys import (
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.epoch import EpochCache
 from epochgc.watermarks.layout import ensure_layout, layout_marker_key
 from epochgc.watermarks.partition.directory import LeaderDirectory
 from epochgc.watermarks.partition.replica import PartitionReplica
 from tests.integration.test_daemon import settings as daemon_settings
-from tests.support.nodes import reconciler_node
+from tests.support.nodes import node_and_producer, reconciler_node
 from tests.support.schemas import schema_errors
 from tests.support.waiting import wait_for
 
@@ -140,32 +138,16 @@ def test_a_stuck_partitions_report_entry_fits_the_schema(store: S3ObjectStore) -
         controller = Controller(store, ROOT)
         controller.tick()
         topic = controller.create_topic("orders", 1)
-        directory = LeaderDirectory()
-        node, _leases = reconciler_node(
-            store,
-            ROOT,
-            "node-a",
-            directory,
-            settings=NodeSettings(report_interval_seconds=0.0, stuck_retry_seconds=0.0),
-        )
-        producer = Producer(
-            store,
-            ROOT,
-            directory,
-            EpochCache(controller.current_epoch, ttl_seconds=0.0),
-            lambda name: controller.topic(name).revision,
-            shards=2,
-            linger_seconds=0.01,
-        )
-        await node.run_round()
-        assert await producer.produce("orders", 0, [b"a", b"b"]) == [0, 1]
-        await producer.close()
-        replica = PartitionReplica(store, ROOT, topic.partition_id(0))
-        replica.open()
-        store.delete(pending_placeholders(replica, -1)[0].batches[0].l0_key)
-        await node.run_round()
-        await node.run_round()
-        await node.stop()
+        settings = NodeSettings(report_interval_seconds=0.0, stuck_retry_seconds=0.0)
+        async with node_and_producer(store, ROOT, controller, settings=settings, shards=2) as n:
+            await n.node.run_round()
+            assert await n.producer.produce("orders", 0, [b"a", b"b"]) == [0, 1]
+            await n.producer.close()
+            replica = PartitionReplica(store, ROOT, topic.partition_id(0))
+            replica.open()
+            store.delete(pending_placeholders(replica, -1)[0].batches[0].l0_key)
+            await n.node.run_round()
+            await n.node.run_round()
 
     asyncio.run(scenario())
     report = stored(store, report_key(ROOT, "node-a"))

@@ -108,6 +108,8 @@ class MemoryStore:
     # --- reads ----------------------------------------------------------------------
 
     def get(self, key: str, *, byte_range: tuple[int, int] | None = None) -> StoredObject:
+        if byte_range is not None and not 0 <= byte_range[0] <= byte_range[1]:
+            raise ValueError(f"invalid byte range {byte_range}")
         with self._lock:
             self._count("GetObject", key)
             obj = self._objects.get(key)
@@ -116,7 +118,9 @@ class MemoryStore:
         if byte_range is None:
             return obj
         first, last = byte_range
-        return StoredObject(key, obj.body[first : last + 1], obj.etag, obj.last_modified)
+        return StoredObject(
+            key, obj.body[first : last + 1], obj.etag, obj.last_modified, obj.metadata
+        )
 
     def head(self, key: str) -> ObjectInfo:
         with self._lock:
@@ -129,6 +133,8 @@ class MemoryStore:
     def list_pages(
         self, prefix: str, *, start_after: str | None = None, page_size: int = 1000
     ) -> Iterator[list[ObjectInfo]]:
+        if not 1 <= page_size <= 1000:
+            raise ValueError(f"page_size must be in 1..1000, got {page_size}")
         after = start_after or ""
         while True:
             with self._lock:
@@ -137,13 +143,13 @@ class MemoryStore:
                 start = max(start, bisect.bisect_left(self._keys, prefix))
                 page: list[ObjectInfo] = []
                 for key in self._keys[start:]:
-                    if not key.startswith(prefix) or len(page) == min(page_size, 1000):
+                    if not key.startswith(prefix) or len(page) == page_size:
                         break
                     page.append(self._infos[key])
                 more = (
                     start + len(page) < len(self._keys)
                     and self._keys[start + len(page)].startswith(prefix)
-                    and len(page) == min(page_size, 1000)
+                    and len(page) == page_size
                 )
             if page:
                 yield page
@@ -195,6 +201,8 @@ class MemoryStore:
     def put_if_match(
         self, key: str, body: bytes, etag: str, *, metadata: Mapping[str, str] | None = None
     ) -> str:
+        if not etag:
+            raise ValueError("put_if_match needs a non-empty etag")
         with self._lock:
             self._count("PutObject", key)
             obj = self._objects.get(key)
@@ -217,6 +225,8 @@ class MemoryStore:
     def delete_batch(self, keys: list[str]) -> DeleteOutcome:
         if len(keys) > MAX_KEYS_PER_DELETE:
             raise ValueError(f"at most {MAX_KEYS_PER_DELETE} keys per batch, got {len(keys)}")
+        if not keys:
+            return DeleteOutcome((), {}, 0)  # S3ObjectStore sends no request either
         with self._lock:
             self._count("DeleteObjects", keys[0] if keys else "")
             for key in keys:

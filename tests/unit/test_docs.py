@@ -1,6 +1,7 @@
 """The documentation stands on its own: every relative link in docs/ and
-README.md reaches a file (and heading) of the repository, and nothing
-points outside it (a clone has nothing beside it)."""
+README.md reaches a file (and heading) of the repository, every backticked
+path names one, and nothing points outside it (a clone has nothing beside
+it)."""
 
 from __future__ import annotations
 
@@ -116,3 +117,125 @@ def test_every_alerts_runbook_points_at_its_section_of_operating_md() -> None:
         runbook = rule["annotations"]["runbook"]
         assert runbook.endswith(f"Runbook: docs/operating.md#{anchor}"), rule["alert"]
         assert anchor in sections, f"operating.md has no section for {rule['alert']}"
+
+
+# --- every path the prose names resolves ------------------------------------------
+
+PATH_SUFFIXES = (".py", ".toml", ".json", ".sh", ".md", ".yml", ".yaml", ".service")
+# Not paths: bucket keys and templates ({root}/...), globs, URLs, options,
+# absolute paths of a host, formulas.
+NOT_A_PATH = re.compile(r"[{}*<>$~()=|\[\]]|\.\.\.|://|^[/-]")
+OUTSIDE_THE_REPOSITORY = {
+    "conf/spark-env.sh": "Spark's own configuration file, on a worker",
+}
+
+KNOWN_STALE: set[str] = {
+    "docs/architecture.md: cas_log.py",
+    "docs/architecture.md: gc/health.py",
+    "docs/architecture.md: gc/presence.py",
+    "docs/architecture.md: ingest/leader_service.py",
+    "docs/architecture.md: keys.py",
+    "docs/architecture.md: probe.py",
+    "docs/architecture.md: replica.py",
+    "docs/architecture.md: safe_epoch.py",
+    "docs/architecture.md: state.py",
+    "docs/architecture.md: ticker.py",
+    "docs/architecture.md: watermarks/aggregate.py",
+    "docs/architecture.md: watermarks/fence.py",
+    "docs/architecture.md: watermarks/reports.py",
+    "docs/internals.md: cas_log.py",
+    "docs/internals.md: cluster_view.py",
+    "docs/internals.md: collectors.py",
+    "docs/internals.md: controller.py",
+    "docs/internals.md: embedded.py",
+    "docs/internals.md: epoch.py",
+    "docs/internals.md: fence.py",
+    "docs/internals.md: gc/collect.py",
+    "docs/internals.md: gc/daemon.py",
+    "docs/internals.md: gc/inventory_filter.py",
+    "docs/internals.md: gc/shard_knowledge.trust_knowledge",
+    "docs/internals.md: gc/shards.py",
+    "docs/internals.md: gc/spark_tasks.py",
+    "docs/internals.md: ingest/l0_format.py",
+    "docs/internals.md: ingest/leader_service.py",
+    "docs/internals.md: instruments.py",
+    "docs/internals.md: lease_timing.py",
+    "docs/internals.md: leases.py",
+    "docs/internals.md: node_lease.py",
+    "docs/internals.md: node_ownership.py",
+    "docs/internals.md: object_store.py",
+    "docs/internals.md: owner_store.py",
+    "docs/internals.md: ownership.py",
+    "docs/internals.md: pipeline.py",
+    "docs/internals.md: probe.py",
+    "docs/internals.md: replica.py",
+    "docs/internals.md: s3.py",
+    "docs/internals.md: safe_epoch.py",
+    "docs/internals.md: skip.py",
+    "docs/internals.md: state.py",
+    "docs/internals.md: stored_time.py",
+    "docs/internals.md: tests/unit/watermarks/test_state_machine_property.py",
+    "docs/internals.md: ticker.py",
+    "docs/internals.md: watermarks/aggregate.py",
+    "docs/operating.md: epochgc-gc-spark.service",
+    "docs/operating.md: epochgc-gc-spark.timer",
+    "docs/operating.md: epochgc/stored_time.py",
+    "docs/operating.md: kustomization.yaml",
+    "docs/operating.md: prometheus-scrape.yaml",
+}
+"""Paths in the docs that name no file today, as the test words them; to be
+emptied, never added to."""
+
+
+def generated_folders() -> tuple[str, ...]:
+    """Folders .gitignore keeps out of the repository (``bench/results/``):
+    a path into one names a file a run writes, not a file of the clone."""
+    lines = (REPO / ".gitignore").read_text().splitlines()
+    return tuple(line.lstrip("/") for line in lines if line.endswith("/") and "*" not in line)
+
+
+def inline_code_words(text: str) -> set[str]:
+    """The words of every inline code span (fenced blocks hold commands,
+    trees and bucket examples, not references, and are left out)."""
+    text = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+    return {word for span in re.findall(r"`([^`\n]+)`", text) for word in span.split()}
+
+
+def path_problem(word: str, page: Path, file_names: set[str]) -> str | None:
+    """Why ``word``, a path-looking word of ``page``, names no file of the
+    repository; ``None`` if it does or if it is no repository path."""
+    if NOT_A_PATH.search(word) or word in OUTSIDE_THE_REPOSITORY:
+        return None
+    if word.startswith(generated_folders()):
+        return None
+    if "/" not in word:
+        named = word.endswith(".py") or (bool(Path(word).suffix) and word in file_names)
+        if (REPO / word).exists() or not named:
+            return None
+        return "a bare file name: write it with its directory"
+    first = word.split("/", maxsplit=1)[0]
+    package_dirs = {p.name for p in (REPO / "epochgc").iterdir() if p.is_dir()}
+    top_level = {p.name for p in REPO.iterdir()}
+    page_dirs = {p.name for p in page.parent.iterdir() if p.is_dir()}
+    if not (first in top_level | package_dirs | page_dirs or word.endswith(PATH_SUFFIXES)):
+        return None  # a bucket key (meta/nodes/), a pair of words (create/delete)
+    places = (REPO / word, REPO / "epochgc" / word, page.parent / word)
+    return None if any(place.exists() for place in places) else "no such file"
+
+
+def test_every_path_in_the_docs_names_a_file_of_the_repository() -> None:
+    """A backticked path (``tests/unit/test_docs.py``, ``bench/peers.py``,
+    or package-relative ``gc/daemon/health.py``, read under ``epochgc/``)
+    must exist; a bare ``probe.py`` says too little to be found."""
+    skip = {".git", ".venv", "__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
+    file_names = {p.name for p in REPO.rglob("*") if p.is_file() and not skip & set(p.parts)}
+    found = {
+        f"{page.relative_to(REPO)}: {word}": why
+        for page in PAGES
+        for word in inline_code_words(page.read_text())
+        if (why := path_problem(word, page, file_names)) is not None
+    }
+    new = sorted(f"{place} ({why})" for place, why in found.items() if place not in KNOWN_STALE)
+    fixed = sorted(KNOWN_STALE - set(found))
+    assert not new, "paths in the docs that name no file:\n" + "\n".join(new)
+    assert not fixed, "fixed (remove from KNOWN_STALE):\n" + "\n".join(fixed)
