@@ -166,7 +166,6 @@ KNOWN_STALE: set[str] = {
     "docs/internals.md: object_store.py",
     "docs/internals.md: owner_store.py",
     "docs/internals.md: ownership.py",
-    "docs/internals.md: pipeline.py",
     "docs/internals.md: probe.py",
     "docs/internals.md: replica.py",
     "docs/internals.md: s3.py",
