@@ -62,65 +62,30 @@ from enum import Enum
 from epochgc.errors import (
     EpochGCError,
     LeaseLostError,
-    MalformedRecordError,
     NotFoundError,
     StorageError,
 )
+from epochgc.leases.codec import LeaseDocument, decode_lease, encode_lease
 from epochgc.leases.timing import LeasePolicy, VersionWatch
 from epochgc.periodic import PeriodicThread
 from epochgc.storage.conditional_put import put_conditionally, remember_unanswered
-from epochgc.storage.documents import dump_document, get_int, get_str, load_document, parse_time
 from epochgc.storage.keys import lease_key
 from epochgc.storage.object_store import ObjectStore, StoredObject
 
+__all__ = [
+    "AcquireDecision",
+    "LeaseDocument",
+    "LeaseGrant",
+    "LeaseManager",
+    "LeasePolicy",
+    "decide_acquire",
+    "decode_lease",
+    "encode_lease",
+]
+"""``LeaseDocument`` and its codec live in ``codec.py``; named here too
+because readers of role leases import them from here."""
+
 log = logging.getLogger("epochgc.watermarks.leases")
-
-LEASE_VERSION = 1
-
-
-@dataclass(frozen=True)
-class LeaseDocument:
-    """The content of a lease object."""
-
-    holder: str
-    term: int
-    expires_at: datetime
-    """The holder's wall-clock estimate, for display only."""
-    released: bool = False
-    """Given up by its holder: anyone may take it at once."""
-
-
-def encode_lease(doc: LeaseDocument) -> bytes:
-    """Lease object bytes (millisecond RFC 3339 UTC expiry; ``released``
-    only when true, so a held lease reads as it always did)."""
-    expires = doc.expires_at.astimezone(UTC).isoformat(timespec="milliseconds")
-    fields: dict[str, object] = {
-        "v": LEASE_VERSION,
-        "holder": doc.holder,
-        "term": doc.term,
-        "expires_at": expires.replace("+00:00", "Z"),
-    }
-    if doc.released:
-        fields["released"] = True
-    return dump_document(fields)
-
-
-def decode_lease(data: bytes, where: str) -> LeaseDocument:
-    """Parse a lease object.
-
-    Raises:
-        MalformedRecordError, UnsupportedVersionError.
-    """
-    doc = load_document(data, where, LEASE_VERSION)
-    released = doc.get("released", False)
-    if not isinstance(released, bool):
-        raise MalformedRecordError(f"{where}: 'released' must be true or false")
-    return LeaseDocument(
-        holder=get_str(doc, "holder", where),
-        term=get_int(doc, "term", where, 1),
-        expires_at=parse_time(get_str(doc, "expires_at", where), where),
-        released=released,
-    )
 
 
 class AcquireDecision(Enum):
