@@ -164,6 +164,29 @@ def test_a_store_that_rejects_its_own_etag_is_named_whatever_the_write() -> None
         assert "does not honour If-Match (run `epochgc check-store`)" in refused.why
 
 
+def test_both_lease_kinds_name_a_store_that_ignores_if_match(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The drifted diagnostics are one: the node lease used to say only
+    that the object changed under it."""
+    clock, store = VirtualClock(), MemoryStore()
+    broken = RejectIfMatchStore(store)
+    clocks: dict[str, Any] = {"policy": POLICY, "now": clock.now, "monotonic": clock.monotonic}
+    role = LeaseManager(broken, "epochgc", "n1", **clocks)
+    node = NodeLease(broken, "epochgc", "n1", **clocks)
+    assert role.try_acquire("gc") is not None and node.try_acquire()
+    clock.advance(5)
+    with caplog.at_level(logging.WARNING, "epochgc.watermarks"), pytest.raises(LeaseLostError):
+        role.renew("gc")
+    with caplog.at_level(logging.WARNING, "epochgc.watermarks"), pytest.raises(LeaseLostError):
+        node.renew()
+    lost = {r.name: r.getMessage() for r in caplog.records if "lost" in r.getMessage()}
+    assert lost.keys() == {"epochgc.watermarks.leases", "epochgc.watermarks.node_lease"}
+    for message in lost.values():
+        assert "renewal not applied: the store rejected (412) the ETag it had returned" in message
+        assert "does not honour If-Match (run `epochgc check-store`)" in message
+
+
 def test_a_renewal_that_landed_unanswered_is_still_ours() -> None:
     clock, store = VirtualClock(), MemoryStore()
     lossy = TimesOutAfterApplyingStore(store)
