@@ -18,9 +18,10 @@ Ownership record ``{root}/meta/owners/{topic}/{revision}/{partition}``::
      "updated_at": "2026-11-24T05:00:00.000Z", "released": true}
 
 The three name their holder differently (their fields are a public
-contract, so they stay as they are), but are written by one rule
-(``_encode``): a version ``v``, times in UTC to the millisecond, and
-``released`` only when true, so a held document reads as it always did.
+contract, so they stay as they are), but are one codec (``HolderCodec``)
+given each document's fields: a version ``v``, times in UTC to the
+millisecond, and ``released`` only when true, so a held document reads as
+it always did.
 Like every other document: unknown fields ignored, a ``v`` above this
 reader's refused (``UnsupportedVersionError``), anything else that does not
 fit is ``MalformedRecordError``. The times are the writer's wall clock, for
@@ -31,17 +32,14 @@ reader's monotonic clock, ``timing.py``). A renewal must change the bytes
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from epochgc.errors import MalformedRecordError
 from epochgc.storage.documents import dump_document, get_int, get_str, load_document, parse_time
 from epochgc.storage.keys import is_valid_node_id
-
-LEASE_VERSION = 1
-NODE_LEASE_VERSION = 1
-OWNER_RECORD_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -97,6 +95,12 @@ class OwnerDocument:
     at once, with ``term + 1``."""
 
 
+FieldKind = Literal["holder", "node", "incarnation", "term", "time"]
+"""How a field is written and checked: ``holder`` any string, ``node`` a
+valid node id, ``incarnation`` a non-empty string, ``term`` an integer
+>= 1, ``time`` RFC 3339 UTC to the millisecond."""
+
+
 def _time(moment: datetime) -> str:
     """RFC 3339 UTC to the millisecond (the contract's precision for leases)."""
     if moment.tzinfo is None:
@@ -105,112 +109,81 @@ def _time(moment: datetime) -> str:
     return text.replace("+00:00", "Z")
 
 
-def _encode(version: int, fields: dict[str, object], released: bool) -> bytes:
-    """Deterministic bytes of a holder document: ``released`` only when true."""
-    if released:
-        fields = {**fields, "released": True}
-    return dump_document({"v": version, **fields})
-
-
-def _released(doc: dict[str, Any], where: str) -> bool:
-    released = doc.get("released", False)
-    if not isinstance(released, bool):
-        raise MalformedRecordError(f"{where}: 'released' must be true or false")
-    return released
-
-
-def _node(doc: dict[str, Any], where: str) -> str:
-    node = get_str(doc, "node", where)
-    if not is_valid_node_id(node):
-        raise MalformedRecordError(f"{where}: invalid node id node={node!r}")
-    return node
-
-
-def _incarnation(doc: dict[str, Any], where: str) -> str:
-    incarnation = get_str(doc, "incarnation", where)
-    if not incarnation:
+def _read(kind: FieldKind, doc: dict[str, Any], name: str, where: str) -> object:
+    if kind == "term":
+        return get_int(doc, name, where, 1)
+    value = get_str(doc, name, where)
+    if kind == "time":
+        return parse_time(value, where)
+    if kind == "node" and not is_valid_node_id(value):
+        raise MalformedRecordError(f"{where}: invalid node id {name}={value!r}")
+    if kind == "incarnation" and not value:
         raise MalformedRecordError(f"{where}: empty incarnation")
-    return incarnation
+    return value
 
 
-def _time_field(doc: dict[str, Any], name: str, where: str) -> datetime:
-    return parse_time(get_str(doc, name, where), where)
+class _Released(Protocol):
+    @property
+    def released(self) -> bool: ...
 
 
-def encode_lease(doc: LeaseDocument) -> bytes:
-    """Role lease bytes (deterministic)."""
-    fields: dict[str, object] = {
-        "holder": doc.holder,
-        "term": doc.term,
-        "expires_at": _time(doc.expires_at),
-    }
-    return _encode(LEASE_VERSION, fields, doc.released)
+T = TypeVar("T", bound=_Released)
 
 
-def decode_lease(data: bytes, where: str) -> LeaseDocument:
-    """Parse a role lease.
+@dataclass(frozen=True)
+class HolderCodec(Generic[T]):
+    """The codec of one holder document: its version and its fields (in
+    the order they are checked), plus ``released``, written only when true."""
 
-    Raises:
-        MalformedRecordError, UnsupportedVersionError.
-    """
-    doc = load_document(data, where, LEASE_VERSION)
-    return LeaseDocument(
-        holder=get_str(doc, "holder", where),
-        term=get_int(doc, "term", where, 1),
-        expires_at=_time_field(doc, "expires_at", where),
-        released=_released(doc, where),
-    )
+    document: Callable[..., T]
+    version: int
+    fields: Mapping[str, FieldKind]
 
+    def encode(self, doc: T) -> bytes:
+        """The document's bytes (deterministic: equal documents, equal bytes).
 
-def encode_node_lease(doc: NodeLeaseDocument) -> bytes:
-    """Node lease bytes (deterministic: equal documents, equal bytes)."""
-    fields: dict[str, object] = {
-        "node": doc.node,
-        "incarnation": doc.incarnation,
-        "renewed_at": _time(doc.renewed_at),
-        "expires_at": _time(doc.expires_at),
-    }
-    return _encode(NODE_LEASE_VERSION, fields, doc.released)
+        Raises:
+            ValueError: a time without a timezone.
+        """
+        values: dict[str, object] = {"v": self.version}
+        for name, kind in self.fields.items():
+            value = getattr(doc, name)
+            values[name] = _time(value) if kind == "time" else value
+        if doc.released:
+            values["released"] = True
+        return dump_document(values)
 
+    def decode(self, data: bytes, where: str) -> T:
+        """Parse the document.
 
-def decode_node_lease(data: bytes, where: str) -> NodeLeaseDocument:
-    """Parse a node lease.
-
-    Raises:
-        MalformedRecordError, UnsupportedVersionError.
-    """
-    doc = load_document(data, where, NODE_LEASE_VERSION)
-    return NodeLeaseDocument(
-        node=_node(doc, where),
-        incarnation=_incarnation(doc, where),
-        renewed_at=_time_field(doc, "renewed_at", where),
-        expires_at=_time_field(doc, "expires_at", where),
-        released=_released(doc, where),
-    )
+        Raises:
+            MalformedRecordError, UnsupportedVersionError.
+        """
+        doc = load_document(data, where, self.version)
+        values = {name: _read(kind, doc, name, where) for name, kind in self.fields.items()}
+        released = doc.get("released", False)
+        if not isinstance(released, bool):
+            raise MalformedRecordError(f"{where}: 'released' must be true or false")
+        return self.document(**values, released=released)
 
 
-def encode_owner(doc: OwnerDocument) -> bytes:
-    """Ownership record bytes (deterministic)."""
-    fields: dict[str, object] = {
-        "node": doc.node,
-        "incarnation": doc.incarnation,
-        "term": doc.term,
-        "updated_at": _time(doc.updated_at),
-    }
-    return _encode(OWNER_RECORD_VERSION, fields, doc.released)
+ROLE_LEASE = HolderCodec(
+    LeaseDocument, 1, {"holder": "holder", "term": "term", "expires_at": "time"}
+)
+NODE_LEASE = HolderCodec(
+    NodeLeaseDocument,
+    1,
+    {"node": "node", "incarnation": "incarnation", "renewed_at": "time", "expires_at": "time"},
+)
+OWNER_RECORD = HolderCodec(
+    OwnerDocument,
+    1,
+    {"node": "node", "incarnation": "incarnation", "term": "term", "updated_at": "time"},
+)
 
-
-def decode_owner(data: bytes, where: str) -> OwnerDocument:
-    """Parse an ownership record.
-
-    Raises:
-        MalformedRecordError, UnsupportedVersionError.
-    """
-    doc = load_document(data, where, OWNER_RECORD_VERSION)
-    return OwnerDocument(
-        node=_node(doc, where),
-        incarnation=_incarnation(doc, where),
-        term=get_int(doc, "term", where, 1),
-        updated_at=_time_field(doc, "updated_at", where),
-        released=_released(doc, where),
-    )
+encode_lease = ROLE_LEASE.encode
+decode_lease = ROLE_LEASE.decode
+encode_node_lease = NODE_LEASE.encode
+decode_node_lease = NODE_LEASE.decode
+encode_owner = OWNER_RECORD.encode
+decode_owner = OWNER_RECORD.decode
