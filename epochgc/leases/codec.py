@@ -1,5 +1,10 @@
-"""JSON codecs of the node liveness lease and the partition ownership record
-(docs/operating.md, "Nodes, ownership and balance"). Pure.
+"""JSON codecs of the three holder documents (docs/contract.md, "Leases" and
+"Node leases and ownership records"). Pure.
+
+Role lease ``{root}/meta/leases/{name}`` (``gc``, ``ticker``)::
+
+    {"v": 1, "holder": "reconciler-1/5f0c3b6e9a2d", "term": 3,
+     "expires_at": "2026-11-22T03:00:05.000Z", "released": true}
 
 Node lease ``{root}/meta/nodes/{node_id}``::
 
@@ -12,27 +17,48 @@ Ownership record ``{root}/meta/owners/{topic}/{revision}/{partition}``::
     {"v": 1, "node": "reconciler-1", "incarnation": "5f0c...", "term": 3,
      "updated_at": "2026-11-24T05:00:00.000Z", "released": true}
 
-Like every other document: a version ``v``, unknown fields ignored, a ``v``
-above this reader's refused (``UnsupportedVersionError``), anything else
-that does not fit is ``MalformedRecordError``. ``released`` is written only
-when true. The times are the writer's wall clock, for people: no decision
-reads them (liveness is judged from ETag changes on the reader's monotonic
-clock, as for ``leases.py``). A renewal must change the bytes (``renewed_at``
-moves) so that the ETag, which is what other nodes watch, changes.
+The three name their holder differently (their fields are a public
+contract, so they stay as they are), but are one codec (``HolderCodec``)
+given each document's fields: a version ``v``, times in UTC to the
+millisecond, and ``released`` only when true, so a held document reads as
+it always did.
+Like every other document: unknown fields ignored, a ``v`` above this
+reader's refused (``UnsupportedVersionError``), anything else that does not
+fit is ``MalformedRecordError``. The times are the writer's wall clock, for
+people: no decision reads them (liveness is judged from ETag changes on the
+reader's monotonic clock, ``timing.py``). A renewal must change the bytes
+(a time moves) so that the ETag, which is what others watch, changes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from epochgc.errors import MalformedRecordError
 from epochgc.storage.documents import dump_document, get_int, get_str, load_document, parse_time
 from epochgc.storage.keys import is_valid_node_id
 
-NODE_LEASE_VERSION = 1
-OWNER_RECORD_VERSION = 1
+
+@dataclass(frozen=True)
+class LeaseDocument:
+    """The content of a role lease (``gc``, ``ticker``)."""
+
+    holder: str
+    """``{node_id}/{random}``: a restarted process never mistakes an old
+    grant for its own."""
+    term: int
+    """Grows at every change of holder."""
+    expires_at: datetime
+    """The holder's wall-clock estimate, for display only."""
+    released: bool = False
+    """Given up by its holder: anyone may take it at once."""
+
+    def who(self) -> str:
+        """The holder, for log lines."""
+        return f"{self.holder} at term {self.term}"
 
 
 @dataclass(frozen=True)
@@ -48,6 +74,10 @@ class NodeLeaseDocument:
     """The holder's wall-clock estimate, for display only."""
     released: bool = False
     """Given up on a clean stop: the node is gone at once."""
+
+    def who(self) -> str:
+        """The holder, for log lines."""
+        return f"{self.node} (incarnation {self.incarnation})"
 
 
 @dataclass(frozen=True)
@@ -65,89 +95,95 @@ class OwnerDocument:
     at once, with ``term + 1``."""
 
 
+FieldKind = Literal["holder", "node", "incarnation", "term", "time"]
+"""How a field is written and checked: ``holder`` any string, ``node`` a
+valid node id, ``incarnation`` a non-empty string, ``term`` an integer
+>= 1, ``time`` RFC 3339 UTC to the millisecond."""
+
+
 def _time(moment: datetime) -> str:
+    """RFC 3339 UTC to the millisecond (the contract's precision for leases)."""
     if moment.tzinfo is None:
         raise ValueError("times must be timezone-aware")
     text = moment.astimezone(UTC).isoformat(timespec="milliseconds")
     return text.replace("+00:00", "Z")
 
 
-def _released(doc: dict[str, Any], where: str) -> bool:
-    released = doc.get("released", False)
-    if not isinstance(released, bool):
-        raise MalformedRecordError(f"{where}: 'released' must be true or false")
-    return released
-
-
-def _node(doc: dict[str, Any], where: str) -> str:
-    node = get_str(doc, "node", where)
-    if not is_valid_node_id(node):
-        raise MalformedRecordError(f"{where}: invalid node id node={node!r}")
-    return node
-
-
-def _incarnation(doc: dict[str, Any], where: str) -> str:
-    incarnation = get_str(doc, "incarnation", where)
-    if not incarnation:
+def _read(kind: FieldKind, doc: dict[str, Any], name: str, where: str) -> object:
+    if kind == "term":
+        return get_int(doc, name, where, 1)
+    value = get_str(doc, name, where)
+    if kind == "time":
+        return parse_time(value, where)
+    if kind == "node" and not is_valid_node_id(value):
+        raise MalformedRecordError(f"{where}: invalid node id {name}={value!r}")
+    if kind == "incarnation" and not value:
         raise MalformedRecordError(f"{where}: empty incarnation")
-    return incarnation
+    return value
 
 
-def encode_node_lease(doc: NodeLeaseDocument) -> bytes:
-    """Node lease bytes (deterministic: equal documents, equal bytes)."""
-    fields: dict[str, object] = {
-        "v": NODE_LEASE_VERSION,
-        "node": doc.node,
-        "incarnation": doc.incarnation,
-        "renewed_at": _time(doc.renewed_at),
-        "expires_at": _time(doc.expires_at),
-    }
-    if doc.released:
-        fields["released"] = True
-    return dump_document(fields)
+class _Released(Protocol):
+    @property
+    def released(self) -> bool: ...
 
 
-def decode_node_lease(data: bytes, where: str) -> NodeLeaseDocument:
-    """Parse a node lease.
-
-    Raises:
-        MalformedRecordError, UnsupportedVersionError.
-    """
-    doc = load_document(data, where, NODE_LEASE_VERSION)
-    return NodeLeaseDocument(
-        node=_node(doc, where),
-        incarnation=_incarnation(doc, where),
-        renewed_at=parse_time(get_str(doc, "renewed_at", where), where),
-        expires_at=parse_time(get_str(doc, "expires_at", where), where),
-        released=_released(doc, where),
-    )
+T = TypeVar("T", bound=_Released)
 
 
-def encode_owner(doc: OwnerDocument) -> bytes:
-    """Ownership record bytes (deterministic)."""
-    fields: dict[str, object] = {
-        "v": OWNER_RECORD_VERSION,
-        "node": doc.node,
-        "incarnation": doc.incarnation,
-        "term": doc.term,
-        "updated_at": _time(doc.updated_at),
-    }
-    if doc.released:
-        fields["released"] = True
-    return dump_document(fields)
+@dataclass(frozen=True)
+class HolderCodec(Generic[T]):
+    """The codec of one holder document: its version and its fields (in
+    the order they are checked), plus ``released``, written only when true."""
+
+    document: Callable[..., T]
+    version: int
+    fields: Mapping[str, FieldKind]
+
+    def encode(self, doc: T) -> bytes:
+        """The document's bytes (deterministic: equal documents, equal bytes).
+
+        Raises:
+            ValueError: a time without a timezone.
+        """
+        values: dict[str, object] = {"v": self.version}
+        for name, kind in self.fields.items():
+            value = getattr(doc, name)
+            values[name] = _time(value) if kind == "time" else value
+        if doc.released:
+            values["released"] = True
+        return dump_document(values)
+
+    def decode(self, data: bytes, where: str) -> T:
+        """Parse the document.
+
+        Raises:
+            MalformedRecordError, UnsupportedVersionError.
+        """
+        doc = load_document(data, where, self.version)
+        values = {name: _read(kind, doc, name, where) for name, kind in self.fields.items()}
+        released = doc.get("released", False)
+        if not isinstance(released, bool):
+            raise MalformedRecordError(f"{where}: 'released' must be true or false")
+        return self.document(**values, released=released)
 
 
-def decode_owner(data: bytes, where: str) -> OwnerDocument:
-    """Parse an ownership record.
+ROLE_LEASE = HolderCodec(
+    LeaseDocument, 1, {"holder": "holder", "term": "term", "expires_at": "time"}
+)
+NODE_LEASE = HolderCodec(
+    NodeLeaseDocument,
+    1,
+    {"node": "node", "incarnation": "incarnation", "renewed_at": "time", "expires_at": "time"},
+)
+OWNER_RECORD = HolderCodec(
+    OwnerDocument,
+    1,
+    {"node": "node", "incarnation": "incarnation", "term": "term", "updated_at": "time"},
+)
 
-    Raises:
-        MalformedRecordError, UnsupportedVersionError.
-    """
-    doc = load_document(data, where, OWNER_RECORD_VERSION)
-    return OwnerDocument(
-        node=_node(doc, where),
-        incarnation=_incarnation(doc, where),
-        term=get_int(doc, "term", where, 1),
-        updated_at=parse_time(get_str(doc, "updated_at", where), where),
-        released=_released(doc, where),
-    )
+encode_lease = ROLE_LEASE.encode
+decode_lease = ROLE_LEASE.decode
+encode_node_lease = NODE_LEASE.encode
+decode_node_lease = NODE_LEASE.decode
+encode_owner = OWNER_RECORD.encode
+decode_owner = OWNER_RECORD.decode

@@ -1,18 +1,19 @@
 """This process's node liveness lease ``{root}/meta/nodes/{node_id}``
 (docs/operating.md, "Nodes, ownership and balance"; the document:
-``ownership_records``).
+``codec.py``), on the lease core (``core.py``) like the singleton roles'
+leases (``role_leases.py``).
 
 One lease per node, whatever it owns: staying alive costs one CAS per renew
-interval. The timing rules are every lease's (``lease_timing.py``, shared
-with the singleton roles' ``leases.py``), so nothing compares wall clocks
-across machines:
+interval. The timing rules are every lease's (``timing.py``), so nothing
+compares wall clocks across machines:
 
 * the holder counts validity on its own monotonic clock: valid until
   ``sent + ttl - skew_margin`` of the last acquiring or renewing request;
   it owns nothing after that;
 * another process (another incarnation of the same node id included) takes
   the lease object over only once it has seen the same ETag for a whole
-  TTL on its own monotonic clock, or the lease is released;
+  TTL on its own monotonic clock, or the lease is released; the lease is
+  ours only while the object is the version of our own last write;
 * every acquisition gets a fresh random incarnation, including a
   re-acquisition after a lapse: a lapsed holder is a new owner, its
   previous records are taken back with ``term + 1`` and the partition
@@ -20,7 +21,8 @@ across machines:
 
 A conditional write answered 412 or 404 is checked by re-reading: it
 counts only if the object holds exactly our bytes (the write landed and
-its answer was lost).
+its answer was lost); otherwise the log line says why (``core``: someone
+else moved first, or a store that does not honour ``If-Match``).
 
 The heartbeat renews the lease whatever the node's rounds do, so renewing
 alone would prove only that the heartbeat runs. A *renewal gate*
@@ -35,20 +37,19 @@ others need not wait a TTL (``reconciler/node.py``).
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import NoReturn
 
-from epochgc.errors import EpochGCError, LeaseLostError, NotFoundError, StorageError
+from epochgc.errors import EpochGCError, LeaseLostError
 from epochgc.leases.codec import NodeLeaseDocument, decode_node_lease, encode_node_lease
-from epochgc.leases.timing import LeasePolicy, VersionWatch
+from epochgc.leases.core import AcquireDecision, CasLease, Refused, Written, decide_acquire
+from epochgc.leases.timing import LeasePolicy
 from epochgc.periodic import PeriodicThread
-from epochgc.storage.conditional_put import put_conditionally, remember_unanswered
 from epochgc.storage.keys import node_lease_key
-from epochgc.storage.object_store import ObjectStore, StoredObject
+from epochgc.storage.object_store import ObjectStore
 
 log = logging.getLogger("epochgc.watermarks.node_lease")
 
@@ -91,7 +92,6 @@ class NodeLease:
         monotonic: Callable[[], float] = time.monotonic,
         incarnations: Callable[[], str] = new_incarnation,
     ) -> None:
-        self._store = store
         self.node_id = node_id
         self.key = node_lease_key(root, node_id)
         self.policy = policy or LeasePolicy()
@@ -100,14 +100,9 @@ class NodeLease:
         self._incarnations = incarnations
         self.incarnation = ""
         """The current (or last) incarnation; empty before the first acquisition."""
-        self._etag: str | None = None
-        self._unanswered: list[bytes] = []
-        """Bodies of renewals since the last answered one that failed
-        without an answer: any may have landed (``put_conditionally``)."""
-        self._valid_until = float("-inf")
-        self._sent_at = float("-inf")
-        self._watch = VersionWatch(self.policy.ttl_seconds)
-        """Another incarnation's version of our lease object, while it holds it."""
+        self._lease = CasLease(store, self.key, self.policy, decode_node_lease, monotonic)
+        self._grant: Written | None = None
+        """Our last write that landed, while held."""
         self.stats: dict[str, int] = {
             "acquired": 0,
             "renewals": 0,
@@ -116,9 +111,6 @@ class NodeLease:
         }
         self.last_renew_seconds = 0.0
         """How long the last successful renewal took (for the metrics)."""
-        self._writes = threading.RLock()
-        """Orders this process's writes of the lease (a heartbeat thread's
-        renewal must never land after, and undo, a release)."""
         self._gate: Callable[[], str | None] = _never_closed
         self._heartbeat = PeriodicThread(
             f"node-lease-{node_id}",
@@ -163,21 +155,22 @@ class NodeLease:
         """Held, within ``sent + ttl - skew_margin`` of the last grant, and
         the renewal gate open (a node that stopped making progress owns
         nothing, even before its grant runs out)."""
+        grant = self._grant
         return (
-            self._etag is not None
-            and self._monotonic() < self._valid_until
-            and self._gate() is None
+            grant is not None and self._lease.is_valid(grant.valid_until) and self._gate() is None
         )
 
     @property
     def valid_until(self) -> float:
         """Monotonic time after which this node must not act as an owner."""
-        return self._valid_until if self._etag is not None else float("-inf")
+        grant = self._grant
+        return grant.valid_until if grant is not None else float("-inf")
 
     @property
     def etag(self) -> str | None:
         """The ETag of our last write, while held."""
-        return self._etag
+        grant = self._grant
+        return grant.etag if grant is not None else None
 
     # --- acquire / renew / release -----------------------------------------------------
 
@@ -190,7 +183,7 @@ class NodeLease:
                 is not a node lease this version can read (never overwritten).
             StorageError: the store failed.
         """
-        with self._writes:
+        with self._lease.writes:
             return self._try_acquire_serial()
 
     def _try_acquire_serial(self) -> bool:
@@ -198,29 +191,23 @@ class NodeLease:
             return False
         if self.is_valid():
             return True
-        stored = self._read()
-        now = self._monotonic()
-        if stored is not None:
-            current = decode_node_lease(stored.body, self.key)
-            ours = self._etag is not None and stored.etag == self._etag
-            unchanged = self._watch.see(self.key, stored.etag, now)
-            gone = unchanged is not None and unchanged >= self.policy.ttl_seconds
-            if not (current.released or ours or gone):
-                return False
-        self.incarnation = self._incarnations()
-        body = self._body(released=False)
-        sent = self._monotonic()
-        etag = put_conditionally(
-            self._store, self.key, body, None if stored is None else stored.etag
+        seen = self._lease.look()
+        decision = decide_acquire(
+            seen.doc,
+            ours=self._grant is not None and seen.etag == self._grant.etag,
+            holding=False,  # a valid grant returned above: ours is a lapsed one
+            unchanged_for=seen.unchanged_for,
+            ttl_seconds=self.policy.ttl_seconds,
         )
-        if etag is None:
-            log.info("node lease %s not taken: someone moved first", self.node_id)
-            self._etag = None
+        if decision is AcquireDecision.WAIT:
             return False
-        self._etag = etag
-        self._valid_until = self.policy.valid_until(sent)
-        self._sent_at = sent
-        self._watch.forget(self.key)
+        self.incarnation = self._incarnations()
+        outcome = self._lease.take(decision, seen, self._body(released=False))
+        if isinstance(outcome, Refused):
+            log.log(outcome.level, "node lease %s not taken: %s", self.node_id, outcome.why)
+            self._grant = None
+            return False
+        self._grant = outcome
         self.stats["acquired"] += 1
         log.info("node lease %s acquired (incarnation %s)", self.node_id, self.incarnation)
         return True
@@ -231,9 +218,10 @@ class NodeLease:
         lease (``is_valid`` turns false); storage errors are logged and the
         grant runs out on its own clock.
         """
-        if self._etag is None or self._gate() is not None:
+        grant = self._grant
+        if grant is None or self._gate() is not None:
             return False
-        if self._monotonic() - self._sent_at < self.policy.renew_interval_seconds:
+        if self._monotonic() - grant.sent < self.policy.renew_interval_seconds:
             return False
         try:
             self.renew()
@@ -253,56 +241,46 @@ class NodeLease:
                 (then the lease is still ours to release).
             StorageError: the store failed (the grant stays as it was).
         """
-        with self._writes:
+        with self._lease.writes:
             self._renew_serial()
 
     def _renew_serial(self) -> None:
-        if self._etag is None:
+        grant = self._grant
+        if grant is None:
             raise LeaseLostError(f"node lease {self.node_id!r} is not held")
         closed_by = self._gate()
         if closed_by is not None:
             raise LeaseLostError(f"node lease {self.node_id!r} not renewed: {closed_by}")
         if not self.is_valid():
             self._lose("expired before it could be renewed")
-        assert self._etag is not None
-        body = self._body(released=False)
-        sent = self._monotonic()
-        try:
-            etag = put_conditionally(
-                self._store, self.key, body, self._etag, unanswered=self._unanswered
-            )
-        except StorageError:
-            self._unanswered = remember_unanswered(self._unanswered, body)
-            raise
-        self._unanswered = []
-        if etag is None:
-            self._lose("the lease object changed under us (its bytes are not ours)")
-        self._etag = etag
-        self._valid_until = self.policy.valid_until(sent)
-        self._sent_at = sent
+        outcome = self._lease.renew(grant.etag, self._body(released=False))
+        if isinstance(outcome, Refused):
+            self._lose(f"renewal not applied: {outcome.why}")
+        self._grant = outcome
         self.stats["renewals"] += 1
-        self.last_renew_seconds = self._monotonic() - sent
+        self.last_renew_seconds = self._monotonic() - outcome.sent
 
     def release(self) -> None:
         """Give the lease up (``released: true``): other nodes drop this one
         from their live list at once. Best effort; never raises."""
-        with self._writes:
+        with self._lease.writes:
             self._release_serial()
 
     def _release_serial(self) -> None:
-        if self._etag is None:
+        grant, self._grant = self._grant, None
+        if grant is None:
             return
-        etag, self._etag = self._etag, None
-        self._valid_until = float("-inf")
-        unanswered, self._unanswered = self._unanswered, []
         try:
-            body = self._body(released=True)
-            if put_conditionally(self._store, self.key, body, etag, unanswered=unanswered) is None:
-                log.warning("node lease %s was not ours to release any more", self.node_id)
-                return
-            log.info("node lease %s released (incarnation %s)", self.node_id, self.incarnation)
+            refused = self._lease.release(grant.etag, self._body(released=True))
         except EpochGCError as err:
             log.warning("could not release node lease %s (it will expire): %s", self.node_id, err)
+            return
+        if refused is not None:
+            log.warning(
+                "node lease %s was not ours to release any more: %s", self.node_id, refused.why
+            )
+            return
+        log.info("node lease %s released (incarnation %s)", self.node_id, self.incarnation)
 
     # --- helpers ---------------------------------------------------------------------------
 
@@ -318,16 +296,9 @@ class NodeLease:
             )
         )
 
-    def _read(self) -> StoredObject | None:
-        try:
-            return self._store.get(self.key)
-        except NotFoundError:
-            return None
-
     def _lose(self, why: str) -> NoReturn:
-        self._etag = None
-        self._unanswered = []
-        self._valid_until = float("-inf")
+        self._grant = None
+        self._lease.forget_unanswered()
         self.stats["lost"] += 1
         log.warning("node lease %s lost (incarnation %s): %s", self.node_id, self.incarnation, why)
         raise LeaseLostError(f"node lease {self.node_id!r} lost: {why}")

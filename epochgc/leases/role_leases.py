@@ -1,51 +1,33 @@
-"""Leases on S3 conditional writes (docs/architecture.md, "The bucket as a
-database"; the document: docs/contract.md, "Leases").
+"""Role leases: the singleton roles' leases ``{root}/meta/leases/{name}``
+(``gc``, ``ticker``), several per process, on the lease core (``core.py``;
+architecture: docs/architecture.md, "The bucket as a database"; the
+document: docs/contract.md, "Leases").
 
-A lease is one object ``{root}/meta/leases/{name}`` holding
-``{"v": 1, "holder", "term", "expires_at"}``. The pattern is etcd's lease
-ownership, built on S3: create-only when the object is missing, CAS
-(``If-Match``) to take it over once expired, CAS to renew, CAS to release;
-one heartbeat loop per process renews all its leases. ``term`` grows on
-every change of holder. These are the singleton roles' leases (``gc``,
-``ticker``); partitions are owned through node leases and ownership records
-(``node_lease.py``, ``node_ownership.py``), whose record term is the
-fencing token every partition-log entry carries.
+The pattern is etcd's lease ownership, built on S3: create-only when the
+object is missing, CAS (``If-Match``) to take it over once released or
+unchanged for a whole TTL, CAS to renew, CAS to release; one heartbeat loop
+per process renews all its leases. The holder id is the node id plus a
+per-process random suffix, so a lease is ours exactly when it names that
+id, and a restarted process never mistakes an old grant for its own.
+``term`` grows on every change of holder. Partitions are owned through node
+leases and ownership records instead (``node_lease.py``,
+``ownership_round.py``), whose record term is the fencing token every
+partition-log entry carries.
 
-Timing never compares wall clocks across processes (the approach of the
-AWS DynamoDB lock client): a wall clock minutes off, which ``epochgc verify``
-injects, must neither keep a dead holder's lease alive for minutes nor let
-a live holder lose it at once.
+No decision compares wall clocks across processes (``timing.py``): a wall
+clock minutes off, which ``epochgc verify`` injects, must neither keep a
+dead holder's lease alive for minutes nor let a live holder lose it at
+once. ``expires_at`` is written from the holder's wall clock for people and
+status displays. Were two processes to write anyway (a holder frozen
+between its validity check and its write), the term in every log entry
+still fences the old holder on replay.
 
-* The holder counts validity on its own monotonic clock: a grant is valid
-  until ``sent + ttl - skew_margin``, where ``sent`` is when the acquiring
-  or renewing request was sent. It stops writing after that.
-* Another process takes over only after it has seen the *same version* of
-  the lease object (same ETag) for a whole ``ttl`` on its own monotonic
-  clock: every renewal changes the ETag and restarts the watch. The watch
-  starts after the holder's request was sent, so the holder has stopped
-  before anyone takes over, whatever the wall clocks say, as long as
-  monotonic clocks run at about the same rate (``skew_margin`` covers rate
-  drift and request latency).
-* A released lease (``"released": true``) is free at once.
-
-A conditional write answered 412 (or 404) is never taken on trust either
-way: the lease object is re-read, and the write counts as done only if the
-object holds exactly the bytes we wrote (the write landed and only its
-answer was lost, e.g. to a retry), or the bytes of one of our renewals that
-failed without an answer (it landed, and nobody wrote after it: the
-renewal goes again over that version). Any other renewal that did not land
-loses the lease at once; holder and term alone prove nothing, since our
-previous grant has the same ones. A store that rejects the very ETag it returned
-(Ceph RGW 16 with quoted ETags) thus loses every lease at its first
-renewal instead of believing it holds one nobody can see; the capability
-probes refuse such a store before anything starts.
-
-``expires_at`` is written from the holder's wall clock for people and
-status displays; no decision uses it. Were both processes to write anyway
-(a holder frozen between its validity check and its write), the term in
-every log entry still fences the old holder on replay.
-
-``decide_acquire`` is the pure decision; ``LeaseManager`` does the I/O.
+A renewal that did not land loses the lease at once, logged with the
+reason (``core.explain_refusal``); holder and term alone prove nothing,
+since our previous grant has the same ones. A store that rejects the very
+ETag it returned thus loses every lease at its first renewal instead of
+believing it holds one nobody can see; the capability probes refuse such a
+store before anything starts.
 """
 
 from __future__ import annotations
@@ -57,84 +39,28 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from enum import Enum
 
-from epochgc.errors import (
-    EpochGCError,
-    LeaseLostError,
-    MalformedRecordError,
-    NotFoundError,
-    StorageError,
-)
-from epochgc.leases.timing import LeasePolicy, VersionWatch
+from epochgc.errors import EpochGCError, LeaseLostError
+from epochgc.leases import core
+from epochgc.leases.codec import LeaseDocument, decode_lease, encode_lease
+from epochgc.leases.core import AcquireDecision, CasLease, Refused, Written, read_object
+from epochgc.leases.timing import LeasePolicy
 from epochgc.periodic import PeriodicThread
-from epochgc.storage.conditional_put import put_conditionally, remember_unanswered
-from epochgc.storage.documents import dump_document, get_int, get_str, load_document, parse_time
 from epochgc.storage.keys import lease_key
-from epochgc.storage.object_store import ObjectStore, StoredObject
+from epochgc.storage.object_store import ObjectStore
+
+__all__ = [
+    "LeaseDocument",
+    "LeaseGrant",
+    "LeaseManager",
+    "decide_acquire",
+    "decode_lease",
+    "encode_lease",
+]
+"""``LeaseDocument`` and its codec live in ``codec.py``; named here too
+because readers of role leases import them from here."""
 
 log = logging.getLogger("epochgc.watermarks.leases")
-
-LEASE_VERSION = 1
-
-
-@dataclass(frozen=True)
-class LeaseDocument:
-    """The content of a lease object."""
-
-    holder: str
-    term: int
-    expires_at: datetime
-    """The holder's wall-clock estimate, for display only."""
-    released: bool = False
-    """Given up by its holder: anyone may take it at once."""
-
-
-def encode_lease(doc: LeaseDocument) -> bytes:
-    """Lease object bytes (millisecond RFC 3339 UTC expiry; ``released``
-    only when true, so a held lease reads as it always did)."""
-    expires = doc.expires_at.astimezone(UTC).isoformat(timespec="milliseconds")
-    fields: dict[str, object] = {
-        "v": LEASE_VERSION,
-        "holder": doc.holder,
-        "term": doc.term,
-        "expires_at": expires.replace("+00:00", "Z"),
-    }
-    if doc.released:
-        fields["released"] = True
-    return dump_document(fields)
-
-
-def decode_lease(data: bytes, where: str) -> LeaseDocument:
-    """Parse a lease object.
-
-    Raises:
-        MalformedRecordError, UnsupportedVersionError.
-    """
-    doc = load_document(data, where, LEASE_VERSION)
-    released = doc.get("released", False)
-    if not isinstance(released, bool):
-        raise MalformedRecordError(f"{where}: 'released' must be true or false")
-    return LeaseDocument(
-        holder=get_str(doc, "holder", where),
-        term=get_int(doc, "term", where, 1),
-        expires_at=parse_time(get_str(doc, "expires_at", where), where),
-        released=released,
-    )
-
-
-class AcquireDecision(Enum):
-    """What to do about a lease object."""
-
-    CREATE = "create"
-    """No object: create it (create-only) with term 1."""
-    TAKE_OVER = "take_over"
-    """Released, unchanged for a whole TTL, or an old grant of ours that
-    we no longer hold: CAS it to us with term + 1."""
-    RENEW = "renew"
-    """Ours and still held: renew with the same term."""
-    WAIT = "wait"
-    """Someone else's, renewed within the last TTL (as far as we know)."""
 
 
 def decide_acquire(
@@ -145,23 +71,15 @@ def decide_acquire(
     unchanged_for: float | None,
     ttl_seconds: float,
 ) -> AcquireDecision:
-    """Pure: how ``me`` may get the lease whose object holds ``current``.
-
-    Args:
-        holding: ``me`` holds a valid grant of this lease.
-        unchanged_for: seconds (our monotonic clock) this exact version of
-            the object has been seen unchanged; ``None`` on first sight.
-        ttl_seconds: the lease TTL.
-    """
-    if current is None:
-        return AcquireDecision.CREATE
-    if current.holder == me:
-        return AcquireDecision.RENEW if holding else AcquireDecision.TAKE_OVER
-    if current.released:
-        return AcquireDecision.TAKE_OVER
-    if unchanged_for is not None and unchanged_for >= ttl_seconds:
-        return AcquireDecision.TAKE_OVER
-    return AcquireDecision.WAIT
+    """Pure: how ``me`` may get the role lease whose object holds
+    ``current`` (``core.decide_acquire``, ours when it names ``me``)."""
+    return core.decide_acquire(
+        current,
+        ours=current is not None and current.holder == me,
+        holding=holding,
+        unchanged_for=unchanged_for,
+        ttl_seconds=ttl_seconds,
+    )
 
 
 @dataclass(frozen=True)
@@ -219,12 +137,7 @@ class LeaseManager:
         self._monotonic = monotonic
         self._lock = threading.Lock()
         self._grants: dict[str, LeaseGrant] = {}
-        self._unanswered: dict[str, list[bytes]] = {}
-        """Per lease, the bodies of renewals since the last answered one
-        that failed without an answer: any may have landed."""
-        self._name_locks: dict[str, threading.Lock] = {}
-        self._watch = VersionWatch(self._policy.ttl_seconds)
-        """Other holders' lease versions, by lease name."""
+        self._leases: dict[str, CasLease[LeaseDocument]] = {}
         self._heartbeat = PeriodicThread(
             "lease-heartbeat", self._policy.renew_interval_seconds, self.renew_all
         )
@@ -242,10 +155,8 @@ class LeaseManager:
             MalformedRecordError, UnsupportedVersionError, StorageError.
         """
         key = lease_key(root, name)
-        try:
-            return decode_lease(store.get(key).body, key)
-        except NotFoundError:
-            return None
+        stored = read_object(store, key)
+        return None if stored is None else decode_lease(stored.body, key)
 
     def grant(self, name: str) -> LeaseGrant | None:
         """The grant for ``name`` if it is still valid by our clock."""
@@ -272,67 +183,67 @@ class LeaseManager:
             names = list(self._grants)
         return [n for n in names if self.grant(n) is not None]
 
-    def _serial(self, name: str) -> threading.Lock:
-        """The lock that orders every write of one lease by this process, so
-        a heartbeat's renewal can never land after (and undo) a release."""
+    def _lease(self, name: str) -> CasLease[LeaseDocument]:
+        """The lease object ``name``, whose ``writes`` lock orders every
+        write of it by this process (a heartbeat's renewal can never land
+        after, and undo, a release)."""
         with self._lock:
-            return self._name_locks.setdefault(name, threading.Lock())
+            lease = self._leases.get(name)
+            if lease is None:
+                key = lease_key(self._root, name)
+                lease = CasLease(self._store, key, self._policy, decode_lease, self._monotonic)
+                self._leases[name] = lease
+            return lease
 
     def _is_valid(self, grant: LeaseGrant) -> bool:
-        return self._monotonic() < grant.valid_until
+        return self._lease(grant.name).is_valid(grant.valid_until)
 
-    def _valid_until(self, sent: float) -> float:
-        return self._policy.valid_until(sent)
+    def _document(self, term: int) -> LeaseDocument:
+        """A held lease at ``term``, its display expiry one TTL from now."""
+        expires = self._now() + timedelta(seconds=self._policy.ttl_seconds)
+        return LeaseDocument(self.holder, term, expires)
 
-    def _unchanged_for(self, name: str, etag: str | None) -> float | None:
-        """How long ``etag`` of lease ``name`` has been seen unchanged, or
-        ``None`` when it is new to us."""
-        now = self._monotonic()
+    def _keep(self, name: str, doc: LeaseDocument, written: Written) -> LeaseGrant:
+        grant = LeaseGrant(
+            name, self.holder, doc.term, doc.expires_at, written.etag, written.valid_until
+        )
         with self._lock:
-            return self._watch.see(name, etag, now)
+            self._grants[name] = grant
+        return grant
 
     # --- acquire / renew / release -------------------------------------------
 
     def try_acquire(self, name: str) -> LeaseGrant | None:
         """Take the lease if it is missing, released, unchanged for a whole
         TTL (its holder is gone) or ours; else None."""
-        with self._serial(name):
-            return self._try_acquire(name)
+        lease = self._lease(name)
+        with lease.writes:
+            return self._try_acquire(name, lease)
 
-    def _try_acquire(self, name: str) -> LeaseGrant | None:
-        key = lease_key(self._root, name)
-        current, etag = self._read(key)
+    def _try_acquire(self, name: str, lease: CasLease[LeaseDocument]) -> LeaseGrant | None:
+        seen = lease.look()
         decision = decide_acquire(
-            current,
+            seen.doc,
             self.holder,
             holding=self.grant(name) is not None,
-            unchanged_for=self._unchanged_for(name, etag),
+            unchanged_for=seen.unchanged_for,
             ttl_seconds=self._policy.ttl_seconds,
         )
-        expires = self._now() + timedelta(seconds=self._policy.ttl_seconds)
-        sent = self._monotonic()
         if decision is AcquireDecision.WAIT:
             return None
-        if decision is AcquireDecision.CREATE:
-            doc = LeaseDocument(self.holder, 1, expires)
+        if seen.doc is None:
+            term = 1
+        elif decision is AcquireDecision.RENEW:
+            term = seen.doc.term
         else:
-            assert current is not None and etag is not None
-            term = current.term if decision is AcquireDecision.RENEW else current.term + 1
-            doc = LeaseDocument(self.holder, term, expires)
-        body = encode_lease(doc)
-        written = put_conditionally(
-            self._store, key, body, None if decision is AcquireDecision.CREATE else etag
-        )
-        if written is None:
-            level, why = self._why_not_taken(decision, etag, self._read_raw(key))
+            term = seen.doc.term + 1  # a change of holder
+        doc = self._document(term)
+        outcome = lease.take(decision, seen, encode_lease(doc))
+        if isinstance(outcome, Refused):
             verb = "creation" if decision is AcquireDecision.CREATE else "take-over"
-            log.log(level, "%s of lease %s failed: %s", verb, name, why)
+            log.log(outcome.level, "%s of lease %s failed: %s", verb, name, outcome.why)
             return None
-        new_etag = written
-        grant = LeaseGrant(name, self.holder, doc.term, expires, new_etag, self._valid_until(sent))
-        with self._lock:
-            self._grants[name] = grant
-            self._watch.forget(name)
+        grant = self._keep(name, doc, outcome)
         if decision is not AcquireDecision.RENEW:
             self.stats["acquired"] += 1
             log.info("acquired lease %s at term %d", name, doc.term)
@@ -345,44 +256,30 @@ class LeaseManager:
             LeaseLostError: another holder has it, or it expired before we
                 could renew.
         """
-        with self._serial(name):
-            return self._renew_serial(name)
+        lease = self._lease(name)
+        with lease.writes:
+            return self._renew(name, lease)
 
-    def _renew_serial(self, name: str) -> LeaseGrant:
+    def _renew(self, name: str, lease: CasLease[LeaseDocument]) -> LeaseGrant:
         with self._lock:
             held = self._grants.get(name)
         if held is not None and not self._is_valid(held):
             self._lose(name, "expired before it could be renewed")
         grant = self.check(name)
-        doc = LeaseDocument(
-            self.holder,
-            grant.term,
-            self._now() + timedelta(seconds=self._policy.ttl_seconds),
-        )
-        sent = self._monotonic()
-        key = lease_key(self._root, name)
-        body = encode_lease(doc)
-        unanswered = self._unanswered.pop(name, [])
-        try:
-            etag = put_conditionally(self._store, key, body, grant.etag, unanswered=unanswered)
-        except StorageError:
-            self._unanswered[name] = remember_unanswered(unanswered, body)
-            raise
-        if etag is None:
-            why = self._why_not_ours(grant, self._read_raw(key))
-            self._lose(name, f"renewal not applied: {why}")
-            raise LeaseLostError(f"lease {name!r} lost: {why}")
-        new = LeaseGrant(name, self.holder, doc.term, doc.expires_at, etag, self._valid_until(sent))
-        with self._lock:
-            self._grants[name] = new
-        return new
+        doc = self._document(grant.term)
+        outcome = lease.renew(grant.etag, encode_lease(doc))
+        if isinstance(outcome, Refused):
+            self._lose(name, f"renewal not applied: {outcome.why}")
+            raise LeaseLostError(f"lease {name!r} lost: {outcome.why}")
+        return self._keep(name, doc, outcome)
 
     def release(self, name: str) -> None:
         """Give the lease up now (marked released, so failover is immediate)."""
-        with self._serial(name):
-            self._release(name)
+        lease = self._lease(name)
+        with lease.writes:
+            self._release(name, lease)
 
-    def _release(self, name: str) -> None:
+    def _release(self, name: str, lease: CasLease[LeaseDocument]) -> None:
         with self._lock:
             grant = self._grants.pop(name, None)
         if grant is None:
@@ -390,21 +287,20 @@ class LeaseManager:
         doc = LeaseDocument(
             self.holder, grant.term, self._now() - timedelta(seconds=1), released=True
         )
-        key = lease_key(self._root, name)
-        body = encode_lease(doc)
-        unanswered = self._unanswered.pop(name, [])
         try:
-            if put_conditionally(self._store, key, body, grant.etag, unanswered=unanswered) is None:
-                log.warning(
-                    "could not release lease %s (term %d; it will expire within the TTL): %s",
-                    name,
-                    grant.term,
-                    self._why_not_ours(grant, self._read_raw(key)),
-                )
-                return
-            log.info("released lease %s (term %d)", name, grant.term)
+            refused = lease.release(grant.etag, encode_lease(doc))
         except EpochGCError as err:
             log.warning("could not release lease %s (it will expire): %s", name, err)
+            return
+        if refused is not None:
+            log.warning(
+                "could not release lease %s (term %d; it will expire within the TTL): %s",
+                name,
+                grant.term,
+                refused.why,
+            )
+            return
+        log.info("released lease %s (term %d)", name, grant.term)
 
     def release_all(self) -> None:
         """Release every lease this process holds."""
@@ -431,67 +327,13 @@ class LeaseManager:
                     self._lose(name, "could not renew before expiry")
 
     def _lose(self, name: str, why: str) -> None:
-        self._unanswered.pop(name, None)
+        self._lease(name).forget_unanswered()
         with self._lock:
             had = self._grants.pop(name, None)
         if had is not None:
             self.stats["lost"] += 1
             log.warning("lost lease %s (term %d): %s", name, had.term, why)
             self._on_lost(name)
-
-    def _read_raw(self, key: str) -> StoredObject | None:
-        """The lease object as stored, or ``None`` when there is none."""
-        try:
-            return self._store.get(key)
-        except NotFoundError:
-            return None
-
-    def _describe(self, stored: StoredObject | None) -> str:
-        if stored is None:
-            return "the lease object is gone"
-        try:
-            doc = decode_lease(stored.body, stored.key)
-        except EpochGCError as err:
-            return f"the lease object is unreadable ({err})"
-        state = "released" if doc.released else "held"
-        return f"{state} by {doc.holder} at term {doc.term}"
-
-    def _why_not_ours(self, grant: LeaseGrant, stored: StoredObject | None) -> str:
-        """Why a conditional write of our grant did not land, in one line
-        (``stored``: the object as re-read after the refusal)."""
-        answer = "404" if stored is None else "412"
-        if stored is not None and stored.etag == grant.etag:
-            return (
-                f"the store rejected ({answer}) the ETag it had returned for our grant "
-                f"({grant.etag}) although the lease had not changed: it does not honour "
-                "If-Match (run `epochgc check-store`)"
-            )
-        return f"the lease changed under us ({answer}): now {self._describe(stored)}"
-
-    def _why_not_taken(
-        self,
-        decision: AcquireDecision,
-        etag: str | None,
-        stored: StoredObject | None,
-    ) -> tuple[int, str]:
-        """The log level and reason of a failed create or take-over: a race
-        lost is routine (INFO); a store refusing an unchanged lease's own
-        ETag is a broken store (WARNING)."""
-        answer = "404" if stored is None else "412"
-        if decision is not AcquireDecision.CREATE and stored is not None and stored.etag == etag:
-            return logging.WARNING, (
-                f"the store rejected ({answer}) the ETag it had returned although the "
-                "lease had not changed since we read it: it does not honour If-Match "
-                "(run `epochgc check-store`)"
-            )
-        return logging.INFO, f"someone else moved first ({answer}); now {self._describe(stored)}"
-
-    def _read(self, key: str) -> tuple[LeaseDocument | None, str | None]:
-        try:
-            stored = self._store.get(key)
-        except NotFoundError:
-            return None, None
-        return decode_lease(stored.body, key), stored.etag
 
     # --- heartbeat -------------------------------------------------------------
 

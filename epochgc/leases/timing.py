@@ -1,6 +1,6 @@
-"""The timing rules every lease of epochgc follows (the singleton roles'
-leases in ``leases.py``, the node leases in ``node_lease.py``, and other
-nodes' leases as ``cluster_view.py`` judges them). Pure: no I/O, the
+"""The timing rules every lease of epochgc follows (the lease core
+``core.py`` under the singleton roles' leases and the node leases, and
+other nodes' leases as ``cluster_view.py`` judges them). Pure: no I/O, the
 monotonic time comes in as an argument.
 
 Nothing compares wall clocks across processes (the approach of the AWS

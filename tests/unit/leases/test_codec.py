@@ -1,10 +1,11 @@
-"""Node lease and ownership record codecs: round trips, forward
-compatibility (unknown fields ignored), newer versions refused."""
+"""Role lease, node lease and ownership record codecs: the contract's
+bytes, round trips, forward compatibility (unknown fields ignored), newer
+versions refused."""
 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from hypothesis import given
@@ -12,10 +13,13 @@ from hypothesis import strategies as st
 
 from epochgc.errors import MalformedRecordError, UnsupportedVersionError
 from epochgc.leases.codec import (
+    LeaseDocument,
     NodeLeaseDocument,
     OwnerDocument,
+    decode_lease,
     decode_node_lease,
     decode_owner,
+    encode_lease,
     encode_node_lease,
     encode_owner,
 )
@@ -25,6 +29,35 @@ times = st.datetimes(
 ).map(lambda t: t.replace(microsecond=t.microsecond // 1000 * 1000))
 node_ids = st.from_regex(r"[A-Za-z0-9_-]{1,64}", fullmatch=True)
 incarnations = st.text(alphabet="0123456789abcdef", min_size=1, max_size=32)
+
+
+def test_the_bytes_are_the_contracts() -> None:
+    """docs/contract.md: sorted keys, no spaces, UTC to the millisecond
+    (from any offset), ``released`` only when true."""
+    at = datetime(2026, 11, 22, 4, 0, 5, 123456, tzinfo=timezone(timedelta(hours=1)))
+    assert encode_lease(LeaseDocument("n1/5f0c", 3, at)) == (
+        b'{"expires_at":"2026-11-22T03:00:05.123Z","holder":"n1/5f0c","term":3,"v":1}'
+    )
+    assert encode_lease(LeaseDocument("n1/5f0c", 3, at, released=True)) == (
+        b'{"expires_at":"2026-11-22T03:00:05.123Z","holder":"n1/5f0c",'
+        b'"released":true,"term":3,"v":1}'
+    )
+    node = NodeLeaseDocument("n1", "abc", at, at + timedelta(seconds=15), released=True)
+    assert encode_node_lease(node) == (
+        b'{"expires_at":"2026-11-22T03:00:20.123Z","incarnation":"abc","node":"n1",'
+        b'"released":true,"renewed_at":"2026-11-22T03:00:05.123Z","v":1}'
+    )
+    assert encode_owner(OwnerDocument("n1", "abc", 2, at)) == (
+        b'{"incarnation":"abc","node":"n1","term":2,"updated_at":"2026-11-22T03:00:05.123Z","v":1}'
+    )
+    with pytest.raises(ValueError, match="timezone-aware"):
+        encode_lease(LeaseDocument("n1/5f0c", 3, datetime(2026, 11, 22)))
+
+
+@given(st.text(min_size=1, max_size=40), st.integers(1, 2**40), times, st.booleans())
+def test_lease_round_trip(holder: str, term: int, expires: datetime, released: bool) -> None:
+    doc = LeaseDocument(holder, term, expires, released)
+    assert decode_lease(encode_lease(doc), "lease") == doc
 
 
 @given(node_ids, incarnations, times, st.integers(0, 3600), st.booleans())

@@ -9,7 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from epochgc.leases.role_leases import AcquireDecision, LeaseDocument, LeasePolicy, decide_acquire
+from epochgc.leases.core import AcquireDecision
+from epochgc.leases.role_leases import LeaseDocument, decide_acquire
+from epochgc.leases.timing import LeasePolicy
 from epochgc.watermarks.epoch import EpochCache
 
 NOW = datetime(2026, 11, 22, 3, 0, 0, tzinfo=UTC)
