@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 
 from bench._failover import RealTime, kill_busiest
-from epochgc.leases.codec import decode_owner
+from epochgc.leases.holder_codec import decode_owner
 from epochgc.leases.node_lease import NodeLease
 from epochgc.leases.ownership_round import NodeOwnership
 from epochgc.leases.role_leases import LeaseManager

@@ -35,7 +35,7 @@ at steady ingest). Per 1000 objects reclaimed:
 
 (at 10 objects/s, 1 h, 1000 shards: 1036 requests per 36,000 objects, 28.8
 per 1000). Listing more often than ``max_lag`` can only pay when the
-economic interval ``T* = sqrt(2 L / (s r))`` (``gc.cost``) is shorter, i.e.
+economic interval ``T* = sqrt(2 L / (s r))`` (``gc.listing.cost``) is shorter, i.e.
 at tens of MB/s per shard; the benchmark prints ``T*`` for its ingest. The
 floor's dollars are its LISTs and DeleteObjects at the ``[cost]`` prices
 plus the storage of eligible bytes waiting half a lag period on average.
@@ -69,7 +69,7 @@ from datetime import datetime, timedelta
 from bench._harness import figures, setup_logging, verdict
 from epochgc.gc.collection_round import CollectSettings
 from epochgc.gc.collector import Collector, RoundOutcome, ScheduleSettings, next_round_delay
-from epochgc.gc.cost import GB, Prices, economic_interval_seconds
+from epochgc.gc.listing.cost import GB, Prices, economic_interval_seconds
 from epochgc.gc.listing.schedule import ListingPolicy
 from epochgc.storage.keys import encode_l0_key, l0_prefix
 from epochgc.storage.request_stats import RequestStats

@@ -38,9 +38,9 @@ from epochgc.gc.control import (
     request_reset,
     resume,
 )
-from epochgc.gc.daemon.presence import read_presences
 from epochgc.gc.daemon.scheduler import GC_LEASE
 from epochgc.gc.pause import PauseGuard
+from epochgc.gc.presence import read_presences
 from epochgc.gc.run_report import (
     RunSummary,
     decode_summary,
@@ -66,12 +66,12 @@ from epochgc.storage.keys import gc_run_summary_key
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.probe import format_probe_table, run_probes
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.known_nodes import forget_node, list_nodes
 from epochgc.watermarks.layout import LAYOUT
 from epochgc.watermarks.migrate import migrate_layout
 from epochgc.watermarks.partition.replica import PartitionReplica
 from epochgc.watermarks.safe_epoch.aggregate import SafeEpochTracker
 from epochgc.watermarks.safe_epoch.compute import compute_safe_epoch
+from epochgc.watermarks.safe_epoch.known_nodes import forget_node, list_nodes
 from epochgc.watermarks.ticker import TICKER_LEASE
 from epochgc.wording import counted
 

@@ -45,7 +45,7 @@ are fixed when it opens, in one ``_RoundContext``:
 5. ``_clean_up``: the janitor, when the caller passes one, runs only if the
    round was not stopped or paused, after the pause is read once more.
 6. ``_summarise``: every run writes ``{root}/gc/runs/{run_id}/summary.json``,
-   with its requests and their modelled cost (``gc.cost``).
+   with its requests and their modelled cost (``gc.listing.cost``).
 """
 
 from __future__ import annotations
@@ -60,9 +60,9 @@ from datetime import UTC, datetime, timedelta
 
 from epochgc.errors import EpochGCError
 from epochgc.gc.control import CollectorPausedError, DeletingJob
-from epochgc.gc.cost import Prices
 from epochgc.gc.future_times import FutureTimeLog
 from epochgc.gc.janitor import Janitor, JanitorResult
+from epochgc.gc.listing.cost import Prices
 from epochgc.gc.listing.knowledge import ShardKnowledge, trust_knowledge
 from epochgc.gc.listing.plan import (
     ShardChoice,

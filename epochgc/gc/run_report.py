@@ -14,10 +14,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from epochgc.errors import MalformedRecordError
-from epochgc.gc.cost import Prices, cost_per_gb
 from epochgc.gc.eligibility import Verdict
 from epochgc.gc.future_times import FutureTimeLog
 from epochgc.gc.janitor import JanitorResult
+from epochgc.gc.listing.cost import Prices, cost_per_gb
 from epochgc.gc.sweeper import SweepResult
 from epochgc.storage.documents import (
     dump_document,

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from epochgc.gc.control import CollectorState, ControlDocument, DeletingJob, StatusDocument
-from epochgc.gc.daemon.presence import PresenceDocument
+from epochgc.gc.presence import PresenceDocument
 from epochgc.leases.role_leases import LeaseDocument
 from epochgc.storage.stored_time import (
     DEFAULT_MARGIN_SECONDS,

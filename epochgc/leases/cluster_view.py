@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 
 from epochgc.errors import NotFoundError, RecordError
 from epochgc.leases.assignment import UNKNOWN_INCARNATION, AssignmentCache, OwnerRecord
-from epochgc.leases.codec import NodeLeaseDocument, decode_node_lease, decode_owner
+from epochgc.leases.holder_codec import NodeLeaseDocument, decode_node_lease, decode_owner
 from epochgc.leases.timing import VersionWatch
 from epochgc.storage.keys import (
     PartitionId,

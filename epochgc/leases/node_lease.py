@@ -44,8 +44,8 @@ from datetime import UTC, datetime, timedelta
 from typing import NoReturn
 
 from epochgc.errors import EpochGCError, LeaseLostError
-from epochgc.leases.codec import NodeLeaseDocument, decode_node_lease, encode_node_lease
 from epochgc.leases.core import AcquireDecision, CasLease, Refused, Written, decide_acquire
+from epochgc.leases.holder_codec import NodeLeaseDocument, decode_node_lease, encode_node_lease
 from epochgc.leases.timing import LeasePolicy
 from epochgc.periodic import PeriodicThread
 from epochgc.storage.keys import node_lease_key

@@ -29,7 +29,7 @@ from datetime import datetime
 
 from epochgc.errors import NotFoundError, RecordError
 from epochgc.leases.assignment import OwnerRecord
-from epochgc.leases.codec import OwnerDocument, decode_owner, encode_owner
+from epochgc.leases.holder_codec import OwnerDocument, decode_owner, encode_owner
 from epochgc.leases.role_leases import decode_lease
 from epochgc.storage.conditional_put import put_conditionally
 from epochgc.storage.keys import (

@@ -42,8 +42,8 @@ from datetime import UTC, datetime, timedelta
 
 from epochgc.errors import EpochGCError, LeaseLostError
 from epochgc.leases import core
-from epochgc.leases.codec import LeaseDocument, decode_lease, encode_lease
 from epochgc.leases.core import AcquireDecision, CasLease, Refused, Written, read_object
+from epochgc.leases.holder_codec import LeaseDocument, decode_lease, encode_lease
 from epochgc.leases.timing import LeasePolicy
 from epochgc.periodic import PeriodicThread
 from epochgc.storage.keys import lease_key

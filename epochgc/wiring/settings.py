@@ -19,11 +19,11 @@ from epochgc.gc.collection_round import (
     CollectSettings,
 )
 from epochgc.gc.collector import ScheduleSettings
-from epochgc.gc.cost import Prices
 from epochgc.gc.daemon.maintenance import MaintenanceSettings
 from epochgc.gc.daemon.scheduler import DaemonSettings
+from epochgc.gc.listing.cost import Prices
 from epochgc.gc.listing.schedule import ListingPolicy
-from epochgc.gc.spark.settings import SparkGcSettings
+from epochgc.gc.spark.run_settings import SparkGcSettings
 from epochgc.leases.timing import LeasePolicy
 from epochgc.reconciler.node import NodeSettings
 from epochgc.storage.client import ClientSettings

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from epochgc.leases.codec import decode_node_lease
+from epochgc.leases.holder_codec import decode_node_lease
 from epochgc.leases.node_lease import NodeLease
 from epochgc.leases.ownership_round import NodeOwnership
 from epochgc.leases.role_leases import LeaseManager

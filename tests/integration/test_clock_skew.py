@@ -23,10 +23,10 @@ import pytest
 
 from epochgc.gc.collection_round import CollectSettings, collect_once
 from epochgc.gc.collector import Collector, RoundOutcome
-from epochgc.gc.daemon.presence import PresenceDocument, read_presences, write_presence
 from epochgc.gc.daemon.scheduler import GcDaemon
 from epochgc.gc.future_times import FutureTimeLog
 from epochgc.gc.listing.schedule import ListingPolicy
+from epochgc.gc.presence import PresenceDocument, read_presences, write_presence
 from epochgc.storage.keys import encode_l0_key, gc_shard_state_key, parse_l0_key, report_key
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore

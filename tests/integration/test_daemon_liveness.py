@@ -24,12 +24,8 @@ import pytest
 
 from epochgc.gc.control import CollectorState, StatusDocument, write_status
 from epochgc.gc.daemon.maintenance import MaintenanceSettings
-from epochgc.gc.daemon.presence import (
-    PresenceDocument,
-    read_presences,
-    write_presence,
-)
 from epochgc.gc.daemon.scheduler import GC_LEASE, GcDaemon
+from epochgc.gc.presence import PresenceDocument, read_presences, write_presence
 from epochgc.leases.role_leases import LeaseDocument, encode_lease
 from epochgc.leases.timing import LeasePolicy
 from epochgc.storage.client import make_s3_client

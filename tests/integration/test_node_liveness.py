@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from epochgc.errors import EpochGCError
-from epochgc.leases.codec import decode_node_lease
+from epochgc.leases.holder_codec import decode_node_lease
 from epochgc.leases.ownership_round import NodeOwnership
 from epochgc.leases.timing import LeasePolicy
 from epochgc.reconciler.node import NodeSettings, ReconcilerNode

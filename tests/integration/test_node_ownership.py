@@ -11,7 +11,7 @@ import pytest
 
 from epochgc.errors import NotFoundError, PreconditionFailedError, TransientStorageError
 from epochgc.leases.assignment import AssignmentCache, OwnerRecord, desired_assignment
-from epochgc.leases.codec import decode_node_lease, decode_owner
+from epochgc.leases.holder_codec import decode_node_lease, decode_owner
 from epochgc.leases.node_lease import NodeLease
 from epochgc.leases.ownership_round import NodeOwnership
 from epochgc.leases.ownership_store import OwnershipStore

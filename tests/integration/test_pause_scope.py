@@ -17,9 +17,9 @@ import pytest
 from epochgc.gc.collection_round import CollectSettings, collect_once
 from epochgc.gc.control import DeletingJob, pause, read_status, resume
 from epochgc.gc.daemon.maintenance import MaintenanceSettings
-from epochgc.gc.daemon.presence import PresenceDocument, write_presence
 from epochgc.gc.daemon.scheduler import GcDaemon
 from epochgc.gc.janitor import Janitor
+from epochgc.gc.presence import PresenceDocument, write_presence
 from epochgc.gc.run_report import new_run_id
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import (

@@ -21,7 +21,7 @@ Jobs (all in one ``BackgroundScheduler``):
   samples each node's report age for the metrics.
 * ``presence``: every ``presence_interval_seconds`` (and, through the
   ``lease`` job, soon after every change of role), writes this daemon's
-  ``{root}/gc/daemons/{node_id}`` (leader or standby; ``gc.daemon.presence``),
+  ``{root}/gc/daemons/{node_id}`` (leader or standby; ``gc.presence``),
   deleted on a clean stop.
 * ``maintenance``: while this daemon holds the lease, deletes the reports of
   gone nodes (when that costs ``M`` nothing), expired run summaries
@@ -79,16 +79,16 @@ from epochgc.gc.daemon.health import (
     record_ok,
 )
 from epochgc.gc.daemon.maintenance import LeaderMaintenance, MaintenanceSettings
-from epochgc.gc.daemon.presence import (
+from epochgc.gc.future_times import FutureTimeLog
+from epochgc.gc.janitor import Janitor
+from epochgc.gc.pause import GuardedStore, PauseGuard
+from epochgc.gc.presence import (
     PresenceDocument,
     delete_presence,
     gone_daemons,
     read_presences,
     write_presence,
 )
-from epochgc.gc.future_times import FutureTimeLog
-from epochgc.gc.janitor import Janitor
-from epochgc.gc.pause import GuardedStore, PauseGuard
 from epochgc.leases.role_leases import LeaseManager
 from epochgc.leases.timing import LeasePolicy
 from epochgc.metrics.custom_collectors import PinningCollector, PinningSample

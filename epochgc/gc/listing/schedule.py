@@ -12,7 +12,7 @@ A shard is listed when any of these holds:
    and they have waited long enough: since ``eligible_from``, the earliest
    moment something in it may have become eligible, ``min(T*, lag_budget)``
    has passed, where ``T* = sqrt(2 L / (s r))`` is the economic interval of
-   its arrival rate ``r`` (``gc.cost``) and ``lag_budget`` is
+   its arrival rate ``r`` (``gc.listing.cost``) and ``lag_budget`` is
    ``gc.max_lag_seconds`` less a margin for the round itself.
 
 A shard whose floor is above ``M`` holds nothing (accepted) that is
@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from epochgc.gc.cost import Prices, economic_interval_seconds
+from epochgc.gc.listing.cost import Prices, economic_interval_seconds
 from epochgc.gc.listing.knowledge import (
     ShardFacts,
     ShardKnowledge,

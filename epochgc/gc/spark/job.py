@@ -52,7 +52,7 @@ from epochgc.gc.run_report import (
     write_summary,
 )
 from epochgc.gc.spark.credentials import hand_over, without_secrets
-from epochgc.gc.spark.settings import SparkGcSettings
+from epochgc.gc.spark.run_settings import SparkGcSettings
 from epochgc.gc.spark.tasks import (
     ResultList,
     TaskResult,

@@ -17,12 +17,7 @@ from epochgc.gc.control import (
     HeldJob,
     StatusDocument,
 )
-from epochgc.gc.daemon.presence import (
-    PresenceDocument,
-    decode_presence,
-    encode_presence,
-    gone_daemons,
-)
+from epochgc.gc.presence import PresenceDocument, decode_presence, encode_presence, gone_daemons
 from epochgc.gc.status import StatusInputs, format_age, status_view
 from epochgc.leases.role_leases import LeaseDocument
 

@@ -16,7 +16,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from epochgc.errors import LeaseLostError, TransientStorageError
-from epochgc.leases.codec import LeaseDocument, decode_lease, encode_lease
 from epochgc.leases.core import (
     AcquireDecision,
     CasLease,
@@ -25,6 +24,7 @@ from epochgc.leases.core import (
     decide_acquire,
     explain_refusal,
 )
+from epochgc.leases.holder_codec import LeaseDocument, decode_lease, encode_lease
 from epochgc.leases.node_lease import NodeLease
 from epochgc.leases.role_leases import LeaseManager
 from epochgc.leases.timing import LeasePolicy

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from epochgc.gc.cost import GB, Prices, cost_per_gb, economic_interval_seconds
+from epochgc.gc.listing.cost import GB, Prices, cost_per_gb, economic_interval_seconds
 
 
 def test_requests_are_priced_by_class() -> None:

@@ -21,7 +21,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from epochgc.errors import InvalidArgumentError, NotFoundError, RecordError
-from epochgc.leases.codec import NodeLeaseDocument, OwnerDocument, decode_node_lease, decode_owner
+from epochgc.leases.holder_codec import (
+    NodeLeaseDocument,
+    OwnerDocument,
+    decode_node_lease,
+    decode_owner,
+)
 from epochgc.leases.role_leases import decode_lease
 from epochgc.storage.keys import (
     nodes_prefix,

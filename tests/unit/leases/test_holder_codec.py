@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from epochgc.errors import MalformedRecordError, UnsupportedVersionError
-from epochgc.leases.codec import (
+from epochgc.leases.holder_codec import (
     LeaseDocument,
     NodeLeaseDocument,
     OwnerDocument,
