@@ -132,7 +132,6 @@ OUTSIDE_THE_REPOSITORY = {
 KNOWN_STALE: set[str] = {
     "docs/architecture.md: cas_log.py",
     "docs/architecture.md: gc/health.py",
-    "docs/architecture.md: gc/presence.py",
     "docs/architecture.md: ingest/leader_service.py",
     "docs/architecture.md: keys.py",
     "docs/architecture.md: probe.py",
