@@ -14,7 +14,6 @@ the injected monotonic one.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 
 from epochgc.errors import EpochGCError
@@ -34,7 +33,7 @@ class StoreContacts:
         contacts.snapshot()["reports"].failing_since     # when the failures began
     """
 
-    def __init__(self, monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, monotonic: Callable[[], float]) -> None:
         self._monotonic = monotonic
         self._contacts: dict[str, Contact] = {}
         self._lock = threading.Lock()
