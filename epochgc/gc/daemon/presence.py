@@ -201,6 +201,7 @@ class PresenceRefresh:
     Writes are serialised and the role is read inside the lock, so the last
     write shows the current role (the ``lease`` job calls
     ``refresh_if_role_changed`` soon after every change of role).
+    ``describe`` tells this daemon's role, collector state and metrics URL.
 
     Example::
 
@@ -222,7 +223,6 @@ class PresenceRefresh:
         stopping: threading.Event,
         now: Callable[[], datetime],
     ) -> None:
-        """``describe`` returns (role, collector state, metrics URL) now."""
         self._store = store
         self._root = root
         self._node_id = node_id
@@ -314,16 +314,11 @@ class PresenceTidy:
         try:
             docs, _unreadable = read_presences(self._store, self._root)
             now = self._now()
-            self._future_log.note(
-                found
+            found = (
+                find_future("presence", d.holder, "updated_at", d.updated_at, now, self._margin)
                 for d in docs
-                if (
-                    found := find_future(
-                        "presence", d.holder, "updated_at", d.updated_at, now, self._margin
-                    )
-                )
-                is not None
             )
+            self._future_log.note(f for f in found if f is not None)
             gone = gone_daemons(
                 docs,
                 now,

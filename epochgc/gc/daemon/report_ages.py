@@ -75,16 +75,11 @@ class ReportAges:
             )
         self._report_times = {r.node: r.generated_at for r in reports}
         now = self._now()
-        self._future_log.note(
-            found
+        found = (
+            find_future("report", r.node, "generated_at", r.generated_at, now, self._margin)
             for r in reports
-            if (
-                found := find_future(
-                    "report", r.node, "generated_at", r.generated_at, now, self._margin
-                )
-            )
-            is not None
         )
+        self._future_log.note(f for f in found if f is not None)
         stale = sorted(n for n, age in self.ages().items() if age > self._stale_after)
         if stale:
             log.warning(
