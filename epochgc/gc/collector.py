@@ -242,6 +242,25 @@ class Collector:
                 )
             self._state = wanted
 
+    def delay_after(
+        self, report: RoundReport, schedule: ScheduleSettings, now: datetime
+    ) -> timedelta:
+        """``next_round_delay`` after ``report``, with what its round saw
+        (the controller knows when that round's epoch began)."""
+        collected = report.collected
+        epoch_started_at = None
+        if collected is not None:
+            epoch_started_at = self.controller.epoch_started_at(collected.safe.controller_offset)
+        return next_round_delay(
+            report.outcome,
+            schedule,
+            now=now,
+            min_object_age=self._settings.min_object_age,
+            youngest_too_young=collected.youngest_too_young if collected else None,
+            epoch_started_at=epoch_started_at,
+            next_listing_at=collected.next_listing_at if collected else None,
+        )
+
     def begin_stopping(self) -> None:
         with self._lock:
             self._state = CollectorState.STOPPING

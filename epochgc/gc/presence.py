@@ -25,6 +25,8 @@ they are for people (``epochgc gc status``).
 more than the skew margin (``epochgc.storage.stored_time``) gives an unknown age:
 the document counts as stale, so a crashed daemon on a host whose clock
 runs ahead does not look alive until its clock is reached.
+
+The daemon's jobs that write and tidy them are ``gc.daemon.presence_jobs``.
 """
 
 from __future__ import annotations

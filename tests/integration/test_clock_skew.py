@@ -199,10 +199,10 @@ def test_the_daemon_reads_reports_and_presence_from_the_future_as_stale(
     )
     daemon = GcDaemon(store, RequestStats(), ROOT, daemon_settings("gc-a"))
     with caplog.at_level(logging.WARNING, logger="epochgc.gc.clock"):
-        daemon._reports_job()
-        daemon._reports_job()
-        daemon._tidy_presences()
-    assert daemon._report_ages()["node-fast"] == math.inf, "unknown age: stale"
+        daemon.jobs.reports()
+        daemon.jobs.reports()
+        daemon.jobs.presence_tidy()
+    assert daemon.jobs.reports.ages()["node-fast"] == math.inf, "unknown age: stale"
     assert future_count(daemon, "report") == 2, "counted at every reading"
     assert future_count(daemon, "presence") == 1
     assert read_presences(store, ROOT)[0] == [], "a crashed daemon's document is tidied"

@@ -54,7 +54,7 @@ def test_reports_job_warns_naming_stale_and_skipped_reports(
     store.put(report_key(ROOT, "node-bad"), b"{not json")
     daemon = GcDaemon(store, RequestStats(), ROOT, settings("gc-a", report_stale_seconds=120.0))
     with caplog.at_level(logging.WARNING, logger="epochgc.gc.daemon"):
-        daemon._reports_job()
+        daemon.jobs.reports()
     messages = [r.getMessage() for r in caplog.records if r.name == "epochgc.gc.daemon"]
     assert any(
         "stale node reports" in m and "node-old" in m and "node-new" not in m for m in messages
@@ -172,7 +172,7 @@ def test_report_ages_are_a_series_per_node_and_gone_reports_leave_none(
     fresh = NodeReport("node-new", datetime.now(UTC), ())
     store.put(report_key(ROOT, "node-new"), encode_report(fresh))
     daemon = GcDaemon(store, RequestStats(), ROOT, settings("gc-a"))
-    daemon._reports_job()
+    daemon.jobs.reports()
 
     def ages() -> dict[str, float]:
         return {
@@ -186,7 +186,7 @@ def test_report_ages_are_a_series_per_node_and_gone_reports_leave_none(
     assert set(first) == {"node-old", "node-new"}
     assert 600 <= first["node-old"] < 660 and 0 <= first["node-new"] < 60
     store.delete(report_key(ROOT, "node-old"))
-    daemon._reports_job()
+    daemon.jobs.reports()
     assert set(ages()) == {"node-new"}
 
 

@@ -6,7 +6,8 @@ the leader while its lease renewals fail, and a liveness probe or a load
 balancer must see that. The daemon records the outcome of each kind of
 store contact (control poll, lease attempt or renewal, reports read, round)
 on its monotonic clock; ``assess_health`` turns those samples and ``now``
-into the reasons it is unhealthy (none: healthy).
+into the reasons it is unhealthy (none: healthy), and ``health_payload``
+into the ``/healthz`` answer.
 
 Why one entry per kind of contact rather than one "last success": a store
 error some paths still read as "nothing written yet" must not hide behind
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,12 @@ class HealthSample:
         leader: this daemon holds the ``gc`` lease.
         contacts: per kind of store contact (``control``, ``lease``,
             ``reports``, ``round``, ``renewal``, ``ticker``).
+        holder: this daemon's lease holder name.
+        ticker: this daemon holds the ``ticker`` lease.
+        safe_epoch: the ``M`` it last computed (``None``: none yet).
+        last_outcome: the outcome of its last round (``None``: none yet).
+        last_success_at: when its last successful round finished.
+        next_round_at: when its next round is due.
     """
 
     state: str
@@ -90,6 +98,12 @@ class HealthSample:
     scheduler_running: bool = True
     leader: bool = False
     contacts: Mapping[str, Contact] = field(default_factory=dict)
+    holder: str = ""
+    ticker: bool = False
+    safe_epoch: int | None = None
+    last_outcome: str | None = None
+    last_success_at: datetime | None = None
+    next_round_at: datetime | None = None
 
 
 RENEWAL = "renewal"
@@ -133,6 +147,44 @@ def assess_health(sample: HealthSample, now: float, policy: HealthPolicy) -> lis
         if seconds >= policy.unreachable_after_seconds:
             reasons.append(f"store unreachable for {seconds:.0f}s ({kind}): {contact.last_error}")
     return reasons
+
+
+def health_payload(
+    sample: HealthSample, now: float, policy: HealthPolicy
+) -> tuple[bool, dict[str, object]]:
+    """The ``/healthz`` answer: healthy, and the details (the reasons, most
+    important first, then what the daemon knows about itself and how long
+    ago each kind of store contact succeeded or since when it fails).
+
+    Args:
+        sample: the daemon's state and store contacts.
+        now: the monotonic time the sample's times are measured on.
+        policy: the thresholds.
+    """
+    reasons = assess_health(sample, now, policy)
+    details: dict[str, object] = {
+        "reason": reasons[0] if reasons else None,
+        "reasons": reasons,
+        "state": sample.state,
+        "leader": sample.leader,
+        "holder": sample.holder,
+        "ticker": sample.ticker,
+        "safe_epoch": sample.safe_epoch,
+        "last_outcome": sample.last_outcome,
+        "last_success_at": sample.last_success_at,
+        "next_round_at": sample.next_round_at,
+        "store": {
+            kind: {
+                "ok_seconds_ago": None if c.last_ok_at is None else round(now - c.last_ok_at, 1),
+                "failing_for_seconds": None
+                if c.failing_since is None
+                else round(now - c.failing_since, 1),
+                "last_error": c.last_error or None,
+            }
+            for kind, c in sorted(sample.contacts.items())
+        },
+    }
+    return not reasons, details
 
 
 def _one_line(text: str) -> str:

@@ -10,6 +10,13 @@ silence of a report is measured here, on this process's monotonic clock,
 from the ETags the reports LIST returns: a leader that just took over has
 seen nothing yet, so it deletes no report before it has watched one stay
 unchanged for ``reports.dead_after_seconds`` itself.
+
+The daemon's leader-only housekeeping jobs live here too, each holding
+while a pause holds its kind of deletion: ``MaintenanceJob`` (the
+``maintenance`` job: one pass, then ``presence.PresenceTidy``) and
+``CompactionJob`` (the ``compact`` job: ``Controller.compact`` snapshots the
+controller log and deletes the entries the snapshot covers, so opening the
+controller stays cheap however long the cluster runs).
 """
 
 from __future__ import annotations
@@ -20,16 +27,25 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from epochgc.errors import EpochGCError
+from epochgc.gc.control import CollectorPausedError, DeletingJob
 from epochgc.gc.future_times import FutureTimeLog
+from epochgc.gc.pause import PauseGuard
 from epochgc.gc.run_report import delete_expired_runs
+from epochgc.metrics.instruments import GcMetrics
 from epochgc.storage.keys import parse_report_key, report_key, reports_prefix
 from epochgc.storage.object_store import ObjectInfo, ObjectStore
 from epochgc.storage.stored_time import DEFAULT_MARGIN_SECONDS
-from epochgc.watermarks.controller import ControllerView
+from epochgc.watermarks.controller import (
+    CompactionResult,
+    Controller,
+    ControllerView,
+)
 from epochgc.watermarks.safe_epoch.lifecycle import removable_reports
 from epochgc.watermarks.safe_epoch.reports import read_reports
 
 log = logging.getLogger("epochgc.gc.maintenance")
+daemon_log = logging.getLogger("epochgc.gc.daemon")  # the jobs' lines keep their logger
 
 
 class ReportWatch:
@@ -139,3 +155,95 @@ class LeaderMaintenance:
         if result.runs_deleted:
             log.info("deleted %d run summaries older than the retention", result.runs_deleted)
         return result
+
+
+class MaintenanceJob:
+    """The ``maintenance`` job: while ``leading()`` and the pause allows
+    tidying, one ``LeaderMaintenance`` pass, its counts, then
+    ``tidy_presences``. Never raises for store trouble.
+
+    Example::
+
+        job = MaintenanceJob(maintenance, guard, controller, metrics, tidy, leading)
+        job()
+    """
+
+    def __init__(
+        self,
+        maintenance: LeaderMaintenance,
+        guard: PauseGuard,
+        controller: Controller,
+        metrics: GcMetrics,
+        tidy_presences: Callable[[], None],
+        leading: Callable[[], bool],
+    ) -> None:
+        self._maintenance = maintenance
+        self._guard = guard
+        self._controller = controller
+        self._metrics = metrics
+        self._tidy_presences = tidy_presences
+        self._leading = leading
+
+    def __call__(self) -> None:
+        if not self._leading():
+            return
+        try:
+            self._guard.check(DeletingJob.TIDYING)
+            result = self._maintenance.run_once(self._controller.snapshot())
+        except CollectorPausedError as err:
+            daemon_log.info(
+                "tidying held (reports, run summaries, presence documents kept): %s", err
+            )
+            return
+        except EpochGCError as err:
+            daemon_log.warning("maintenance pass failed (retried next time): %s", err)
+            return
+        self._metrics.maintenance_deleted.labels("report").inc(len(result.reports_deleted))
+        self._metrics.maintenance_deleted.labels("run").inc(result.runs_deleted)
+        self._tidy_presences()
+
+
+class CompactionJob:
+    """The ``compact`` job: while ``leading()`` and the pause allows
+    truncating the controller log, one ``Controller.compact``. Never raises
+    for store trouble: the next one retries.
+
+    Example::
+
+        job = CompactionJob(compactor, guard, min_entries=1000, leading=leading)
+        job()
+        job.last_result     # CompactionResult | None
+    """
+
+    def __init__(
+        self,
+        compactor: Controller,
+        guard: PauseGuard,
+        *,
+        min_entries: int,
+        leading: Callable[[], bool],
+    ) -> None:
+        self._compactor = compactor
+        self._guard = guard
+        self._min_entries = min_entries
+        self._leading = leading
+        self.last_result: CompactionResult | None = None
+
+    def __call__(self) -> None:
+        if not self._leading():
+            return
+        try:
+            self._guard.check(DeletingJob.CONTROLLER_TRUNCATION)
+            result = self._compactor.compact(min_entries=self._min_entries)
+        except CollectorPausedError as err:
+            daemon_log.info("controller compaction held (the log is not truncated): %s", err)
+            return
+        except EpochGCError as err:
+            daemon_log.warning("controller compaction failed (the next one retries): %s", err)
+            return
+        self.last_result = result
+        if result.skipped:
+            daemon_log.debug(
+                "controller compaction skipped: %d entries above the snapshot",
+                result.entries_above_snapshot,
+            )

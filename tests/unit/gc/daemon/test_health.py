@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -11,6 +13,7 @@ from epochgc.gc.daemon.health import (
     HealthPolicy,
     HealthSample,
     assess_health,
+    health_payload,
     record_failure,
     record_ok,
 )
@@ -92,3 +95,46 @@ def test_unhealthy_exactly_when_some_contact_failed_for_the_threshold(
     expected = any(failed and now - at >= 15.0 for at, failed in outcomes.values())
     assert bool(assess_health(sample, now, POLICY)) is expected
     assert len(assess_health(sample, now, POLICY)) <= len(outcomes)
+
+
+def test_the_healthz_payload_names_the_first_reason_and_each_contact_by_kind() -> None:
+    at = datetime(2026, 11, 24, 5, 0, tzinfo=UTC)
+    sample = HealthSample(
+        "running",
+        leader=True,
+        contacts={"round": record_ok(Contact(), 90.0), "reports": failing(60.0, "NoSuchBucket")},
+        holder="gc-a/3f2a",
+        ticker=True,
+        safe_epoch=41,
+        last_outcome="idle",
+        last_success_at=at,
+        next_round_at=at,
+    )
+    healthy, details = health_payload(sample, 100.0, POLICY)
+    assert not healthy
+    assert details == {
+        "reason": "store unreachable for 40s (reports): NoSuchBucket",
+        "reasons": ["store unreachable for 40s (reports): NoSuchBucket"],
+        "state": "running",
+        "leader": True,
+        "holder": "gc-a/3f2a",
+        "ticker": True,
+        "safe_epoch": 41,
+        "last_outcome": "idle",
+        "last_success_at": at,
+        "next_round_at": at,
+        "store": {
+            "reports": {
+                "ok_seconds_ago": 100.0,
+                "failing_for_seconds": 40.0,
+                "last_error": "NoSuchBucket",
+            },
+            "round": {"ok_seconds_ago": 10.0, "failing_for_seconds": None, "last_error": None},
+        },
+    }
+
+
+def test_a_healthy_payload_has_no_reason() -> None:
+    healthy, details = health_payload(HealthSample("paused"), 5.0, POLICY)
+    assert healthy and details["reason"] is None and details["reasons"] == []
+    assert details["store"] == {} and details["safe_epoch"] is None

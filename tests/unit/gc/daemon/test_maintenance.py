@@ -4,11 +4,24 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from epochgc.gc.daemon.maintenance import ReportWatch
+import pytest
+
+from epochgc.gc.control import DeletingJob, pause, resume
+from epochgc.gc.daemon.maintenance import (
+    CompactionJob,
+    LeaderMaintenance,
+    MaintenanceJob,
+    MaintenanceSettings,
+    ReportWatch,
+)
+from epochgc.gc.pause import GuardedStore, PauseGuard
 from epochgc.gc.run_report import expired_runs, new_run_id
+from epochgc.metrics.instruments import CollectorRegistry, GcMetrics
 from epochgc.storage.keys import is_valid_node_id
 from epochgc.storage.object_store import ObjectInfo
+from epochgc.watermarks.controller import Controller
 from epochgc.wiring.settings import default_node_id
+from tests.support.memory_store import MemoryStore
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 
@@ -59,3 +72,54 @@ def test_a_report_is_silent_only_while_its_etag_stays() -> None:
 def test_the_default_node_id_is_stable_across_restarts() -> None:
     first = default_node_id()
     assert first == default_node_id() and is_valid_node_id(first)
+
+
+def maintenance_job(
+    store: MemoryStore, guard: PauseGuard, leading: bool, tidied: list[str]
+) -> MaintenanceJob:
+    tidy_store = GuardedStore(store, guard, DeletingJob.TIDYING)
+    maintenance = LeaderMaintenance(tidy_store, "epochgc", MaintenanceSettings(), now=lambda: NOW)
+    return MaintenanceJob(
+        maintenance,
+        guard,
+        Controller(store, "epochgc"),
+        GcMetrics(CollectorRegistry()),
+        lambda: tidied.append("presence"),
+        lambda: leading,
+    )
+
+
+def test_only_a_leader_tidies_and_a_pause_holds_it(caplog: pytest.LogCaptureFixture) -> None:
+    store, tidied = MemoryStore(), []
+    guard = PauseGuard(store, "epochgc")
+    maintenance_job(store, guard, False, tidied)()
+    assert tidied == [] and store.count() == 0
+    maintenance_job(store, guard, True, tidied)()
+    assert tidied == ["presence"]
+    pause(store, "epochgc", by="ops", reason="looking", now=NOW)
+    with caplog.at_level("INFO", logger="epochgc.gc.daemon"):
+        maintenance_job(store, guard, True, tidied)()
+    assert tidied == ["presence"], "held: presence documents kept too"
+    assert "tidying held" in caplog.text
+    assert [h.job for h in guard.held()] == [DeletingJob.TIDYING]
+
+
+def test_only_a_leader_compacts_and_a_pause_holds_it(caplog: pytest.LogCaptureFixture) -> None:
+    store = MemoryStore()
+    guard = PauseGuard(store, "epochgc")
+    Controller(store, "epochgc", now=lambda: NOW).tick()
+    standby = CompactionJob(
+        Controller(store, "epochgc"), guard, min_entries=0, leading=lambda: False
+    )
+    standby()
+    assert standby.last_result is None
+    pause(store, "epochgc", by="ops", reason="looking", now=NOW)
+    leader = CompactionJob(Controller(store, "epochgc"), guard, min_entries=0, leading=lambda: True)
+    with caplog.at_level("INFO", logger="epochgc.gc.daemon"):
+        leader()
+    assert leader.last_result is None and "controller compaction held" in caplog.text
+    assert [h.job for h in guard.held()] == [DeletingJob.CONTROLLER_TRUNCATION]
+    guard.release_all()
+    resume(store, "epochgc", by="ops", now=NOW)
+    leader()
+    assert leader.last_result is not None and leader.last_result.snapshot_written

@@ -1,0 +1,62 @@
+"""The daemon as a whole on an in-memory store: every time it writes is
+read from the clock it is given, never from the real wall clock."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from epochgc.gc.collection_round import CollectSettings
+from epochgc.gc.collector import ScheduleSettings
+from epochgc.gc.control import read_status
+from epochgc.gc.daemon.scheduler import DaemonSettings, GcDaemon
+from epochgc.gc.presence import read_presences
+from epochgc.leases.timing import LeasePolicy
+from epochgc.storage.keys import report_key
+from epochgc.storage.request_stats import RequestStats
+from epochgc.watermarks.safe_epoch.reports import NodeReport, encode_report
+from tests.support.memory_store import MemoryStore
+from tests.support.waiting import wait_for
+
+ROOT = "epochgc"
+PAST = datetime(2001, 1, 2, 3, 4, 5, tzinfo=UTC)
+"""Far from any real clock: a time read from the real clock cannot pass for it."""
+
+SETTINGS = DaemonSettings(
+    node_id="gc-a",
+    collect=CollectSettings(min_object_age=timedelta(0), max_delete_fraction=1.0),
+    schedule=ScheduleSettings(
+        interval=timedelta(seconds=0.5),
+        after_progress=timedelta(seconds=0.1),
+        after_failure=timedelta(seconds=0.2),
+        epoch_interval=timedelta(seconds=60),
+    ),
+    lease=LeasePolicy(ttl_seconds=3.0, renew_interval_seconds=0.2, skew_margin_seconds=0.5),
+    control_poll_seconds=0.2,
+    ticker=False,
+)
+
+
+def test_a_daemon_on_a_clock_far_in_the_past_writes_that_time_everywhere() -> None:
+    store = MemoryStore()
+    report = NodeReport("node-1", PAST - timedelta(seconds=30), ())
+    store.put(report_key(ROOT, "node-1"), encode_report(report))
+    daemon = GcDaemon(store, RequestStats(), ROOT, SETTINGS, now=lambda: PAST)
+    daemon.start()
+    try:
+        wait_for(lambda: daemon.rounds > 0 and read_status(store, ROOT) is not None)
+        status = read_status(store, ROOT)
+        presences, _unreadable = read_presences(store, ROOT)
+        healthy, details = daemon.health()
+    finally:
+        daemon.stop()
+    assert status is not None and status.updated_at == PAST
+    soon = PAST + SETTINGS.schedule.interval
+    assert status.next_round_at is not None and PAST <= status.next_round_at <= soon
+    assert [(p.role, p.started_at, p.updated_at) for p in presences] == [("leader", PAST, PAST)]
+    assert healthy and PAST <= details["next_round_at"] <= soon  # type: ignore[operator]
+    sample = daemon.registry.get_sample_value
+    assert sample("epochgc_collector_report_age_seconds", {"node": "node-1"}) == 30.0
+    assert sample("epochgc_collector_sweep_lag_seconds") == 0.0
+    assert read_presences(store, ROOT) == ([], []), "deleted on a clean stop"
+    stopped = read_status(store, ROOT)
+    assert stopped is not None and stopped.updated_at == PAST and stopped.next_round_at is None
