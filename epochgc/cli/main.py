@@ -41,14 +41,7 @@ from epochgc.gc.control import (
 from epochgc.gc.daemon.presence import read_presences
 from epochgc.gc.daemon.scheduler import GC_LEASE
 from epochgc.gc.pause import PauseGuard
-from epochgc.gc.run_report import (
-    RunSummary,
-    decode_summary,
-    encode_summary,
-    list_runs,
-    run_cost,
-    run_figures,
-)
+from epochgc.gc.run_report import RunSummary, encode_summary, recent_runs, run_figures
 from epochgc.gc.status import StatusInputs, status_view
 from epochgc.logging_setup import setup_logging
 from epochgc.metrics.push import COLLECT_JOB, push_run
@@ -62,7 +55,6 @@ if TYPE_CHECKING:
     from epochgc.gc.spark.package import SparkPackage
 from epochgc.leases.role_leases import LeaseManager
 from epochgc.storage.embedded import EmbeddedS3
-from epochgc.storage.keys import gc_run_summary_key
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.probe import format_probe_table, run_probes
 from epochgc.watermarks.controller import Controller
@@ -297,19 +289,9 @@ def _cmd_gc_epoch_info(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_gc_runs(config: Config, args: argparse.Namespace) -> int:
-    rows: list[dict[str, object]] = []
     prices = prices_of(config)
     with open_store(config, writes=False) as handle:
-        for run_id in list_runs(handle.store, config.layout.root, args.limit):
-            key = gc_run_summary_key(config.layout.root, run_id)
-            try:
-                summary = decode_summary(handle.store.get(key).body)
-            except EpochGCError as err:
-                rows.append({"run_id": run_id, "error": str(err)})
-                continue
-            row = json.loads(encode_summary(summary))
-            row["cost_usd"], row["usd_per_gb"] = run_cost(summary, prices)
-            rows.append(row)
+        rows = recent_runs(handle.store, config.layout.root, prices, args.limit)
     lines = [
         f"{r['run_id']:28} {r.get('engine', '?'):15} {r.get('safe_epoch', '?'):>8} "
         f"{r.get('deleted', '?'):>9} {r.get('errors', '?'):>6} "
