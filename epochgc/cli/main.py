@@ -520,26 +520,16 @@ def _cmd_spark_package(config: Config, args: argparse.Namespace) -> int:
 
 def _cmd_inventory_build(config: Config, args: argparse.Namespace) -> int:
     require("pyarrow", SPARK, "epochgc inventory build")
-    from epochgc.storage.inventory import build_inventory  # noqa: PLC0415
-    from epochgc.storage.s3 import S3ObjectStore  # noqa: PLC0415
+    from epochgc.storage.inventory import build_inventory, store_for_bucket  # noqa: PLC0415
     from epochgc.wiring.settings import inventory_location  # noqa: PLC0415
 
     location = inventory_location(config)
     prefix = config.layout.root + "/l0/" if args.prefix is None else args.prefix
     with open_store(config) as handle:
-        source = (
-            handle.store
-            if location.source_bucket == config.store.bucket
-            else S3ObjectStore(handle.store.client, location.source_bucket)
-        )
-        destination = (
-            handle.store
-            if location.bucket == config.store.bucket
-            else S3ObjectStore(handle.store.client, location.bucket)
-        )
+        source = store_for_bucket(handle.store, location.source_bucket)
         key = build_inventory(
             source,
-            destination,
+            store_for_bucket(handle.store, location.bucket),
             location,
             source.list_objects(prefix),
             file_format="CSV" if args.format == "csv" else "Parquet",

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from epochgc.storage.client import ClientSettings, make_s3_client
 from epochgc.storage.inventory import (
     CSV_SCHEMA,
     PARQUET_SCHEMA,
@@ -19,9 +20,12 @@ from epochgc.storage.inventory import (
     parse_file_schema,
     parse_manifest,
     read_data_file,
+    store_for_bucket,
     verify_checksum,
 )
 from epochgc.storage.object_store import ObjectInfo
+from epochgc.storage.s3 import S3ObjectStore
+from tests.support.memory_store import MemoryStore
 
 WHEN = datetime(2026, 11, 22, 3, 4, 5, 678000, tzinfo=UTC)
 OBJECTS = [
@@ -128,3 +132,15 @@ def test_garbage_in_a_data_file_is_an_inventory_error() -> None:
     m = parse_manifest(manifest(), "k")
     with pytest.raises(InventoryError, match="unreadable"):
         read_data_file(body, m, InventoryFile("f", len(body), hashlib.md5(body).hexdigest()))
+
+
+def test_another_bucket_is_reached_on_the_same_client_and_the_same_bucket_is_the_store() -> None:
+    # Building a client sends nothing: no server is needed.
+    client = make_s3_client(ClientSettings(endpoint_url="http://127.0.0.1:9"))
+    collected = S3ObjectStore(client, "a")
+    assert store_for_bucket(collected, "a") is collected
+    other = store_for_bucket(collected, "inventories")
+    assert isinstance(other, S3ObjectStore)
+    assert (other.bucket, other.client) == ("inventories", collected.client)
+    memory = MemoryStore()
+    assert store_for_bucket(memory, "inventories") is memory, "a memory store is every bucket"
