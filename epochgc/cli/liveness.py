@@ -30,7 +30,6 @@ from epochgc.watermarks.safe_epoch.aggregate import (
     SafeEpochTracker,
 )
 from epochgc.watermarks.safe_epoch.compute import compute_safe_epoch
-from epochgc.watermarks.safe_epoch.reports import StuckCause
 from epochgc.wiring.settings import collect_settings_of
 from epochgc.wiring.store import open_store
 
@@ -44,14 +43,6 @@ DEFAULT_SKIP_REASON = "L0 data missing or corrupt before reconciliation"
 def operator() -> str:
     """Who ran the command, for the record."""
     return f"{getpass.getuser()}@{socket.gethostname()}"
-
-
-def stuck_line(stuck: StuckCause) -> str:
-    """One line for a stuck partition's cause."""
-    return (
-        f"stuck: {stuck.cause} L0 object {stuck.key} (records "
-        f"{stuck.first_offset}..{stuck.last_offset}) since {stuck.since:%Y-%m-%dT%H:%M:%SZ}"
-    )
 
 
 def _emit(data: object, args: argparse.Namespace, human: str) -> None:

@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from epochgc.cli.liveness import cmd_gc_explain, cmd_partition_skip, stuck_line
+from epochgc.cli.liveness import cmd_gc_explain, cmd_partition_skip
 from epochgc.config import SPARK_LOG_LEVELS, Config, load_config, log_level_of
 from epochgc.errors import ConfigError, EpochGCError, StoreCapabilityError
 from epochgc.extras import SPARK, require
@@ -42,7 +42,7 @@ from epochgc.gc.daemon.presence import read_presences
 from epochgc.gc.daemon.scheduler import GC_LEASE
 from epochgc.gc.pause import PauseGuard
 from epochgc.gc.run_report import RunSummary, encode_summary, recent_runs, run_figures
-from epochgc.gc.status import StatusInputs, status_view
+from epochgc.gc.status import StatusInputs, epoch_info_view, read_epoch_info, status_view
 from epochgc.logging_setup import setup_logging
 from epochgc.metrics.push import COLLECT_JOB, push_run
 from epochgc.progress import ProgressLog
@@ -62,8 +62,6 @@ from epochgc.watermarks.known_nodes import forget_node, list_nodes
 from epochgc.watermarks.layout import LAYOUT
 from epochgc.watermarks.migrate import migrate_layout
 from epochgc.watermarks.partition.replica import PartitionReplica
-from epochgc.watermarks.safe_epoch.aggregate import SafeEpochTracker
-from epochgc.watermarks.safe_epoch.compute import compute_safe_epoch
 from epochgc.watermarks.ticker import TICKER_LEASE
 from epochgc.wording import counted
 
@@ -242,48 +240,11 @@ def _print_run(
 
 def _cmd_gc_epoch_info(config: Config, args: argparse.Namespace) -> int:
     with open_store(config, writes=False) as handle:
-        controller = Controller(handle.store, config.layout.root)
-        tracker = SafeEpochTracker(blocked_after=1)
-        safe = compute_safe_epoch(
-            controller, handle.store, config.layout.root, tracker, pinning=args.top
-        )
-        cluster_epoch = controller.current_epoch()
-    if safe is None:
-        print(f"safety_blocked: untrusted M inputs: {tracker.last_error}", file=sys.stderr)
+        info = read_epoch_info(handle.store, config.layout.root, pinning=args.top)
+    if info.safe is None:
+        print(f"safety_blocked: untrusted M inputs: {info.untrusted}", file=sys.stderr)
         return EXIT_FAILED
-    pinning = [
-        {
-            "topic": w.topic,
-            "partition": w.partition,
-            "safe_epoch": w.safe_epoch,
-            "node": w.node,
-            "stuck": None if w.stuck is None else w.stuck.to_json(),
-        }
-        for w in safe.pinning
-    ]
-    data = {
-        "cluster_epoch": cluster_epoch,
-        "safe_epoch": safe.safe_epoch,
-        "lag": cluster_epoch - safe.safe_epoch,
-        "controller_offset": safe.controller_offset,
-        "partitions": safe.partitions,
-        "unreported_partitions": safe.unreported,
-        "oldest_report_at": safe.oldest_report_at,
-        "pinning": pinning,
-    }
-    lag = cluster_epoch - safe.safe_epoch
-    lines = [
-        f"cluster epoch {cluster_epoch}, M {safe.safe_epoch} (lag {lag}); "
-        f"{counted(safe.partitions, 'live partition')}, {safe.unreported} without a report",
-        f"{'pinning partition':40} {'M(p)':>8}  reported by",
-    ]
-    for w in safe.pinning:
-        lines.append(
-            f"{w.topic + '/' + str(w.partition):40} {w.safe_epoch:>8}  "
-            f"{w.node or '(no report: revision - 1)'}"
-        )
-        if w.stuck is not None:
-            lines.append(f"    {stuck_line(w.stuck)}")
+    data, lines = epoch_info_view(info.cluster_epoch, info.safe)
     _print(data, args, "\n".join(lines))
     return EXIT_OK
 
