@@ -15,21 +15,13 @@ import sys
 from datetime import UTC, datetime
 
 from epochgc.config import Config
-from epochgc.errors import EpochGCError, NotFoundError
-from epochgc.gc.control import read_control
-from epochgc.gc.explain import ExplainInputs, Explanation, PinningPartition, explain
-from epochgc.leases.ownership_store import read_owner
+from epochgc.errors import NotFoundError
+from epochgc.gc.explain import explain, explanation_view, read_explain_inputs
 from epochgc.reconciler.fetch import pending_placeholders
-from epochgc.storage.keys import PartitionId, parse_l0_key
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.partition.replica import PartitionReplica
 from epochgc.watermarks.partition.skip import plan_skip
-from epochgc.watermarks.safe_epoch.aggregate import (
-    PartitionWatermark,
-    SafeEpochTracker,
-)
-from epochgc.watermarks.safe_epoch.compute import compute_safe_epoch
 from epochgc.wiring.settings import collect_settings_of
 from epochgc.wiring.store import open_store
 
@@ -141,100 +133,18 @@ def _exists(store: ObjectStore, key: str) -> bool:
 def cmd_gc_explain(config: Config, args: argparse.Namespace) -> int:
     """Say whether one object is deletable now and why. Exit 0 whatever the
     verdict (it is a question); 1 only when the inputs cannot be read."""
-    root = config.layout.root
     settings = collect_settings_of(config)
     now = datetime.now(UTC)
     with open_store(config, writes=False) as handle:
-        store = handle.store
-        try:
-            last_modified = store.head(args.key).last_modified
-        except NotFoundError:
-            last_modified = None
-        safe = compute_safe_epoch(
-            Controller(store, root),
-            store,
-            root,
-            SafeEpochTracker(blocked_after=1),
-            pinning=args.top,
-        )
-        control, _etag = read_control(store, root)
-        parsed = parse_l0_key(args.key, root)
-        pinning: tuple[PinningPartition, ...] = ()
-        if safe is not None and parsed is not None:
-            pinning = tuple(
-                _pinning_detail(store, root, w) for w in safe.pinning if w.safe_epoch < parsed.epoch
-            )
-    result = explain(
-        ExplainInputs(
-            key=args.key,
-            root=root,
-            safe_epoch=None if safe is None else safe.safe_epoch,
-            pinning=pinning,
-            last_modified=last_modified,
+        inputs = read_explain_inputs(
+            handle.store,
+            config.layout.root,
+            args.key,
             min_object_age=settings.min_object_age,
-            now=now,
-            paused=control.paused,
-            paused_by=control.updated_by,
-            paused_reason=control.reason,
             max_delete_fraction=settings.max_delete_fraction,
+            pinning=args.top,
+            now=now,
         )
-    )
-    _emit(_explanation_data(args.key, result), args, _explanation_text(args.key, result))
+    data, lines = explanation_view(args.key, explain(inputs))
+    _emit(data, args, "\n".join(lines))
     return EXIT_OK
-
-
-def _pinning_detail(store: ObjectStore, root: str, w: PartitionWatermark) -> PinningPartition:
-    """What is known of one pinning partition: its owner (from its
-    ownership record) and its reconciliation lag (read from its log;
-    ``None`` when unreadable)."""
-    pid = PartitionId(w.topic, w.revision, w.partition)
-    owner: str | None = None
-    lag: int | None = None
-    try:
-        record = read_owner(store, root, pid)
-        owner = None if record is None or record.released else record.node
-    except EpochGCError as err:
-        log.warning("%s: ownership record unreadable: %s", pid, err)
-    try:
-        replica = PartitionReplica(store, root, pid)
-        state = replica.open()
-        lag = max(0, state.next_offset - 1 - state.lro)
-    except EpochGCError as err:
-        log.warning("%s: partition log unreadable: %s", pid, err)
-    return PinningPartition(
-        w.topic, w.revision, w.partition, w.safe_epoch, w.node, owner, lag, w.stuck
-    )
-
-
-def _explanation_data(key: str, result: Explanation) -> dict[str, object]:
-    return {
-        "key": key,
-        "deletable": result.deletable,
-        "epoch": result.epoch,
-        "safe_epoch": result.safe_epoch,
-        "reasons": [
-            {"code": r.code, "text": r.text, "blocking": r.blocking} for r in result.reasons
-        ],
-        "pinning": [
-            {
-                "topic": p.topic,
-                "revision": p.revision,
-                "partition": p.partition,
-                "safe_epoch": p.safe_epoch,
-                "reported_by": p.reported_by,
-                "owner": p.owner,
-                "lag_records": p.lag_records,
-                "stuck": None if p.stuck is None else p.stuck.to_json(),
-            }
-            for p in result.pinning
-        ],
-    }
-
-
-def _explanation_text(key: str, result: Explanation) -> str:
-    verdict = "deletable" if result.deletable else "not deletable"
-    epoch = "-" if result.epoch is None else str(result.epoch)
-    safe = "unknown" if result.safe_epoch is None else str(result.safe_epoch)
-    lines = [f"{key}: {verdict} (epoch {epoch}, M {safe})"]
-    lines += [f"  {'x' if r.blocking else '-'} {r.code}: {r.text}" for r in result.reasons]
-    return "\n".join(lines)

@@ -314,6 +314,16 @@ def read_epoch_info(store: ObjectStore, root: str, *, pinning: int = 10) -> Epoc
 
 def epoch_info_view(cluster_epoch: int, safe: SafeEpoch) -> tuple[dict[str, object], list[str]]:
     """The JSON document and the lines ``gc epoch-info`` prints."""
+    pinning = [
+        {
+            "topic": w.topic,
+            "partition": w.partition,
+            "safe_epoch": w.safe_epoch,
+            "node": w.node,
+            "stuck": None if w.stuck is None else w.stuck.to_json(),
+        }
+        for w in safe.pinning
+    ]
     lag = cluster_epoch - safe.safe_epoch
     data: dict[str, object] = {
         "cluster_epoch": cluster_epoch,
@@ -323,16 +333,7 @@ def epoch_info_view(cluster_epoch: int, safe: SafeEpoch) -> tuple[dict[str, obje
         "partitions": safe.partitions,
         "unreported_partitions": safe.unreported,
         "oldest_report_at": safe.oldest_report_at,
-        "pinning": [
-            {
-                "topic": w.topic,
-                "partition": w.partition,
-                "safe_epoch": w.safe_epoch,
-                "node": w.node,
-                "stuck": None if w.stuck is None else w.stuck.to_json(),
-            }
-            for w in safe.pinning
-        ],
+        "pinning": pinning,
     }
     lines = [
         f"cluster epoch {cluster_epoch}, M {safe.safe_epoch} (lag {lag}); "
