@@ -15,13 +15,10 @@ import sys
 from datetime import UTC, datetime
 
 from epochgc.config import Config
-from epochgc.errors import NotFoundError
 from epochgc.gc.explain import explain, explanation_view, read_explain_inputs
-from epochgc.reconciler.fetch import pending_placeholders
-from epochgc.storage.object_store import ObjectStore
+from epochgc.reconciler.records_lost import plan_records_lost, record_records_lost
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.partition.replica import PartitionReplica
-from epochgc.watermarks.partition.skip import plan_skip
 from epochgc.wiring.settings import collect_settings_of
 from epochgc.wiring.store import open_store
 
@@ -50,35 +47,28 @@ def cmd_partition_skip(config: Config, args: argparse.Namespace) -> int:
     reason = args.reason or DEFAULT_SKIP_REASON
     now = datetime.now(UTC)
     with open_store(config) as handle:
-        store = handle.store
-        pid = Controller(store, root).topic(args.topic).partition_id(args.partition)
-        replica = PartitionReplica(store, root, pid)
+        pid = Controller(handle.store, root).topic(args.topic).partition_id(args.partition)
+        replica = PartitionReplica(handle.store, root, pid)
         replica.open()
-        command, covered = plan_skip(
-            replica.state, replica.retained, args.through, by=by, reason=reason, now=now
-        )
-        placeholders = pending_placeholders(replica, replica.state.lro)
-        keys = sorted(
-            {b.l0_key for p in placeholders if p.last_record <= command.last for b in p.batches}
-        )
-        present = {key: _exists(store, key) for key in keys}
+        skip = plan_records_lost(handle.store, replica, args.through, by=by, reason=reason, now=now)
+        command, present = skip.command, skip.l0_objects
         plan = {
             "topic": args.topic,
             "partition": args.partition,
             "revision": pid.revision,
             "first_offset": command.first,
             "last_offset": command.last,
-            "records": command.last - command.first + 1,
-            "placeholders": len(covered),
-            "l0_objects": [{"key": key, "present": present[key]} for key in keys],
+            "records": skip.records,
+            "placeholders": skip.placeholders,
+            "l0_objects": [{"key": key, "present": present[key]} for key in present],
             "reason": reason,
             "by": by,
         }
         human = [
             f"{pid}: records {command.first}..{command.last} "
-            f"({plan['records']} records in {len(covered)} placeholders) are to be recorded "
+            f"({skip.records} records in {skip.placeholders} placeholders) are to be recorded "
             "as lost; L0 objects concerned:",
-            *(f"  {key} ({'present' if present[key] else 'missing'})" for key in keys),
+            *(f"  {key} ({'present' if present[key] else 'missing'})" for key in present),
         ]
         if all(present.values()):
             human.append(
@@ -93,9 +83,7 @@ def cmd_partition_skip(config: Config, args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return EXIT_REFUSED
-        entry = replica.append_records_lost(
-            lambda r: plan_skip(r.state, r.retained, args.through, by=by, reason=reason, now=now)[0]
-        )
+        entry = record_records_lost(replica, args.through, by=by, reason=reason, now=now)
         state = replica.state
     log.warning(
         "%s: records %d..%d recorded as lost by %s at log offset %d (%s); L0 objects: %s",
@@ -105,7 +93,7 @@ def cmd_partition_skip(config: Config, args: argparse.Namespace) -> int:
         by,
         entry.offset,
         reason,
-        ", ".join(keys),
+        ", ".join(present),
     )
     human.append(
         f"recorded at log offset {entry.offset}: lro {state.lro}, M(p) {state.safe_epoch}; "
@@ -120,14 +108,6 @@ def cmd_partition_skip(config: Config, args: argparse.Namespace) -> int:
     }
     _emit(data, args, "\n".join(human))
     return EXIT_OK
-
-
-def _exists(store: ObjectStore, key: str) -> bool:
-    try:
-        store.head(key)
-    except NotFoundError:
-        return False
-    return True
 
 
 def cmd_gc_explain(config: Config, args: argparse.Namespace) -> int:
