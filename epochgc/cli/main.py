@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 
 from epochgc.cli.liveness import cmd_gc_explain, cmd_partition_skip
 from epochgc.config import SPARK_LOG_LEVELS, Config, load_config, log_level_of
@@ -43,17 +43,10 @@ from epochgc.gc.daemon.scheduler import GC_LEASE
 from epochgc.gc.pause import PauseGuard
 from epochgc.gc.run_report import RunSummary, encode_summary, recent_runs, run_figures
 from epochgc.gc.status import StatusInputs, epoch_info_view, read_epoch_info, status_view
+from epochgc.leases.role_leases import LeaseManager
 from epochgc.logging_setup import setup_logging
 from epochgc.metrics.push import COLLECT_JOB, push_run
 from epochgc.progress import ProgressLog
-from epochgc.wiring.daemon_process import run_daemon
-from epochgc.wiring.reconciler_process import produce_and_verify, run_reconciler
-from epochgc.wiring.settings import collect_settings_of, prices_of
-from epochgc.wiring.store import open_store
-
-if TYPE_CHECKING:
-    from epochgc.gc.spark.package import SparkPackage
-from epochgc.leases.role_leases import LeaseManager
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.probe import format_probe_table, run_probes
@@ -63,6 +56,10 @@ from epochgc.watermarks.layout import LAYOUT
 from epochgc.watermarks.migrate import migrate_layout
 from epochgc.watermarks.partition.replica import PartitionReplica
 from epochgc.watermarks.ticker import TICKER_LEASE
+from epochgc.wiring.daemon_process import run_daemon
+from epochgc.wiring.reconciler_process import produce_and_verify, run_reconciler
+from epochgc.wiring.settings import collect_settings_of, prices_of
+from epochgc.wiring.store import open_store
 from epochgc.wording import counted
 
 log = logging.getLogger("epochgc.cli")
@@ -391,7 +388,7 @@ def _cmd_gc_spark(config: Config, args: argparse.Namespace) -> int:
     require("pyarrow", SPARK, "epochgc gc spark")
     from epochgc.gc.spark.conf import merged_conf, parse_conf_args  # noqa: PLC0415
     from epochgc.gc.spark.job import SparkRunOptions, run_spark_gc  # noqa: PLC0415
-    from epochgc.gc.spark.session import build_spark_session  # noqa: PLC0415
+    from epochgc.gc.spark.session import build_spark_session, package_to_ship  # noqa: PLC0415
     from epochgc.wiring.settings import spark_gc_settings_of  # noqa: PLC0415
 
     spark_conf = merged_conf(config.spark.conf, parse_conf_args(args.conf))
@@ -411,7 +408,9 @@ def _cmd_gc_spark(config: Config, args: argparse.Namespace) -> int:
         spark = build_spark_session(
             master,
             conf=spark_conf,
-            package=_spark_package_to_ship(config, master),
+            package=package_to_ship(
+                master, ship=config.spark.ship, package_dir=config.spark.package_dir
+            ),
             log_level=args.spark_log_level or config.spark.log_level,
         )
         try:
@@ -440,17 +439,6 @@ def _cmd_gc_spark(config: Config, args: argparse.Namespace) -> int:
         details=f", {outcome.tasks} tasks"
         + (f", inventory {outcome.manifest_key}" if outcome.manifest_key else ""),
     )
-
-
-def _spark_package_to_ship(config: Config, master: str) -> SparkPackage | None:
-    """The executors' package for a non-local master (built when missing),
-    or ``None`` (local master, spark-submit, or ``[spark] ship = false``)."""
-    from epochgc.gc.spark.package import default_package_dir, ensure_package  # noqa: PLC0415
-    from epochgc.gc.spark.session import is_local_master, under_spark_submit  # noqa: PLC0415
-
-    if not config.spark.ship or is_local_master(master) or under_spark_submit():
-        return None
-    return ensure_package(Path(config.spark.package_dir or default_package_dir()))
 
 
 def _cmd_spark_package(config: Config, args: argparse.Namespace) -> int:
