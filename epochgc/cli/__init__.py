@@ -1,7 +1,9 @@
 """The ``epochgc`` command line: one module per noun (``gc``, ``spark``,
-``topic``, ``epoch``, ``controller``, ``partition``, ``node``, ``store``),
-each registering its commands. A command parses its arguments, calls one
-function of the package below and prints; the logic lives in the packages.
+``topic``, ``epoch``, ``controller``, ``partition``, ``node``, ``store``,
+``tool``), each registering its commands; ``output`` holds what they share
+and ``main`` the parser and the entry point. A command parses its
+arguments, calls one function of the package below and prints; the logic
+lives in the packages.
 
-Imports anything below it; nothing imports ``cli``.
+Imports anything below it; nothing imports ``cli`` but the entry points.
 """

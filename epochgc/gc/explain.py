@@ -1,4 +1,4 @@
-"""Why one object is or is not deletable (``epochgc gc explain KEY``). Pure.
+"""Why one object is or is not deletable (``epochgc gc explain KEY``).
 
 An operator looking at an old L0 object wants the collector's answer and
 its reasons in one place: the deletion rule itself (``eligibility.judge``,
@@ -8,15 +8,29 @@ or could (the delete-fraction guard). When the object's epoch is above
 ``M``, the partitions pinning ``M`` below it are named with what is known
 of them: the node that reported them, the node that owns them, their
 reconciliation lag and, for a stuck partition, the cause.
+
+``read_explain_inputs`` reads all that from the bucket; ``explain``, the
+verdict, is pure, and ``explanation_view`` is what the command prints.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from epochgc.errors import EpochGCError, NotFoundError
+from epochgc.gc.control import read_control
 from epochgc.gc.eligibility import Verdict, judge
+from epochgc.leases.ownership_store import read_owner
+from epochgc.storage.keys import PartitionId, parse_l0_key
+from epochgc.storage.object_store import ObjectStore
+from epochgc.watermarks.partition.replica import PartitionReplica
+from epochgc.watermarks.safe_epoch.aggregate import PartitionWatermark
+from epochgc.watermarks.safe_epoch.compute import compute_safe_epoch_once
 from epochgc.watermarks.safe_epoch.reports import StuckCause
+
+log = logging.getLogger("epochgc.cli")  # the command's name for it: log lines are unchanged
 
 
 @dataclass(frozen=True)
@@ -75,6 +89,74 @@ class Explanation:
     pinning: tuple[PinningPartition, ...]
     """The partitions with ``M(p)`` below the object's epoch (empty unless
     ``above_safe_epoch``)."""
+
+
+def read_explain_inputs(
+    store: ObjectStore,
+    root: str,
+    key: str,
+    *,
+    min_object_age: timedelta,
+    max_delete_fraction: float,
+    pinning: int,
+    now: datetime,
+) -> ExplainInputs:
+    """Read what the verdict on ``key`` depends on: the object's HEAD,
+    ``M`` with its ``pinning`` lowest partitions, the control document, and
+    for each pinning partition below the object's epoch what is known of it
+    (``pinning_partition``).
+
+    Raises:
+        StorageError: the store could not be read.
+    """
+    try:
+        last_modified: datetime | None = store.head(key).last_modified
+    except NotFoundError:
+        last_modified = None
+    safe, _untrusted = compute_safe_epoch_once(store, root, pinning=pinning)
+    control, _etag = read_control(store, root)
+    parsed = parse_l0_key(key, root)
+    pins: tuple[PinningPartition, ...] = ()
+    if safe is not None and parsed is not None:
+        pins = tuple(
+            pinning_partition(store, root, w) for w in safe.pinning if w.safe_epoch < parsed.epoch
+        )
+    return ExplainInputs(
+        key=key,
+        root=root,
+        safe_epoch=None if safe is None else safe.safe_epoch,
+        pinning=pins,
+        last_modified=last_modified,
+        min_object_age=min_object_age,
+        now=now,
+        paused=control.paused,
+        paused_by=control.updated_by,
+        paused_reason=control.reason,
+        max_delete_fraction=max_delete_fraction,
+    )
+
+
+def pinning_partition(store: ObjectStore, root: str, w: PartitionWatermark) -> PinningPartition:
+    """What is known of one pinning partition: its owner (from its
+    ownership record) and its reconciliation lag (read from its log); each
+    ``None`` when unreadable (logged: the verdict does not depend on them)."""
+    pid = PartitionId(w.topic, w.revision, w.partition)
+    owner: str | None = None
+    lag: int | None = None
+    try:
+        record = read_owner(store, root, pid)
+        owner = None if record is None or record.released else record.node
+    except EpochGCError as err:
+        log.warning("%s: ownership record unreadable: %s", pid, err)
+    try:
+        replica = PartitionReplica(store, root, pid)
+        state = replica.open()
+        lag = max(0, state.next_offset - 1 - state.lro)
+    except EpochGCError as err:
+        log.warning("%s: partition log unreadable: %s", pid, err)
+    return PinningPartition(
+        w.topic, w.revision, w.partition, w.safe_epoch, w.node, owner, lag, w.stuck
+    )
 
 
 def explain(inputs: ExplainInputs) -> Explanation:
@@ -167,6 +249,38 @@ def explain(inputs: ExplainInputs) -> Explanation:
             ),
         )
     return Explanation(deletable, epoch, inputs.safe_epoch, tuple(reasons), pinning)
+
+
+def explanation_view(key: str, result: Explanation) -> tuple[dict[str, object], list[str]]:
+    """The JSON document and the lines ``gc explain`` prints."""
+    data: dict[str, object] = {
+        "key": key,
+        "deletable": result.deletable,
+        "epoch": result.epoch,
+        "safe_epoch": result.safe_epoch,
+        "reasons": [
+            {"code": r.code, "text": r.text, "blocking": r.blocking} for r in result.reasons
+        ],
+        "pinning": [
+            {
+                "topic": p.topic,
+                "revision": p.revision,
+                "partition": p.partition,
+                "safe_epoch": p.safe_epoch,
+                "reported_by": p.reported_by,
+                "owner": p.owner,
+                "lag_records": p.lag_records,
+                "stuck": None if p.stuck is None else p.stuck.to_json(),
+            }
+            for p in result.pinning
+        ],
+    }
+    verdict = "deletable" if result.deletable else "not deletable"
+    epoch = "-" if result.epoch is None else str(result.epoch)
+    safe = "unknown" if result.safe_epoch is None else str(result.safe_epoch)
+    lines = [f"{key}: {verdict} (epoch {epoch}, M {safe})"]
+    lines += [f"  {'x' if r.blocking else '-'} {r.code}: {r.text}" for r in result.reasons]
+    return data, lines
 
 
 def _describe(p: PinningPartition) -> str:

@@ -7,13 +7,14 @@ runs prefix in key order lists runs oldest first.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from epochgc.errors import MalformedRecordError
+from epochgc.errors import EpochGCError, MalformedRecordError
 from epochgc.gc.eligibility import Verdict
 from epochgc.gc.future_times import FutureTimeLog
 from epochgc.gc.janitor import JanitorResult
@@ -360,6 +361,28 @@ def delete_expired_runs(
 def list_runs(store: ObjectStore, root: str, limit: int = 20) -> list[str]:
     """The newest ``limit`` run ids (oldest first)."""
     return sorted(_run_files(store, root))[-limit:]
+
+
+def recent_runs(
+    store: ObjectStore, root: str, prices: Prices, limit: int = 20
+) -> list[dict[str, object]]:
+    """The newest ``limit`` runs (oldest first), one row each as ``epochgc
+    gc runs --json`` prints them: the summary's contract fields plus its
+    modelled ``cost_usd`` and ``usd_per_gb`` (``run_cost``), or ``run_id``
+    and ``error`` for a run whose summary cannot be read (not written yet,
+    or not a summary this version reads): one bad summary never hides the
+    others."""
+    rows: list[dict[str, object]] = []
+    for run_id in list_runs(store, root, limit):
+        try:
+            summary = decode_summary(store.get(gc_run_summary_key(root, run_id)).body)
+        except EpochGCError as err:
+            rows.append({"run_id": run_id, "error": str(err)})
+            continue
+        row = json.loads(encode_summary(summary))
+        row["cost_usd"], row["usd_per_gb"] = run_cost(summary, prices)
+        rows.append(row)
+    return rows
 
 
 def run_cost(summary: RunSummary, prices: Prices) -> tuple[float, float | None]:

@@ -1,6 +1,9 @@
 """What ``epochgc gc status`` shows: the pure view over the documents it
 read (control, published status, the ``gc`` and ``ticker`` leases, the
-daemons' presence documents) and ``now``.
+daemons' presence documents) and ``now``; and what ``epochgc gc epoch-info``
+shows: the cluster epoch, ``M`` and the partitions that pin it
+(``read_epoch_info``, the one function here that reads the bucket, and the
+pure ``epoch_info_view``).
 
 Why a view of its own: the published status is only what the last leader
 said. After a crash it still says ``running``; shown alone beside "nobody
@@ -10,7 +13,7 @@ daemons, so an operator reads one consistent story. While paused it lists
 the deleting jobs the pause holds (every ``DeletingJob``), with when each
 came due as the lease holder published it.
 
-No I/O, no clock: ``now`` is a parameter. ``expires_at`` of a lease is its
+No clock: ``now`` is a parameter. ``expires_at`` of a lease is its
 holder's wall clock: compared with ``now`` here only as a hint for people
 (no decision uses it). The status's and the presence documents' times are
 their writers' clocks too: one ahead of ``now`` by more than the skew
@@ -27,12 +30,18 @@ from datetime import datetime
 from epochgc.gc.control import CollectorState, ControlDocument, DeletingJob, StatusDocument
 from epochgc.gc.presence import PresenceDocument
 from epochgc.leases.role_leases import LeaseDocument
+from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.stored_time import (
     DEFAULT_MARGIN_SECONDS,
     is_from_future,
     skew_seconds,
     stored_age_seconds,
 )
+from epochgc.watermarks.controller import Controller
+from epochgc.watermarks.safe_epoch.aggregate import SafeEpoch
+from epochgc.watermarks.safe_epoch.compute import compute_safe_epoch_once
+from epochgc.watermarks.safe_epoch.reports import StuckCause
+from epochgc.wording import counted
 
 
 @dataclass(frozen=True)
@@ -278,3 +287,72 @@ def _daemon_lines(inputs: StatusInputs, now: datetime) -> list[str]:
         lines.append(text)
     lines += [f"unreadable: {why}" for why in inputs.unreadable_daemons]
     return ["daemons:    " + lines[0], *("            " + line for line in lines[1:])]
+
+
+@dataclass(frozen=True)
+class EpochInfo:
+    """What ``gc epoch-info`` read: the cluster epoch and ``M`` as a
+    collector would compute it now."""
+
+    cluster_epoch: int
+    safe: SafeEpoch | None
+    """``None``: the inputs of ``M`` cannot be trusted now."""
+    untrusted: str = ""
+    """Why ``safe`` is ``None`` (one line)."""
+
+
+def read_epoch_info(store: ObjectStore, root: str, *, pinning: int = 10) -> EpochInfo:
+    """Compute ``M`` with its ``pinning`` lowest partitions, then read the
+    cluster epoch.
+
+    Raises:
+        StorageError: the store could not be read.
+    """
+    safe, untrusted = compute_safe_epoch_once(store, root, pinning=pinning)
+    return EpochInfo(Controller(store, root).current_epoch(), safe, untrusted)
+
+
+def epoch_info_view(cluster_epoch: int, safe: SafeEpoch) -> tuple[dict[str, object], list[str]]:
+    """The JSON document and the lines ``gc epoch-info`` prints."""
+    pinning = [
+        {
+            "topic": w.topic,
+            "partition": w.partition,
+            "safe_epoch": w.safe_epoch,
+            "node": w.node,
+            "stuck": None if w.stuck is None else w.stuck.to_json(),
+        }
+        for w in safe.pinning
+    ]
+    lag = cluster_epoch - safe.safe_epoch
+    data: dict[str, object] = {
+        "cluster_epoch": cluster_epoch,
+        "safe_epoch": safe.safe_epoch,
+        "lag": lag,
+        "controller_offset": safe.controller_offset,
+        "partitions": safe.partitions,
+        "unreported_partitions": safe.unreported,
+        "oldest_report_at": safe.oldest_report_at,
+        "pinning": pinning,
+    }
+    lines = [
+        f"cluster epoch {cluster_epoch}, M {safe.safe_epoch} (lag {lag}); "
+        f"{counted(safe.partitions, 'live partition')}, {safe.unreported} without a report",
+        f"{'pinning partition':40} {'M(p)':>8}  reported by",
+    ]
+    for w in safe.pinning:
+        lines.append(
+            f"{w.topic + '/' + str(w.partition):40} {w.safe_epoch:>8}  "
+            f"{w.node or '(no report: revision - 1)'}"
+        )
+        if w.stuck is not None:
+            lines.append(f"    {stuck_line(w.stuck)}")
+    return data, lines
+
+
+def stuck_line(stuck: StuckCause) -> str:
+    """One line for a stuck partition's cause."""
+    return (
+        f"stuck: {stuck.cause} L0 object {stuck.key} (records "
+        f"{stuck.first_offset}..{stuck.last_offset}) since {stuck.since:%Y-%m-%dT%H:%M:%SZ}"
+    )

@@ -48,6 +48,7 @@ import pyarrow.parquet as pq
 
 from epochgc.errors import EpochGCError, NotFoundError
 from epochgc.storage.object_store import ObjectInfo, ObjectStore
+from epochgc.storage.s3 import S3ObjectStore
 
 MANIFEST_VERSION = "2016-11-30"
 FORMATS = ("CSV", "Parquet")
@@ -92,6 +93,17 @@ class InventoryLocation:
         the prefix is empty)."""
         parts = [p for p in (self.prefix.strip("/"), self.source_bucket, self.config_id) if p]
         return "/".join(parts) + "/"
+
+
+def store_for_bucket(store: ObjectStore, bucket: str) -> ObjectStore:
+    """The store to reach ``bucket`` through: ``store`` itself when it is
+    that bucket's (or not an S3 store: an in-memory store stands for every
+    bucket), else an S3 store for ``bucket`` on ``store``'s client. An
+    inventory's source and destination buckets need not be the collected
+    one (``[inventory] bucket``, ``source_bucket``)."""
+    if not isinstance(store, S3ObjectStore) or store.bucket == bucket:
+        return store
+    return S3ObjectStore(store.client, bucket)
 
 
 @dataclass(frozen=True)

@@ -71,11 +71,11 @@ from epochgc.storage.inventory import (
     InventoryManifest,
     find_newest_manifest,
     load_manifest,
+    store_for_bucket,
 )
 from epochgc.storage.keys import gc_run_prefix
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
-from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.safe_epoch.aggregate import SafeEpochTracker
 from epochgc.watermarks.safe_epoch.compute import compute_safe_epoch
@@ -381,11 +381,7 @@ class _Job:
         )
         if options.mode == "inventory":
             location = settings.inventory
-            inventory_store = (
-                store
-                if location.bucket == settings.bucket or not isinstance(store, S3ObjectStore)
-                else S3ObjectStore(store.client, location.bucket)
-            )
+            inventory_store = store_for_bucket(store, location.bucket)
             self.manifest_key = find_newest_manifest(inventory_store, location)
             manifest = load_manifest(inventory_store, self.manifest_key)
             _check_source(manifest, settings.bucket)

@@ -27,7 +27,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from epochgc.gc.spark.package import EXECUTOR_PYTHON, SparkPackage
+from epochgc.gc.spark.package import (
+    EXECUTOR_PYTHON,
+    SparkPackage,
+    default_package_dir,
+    ensure_package,
+)
 
 log = logging.getLogger("epochgc.gc.spark")
 
@@ -51,6 +56,21 @@ def under_spark_submit() -> bool:
 def is_local_master(master: str) -> bool:
     """Whether ``master`` runs executors inside the driver's JVM."""
     return master == "local" or master.startswith("local[")
+
+
+def package_to_ship(master: str, *, ship: bool, package_dir: str | None) -> SparkPackage | None:
+    """The executors' package for ``master``, built into ``package_dir``
+    (default: ``default_package_dir``) when missing or out of date; or
+    ``None``: a local master's workers run this interpreter, spark-submit
+    ships what its command line names, and ``[spark] ship = false`` leaves
+    the executors' Python to the cluster.
+
+    Raises:
+        SparkPackageError: building the package failed.
+    """
+    if not ship or is_local_master(master) or under_spark_submit():
+        return None
+    return ensure_package(Path(package_dir or default_package_dir()))
 
 
 def build_spark_session(

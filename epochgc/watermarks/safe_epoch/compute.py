@@ -49,3 +49,19 @@ def compute_safe_epoch(
         tracker.failed(err)
         return None
     return tracker.observe(join_safe_epoch(view, reports, k=pinning))
+
+
+def compute_safe_epoch_once(
+    store: ObjectStore, root: str, *, pinning: int = 10
+) -> tuple[SafeEpoch | None, str]:
+    """``M`` as a collector would compute it now, for an operator's
+    question (``gc epoch-info``, ``gc explain``): the value, or ``None`` and
+    why its inputs cannot be trusted (one line). Nothing is remembered
+    between calls: a fresh tracker, blocked at the first untrusted input.
+
+    Raises:
+        StorageError: the store could not be read (transient or permanent).
+    """
+    tracker = SafeEpochTracker(blocked_after=1)
+    safe = compute_safe_epoch(Controller(store, root), store, root, tracker, pinning=pinning)
+    return safe, tracker.last_error

@@ -5,9 +5,21 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, datetime, timedelta
 
-from epochgc.gc.explain import ExplainInputs, PinningPartition, explain
-from epochgc.storage.keys import encode_l0_key
+import pytest
+
+from epochgc.gc.control import pause
+from epochgc.gc.explain import (
+    ExplainInputs,
+    PinningPartition,
+    explain,
+    explanation_view,
+    read_explain_inputs,
+)
+from epochgc.leases.holder_codec import OwnerDocument, encode_owner
+from epochgc.storage.keys import PartitionId, encode_l0_key, owner_key
+from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.safe_epoch.reports import StuckCause
+from tests.support.memory_store import MemoryStore
 
 NOW = datetime(2026, 11, 24, 5, 0, tzinfo=UTC)
 UUID = "0b7c4c39-8f0e-4f57-9a8e-6d1f1f2f3a4b"
@@ -75,3 +87,53 @@ def test_the_guard_is_mentioned_but_does_not_block_one_object() -> None:
     guarded = dataclasses.replace(BASE, max_delete_fraction=0.5)
     assert codes(guarded) == (True, ["eligible", "at_or_below_safe_epoch", "guard"])
     assert "50%" in explain(guarded).reasons[-1].text
+
+
+def read(
+    store: MemoryStore, *, max_delete_fraction: float = 1.0, pinning: int = 10
+) -> ExplainInputs:
+    return read_explain_inputs(
+        store,
+        "epochgc",
+        KEY,
+        min_object_age=timedelta(hours=1),
+        max_delete_fraction=max_delete_fraction,
+        pinning=pinning,
+        now=NOW,
+    )
+
+
+def test_the_inputs_are_read_from_the_bucket_with_the_owner_of_each_pinning_partition(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = MemoryStore()
+    revision = Controller(store, "epochgc").create_topic("orders", 2).revision
+    store.put(KEY, b"l0")
+    owned = PartitionId("orders", revision, 0)
+    store.put(owner_key("epochgc", owned), encode_owner(OwnerDocument("node-a", "i1", 1, NOW)))
+    store.put(owner_key("epochgc", PartitionId("orders", revision, 1)), b"not json")
+    pause(store, "epochgc", by="ops@host", reason="audit", now=NOW)
+
+    inputs = read(store, max_delete_fraction=0.5)
+
+    assert (inputs.safe_epoch, inputs.paused, inputs.paused_by) == (revision - 1, True, "ops@host")
+    assert inputs.last_modified is not None and inputs.max_delete_fraction == 0.5
+    assert [(p.partition, p.owner, p.lag_records) for p in inputs.pinning] == [
+        (0, "node-a", 0),
+        (1, None, 0),
+    ]
+    assert "ownership record unreadable" in caplog.text
+    store.delete(KEY)
+    gone = read(store, pinning=1)
+    assert gone.last_modified is None and len(gone.pinning) == 1
+
+
+def test_the_view_prints_the_verdict_then_one_line_per_reason() -> None:
+    inputs = dataclasses.replace(BASE, safe_epoch=30, pinning=PINS)
+    data, lines = explanation_view(KEY, explain(inputs))
+    assert lines[0] == f"{KEY}: not deletable (epoch 40, M 30)"
+    assert lines[1].startswith("  x above_safe_epoch: epoch 40 > M 30")
+    assert data["deletable"] is False and data["epoch"] == 40
+    pinning = data["pinning"]
+    assert isinstance(pinning, list) and [p["partition"] for p in pinning] == [0]
+    assert pinning[0]["stuck"] == STUCK.to_json() and pinning[0]["lag_records"] == 3

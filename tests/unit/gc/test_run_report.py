@@ -9,7 +9,16 @@ from datetime import UTC, datetime
 import pytest
 
 from epochgc.errors import MalformedRecordError, UnsupportedVersionError
-from epochgc.gc.run_report import RunSummary, decode_summary, encode_summary, new_run_id
+from epochgc.gc.listing.cost import Prices
+from epochgc.gc.run_report import (
+    RunSummary,
+    decode_summary,
+    encode_summary,
+    new_run_id,
+    recent_runs,
+    write_summary,
+)
+from tests.support.memory_store import MemoryStore
 
 V1 = b"""{"v": 1, "run_id": "r-1", "engine": "local",
  "dry_run": false, "safe_epoch": 80, "controller_offset": 97,
@@ -71,3 +80,23 @@ def test_a_failed_runs_cause_and_failed_files_round_trip_and_are_absent_otherwis
     back = decode_summary(encode_summary(failed))
     assert back.cause == "spark job failed: X"
     assert back.failed_files == (("inv/a.csv.gz", "boom"),)
+
+
+def test_recent_runs_are_priced_and_an_unreadable_summary_is_a_row_of_its_own() -> None:
+    store = MemoryStore()
+    unpriced = decode_summary(CONTRACT)  # written before cost was recorded
+    write_summary(store, "epochgc", unpriced)
+    priced = dataclasses.replace(unpriced, run_id="r-2", cost_usd=0.5, bytes_deleted=0)
+    write_summary(store, "epochgc", priced)
+    store.put("epochgc/gc/runs/r-3/plan.parquet", b"")  # running: no summary yet
+    store.put("epochgc/gc/runs/r-4/summary.json", b"{}")
+
+    rows = recent_runs(store, "epochgc", Prices(list_per_1000=1.0), limit=3)
+
+    assert [r["run_id"] for r in rows] == ["r-2", "r-3", "r-4"], "the newest 3, oldest first"
+    assert (rows[0]["cost_usd"], rows[0]["usd_per_gb"]) == (0.5, None)
+    assert set(rows[1]) == {"run_id", "error"} and set(rows[2]) == {"run_id", "error"}
+    first = recent_runs(store, "epochgc", Prices(list_per_1000=1.0))[0]
+    assert first["cost_usd"] == pytest.approx(52 / 1000), "priced from its requests"
+    assert first["usd_per_gb"] == pytest.approx(52 / 1000 / (40960000 / 2**30))
+    assert first["deleted"] == 40000 and first["janitor"] == json.loads(CONTRACT)["janitor"]

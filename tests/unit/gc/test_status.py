@@ -18,8 +18,18 @@ from epochgc.gc.control import (
     StatusDocument,
 )
 from epochgc.gc.presence import PresenceDocument, decode_presence, encode_presence, gone_daemons
-from epochgc.gc.status import StatusInputs, format_age, status_view
+from epochgc.gc.status import (
+    StatusInputs,
+    epoch_info_view,
+    format_age,
+    read_epoch_info,
+    status_view,
+)
 from epochgc.leases.role_leases import LeaseDocument
+from epochgc.watermarks.controller import Controller
+from epochgc.watermarks.safe_epoch.aggregate import PartitionWatermark, SafeEpoch
+from epochgc.watermarks.safe_epoch.reports import StuckCause
+from tests.support.memory_store import MemoryStore
 
 NOW = datetime(2026, 11, 24, 5, 0, 0, tzinfo=UTC)
 
@@ -174,3 +184,57 @@ def test_gc_status_says_a_time_is_from_the_future_instead_of_calling_it_fresh() 
     assert isinstance(daemon, dict) and daemon["age_seconds"] is None
     daemons = data["daemons"]
     assert isinstance(daemons, list) and daemons[0]["stale"] and daemons[0]["age_seconds"] is None
+
+
+# --- gc epoch-info ------------------------------------------------------------------
+
+
+def test_epoch_info_names_the_pinning_partitions_and_why_one_is_stuck() -> None:
+    stuck = StuckCause("missing", "epochgc/l0/001/000000000000000039/x", 2, 4, ago(60))
+    safe = SafeEpoch(
+        safe_epoch=38,
+        controller_offset=97,
+        pinning=(
+            PartitionWatermark("orders", 0, 38, "node-a", 2, stuck),
+            PartitionWatermark("orders", 1, 45, None, 2),
+        ),
+        partitions=3,
+        unreported=1,
+        oldest_report_at=ago(30),
+    )
+    data, lines = epoch_info_view(97, safe)
+    assert lines == [
+        "cluster epoch 97, M 38 (lag 59); 3 live partitions, 1 without a report",
+        f"{'pinning partition':40} {'M(p)':>8}  reported by",
+        f"{'orders/0':40} {38:>8}  node-a",
+        "    stuck: missing L0 object epochgc/l0/001/000000000000000039/x (records 2..4) "
+        "since 2026-11-24T04:59:00Z",
+        f"{'orders/1':40} {45:>8}  (no report: revision - 1)",
+    ]
+    assert (data["lag"], data["unreported_partitions"], data["oldest_report_at"]) == (
+        59,
+        1,
+        ago(30),
+    )
+    pinning = data["pinning"]
+    assert isinstance(pinning, list) and pinning[0]["stuck"] == stuck.to_json()
+    assert pinning[1] == {
+        "topic": "orders",
+        "partition": 1,
+        "safe_epoch": 45,
+        "node": None,
+        "stuck": None,
+    }
+
+
+def test_epoch_info_reads_m_and_the_cluster_epoch_or_says_why_m_is_untrusted() -> None:
+    store = MemoryStore()
+    Controller(store, "epochgc").create_topic("orders", 2)
+    Controller(store, "epochgc").tick()
+    info = read_epoch_info(store, "epochgc", pinning=1)
+    assert info.cluster_epoch == 2 and info.safe is not None and not info.untrusted
+    assert (info.safe.safe_epoch, info.safe.partitions, len(info.safe.pinning)) == (0, 2, 1)
+    store.put("epochgc/meta/controller/00000000000000000003", b"not json")
+    info = read_epoch_info(store, "epochgc")
+    assert info.safe is None and info.cluster_epoch == 3
+    assert info.untrusted.startswith("MalformedRecordError: controller entry 3")

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from epochgc.storage.client import ClientSettings, make_s3_client
 from epochgc.storage.inventory import (
     CSV_SCHEMA,
     PARQUET_SCHEMA,
@@ -20,9 +21,11 @@ from epochgc.storage.inventory import (
     download_data_file,
     parse_file_schema,
     parse_manifest,
+    store_for_bucket,
     verify_checksum,
 )
 from epochgc.storage.object_store import ObjectInfo
+from epochgc.storage.s3 import S3ObjectStore
 from tests.support.inventory_files import read_data_file
 from tests.support.memory_store import MemoryStore
 
@@ -133,3 +136,15 @@ def test_garbage_in_a_data_file_is_an_inventory_error() -> None:
     m = parse_manifest(manifest(), "k")
     with pytest.raises(InventoryError, match="unreadable"):
         read_data_file(body, m, InventoryFile("f", len(body), hashlib.md5(body).hexdigest()))
+
+
+def test_another_bucket_is_reached_on_the_same_client_and_the_same_bucket_is_the_store() -> None:
+    # Building a client sends nothing: no server is needed.
+    client = make_s3_client(ClientSettings(endpoint_url="http://127.0.0.1:9"))
+    collected = S3ObjectStore(client, "a")
+    assert store_for_bucket(collected, "a") is collected
+    other = store_for_bucket(collected, "inventories")
+    assert isinstance(other, S3ObjectStore)
+    assert (other.bucket, other.client) == ("inventories", collected.client)
+    memory = MemoryStore()
+    assert store_for_bucket(memory, "inventories") is memory, "a memory store is every bucket"

@@ -1,0 +1,74 @@
+"""``epochgc epoch show|tick|advance``: the cluster epoch."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from epochgc.cli.output import EXIT_OK, SubParsers, emit
+from epochgc.config import Config
+from epochgc.progress import ProgressLog
+from epochgc.watermarks.controller import Controller
+from epochgc.wiring.store import open_store
+
+log = logging.getLogger("epochgc.cli")
+
+
+def register(sub: SubParsers, reporting: argparse.ArgumentParser) -> None:
+    """``epoch`` and its actions."""
+    epoch = sub.add_parser("epoch", help="the cluster epoch")
+    epoch_sub = epoch.add_subparsers(dest="epoch_command", required=True, metavar="ACTION")
+    epoch_sub.add_parser("show", parents=[reporting], help="current epoch").set_defaults(
+        handler=_cmd_epoch_show
+    )
+    epoch_sub.add_parser(
+        "tick", parents=[reporting], help="append one epoch_tick now"
+    ).set_defaults(handler=_cmd_epoch_tick)
+    advance = epoch_sub.add_parser(
+        "advance",
+        parents=[reporting],
+        help="tick until the epoch reaches --to (refuses a value not above the current one)",
+    )
+    advance.add_argument("--to", type=int, required=True, metavar="EPOCH")
+    advance.set_defaults(handler=_cmd_epoch_advance)
+
+
+def _cmd_epoch_show(config: Config, args: argparse.Namespace) -> int:
+    with open_store(config, writes=False) as handle:
+        epoch = Controller(handle.store, config.layout.root).current_epoch()
+    emit({"cluster_epoch": epoch}, args, f"cluster epoch: {epoch}")
+    return EXIT_OK
+
+
+def _cmd_epoch_tick(config: Config, args: argparse.Namespace) -> int:
+    with open_store(config) as handle:
+        epoch = Controller(handle.store, config.layout.root).tick()
+    emit({"cluster_epoch": epoch}, args, f"cluster epoch is now {epoch}")
+    return EXIT_OK
+
+
+def _cmd_epoch_advance(config: Config, args: argparse.Namespace) -> int:
+    target: int = args.to
+    progress: list[ProgressLog] = []
+
+    def started(current: int) -> None:
+        # Each tick is one request: a long advance takes seconds, so say
+        # what is happening before the first one and then every few seconds.
+        steps = target - current
+        log.info(
+            "advancing the cluster epoch from %d to %d (%d ticks, one controller-log object each)",
+            current,
+            target,
+            steps,
+        )
+        progress.append(ProgressLog(log, "epoch advance", steps, unit="ticks"))
+
+    def ticked(_epoch: int) -> None:
+        progress[0].advance()
+
+    with open_store(config) as handle:
+        epoch = Controller(handle.store, config.layout.root).advance_to(
+            target, on_start=started, on_tick=ticked
+        )
+    emit({"cluster_epoch": epoch}, args, f"cluster epoch is now {epoch}")
+    return EXIT_OK

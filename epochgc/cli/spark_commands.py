@@ -1,0 +1,168 @@
+"""``epochgc gc spark`` (the deletion job on Spark) and ``epochgc spark
+package`` (what its executors need). Spark and pyarrow are an extra:
+every import of them, or of a module that needs them, stays inside a
+command, so the base install runs every other command.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from epochgc.cli.output import EXIT_OK, SubParsers, emit, print_run
+from epochgc.config import SPARK_LOG_LEVELS, Config
+from epochgc.extras import SPARK, require
+from epochgc.gc.control import DeletingJob
+from epochgc.gc.pause import PauseGuard
+from epochgc.wiring.store import open_store
+
+
+def add_gc_spark(gc_sub: SubParsers, reporting: argparse.ArgumentParser) -> None:
+    """``gc spark``, an action of ``gc``."""
+    spark = gc_sub.add_parser(
+        "spark",
+        parents=[reporting],
+        help="the deletion job on Spark: live listing or the newest S3 Inventory",
+    )
+    spark.add_argument("--mode", choices=["listing", "inventory"], default="listing")
+    spark.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="delete nothing; write the plan (runs even while paused)",
+    )
+    spark.add_argument(
+        "--force",
+        action="store_true",
+        help="bypass the delete-fraction guard ([gc] max_delete_fraction); nothing else",
+    )
+    spark.add_argument(
+        "--max-epoch",
+        type=int,
+        metavar="N",
+        help="use this M (at most the computed one, unless --allow-max-epoch-above-m)",
+    )
+    spark.add_argument(
+        "--allow-max-epoch-above-m",
+        action="store_true",
+        help="accept a --max-epoch above the computed M (objects above M may still be "
+        "needed: at your own risk); never above the cluster epoch",
+    )
+    spark.add_argument("--master", help="Spark master (default: [spark] master)")
+    spark.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting (repeatable; over [spark] conf; see docs/spark.md)",
+    )
+    spark.add_argument(
+        "--spark-log-level",
+        choices=SPARK_LOG_LEVELS,
+        help="Spark's own log level (default: [spark] log_level, WARN)",
+    )
+    spark.set_defaults(handler=_cmd_gc_spark)
+
+
+def register(sub: SubParsers, reporting: argparse.ArgumentParser) -> None:
+    """``spark`` and its action."""
+    shipping = sub.add_parser("spark", help="what Spark executors need (docs/spark.md)")
+    shipping_sub = shipping.add_subparsers(dest="spark_command", required=True, metavar="ACTION")
+    package = shipping_sub.add_parser(
+        "package",
+        parents=[reporting],
+        help="build the code zip (--py-files) and the packed environment (--archives)",
+    )
+    package.add_argument(
+        "--out", metavar="DIR", help="output folder (default: [spark] package_dir)"
+    )
+    package.add_argument(
+        "--rebuild-environment",
+        action="store_true",
+        help="build the environment archive again even if it exists",
+    )
+    package.set_defaults(handler=_cmd_spark_package)
+
+
+def _cmd_gc_spark(config: Config, args: argparse.Namespace) -> int:
+    # Imported here: only these commands need Spark (an extra).
+    require("pyspark", SPARK, "epochgc gc spark")
+    require("pyarrow", SPARK, "epochgc gc spark")
+    from epochgc.gc.spark.conf import merged_conf, parse_conf_args  # noqa: PLC0415
+    from epochgc.gc.spark.job import SparkRunOptions, run_spark_gc  # noqa: PLC0415
+    from epochgc.gc.spark.session import build_spark_session, package_to_ship  # noqa: PLC0415
+    from epochgc.wiring.settings import spark_gc_settings_of  # noqa: PLC0415
+
+    spark_conf = merged_conf(config.spark.conf, parse_conf_args(args.conf))
+    master = args.master or config.spark.master
+    options = SparkRunOptions(
+        mode=args.mode,
+        dry_run=args.dry_run,
+        force=args.force,
+        max_epoch=args.max_epoch,
+        allow_above_m=args.allow_max_epoch_above_m,
+        listing_tasks=config.spark.listing_tasks,
+    )
+    with open_store(config) as handle:
+        if not args.dry_run:
+            # Refuse before starting Spark (the driver checks again itself).
+            PauseGuard(handle.store, config.layout.root).check(DeletingJob.L0)
+        spark = build_spark_session(
+            master,
+            conf=spark_conf,
+            package=package_to_ship(
+                master, ship=config.spark.ship, package_dir=config.spark.package_dir
+            ),
+            log_level=args.spark_log_level or config.spark.log_level,
+        )
+        try:
+            outcome = run_spark_gc(
+                spark,
+                spark_gc_settings_of(config),
+                handle.store,
+                handle.stats,
+                handle.client_settings,
+                options,
+            )
+        finally:
+            spark.stop()
+    s = outcome.summary
+    return print_run(
+        s,
+        args,
+        {
+            "summary_key": outcome.summary_key,
+            "plan_prefix": outcome.plan_prefix,
+            "manifest": outcome.manifest_key,
+            "tasks": outcome.tasks,
+        },
+        plan=f"{outcome.plan_prefix}part-*.parquet" if outcome.plan_prefix else None,
+        stopped=outcome.stopped_by_guard,
+        details=f", {outcome.tasks} tasks"
+        + (f", inventory {outcome.manifest_key}" if outcome.manifest_key else ""),
+    )
+
+
+def _cmd_spark_package(config: Config, args: argparse.Namespace) -> int:
+    require("pyspark", SPARK, "epochgc spark package")
+    from epochgc.gc.spark.package import EXECUTOR_PYTHON, default_package_dir, ensure_package  # noqa: PLC0415
+
+    out = Path(args.out or config.spark.package_dir or default_package_dir())
+    package = ensure_package(out, rebuild_environment=args.rebuild_environment)
+    flags = (
+        f"--py-files {package.code_zip} --archives {package.archives_entry} "
+        f"--conf spark.pyspark.python={EXECUTOR_PYTHON}"
+    )
+    emit(
+        {
+            "code_zip": str(package.code_zip),
+            "environment": str(package.environment),
+            "archives": package.archives_entry,
+            "executor_python": EXECUTOR_PYTHON,
+            "spark_submit_flags": flags,
+        },
+        args,
+        f"executors' package in {out}:\n  {package.code_zip.name} (epochgc, for --py-files)\n"
+        f"  {package.environment.name} (boto3 + pyarrow, for --archives)\n"
+        f"spark-submit {flags} scripts/spark_gc.py --config FILE",
+    )
+    return EXIT_OK

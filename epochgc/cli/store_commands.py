@@ -1,0 +1,157 @@
+"""The bucket and the configuration: ``epochgc check-store``, ``migrate``,
+``config show``, ``embedded-s3`` and ``inventory build``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import signal
+import threading
+
+from epochgc.cli.output import EXIT_FAILED, EXIT_OK, SubParsers, emit
+from epochgc.config import Config
+from epochgc.extras import SPARK, require
+from epochgc.storage.embedded import EmbeddedS3
+from epochgc.storage.probe import format_probe_table, run_probes
+from epochgc.watermarks.layout import LAYOUT
+from epochgc.watermarks.migrate import migrate_layout
+from epochgc.wiring.store import open_store
+from epochgc.wording import counted
+
+
+def register(
+    sub: SubParsers, common: argparse.ArgumentParser, reporting: argparse.ArgumentParser
+) -> None:
+    """``check-store``, ``migrate``, ``config`` and ``embedded-s3``."""
+    check = sub.add_parser(
+        "check-store",
+        parents=[reporting],
+        help="probe the bucket for conditional writes, batch deletes and list order",
+    )
+    check.set_defaults(handler=_cmd_check_store)
+    sub.add_parser(
+        "migrate",
+        parents=[reporting],
+        help="rewrite a bucket written by an older epochgc (layout 1) to layout 2; "
+        "stop every node and daemon first",
+    ).set_defaults(handler=_cmd_migrate)
+    config_cmd = sub.add_parser("config", help="configuration tools")
+    config_sub = config_cmd.add_subparsers(dest="config_command", required=True, metavar="ACTION")
+    show = config_sub.add_parser(
+        "show", parents=[reporting], help="print the effective configuration (secrets masked)"
+    )
+    show.set_defaults(handler=_cmd_config_show)
+    serve = sub.add_parser(
+        "embedded-s3",
+        parents=[common],
+        help="serve an in-memory S3 (moto) for local runs until SIGTERM",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
+    serve.add_argument("--port", type=int, default=9000, help="port (0 picks a free one)")
+    serve.set_defaults(handler=_cmd_embedded_s3)
+
+
+def register_inventory(sub: SubParsers, reporting: argparse.ArgumentParser) -> None:
+    """``inventory`` and its action."""
+    inventory = sub.add_parser("inventory", help="S3 Inventory reports")
+    inventory_sub = inventory.add_subparsers(
+        dest="inventory_command", required=True, metavar="ACTION"
+    )
+    build = inventory_sub.add_parser(
+        "build",
+        parents=[reporting],
+        help="write an inventory report in AWS's format from a live listing",
+    )
+    build.add_argument("--format", choices=["csv", "parquet"], default="parquet")
+    build.add_argument(
+        "--prefix", help="what to inventory (default: the L0 prefix; '' for the whole bucket)"
+    )
+    build.add_argument("--rows-per-file", type=int, help="overrides [inventory] rows_per_file")
+    build.set_defaults(handler=_cmd_inventory_build)
+
+
+def _cmd_check_store(config: Config, args: argparse.Namespace) -> int:
+    with open_store(config, check_layout=False, writes=False) as handle:
+        results = run_probes(
+            handle.store,
+            config.layout.root,
+            detect_if_match_form=config.store.if_match_form == "auto",
+        )
+    emit(
+        {
+            "bucket": config.store.bucket,
+            "ok": all(r.passed for r in results),
+            "if_match_form": handle.store.if_match_form,
+            "probes": [{"name": r.name, "passed": r.passed, "detail": r.detail} for r in results],
+        },
+        args,
+        format_probe_table(results, config.store.bucket),
+    )
+    return EXIT_OK if all(r.passed for r in results) else EXIT_FAILED
+
+
+def _cmd_migrate(config: Config, args: argparse.Namespace) -> int:
+    with open_store(config, check_layout=False) as handle:
+        report = migrate_layout(handle.store, config.layout.root)
+    if report.already_current:
+        human = f"root {config.layout.root!r} is already in layout {LAYOUT}: nothing to do"
+    else:
+        abandoned = "".join(f"\n  not migrated: {a}" for a in report.partitions_abandoned)
+        human = (
+            f"migrated {counted(len(report.partitions_migrated), 'partition')} to layout {LAYOUT}: "
+            f"{report.objects_copied} objects copied, {report.objects_deleted} layout-1 "
+            f"objects and {report.leases_deleted} partition leases deleted{abandoned}"
+        )
+    emit(dataclasses.asdict(report), args, human)
+    return EXIT_OK
+
+
+def _cmd_config_show(config: Config, args: argparse.Namespace) -> int:
+    described = config.describe()
+    # TOML-like for people (what they would write in a file), JSON for scripts.
+    lines: list[str] = []
+    for section, values in described.items():
+        lines.append(f"[{section}]")
+        lines += [f"{key} = {json.dumps(value)}" for key, value in values.items()]
+        lines.append("")
+    emit(described, args, "\n".join(lines).rstrip())
+    return EXIT_OK
+
+
+def _cmd_embedded_s3(config: Config, args: argparse.Namespace) -> int:
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    with EmbeddedS3(bucket=config.store.bucket, host=args.host, port=args.port) as server:
+        print(f"embedded S3 serving bucket {config.store.bucket!r} at {server.endpoint_url}")
+        print("stop with Ctrl-C or SIGTERM; everything stored is lost then", flush=True)
+        stop.wait()
+    return EXIT_OK
+
+
+def _cmd_inventory_build(config: Config, args: argparse.Namespace) -> int:
+    require("pyarrow", SPARK, "epochgc inventory build")
+    from epochgc.storage.inventory import build_inventory, store_for_bucket  # noqa: PLC0415
+    from epochgc.wiring.settings import inventory_location  # noqa: PLC0415
+
+    location = inventory_location(config)
+    prefix = config.layout.root + "/l0/" if args.prefix is None else args.prefix
+    with open_store(config) as handle:
+        source = store_for_bucket(handle.store, location.source_bucket)
+        key = build_inventory(
+            source,
+            store_for_bucket(handle.store, location.bucket),
+            location,
+            source.list_objects(prefix),
+            file_format="CSV" if args.format == "csv" else "Parquet",
+            rows_per_file=args.rows_per_file or config.inventory.rows_per_file,
+        )
+    emit(
+        {"manifest": key, "bucket": location.bucket},
+        args,
+        f"inventory of s3://{location.source_bucket}/{prefix} written: "
+        f"s3://{location.bucket}/{key}",
+    )
+    return EXIT_OK

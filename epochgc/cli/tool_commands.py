@@ -1,0 +1,119 @@
+"""The whole system at once, for trying and checking it: ``epochgc verify``
+(randomized runs under injected faults) and ``epochgc demo``. Each imports
+what it runs inside the command: nothing else needs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+from epochgc.cli.output import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, SubParsers
+from epochgc.config import Config
+from epochgc.logging_setup import setup_logging
+from epochgc.wiring.store import open_store
+
+
+def register(sub: SubParsers, common: argparse.ArgumentParser) -> None:
+    """``verify`` and ``demo``."""
+    verify = sub.add_parser(
+        "verify",
+        parents=[common],
+        help="randomized end-to-end safety run under injected faults, then the checks",
+    )
+    verify.add_argument(
+        "--seed", type=int, nargs="+", required=True, help="one or more seeds (one run each)"
+    )
+    verify.add_argument("--duration", type=float, default=60.0, help="seconds of faults")
+    verify.add_argument("--spark", action="store_true", help="run a Spark GC job mid-way")
+    verify.add_argument("--folder", help="keep each run's logs and records here")
+    verify.add_argument(
+        "--quiesce-timeout",
+        type=float,
+        default=90.0,
+        help="seconds allowed after the faults stop for everything <= M to go",
+    )
+    verify.add_argument(
+        "--stop-on-failure", action="store_true", help="stop at the first seed that fails"
+    )
+    verify.add_argument(
+        "--unsafe-test-build",
+        action="store_true",
+        help="publish M(p) = max_applied_epoch - 1 (a broken build the checks must catch)",
+    )
+    verify.add_argument(
+        "--worker-log-level",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        default="WARNING",
+        help="log level of the node and daemon processes (their logs are in --folder)",
+    )
+    verify.set_defaults(handler=_cmd_verify)
+    demo = sub.add_parser(
+        "demo",
+        parents=[common],
+        help="producers, reconcilers and the GC daemon on the embedded S3, then a check",
+    )
+    demo.add_argument("--duration", type=float, default=60.0, help="seconds of workload")
+    demo.add_argument("--seed", type=int, default=1, help="the workload's random seed")
+    demo.set_defaults(handler=_cmd_demo)
+
+
+def _cmd_verify(config: Config, args: argparse.Namespace) -> int:
+    # Imported here: only this command runs the whole system under faults.
+    import tempfile  # noqa: PLC0415
+
+    from epochgc.verify.run import run_verify, summary  # noqa: PLC0415
+
+    if args.log_level is None:
+        setup_logging("WARNING")
+    failed = []
+    for seed in args.seed:
+        folder = Path(args.folder) / f"seed-{seed}" if args.folder else None
+        with tempfile.TemporaryDirectory(prefix=f"epochgc-verify-{seed}-") as tmp:
+            result = run_verify(
+                seed,
+                args.duration,
+                folder or Path(tmp),
+                spark=args.spark,
+                unsafe_safe_epoch=args.unsafe_test_build,
+                quiesce_timeout=args.quiesce_timeout,
+                worker_log_level=args.worker_log_level,
+            )
+        print(summary(result), flush=True)
+        if not result.ok:
+            failed.append(seed)
+            if args.stop_on_failure:
+                break
+    if len(args.seed) > 1:
+        print(f"{len(failed)} of {len(args.seed)} seeds failed: {failed}")
+    return EXIT_OK if not failed else EXIT_FAILED
+
+
+def _cmd_demo(config: Config, args: argparse.Namespace) -> int:
+    # Imported here: only this command needs the whole stack at once.
+    from epochgc.demo import run_demo, summary_lines  # noqa: PLC0415
+
+    if not config.store.embedded:
+        print(
+            "epochgc: the demo runs on the embedded S3 only: use --config config/local.toml "
+            "(or set EPOCHGC_STORE__EMBEDDED=true)",
+            file=sys.stderr,
+        )
+        return EXIT_CONFIG
+    if config.gc.min_object_age_seconds > args.duration / 4:
+        print(
+            f"epochgc: [gc] min_object_age_seconds={config.gc.min_object_age_seconds:g} is too "
+            f"long for a {args.duration:g}s demo (nothing would age in): use config/local.toml",
+            file=sys.stderr,
+        )
+        return EXIT_CONFIG
+    if args.log_level is None:
+        setup_logging("WARNING")  # the live table is the output; warnings still show
+    with open_store(config) as handle:
+        result = asyncio.run(
+            run_demo(config, handle, duration_seconds=args.duration, seed=args.seed)
+        )
+    print("\n".join(summary_lines(result)))
+    return EXIT_OK if result.ok else EXIT_FAILED
