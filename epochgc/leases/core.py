@@ -1,7 +1,7 @@
 """The one compare-and-swap lease every holder of epochgc sits on: the
 singleton roles' leases (``role_leases.py``: several names per process) and
 the node liveness lease (``node_lease.py``: one per node). Whatever the
-document says (``codec.py``), getting, keeping and giving up a lease object
+document says (``holder_codec.py``), getting, keeping and giving up a lease object
 is the same four steps over ``ObjectStore`` conditional writes, and this
 module is the only place they are written:
 
@@ -206,7 +206,7 @@ class CasLease(Generic[D]):
     versions and the bodies of our renewals that failed without an answer.
 
     Args:
-        decode: the document's codec (``codec.py``); raises
+        decode: the document's codec (``holder_codec.py``); raises
             ``MalformedRecordError`` or ``UnsupportedVersionError`` for an
             object this version cannot read, which is never overwritten.
         monotonic: every timing decision uses it.

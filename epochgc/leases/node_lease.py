@@ -1,6 +1,6 @@
 """This process's node liveness lease ``{root}/meta/nodes/{node_id}``
 (docs/operating.md, "Nodes, ownership and balance"; the document:
-``codec.py``), on the lease core (``core.py``) like the singleton roles'
+``holder_codec.py``), on the lease core (``core.py``) like the singleton roles'
 leases (``role_leases.py``).
 
 One lease per node, whatever it owns: staying alive costs one CAS per renew

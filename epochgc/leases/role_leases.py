@@ -57,7 +57,7 @@ __all__ = [
     "decode_lease",
     "encode_lease",
 ]
-"""``LeaseDocument`` and its codec live in ``codec.py``; named here too
+"""``LeaseDocument`` and its codec live in ``holder_codec.py``; named here too
 because readers of role leases import them from here."""
 
 log = logging.getLogger("epochgc.watermarks.leases")

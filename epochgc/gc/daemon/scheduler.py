@@ -24,7 +24,7 @@ Jobs (all in one ``BackgroundScheduler``):
 * ``reports`` (``report_ages.ReportAges``): logs node reports older than
   ``report_stale_seconds`` and samples each node's report age for the
   metrics.
-* ``presence`` (``presence.PresenceRefresh``): every
+* ``presence`` (``presence_jobs.PresenceRefresh``): every
   ``presence_interval_seconds`` (and, through the ``lease`` job, soon after
   every change of role), writes this daemon's ``{root}/gc/daemons/{node_id}``
   (leader or standby), deleted on a clean stop.
