@@ -129,61 +129,6 @@ OUTSIDE_THE_REPOSITORY = {
     "conf/spark-env.sh": "Spark's own configuration file, on a worker",
 }
 
-KNOWN_STALE: set[str] = {
-    "docs/architecture.md: cas_log.py",
-    "docs/architecture.md: gc/health.py",
-    "docs/architecture.md: ingest/leader_service.py",
-    "docs/architecture.md: keys.py",
-    "docs/architecture.md: probe.py",
-    "docs/architecture.md: replica.py",
-    "docs/architecture.md: safe_epoch.py",
-    "docs/architecture.md: state.py",
-    "docs/architecture.md: ticker.py",
-    "docs/architecture.md: watermarks/aggregate.py",
-    "docs/architecture.md: watermarks/fence.py",
-    "docs/architecture.md: watermarks/reports.py",
-    "docs/internals.md: cas_log.py",
-    "docs/internals.md: cluster_view.py",
-    "docs/internals.md: collectors.py",
-    "docs/internals.md: controller.py",
-    "docs/internals.md: embedded.py",
-    "docs/internals.md: epoch.py",
-    "docs/internals.md: fence.py",
-    "docs/internals.md: gc/collect.py",
-    "docs/internals.md: gc/daemon.py",
-    "docs/internals.md: gc/inventory_filter.py",
-    "docs/internals.md: gc/shard_knowledge.trust_knowledge",
-    "docs/internals.md: gc/shards.py",
-    "docs/internals.md: gc/spark_tasks.py",
-    "docs/internals.md: ingest/l0_format.py",
-    "docs/internals.md: ingest/leader_service.py",
-    "docs/internals.md: instruments.py",
-    "docs/internals.md: lease_timing.py",
-    "docs/internals.md: leases.py",
-    "docs/internals.md: node_lease.py",
-    "docs/internals.md: node_ownership.py",
-    "docs/internals.md: object_store.py",
-    "docs/internals.md: owner_store.py",
-    "docs/internals.md: ownership.py",
-    "docs/internals.md: probe.py",
-    "docs/internals.md: replica.py",
-    "docs/internals.md: s3.py",
-    "docs/internals.md: safe_epoch.py",
-    "docs/internals.md: skip.py",
-    "docs/internals.md: state.py",
-    "docs/internals.md: stored_time.py",
-    "docs/internals.md: tests/unit/watermarks/test_state_machine_property.py",
-    "docs/internals.md: ticker.py",
-    "docs/internals.md: watermarks/aggregate.py",
-    "docs/operating.md: epochgc-gc-spark.service",
-    "docs/operating.md: epochgc-gc-spark.timer",
-    "docs/operating.md: epochgc/stored_time.py",
-    "docs/operating.md: kustomization.yaml",
-    "docs/operating.md: prometheus-scrape.yaml",
-}
-"""Paths in the docs that name no file today, as the test words them; to be
-emptied, never added to."""
-
 
 def generated_folders() -> tuple[str, ...]:
     """Folders .gitignore keeps out of the repository (``bench/results/``):
@@ -233,7 +178,5 @@ def test_every_path_in_the_docs_names_a_file_of_the_repository() -> None:
         for word in inline_code_words(page.read_text())
         if (why := path_problem(word, page, file_names)) is not None
     }
-    new = sorted(f"{place} ({why})" for place, why in found.items() if place not in KNOWN_STALE)
-    fixed = sorted(KNOWN_STALE - set(found))
-    assert not new, "paths in the docs that name no file:\n" + "\n".join(new)
-    assert not fixed, "fixed (remove from KNOWN_STALE):\n" + "\n".join(fixed)
+    stale = sorted(f"{place} ({why})" for place, why in found.items())
+    assert not stale, "paths in the docs that name no file:\n" + "\n".join(stale)

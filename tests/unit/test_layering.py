@@ -21,9 +21,7 @@ Layers, lowest first::
     cli, demo, verify
                   anything; nothing but cli itself imports cli
 
-Each layer may also import the foundations and its own package. Today's
-breaches are listed in ``KNOWN_VIOLATIONS``: the test fails on any new one,
-and on a listed one that is gone (so the list only shrinks).
+Each layer may also import the foundations and its own package.
 """
 
 from __future__ import annotations
@@ -55,15 +53,6 @@ ALLOWED: dict[str, frozenset[str]] = {
     **{name: frozenset({"*"}) for name in TOPS},
 }
 """Layer -> the layers it may import besides its own and the foundations."""
-
-KNOWN_VIOLATIONS: set[str] = set()
-"""Today's breaches, as the test words them; to be emptied, never added to."""
-
-KNOWN_CYCLES: set[str] = set()
-"""Today's loops between a package and its subpackages; to be emptied."""
-
-KNOWN_SHARED_NAMES: set[str] = set()
-"""Today's modules that share a file name; to be emptied, never added to."""
 
 
 def module_name(path: Path) -> str:
@@ -145,9 +134,7 @@ def test_every_import_goes_down_the_layers() -> None:
         for target in targets
         if (why := breach(module, target)) is not None
     }
-    new, fixed = sorted(found - KNOWN_VIOLATIONS), sorted(KNOWN_VIOLATIONS - found)
-    assert not new, "imports that break the layering:\n" + "\n".join(new)
-    assert not fixed, "fixed (remove from KNOWN_VIOLATIONS):\n" + "\n".join(fixed)
+    assert not found, "imports that break the layering:\n" + "\n".join(sorted(found))
 
 
 def test_every_module_has_a_layer() -> None:
@@ -226,12 +213,9 @@ def test_no_import_cycle_between_subpackages() -> None:
     """A subpackage and the package around it are two places: ``gc`` ->
     ``gc.daemon`` -> ``gc`` is a loop too."""
     found = cycles(None)
-    new = {group: edges for group, edges in found.items() if group not in KNOWN_CYCLES}
-    fixed = sorted(KNOWN_CYCLES - set(found))
-    assert not new, "subpackages that import each other:\n" + "\n".join(
-        f"{group}:\n  " + "\n  ".join(edges) for group, edges in new.items()
+    assert not found, "subpackages that import each other:\n" + "\n".join(
+        f"{group}:\n  " + "\n  ".join(edges) for group, edges in found.items()
     )
-    assert not fixed, "fixed (remove from KNOWN_CYCLES):\n" + "\n".join(fixed)
 
 
 def test_no_two_modules_share_a_file_name() -> None:
@@ -242,9 +226,7 @@ def test_no_two_modules_share_a_file_name() -> None:
     found = {
         f"{name}: {', '.join(sorted(paths))}" for name, paths in by_name.items() if len(paths) > 1
     }
-    new, fixed = sorted(found - KNOWN_SHARED_NAMES), sorted(KNOWN_SHARED_NAMES - found)
-    assert not new, "modules that share a file name:\n" + "\n".join(new)
-    assert not fixed, "renamed (remove from KNOWN_SHARED_NAMES):\n" + "\n".join(fixed)
+    assert not found, "modules that share a file name:\n" + "\n".join(sorted(found))
 
 
 def test_the_checker_sees_lazy_imports_and_attributes() -> None:
