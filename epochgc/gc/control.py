@@ -25,7 +25,6 @@ from typing import Any
 from epochgc.errors import (
     EpochGCError,
     MalformedRecordError,
-    NotFoundError,
     PreconditionFailedError,
 )
 from epochgc.storage.documents import (
@@ -39,7 +38,7 @@ from epochgc.storage.documents import (
     parse_time,
 )
 from epochgc.storage.keys import gc_control_key, gc_status_key
-from epochgc.storage.object_store import ObjectStore
+from epochgc.storage.object_store import ObjectStore, get_or_none
 
 log = logging.getLogger("epochgc.gc.control")
 
@@ -159,9 +158,8 @@ def read_control(store: ObjectStore, root: str) -> tuple[ControlDocument, str | 
             trust; callers keep what they knew before.
     """
     key = gc_control_key(root)
-    try:
-        stored = store.get(key)
-    except NotFoundError:
+    stored = get_or_none(store, key)
+    if stored is None:
         return ControlDocument(), None
     return decode_control(stored.body, key), stored.etag
 
@@ -318,10 +316,8 @@ def read_status(store: ObjectStore, root: str) -> StatusDocument | None:
         MalformedRecordError, UnsupportedVersionError, StorageError.
     """
     key = gc_status_key(root)
-    try:
-        return decode_status(store.get(key).body, key)
-    except NotFoundError:
-        return None
+    stored = get_or_none(store, key)
+    return None if stored is None else decode_status(stored.body, key)
 
 
 def _held_jobs(doc: dict[str, Any], where: str) -> tuple[HeldJob, ...]:

@@ -34,7 +34,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from epochgc.errors import NotFoundError, RecordError
+from epochgc.errors import RecordError
 from epochgc.leases.assignment import UNKNOWN_INCARNATION, AssignmentCache, OwnerRecord
 from epochgc.leases.holder_codec import NodeLeaseDocument, decode_node_lease, decode_owner
 from epochgc.leases.timing import VersionWatch
@@ -47,7 +47,7 @@ from epochgc.storage.keys import (
     parse_node_lease_key,
     parse_owner_key,
 )
-from epochgc.storage.object_store import ObjectInfo, ObjectStore
+from epochgc.storage.object_store import ObjectInfo, ObjectStore, get_or_none
 
 log = logging.getLogger("epochgc.watermarks.cluster_view")
 
@@ -288,12 +288,12 @@ class ClusterView:
     def _read_node(self, node: str, info: ObjectInfo, counters: _Counters) -> None:
         key = node_lease_key(self.root, node)
         counters.gets += 1
-        try:
-            stored = self.store.get(key)
-            doc = decode_node_lease(stored.body, key)
-        except NotFoundError:
+        stored = get_or_none(self.store, key)
+        if stored is None:
             self._node_bodies.pop(node, None)
             return
+        try:
+            doc = decode_node_lease(stored.body, key)
         except RecordError as err:
             self._warn_once(key, err)
             return
@@ -316,12 +316,12 @@ class ClusterView:
             return cached
         key = owner_key(self.root, pid)
         counters.gets += 1
-        try:
-            stored = self.store.get(key)
-            doc = decode_owner(stored.body, key)
-        except NotFoundError:
+        stored = get_or_none(self.store, key)
+        if stored is None:
             self._records.pop(pid, None)
             return None
+        try:
+            doc = decode_owner(stored.body, key)
         except RecordError as err:
             # Unreadable (e.g. a newer version's): never overwritten, since
             # we can know neither its owner nor its term.

@@ -38,10 +38,10 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Generic, Protocol, TypeVar
 
-from epochgc.errors import EpochGCError, NotFoundError, StorageError
+from epochgc.errors import EpochGCError, StorageError
 from epochgc.leases.timing import LeasePolicy, VersionWatch
 from epochgc.storage.conditional_put import put_conditionally, remember_unanswered
-from epochgc.storage.object_store import ObjectStore, StoredObject
+from epochgc.storage.object_store import ObjectStore, StoredObject, get_or_none
 
 
 class HolderDocument(Protocol):
@@ -138,14 +138,6 @@ class Refused:
     def level(self) -> int:
         """A race lost is routine (INFO); a broken store is not (WARNING)."""
         return logging.WARNING if self.store_ignores_if_match else logging.INFO
-
-
-def read_object(store: ObjectStore, key: str) -> StoredObject | None:
-    """The object as stored, or ``None`` when there is none."""
-    try:
-        return store.get(key)
-    except NotFoundError:
-        return None
 
 
 def explain_refusal(
@@ -245,7 +237,7 @@ class CasLease(Generic[D]):
             MalformedRecordError, UnsupportedVersionError, StorageError.
         """
         with self.writes:
-            stored = read_object(self._store, self.key)
+            stored = get_or_none(self._store, self.key)
             doc = None if stored is None else self._decode(stored.body, self.key)
             etag = None if stored is None else stored.etag
             unchanged_for = self._watch.see(self.key, etag, self._monotonic())
@@ -316,5 +308,5 @@ class CasLease(Generic[D]):
 
     def _refused(self, etag: str | None, *, taking: bool) -> Refused:
         return explain_refusal(
-            etag, read_object(self._store, self.key), self._decode, taking=taking
+            etag, get_or_none(self._store, self.key), self._decode, taking=taking
         )

@@ -34,11 +34,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from epochgc.errors import MalformedRecordError
-from epochgc.storage.documents import dump_document, get_int, get_str, load_document, parse_time
+from epochgc.storage.documents import (
+    dump_document,
+    format_time,
+    get_int,
+    get_str,
+    load_document,
+    parse_time,
+)
 from epochgc.storage.keys import is_valid_node_id
 
 
@@ -101,14 +108,6 @@ valid node id, ``incarnation`` a non-empty string, ``term`` an integer
 >= 1, ``time`` RFC 3339 UTC to the millisecond."""
 
 
-def _time(moment: datetime) -> str:
-    """RFC 3339 UTC to the millisecond (the contract's precision for leases)."""
-    if moment.tzinfo is None:
-        raise ValueError("times must be timezone-aware")
-    text = moment.astimezone(UTC).isoformat(timespec="milliseconds")
-    return text.replace("+00:00", "Z")
-
-
 def _read(kind: FieldKind, doc: dict[str, Any], name: str, where: str) -> object:
     if kind == "term":
         return get_int(doc, name, where, 1)
@@ -148,7 +147,7 @@ class HolderCodec(Generic[T]):
         values: dict[str, object] = {"v": self.version}
         for name, kind in self.fields.items():
             value = getattr(doc, name)
-            values[name] = _time(value) if kind == "time" else value
+            values[name] = format_time(value, precision="milliseconds") if kind == "time" else value
         if doc.released:
             values["released"] = True
         return dump_document(values)

@@ -27,7 +27,7 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 
-from epochgc.errors import NotFoundError, RecordError
+from epochgc.errors import RecordError
 from epochgc.leases.assignment import OwnerRecord
 from epochgc.leases.holder_codec import OwnerDocument, decode_owner, encode_owner
 from epochgc.leases.role_leases import decode_lease
@@ -39,7 +39,7 @@ from epochgc.storage.keys import (
     legacy_partition_lease_key,
     owner_key,
 )
-from epochgc.storage.object_store import ObjectStore
+from epochgc.storage.object_store import ObjectStore, get_or_none
 
 log = logging.getLogger("epochgc.watermarks.owner_store")
 
@@ -103,10 +103,11 @@ class OwnershipStore:
             self._legacy_keys = {info.key for info in self._store.list_objects(prefix)}
         if key not in self._legacy_keys:
             return 0
-        try:
-            return decode_lease(self._store.get(key).body, key).term
-        except NotFoundError:
+        stored = get_or_none(self._store, key)
+        if stored is None:
             return 0
+        try:
+            return decode_lease(stored.body, key).term
         except RecordError as err:
             log.warning("ignoring unreadable old partition lease %s: %s", key, err)
             return 0
@@ -143,7 +144,5 @@ def read_owner(store: ObjectStore, root: str, pid: PartitionId) -> OwnerDocument
         MalformedRecordError, UnsupportedVersionError, StorageError.
     """
     key = owner_key(root, pid)
-    try:
-        return decode_owner(store.get(key).body, key)
-    except NotFoundError:
-        return None
+    stored = get_or_none(store, key)
+    return None if stored is None else decode_owner(stored.body, key)

@@ -42,12 +42,12 @@ from datetime import UTC, datetime, timedelta
 
 from epochgc.errors import EpochGCError, LeaseLostError
 from epochgc.leases import core
-from epochgc.leases.core import AcquireDecision, CasLease, Refused, Written, read_object
+from epochgc.leases.core import AcquireDecision, CasLease, Refused, Written
 from epochgc.leases.holder_codec import LeaseDocument, decode_lease, encode_lease
 from epochgc.leases.timing import LeasePolicy
 from epochgc.periodic import PeriodicThread
 from epochgc.storage.keys import lease_key
-from epochgc.storage.object_store import ObjectStore
+from epochgc.storage.object_store import ObjectStore, get_or_none
 
 __all__ = [
     "LeaseDocument",
@@ -155,7 +155,7 @@ class LeaseManager:
             MalformedRecordError, UnsupportedVersionError, StorageError.
         """
         key = lease_key(root, name)
-        stored = read_object(store, key)
+        stored = get_or_none(store, key)
         return None if stored is None else decode_lease(stored.body, key)
 
     def grant(self, name: str) -> LeaseGrant | None:

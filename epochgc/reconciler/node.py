@@ -85,7 +85,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TypeVar
 
-from epochgc.errors import EpochGCError, LeaseLostError, NotFoundError, RecordError, StorageError
+from epochgc.errors import EpochGCError, LeaseLostError, RecordError, StorageError
 from epochgc.leases.ownership_round import NodeOwnership, RoundReport
 from epochgc.reconciler.fetch import L0UnreadableError
 from epochgc.reconciler.reconcile import Reconciler
@@ -93,7 +93,7 @@ from epochgc.reconciler.retention import RetentionTargets, update_retention_hint
 from epochgc.reconciler.topics import epochgc_topics
 from epochgc.reconciler.watchdog import LoopStall, ProgressWatchdog
 from epochgc.storage.keys import PartitionId, report_key
-from epochgc.storage.object_store import ObjectStore
+from epochgc.storage.object_store import ObjectStore, get_or_none
 from epochgc.watermarks.controller import Controller, ControllerView, TopicInfo
 from epochgc.watermarks.partition.directory import LeaderDirectory
 from epochgc.watermarks.partition.fence import FenceStats
@@ -793,16 +793,15 @@ class ReconcilerNode:
         The first time, the node's own last report (from a previous run of
         this node id) is the starting point."""
         if self._reported is None:
+            stored = get_or_none(self._store, report_key(self._root, self.node_id))
             try:
-                own = decode_report(self._store.get(report_key(self._root, self.node_id)).body)
-                self._reported = {e.pid: e for e in own.partitions}
-            except NotFoundError:
-                self._reported = {}
+                own = None if stored is None else decode_report(stored.body)
             except RecordError as err:
                 log.warning(
                     "%s: own previous report unreadable, not carried: %s", self.node_id, err
                 )
-                self._reported = {}
+                own = None
+            self._reported = {} if own is None else {e.pid: e for e in own.partitions}
         if not set(self._reported) - set(led):
             return {}
         reports, _skipped = read_reports(self._store, self._root)

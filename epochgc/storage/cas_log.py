@@ -50,7 +50,7 @@ from epochgc.errors import (
     RetriesExhaustedError,
 )
 from epochgc.storage.keys import encode_log_entry_key, parse_log_entry_key
-from epochgc.storage.object_store import ObjectStore
+from epochgc.storage.object_store import ObjectStore, get_or_none, head_or_none
 from epochgc.storage.retry import RetryPolicy
 
 log = logging.getLogger("epochgc.storage.cas_log")
@@ -299,9 +299,8 @@ class ConditionalAppendLog:
         """
         if self._snapshot_key is None:
             return None
-        try:
-            stored = self._store.get(self._snapshot_key)
-        except NotFoundError:
+        stored = get_or_none(self._store, self._snapshot_key)
+        if stored is None:
             return None
         covered_text = stored.metadata.get(COVERED_OFFSET_METADATA)
         if covered_text is None or not covered_text.lstrip("-").isdigit():
@@ -317,10 +316,8 @@ class ConditionalAppendLog:
         """
         if self._snapshot_key is None:
             return None
-        try:
-            return self._store.head(self._snapshot_key).etag
-        except NotFoundError:
-            return None
+        info = head_or_none(self._store, self._snapshot_key)
+        return None if info is None else info.etag
 
     def write_snapshot(
         self, payload: bytes, covered_offset: int, previous: LogSnapshot | None

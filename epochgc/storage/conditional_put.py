@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from epochgc.errors import NotFoundError, PreconditionFailedError
-from epochgc.storage.object_store import ObjectStore
+from epochgc.storage.object_store import ObjectStore, get_or_none
 
 UNANSWERED_KEPT = 8
 """Unanswered bodies a writer remembers (a lease runs out after a few)."""
@@ -53,9 +53,8 @@ def put_conditionally(
             return store.put_if_absent(key, body)
         return store.put_if_match(key, body, etag)
     except (PreconditionFailedError, NotFoundError):
-        try:
-            stored = store.get(key)
-        except NotFoundError:
+        stored = get_or_none(store, key)
+        if stored is None:
             return None
         if stored.body == body:
             return stored.etag

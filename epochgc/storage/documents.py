@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from epochgc.errors import MalformedRecordError, UnsupportedVersionError
 
@@ -82,11 +82,22 @@ def get_optional_str(doc: Mapping[str, Any], name: str, where: str) -> str:
     return value
 
 
-def format_time(moment: datetime) -> str:
-    """RFC 3339 UTC with a ``Z`` suffix, second precision."""
+TimePrecision = Literal["seconds", "milliseconds"]
+"""How finely ``format_time`` writes: to the second (every document but the
+holder documents) or to the millisecond (role leases, node leases and
+ownership records; docs/contract.md, "Rules shared by every document")."""
+
+
+def format_time(moment: datetime, *, precision: TimePrecision = "seconds") -> str:
+    """RFC 3339 UTC with a ``Z`` suffix, truncated to ``precision``:
+    ``2026-11-22T03:00:05Z`` or ``2026-11-22T03:00:05.123Z``.
+
+    Raises:
+        ValueError: a naive ``moment`` (a time without an offset is refused).
+    """
     if moment.tzinfo is None:
         raise ValueError("times must be timezone-aware")
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return moment.astimezone(UTC).isoformat(timespec=precision).replace("+00:00", "Z")
 
 
 def parse_time(text: str, what: str) -> datetime:

@@ -123,18 +123,24 @@ def _expect(condition: bool, message: str) -> None:
         raise _ProbeFailedError(message)
 
 
+def _expect_refused(write: Callable[[], object], message: str) -> None:
+    """``write``, a conditional PUT that must not land, is refused (412);
+    if it lands, the probe fails with ``message``."""
+    try:
+        write()
+    except PreconditionFailedError:
+        return
+    raise _ProbeFailedError(message)
+
+
 def _probe_create_only(store: ObjectStore, base: str) -> str:
     key = f"{base}create-only"
     store.put_if_absent(key, b"first")
-    try:
-        store.put_if_absent(key, b"second")
-    except PreconditionFailedError:
-        pass
-    else:
-        raise _ProbeFailedError(
-            "a second create-only PUT succeeded: the store ignores If-None-Match, so two "
-            "log writers could both win one slot"
-        )
+    _expect_refused(
+        lambda: store.put_if_absent(key, b"second"),
+        "a second create-only PUT succeeded: the store ignores If-None-Match, so two "
+        "log writers could both win one slot",
+    )
     body = store.get(key).body
     _expect(body == b"first", f"the losing create-only PUT overwrote the object (body={body!r})")
     return "second writer got 412, body kept"
@@ -212,15 +218,11 @@ def _probe_cas_stale(store: ObjectStore, base: str) -> str:
     key = f"{base}cas-stale"
     stale = store.put_if_absent(key, b"v1")
     _cas_with_fresh_etag(store, key, b"v2", stale)
-    try:
-        store.put_if_match(key, b"v3", stale)
-    except PreconditionFailedError:
-        pass
-    else:
-        raise _ProbeFailedError(
-            "a CAS PUT with a stale etag succeeded: the store ignores If-Match, so two "
-            "lease holders could both renew"
-        )
+    _expect_refused(
+        lambda: store.put_if_match(key, b"v3", stale),
+        "a CAS PUT with a stale etag succeeded: the store ignores If-Match, so two "
+        "lease holders could both renew",
+    )
     body = store.get(key).body
     _expect(body == b"v2", f"the rejected CAS changed the object (body={body!r})")
     return "stale writer got 412, body kept"

@@ -28,13 +28,12 @@ from enum import Enum
 from epochgc.errors import (
     LayoutMismatchError,
     MalformedRecordError,
-    NotFoundError,
     PreconditionFailedError,
     UnsupportedVersionError,
 )
 from epochgc.storage.documents import dump_document, get_int, load_document
 from epochgc.storage.keys import l1_prefix, partitions_prefix
-from epochgc.storage.object_store import ObjectStore
+from epochgc.storage.object_store import ObjectStore, get_or_none
 
 log = logging.getLogger("epochgc.watermarks.layout")
 
@@ -126,10 +125,9 @@ def ensure_layout(store: ObjectStore, root: str) -> None:
             layout this code does not know.
     """
     key = layout_marker_key(root)
+    stored = get_or_none(store, key)
     try:
-        layout = decode_layout_marker(store.get(key).body, key)
-    except NotFoundError:
-        layout = None
+        layout = None if stored is None else decode_layout_marker(stored.body, key)
     except (MalformedRecordError, UnsupportedVersionError) as err:
         raise LayoutMismatchError(f"unreadable layout marker: {err}") from err
     if layout == LAYOUT:

@@ -43,7 +43,7 @@ from epochgc.storage.keys import (
     partition_meta_prefix,
     partitions_prefix,
 )
-from epochgc.storage.object_store import ObjectStore
+from epochgc.storage.object_store import ObjectStore, get_or_none
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.layout import (
     LAYOUT,
@@ -85,12 +85,10 @@ def migrate_layout(
     """
     report = MigrationReport()
     marker = layout_marker_key(root)
-    try:
-        if decode_layout_marker(store.get(marker).body, marker) == LAYOUT:
-            report.already_current = True
-            return report
-    except NotFoundError:
-        pass
+    stored = get_or_none(store, marker)
+    if stored is not None and decode_layout_marker(stored.body, marker) == LAYOUT:
+        report.already_current = True
+        return report
     leases = _partition_leases(store, root, now())
     view = Controller(store, root).snapshot()
     old_meta = [
@@ -161,10 +159,11 @@ def _split_v1(key: str, prefix: str) -> tuple[str, int, str]:
 
 
 def _snapshot_revision(store: ObjectStore, key: str) -> int | None:
-    try:
-        return decode_snapshot(store.get(key).body, key).state.revision
-    except NotFoundError:
+    stored = get_or_none(store, key)
+    if stored is None:
         return None
+    try:
+        return decode_snapshot(stored.body, key).state.revision
     except RecordError as err:
         log.warning("unreadable layout-1 snapshot %s: %s", key, err)
         return None

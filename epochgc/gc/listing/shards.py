@@ -26,10 +26,10 @@ import logging
 import re
 from dataclasses import dataclass
 
-from epochgc.errors import NotFoundError, RecordError
+from epochgc.errors import RecordError
 from epochgc.gc.listing.knowledge import ShardKnowledge, decode_knowledge, encode_knowledge
 from epochgc.storage.keys import gc_shard_state_key, l0_prefix
-from epochgc.storage.object_store import ObjectStore
+from epochgc.storage.object_store import ObjectStore, get_or_none
 
 log = logging.getLogger("epochgc.gc.shards")
 
@@ -86,10 +86,11 @@ def load_knowledge(store: ObjectStore, root: str) -> ShardKnowledge:
         StorageError: the GET itself failed (the round fails and retries).
     """
     key = gc_shard_state_key(root)
-    try:
-        return decode_knowledge(store.get(key).body, key)
-    except NotFoundError:
+    stored = get_or_none(store, key)
+    if stored is None:
         return ShardKnowledge()
+    try:
+        return decode_knowledge(stored.body, key)
     except RecordError as err:
         log.warning("ignoring the shard knowledge (every shard will be listed): %s", err)
         return ShardKnowledge()

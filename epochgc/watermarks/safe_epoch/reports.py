@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 
-from epochgc.errors import MalformedRecordError, NotFoundError, RecordError
+from epochgc.errors import MalformedRecordError, RecordError
 from epochgc.storage.documents import (
     dump_document,
     format_time,
@@ -48,7 +48,7 @@ from epochgc.storage.keys import (
     report_key,
     reports_prefix,
 )
-from epochgc.storage.object_store import ObjectStore
+from epochgc.storage.object_store import ObjectStore, get_or_none
 from epochgc.watermarks.partition.state import PartitionState
 
 log = logging.getLogger("epochgc.watermarks.reports")
@@ -269,10 +269,11 @@ def read_reports(
         node_id = parse_report_key(key, root)
         if node_id is None:
             return SkippedReport(key, "key is not {root}/meta/reports/{node_id}")
-        try:
-            report = decode_report(store.get(key).body, key)
-        except NotFoundError:
+        stored = get_or_none(store, key)
+        if stored is None:
             return SkippedReport(key, "deleted while reading")
+        try:
+            report = decode_report(stored.body, key)
         except RecordError as err:
             return SkippedReport(key, str(err))
         if report.node != node_id:
