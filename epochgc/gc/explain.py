@@ -19,12 +19,12 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from epochgc.errors import EpochGCError, NotFoundError
+from epochgc.errors import EpochGCError
 from epochgc.gc.control import read_control
 from epochgc.gc.eligibility import Verdict, judge
 from epochgc.leases.ownership_store import read_owner
 from epochgc.storage.keys import PartitionId, parse_l0_key
-from epochgc.storage.object_store import ObjectStore
+from epochgc.storage.object_store import ObjectStore, head_or_none
 from epochgc.watermarks.partition.replica import PartitionReplica
 from epochgc.watermarks.safe_epoch.aggregate import PartitionWatermark
 from epochgc.watermarks.safe_epoch.compute import compute_safe_epoch_once
@@ -109,10 +109,8 @@ def read_explain_inputs(
     Raises:
         StorageError: the store could not be read.
     """
-    try:
-        last_modified: datetime | None = store.head(key).last_modified
-    except NotFoundError:
-        last_modified = None
+    info = head_or_none(store, key)
+    last_modified = info.last_modified if info is not None else None
     safe, _untrusted = compute_safe_epoch_once(store, root, pinning=pinning)
     control, _etag = read_control(store, root)
     parsed = parse_l0_key(key, root)

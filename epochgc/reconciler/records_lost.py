@@ -15,10 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from epochgc.errors import NotFoundError
 from epochgc.reconciler.fetch import pending_placeholders
 from epochgc.storage.keys import PartitionId
-from epochgc.storage.object_store import ObjectStore
+from epochgc.storage.object_store import ObjectStore, head_or_none
 from epochgc.watermarks.partition.commands import RecordsLost
 from epochgc.watermarks.partition.replica import AppliedEntry, PartitionReplica
 from epochgc.watermarks.partition.skip import plan_skip
@@ -85,8 +84,4 @@ def record_records_lost(
 
 
 def _exists(store: ObjectStore, key: str) -> bool:
-    try:
-        store.head(key)
-    except NotFoundError:
-        return False
-    return True
+    return head_or_none(store, key) is not None
