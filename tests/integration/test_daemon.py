@@ -36,7 +36,7 @@ from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import CompactionPolicy, Controller
 from tests.support.cli import REPO, run_cli
-from tests.support.config_files import write_server_config
+from tests.support.config_files import gc_sections, write_server_config
 from tests.support.moto_seed import seed_objects
 from tests.support.waiting import wait_for
 
@@ -226,11 +226,12 @@ def test_sigterm_mid_sweep_exits_cleanly_within_10_seconds(
         tmp_path / "gc.toml",
         s3_server.endpoint_url,
         bucket,
-        f"[layout]\nl0_shards = {SHARDS}\n"
-        # 1,000 keys/s: the sweep needs ~20 s, so SIGTERM lands in the middle.
-        "[gc]\nmin_object_age_seconds = 0.0\nmax_delete_fraction = 1.0\n"
-        "rate_limit_keys_per_second = 1000.0\n"
-        "[epoch]\nticker = false\n[daemon]\ninterval_seconds = 1.0\n"
+        gc_sections(
+            # 1,000 keys/s: the sweep needs ~20 s, so SIGTERM lands in the middle.
+            "rate_limit_keys_per_second = 1000.0\n",
+            shards=SHARDS,
+        )
+        + "[epoch]\nticker = false\n[daemon]\ninterval_seconds = 1.0\n"
         '[metrics]\nlisten = "127.0.0.1:0"\n',
     )
     proc = subprocess.Popen(
