@@ -16,7 +16,9 @@ while a pause holds its kind of deletion: ``MaintenanceJob`` (the
 ``maintenance`` job: one pass, then ``presence.PresenceTidy``) and
 ``CompactionJob`` (the ``compact`` job: ``Controller.compact`` snapshots the
 controller log and deletes the entries the snapshot covers, so opening the
-controller stays cheap however long the cluster runs).
+controller stays cheap however long the cluster runs). ``tidying_pass`` is
+how each of them, and ``presence_jobs.PresenceTidy``, runs one pass: a pause or a
+store failure is logged and the next pass tries again.
 """
 
 from __future__ import annotations
