@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
+from epochgc.cli.arguments import add_command, add_noun
 from epochgc.cli.output import EXIT_OK, SubParsers, emit
 from epochgc.config import Config
 from epochgc.watermarks.controller import Controller
@@ -13,14 +14,13 @@ from epochgc.wiring.store import open_store
 
 def register(sub: SubParsers, reporting: argparse.ArgumentParser) -> None:
     """``controller`` and its action."""
-    controller = sub.add_parser("controller", help="the controller log")
-    controller_sub = controller.add_subparsers(
-        dest="controller_command", required=True, metavar="ACTION"
-    )
-    compact = controller_sub.add_parser(
+    controller_sub = add_noun(sub, "controller", "the controller log")
+    compact = add_command(
+        controller_sub,
         "compact",
-        parents=[reporting],
-        help="snapshot the controller log now and delete the entries the snapshot covers "
+        _cmd_controller_compact,
+        reporting,
+        "snapshot the controller log now and delete the entries the snapshot covers "
         "(never the newest)",
     )
     compact.add_argument(
@@ -30,7 +30,6 @@ def register(sub: SubParsers, reporting: argparse.ArgumentParser) -> None:
         metavar="N",
         help="do nothing while fewer than N entries are above the snapshot (default 1)",
     )
-    compact.set_defaults(handler=_cmd_controller_compact)
 
 
 def _cmd_controller_compact(config: Config, args: argparse.Namespace) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 
+from epochgc.cli.arguments import add_command, add_noun
 from epochgc.cli.output import EXIT_OK, SubParsers, emit
 from epochgc.config import Config
 from epochgc.progress import ProgressLog
@@ -16,21 +17,17 @@ log = logging.getLogger("epochgc.cli")
 
 def register(sub: SubParsers, reporting: argparse.ArgumentParser) -> None:
     """``epoch`` and its actions."""
-    epoch = sub.add_parser("epoch", help="the cluster epoch")
-    epoch_sub = epoch.add_subparsers(dest="epoch_command", required=True, metavar="ACTION")
-    epoch_sub.add_parser("show", parents=[reporting], help="current epoch").set_defaults(
-        handler=_cmd_epoch_show
-    )
-    epoch_sub.add_parser(
-        "tick", parents=[reporting], help="append one epoch_tick now"
-    ).set_defaults(handler=_cmd_epoch_tick)
-    advance = epoch_sub.add_parser(
+    epoch_sub = add_noun(sub, "epoch", "the cluster epoch")
+    add_command(epoch_sub, "show", _cmd_epoch_show, reporting, "current epoch")
+    add_command(epoch_sub, "tick", _cmd_epoch_tick, reporting, "append one epoch_tick now")
+    advance = add_command(
+        epoch_sub,
         "advance",
-        parents=[reporting],
-        help="tick until the epoch reaches --to (refuses a value not above the current one)",
+        _cmd_epoch_advance,
+        reporting,
+        "tick until the epoch reaches --to (refuses a value not above the current one)",
     )
     advance.add_argument("--to", type=int, required=True, metavar="EPOCH")
-    advance.set_defaults(handler=_cmd_epoch_advance)
 
 
 def _cmd_epoch_show(config: Config, args: argparse.Namespace) -> int:

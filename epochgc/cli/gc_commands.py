@@ -10,6 +10,7 @@ import socket
 import sys
 from datetime import UTC, datetime
 
+from epochgc.cli.arguments import add_command, add_noun, add_process_options
 from epochgc.cli.output import EXIT_FAILED, EXIT_OK, SubParsers, dollars, emit, operator, print_run
 from epochgc.cli.spark_commands import add_gc_spark
 from epochgc.config import Config
@@ -38,10 +39,9 @@ from epochgc.wiring.store import open_store
 
 def register(sub: SubParsers, reporting: argparse.ArgumentParser) -> None:
     """``gc`` and its actions."""
-    gc = sub.add_parser("gc", help="the collector")
-    gc_sub = gc.add_subparsers(dest="gc_command", required=True, metavar="ACTION")
-    collect = gc_sub.add_parser(
-        "collect", parents=[reporting], help="one collection round now (local engine)"
+    gc_sub = add_noun(sub, "gc", "the collector")
+    collect = add_command(
+        gc_sub, "collect", _cmd_gc_collect, reporting, "one collection round now (local engine)"
     )
     collect.add_argument(
         "--dry-run",
@@ -66,18 +66,20 @@ def register(sub: SubParsers, reporting: argparse.ArgumentParser) -> None:
         default="local",
         help="where the round runs: local (a thread pool in this process)",
     )
-    collect.set_defaults(handler=_cmd_gc_collect)
-    info = gc_sub.add_parser(
+    info = add_command(
+        gc_sub,
         "epoch-info",
-        parents=[reporting],
-        help="cluster epoch, M, lag and the partitions that pin M",
+        _cmd_gc_epoch_info,
+        reporting,
+        "cluster epoch, M, lag and the partitions that pin M",
     )
     info.add_argument("--top", type=int, default=10, help="pinning partitions to show")
-    info.set_defaults(handler=_cmd_gc_epoch_info)
-    explained = gc_sub.add_parser(
+    explained = add_command(
+        gc_sub,
         "explain",
-        parents=[reporting],
-        help="whether one object is deletable now, and why (exit 0 whatever the answer)",
+        _cmd_gc_explain,
+        reporting,
+        "whether one object is deletable now, and why (exit 0 whatever the answer)",
     )
     explained.add_argument(
         "key", help="the object key, e.g. epochgc/l0/003/000000000000000042/UUID"
@@ -85,43 +87,44 @@ def register(sub: SubParsers, reporting: argparse.ArgumentParser) -> None:
     explained.add_argument(
         "--top", type=int, default=10, metavar="K", help="pinning partitions considered (10)"
     )
-    explained.set_defaults(handler=_cmd_gc_explain)
-    runs = gc_sub.add_parser("runs", parents=[reporting], help="recent run summaries")
+    runs = add_command(gc_sub, "runs", _cmd_gc_runs, reporting, "recent run summaries")
     runs.add_argument("--limit", type=int, default=20)
-    runs.set_defaults(handler=_cmd_gc_runs)
-    gc_sub.add_parser(
+    add_command(
+        gc_sub,
         "status",
-        parents=[reporting],
-        help="requested state, gc and ticker lease holders, daemon state, M",
-    ).set_defaults(handler=_cmd_gc_status)
-    paused = gc_sub.add_parser(
-        "pause", parents=[reporting], help="stop every collector deleting (kept in the bucket)"
+        _cmd_gc_status,
+        reporting,
+        "requested state, gc and ticker lease holders, daemon state, M",
+    )
+    paused = add_command(
+        gc_sub,
+        "pause",
+        _cmd_gc_pause,
+        reporting,
+        "stop every collector deleting (kept in the bucket)",
     )
     paused.add_argument("--reason", default="", help="recorded with the pause")
-    paused.set_defaults(handler=_cmd_gc_pause)
-    gc_sub.add_parser("resume", parents=[reporting], help="undo pause").set_defaults(
-        handler=_cmd_gc_resume
-    )
-    gc_sub.add_parser(
+    add_command(gc_sub, "resume", _cmd_gc_resume, reporting, "undo pause")
+    add_command(
+        gc_sub,
         "reset",
-        parents=[reporting],
-        help="clear safety_blocked once the controller log / reports are fixed",
-    ).set_defaults(handler=_cmd_gc_reset)
+        _cmd_gc_reset,
+        reporting,
+        "clear safety_blocked once the controller log / reports are fixed",
+    )
     add_gc_spark(gc_sub, reporting)
 
 
 def register_daemon(sub: SubParsers, common: argparse.ArgumentParser) -> None:
     """``daemon``."""
-    daemon = sub.add_parser(
+    daemon = add_command(
+        sub,
         "daemon",
-        parents=[common],
-        help="the scheduled collector: GC rounds under the gc lease, epoch ticks, /metrics",
+        _cmd_daemon,
+        common,
+        "the scheduled collector: GC rounds under the gc lease, epoch ticks, /metrics",
     )
-    daemon.add_argument("--node-id", help="overrides [daemon] node_id")
-    daemon.add_argument(
-        "--duration", type=float, help="stop after this many seconds (default: until SIGTERM)"
-    )
-    daemon.set_defaults(handler=_cmd_daemon)
+    add_process_options(daemon, "daemon", "until SIGTERM")
 
 
 def _cmd_gc_collect(config: Config, args: argparse.Namespace) -> int:

@@ -25,6 +25,7 @@ from epochgc.cli import (
     tool_commands,
     topic_commands,
 )
+from epochgc.cli.arguments import LOG_LEVELS
 from epochgc.cli.output import EXIT_CONFIG, EXIT_FAILED, Command
 from epochgc.config import load_config, log_level_of
 from epochgc.errors import ConfigError, EpochGCError, StoreCapabilityError
@@ -43,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     common.add_argument(
         "--log-level",
-        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        choices=LOG_LEVELS,
         help="overrides [logging] level",
     )
     reporting = argparse.ArgumentParser(add_help=False, parents=[common])

@@ -14,6 +14,12 @@ import sys
 from datetime import timedelta
 from typing import NoReturn
 
+from epochgc.cli.arguments import (
+    add_command,
+    add_noun,
+    add_partition_arguments,
+    add_process_options,
+)
 from epochgc.cli.output import EXIT_FAILED, EXIT_OK, SubParsers, emit
 from epochgc.config import Config
 from epochgc.watermarks.controller import Controller
@@ -26,23 +32,22 @@ def register_runners(
     sub: SubParsers, common: argparse.ArgumentParser, reporting: argparse.ArgumentParser
 ) -> None:
     """``reconciler`` and ``produce``."""
-    recon = sub.add_parser(
+    recon = add_command(
+        sub,
         "reconciler",
-        parents=[common],
-        help="run a reconciler node (leases, reconcile, housekeeping, reports) until SIGTERM",
+        _cmd_reconciler,
+        common,
+        "run a reconciler node (leases, reconcile, housekeeping, reports) until SIGTERM",
     )
-    recon.add_argument("--node-id", help="overrides [reconciler] node_id")
-    recon.add_argument(
-        "--duration", type=float, help="stop after this many seconds (default: run until SIGTERM)"
-    )
-    recon.set_defaults(handler=_cmd_reconciler)
-    produce = sub.add_parser(
+    add_process_options(recon, "reconciler", "run until SIGTERM")
+    produce = add_command(
+        sub,
         "produce",
-        parents=[reporting],
-        help="smoke-test the write path: lead, produce records, reconcile, read back",
+        _cmd_produce,
+        reporting,
+        "smoke-test the write path: lead, produce records, reconcile, read back",
     )
-    produce.add_argument("topic")
-    produce.add_argument("partition", type=int)
+    add_partition_arguments(produce)
     produce.add_argument("--record", action="append", default=[], help="a record (repeatable)")
     produce.add_argument("--count", type=int, default=10, help="records to generate otherwise")
     produce.add_argument(
@@ -51,25 +56,26 @@ def register_runners(
         metavar="N",
         help="create the topic with N partitions first if it does not exist",
     )
-    produce.set_defaults(handler=_cmd_produce)
 
 
 def register(sub: SubParsers, reporting: argparse.ArgumentParser) -> None:
     """``node`` and its actions."""
-    node = sub.add_parser("node", help="nodes known by their reports and leases")
-    node_sub = node.add_subparsers(dest="node_command", required=True, metavar="ACTION")
-    node_sub.add_parser(
+    node_sub = add_noun(sub, "node", "nodes known by their reports and leases")
+    add_command(
+        node_sub,
         "list",
-        parents=[reporting],
-        help="nodes: node lease, partitions owned, report age, entries, roles held",
-    ).set_defaults(handler=_cmd_node_list)
-    forget = node_sub.add_parser(
+        _cmd_node_list,
+        reporting,
+        "nodes: node lease, partitions owned, report age, entries, roles held",
+    )
+    forget = add_command(
+        node_sub,
         "forget",
-        parents=[reporting],
-        help="delete a gone node's report (refuses a live node; says whether M drops)",
+        _cmd_node_forget,
+        reporting,
+        "delete a gone node's report (refuses a live node; says whether M drops)",
     )
     forget.add_argument("node")
-    forget.set_defaults(handler=_cmd_node_forget)
 
 
 def _exit_now() -> NoReturn:

@@ -11,6 +11,7 @@ import logging
 import sys
 from datetime import UTC, datetime
 
+from epochgc.cli.arguments import add_command, add_noun, add_partition_arguments
 from epochgc.cli.output import EXIT_OK, EXIT_REFUSED, SubParsers, emit, operator
 from epochgc.config import Config
 from epochgc.reconciler.records_lost import plan_records_lost, record_records_lost
@@ -26,10 +27,7 @@ DEFAULT_SKIP_REASON = "L0 data missing or corrupt before reconciliation"
 
 def register(sub: SubParsers, reporting: argparse.ArgumentParser) -> None:
     """``partition`` and its actions."""
-    partition = sub.add_parser("partition", help="partition state machines")
-    partition_sub = partition.add_subparsers(
-        dest="partition_command", required=True, metavar="ACTION"
-    )
+    partition_sub = add_noun(sub, "partition", "partition state machines")
     for name, handler, text in (
         ("show", _cmd_partition_show, "replayed state, window and M(p) of a partition"),
         (
@@ -38,17 +36,15 @@ def register(sub: SubParsers, reporting: argparse.ArgumentParser) -> None:
             "snapshot a partition now and truncate its log below min(lro+1, retention hint)",
         ),
     ):
-        action = partition_sub.add_parser(name, parents=[reporting], help=text)
-        action.add_argument("topic")
-        action.add_argument("partition", type=int)
-        action.set_defaults(handler=handler)
-    skip = partition_sub.add_parser(
+        add_partition_arguments(add_command(partition_sub, name, handler, reporting, text))
+    skip = add_command(
+        partition_sub,
         "skip",
-        parents=[reporting],
-        help="record records lro+1..OFFSET of a stuck partition as lost, so it moves on",
+        _cmd_partition_skip,
+        reporting,
+        "record records lro+1..OFFSET of a stuck partition as lost, so it moves on",
     )
-    skip.add_argument("topic")
-    skip.add_argument("partition", type=int)
+    add_partition_arguments(skip)
     skip.add_argument(
         "--through",
         type=int,
@@ -62,7 +58,6 @@ def register(sub: SubParsers, reporting: argparse.ArgumentParser) -> None:
         help="required: those records are gone for good (without it, only the plan is shown)",
     )
     skip.add_argument("--reason", default="", help="why, for the record readers are shown")
-    skip.set_defaults(handler=_cmd_partition_skip)
 
 
 def _open_replica(config: Config, store: ObjectStore, args: argparse.Namespace) -> PartitionReplica:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from epochgc.cli.arguments import add_command, add_noun
 from epochgc.cli.output import EXIT_OK, SubParsers, emit, print_run
 from epochgc.config import SPARK_LOG_LEVELS, Config
 from epochgc.extras import SPARK, require
@@ -19,10 +20,12 @@ from epochgc.wiring.store import open_store
 
 def add_gc_spark(gc_sub: SubParsers, reporting: argparse.ArgumentParser) -> None:
     """``gc spark``, an action of ``gc``."""
-    spark = gc_sub.add_parser(
+    spark = add_command(
+        gc_sub,
         "spark",
-        parents=[reporting],
-        help="the deletion job on Spark: live listing or the newest S3 Inventory",
+        _cmd_gc_spark,
+        reporting,
+        "the deletion job on Spark: live listing or the newest S3 Inventory",
     )
     spark.add_argument("--mode", choices=["listing", "inventory"], default="listing")
     spark.add_argument(
@@ -60,17 +63,17 @@ def add_gc_spark(gc_sub: SubParsers, reporting: argparse.ArgumentParser) -> None
         choices=SPARK_LOG_LEVELS,
         help="Spark's own log level (default: [spark] log_level, WARN)",
     )
-    spark.set_defaults(handler=_cmd_gc_spark)
 
 
 def register(sub: SubParsers, reporting: argparse.ArgumentParser) -> None:
     """``spark`` and its action."""
-    shipping = sub.add_parser("spark", help="what Spark executors need (docs/spark.md)")
-    shipping_sub = shipping.add_subparsers(dest="spark_command", required=True, metavar="ACTION")
-    package = shipping_sub.add_parser(
+    shipping_sub = add_noun(sub, "spark", "what Spark executors need (docs/spark.md)")
+    package = add_command(
+        shipping_sub,
         "package",
-        parents=[reporting],
-        help="build the code zip (--py-files) and the packed environment (--archives)",
+        _cmd_spark_package,
+        reporting,
+        "build the code zip (--py-files) and the packed environment (--archives)",
     )
     package.add_argument(
         "--out", metavar="DIR", help="output folder (default: [spark] package_dir)"
@@ -80,7 +83,6 @@ def register(sub: SubParsers, reporting: argparse.ArgumentParser) -> None:
         action="store_true",
         help="build the environment archive again even if it exists",
     )
-    package.set_defaults(handler=_cmd_spark_package)
 
 
 def _cmd_gc_spark(config: Config, args: argparse.Namespace) -> int:

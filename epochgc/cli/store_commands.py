@@ -10,6 +10,7 @@ import json
 import signal
 import threading
 
+from epochgc.cli.arguments import add_command, add_noun
 from epochgc.cli.output import EXIT_FAILED, EXIT_OK, SubParsers, emit
 from epochgc.config import Config
 from epochgc.extras import SPARK, require
@@ -25,51 +26,55 @@ def register(
     sub: SubParsers, common: argparse.ArgumentParser, reporting: argparse.ArgumentParser
 ) -> None:
     """``check-store``, ``migrate``, ``config`` and ``embedded-s3``."""
-    check = sub.add_parser(
+    add_command(
+        sub,
         "check-store",
-        parents=[reporting],
-        help="probe the bucket for conditional writes, batch deletes and list order",
+        _cmd_check_store,
+        reporting,
+        "probe the bucket for conditional writes, batch deletes and list order",
     )
-    check.set_defaults(handler=_cmd_check_store)
-    sub.add_parser(
+    add_command(
+        sub,
         "migrate",
-        parents=[reporting],
-        help="rewrite a bucket written by an older epochgc (layout 1) to layout 2; "
+        _cmd_migrate,
+        reporting,
+        "rewrite a bucket written by an older epochgc (layout 1) to layout 2; "
         "stop every node and daemon first",
-    ).set_defaults(handler=_cmd_migrate)
-    config_cmd = sub.add_parser("config", help="configuration tools")
-    config_sub = config_cmd.add_subparsers(dest="config_command", required=True, metavar="ACTION")
-    show = config_sub.add_parser(
-        "show", parents=[reporting], help="print the effective configuration (secrets masked)"
     )
-    show.set_defaults(handler=_cmd_config_show)
-    serve = sub.add_parser(
+    config_sub = add_noun(sub, "config", "configuration tools")
+    add_command(
+        config_sub,
+        "show",
+        _cmd_config_show,
+        reporting,
+        "print the effective configuration (secrets masked)",
+    )
+    serve = add_command(
+        sub,
         "embedded-s3",
-        parents=[common],
-        help="serve an in-memory S3 (moto) for local runs until SIGTERM",
+        _cmd_embedded_s3,
+        common,
+        "serve an in-memory S3 (moto) for local runs until SIGTERM",
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
     serve.add_argument("--port", type=int, default=9000, help="port (0 picks a free one)")
-    serve.set_defaults(handler=_cmd_embedded_s3)
 
 
 def register_inventory(sub: SubParsers, reporting: argparse.ArgumentParser) -> None:
     """``inventory`` and its action."""
-    inventory = sub.add_parser("inventory", help="S3 Inventory reports")
-    inventory_sub = inventory.add_subparsers(
-        dest="inventory_command", required=True, metavar="ACTION"
-    )
-    build = inventory_sub.add_parser(
+    inventory_sub = add_noun(sub, "inventory", "S3 Inventory reports")
+    build = add_command(
+        inventory_sub,
         "build",
-        parents=[reporting],
-        help="write an inventory report in AWS's format from a live listing",
+        _cmd_inventory_build,
+        reporting,
+        "write an inventory report in AWS's format from a live listing",
     )
     build.add_argument("--format", choices=["csv", "parquet"], default="parquet")
     build.add_argument(
         "--prefix", help="what to inventory (default: the L0 prefix; '' for the whole bucket)"
     )
     build.add_argument("--rows-per-file", type=int, help="overrides [inventory] rows_per_file")
-    build.set_defaults(handler=_cmd_inventory_build)
 
 
 def _cmd_check_store(config: Config, args: argparse.Namespace) -> int:

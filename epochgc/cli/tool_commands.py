@@ -10,6 +10,7 @@ import asyncio
 import sys
 from pathlib import Path
 
+from epochgc.cli.arguments import LOG_LEVELS, add_command
 from epochgc.cli.output import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, SubParsers
 from epochgc.config import Config
 from epochgc.logging_setup import setup_logging
@@ -18,10 +19,12 @@ from epochgc.wiring.store import open_store
 
 def register(sub: SubParsers, common: argparse.ArgumentParser) -> None:
     """``verify`` and ``demo``."""
-    verify = sub.add_parser(
+    verify = add_command(
+        sub,
         "verify",
-        parents=[common],
-        help="randomized end-to-end safety run under injected faults, then the checks",
+        _cmd_verify,
+        common,
+        "randomized end-to-end safety run under injected faults, then the checks",
     )
     verify.add_argument(
         "--seed", type=int, nargs="+", required=True, help="one or more seeds (one run each)"
@@ -45,19 +48,19 @@ def register(sub: SubParsers, common: argparse.ArgumentParser) -> None:
     )
     verify.add_argument(
         "--worker-log-level",
-        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        choices=LOG_LEVELS,
         default="WARNING",
         help="log level of the node and daemon processes (their logs are in --folder)",
     )
-    verify.set_defaults(handler=_cmd_verify)
-    demo = sub.add_parser(
+    demo = add_command(
+        sub,
         "demo",
-        parents=[common],
-        help="producers, reconcilers and the GC daemon on the embedded S3, then a check",
+        _cmd_demo,
+        common,
+        "producers, reconcilers and the GC daemon on the embedded S3, then a check",
     )
     demo.add_argument("--duration", type=float, default=60.0, help="seconds of workload")
     demo.add_argument("--seed", type=int, default=1, help="the workload's random seed")
-    demo.set_defaults(handler=_cmd_demo)
 
 
 def _cmd_verify(config: Config, args: argparse.Namespace) -> int:

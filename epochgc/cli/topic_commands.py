@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from epochgc.cli.arguments import add_command, add_noun
 from epochgc.cli.output import EXIT_FAILED, EXIT_OK, SubParsers, emit
 from epochgc.config import Config
 from epochgc.watermarks.controller import Controller
@@ -13,15 +14,12 @@ from epochgc.wording import counted
 
 def register(sub: SubParsers, reporting: argparse.ArgumentParser) -> None:
     """``topic`` and its actions."""
-    topic = sub.add_parser("topic", help="create, list and delete topics (controller log)")
-    topic_sub = topic.add_subparsers(dest="topic_command", required=True, metavar="ACTION")
-    create = topic_sub.add_parser("create", parents=[reporting], help="create a topic")
+    topic_sub = add_noun(sub, "topic", "create, list and delete topics (controller log)")
+    create = add_command(topic_sub, "create", _cmd_topic_create, reporting, "create a topic")
     create.add_argument("name")
     create.add_argument("--partitions", type=int, required=True)
-    create.set_defaults(handler=_cmd_topic_create)
-    listing = topic_sub.add_parser("list", parents=[reporting], help="live topics")
-    listing.set_defaults(handler=_cmd_topic_list)
-    delete = topic_sub.add_parser("delete", parents=[reporting], help="delete a topic")
+    add_command(topic_sub, "list", _cmd_topic_list, reporting, "live topics")
+    delete = add_command(topic_sub, "delete", _cmd_topic_delete, reporting, "delete a topic")
     delete.add_argument("name")
     delete.add_argument(
         "--revision",
@@ -29,7 +27,6 @@ def register(sub: SubParsers, reporting: argparse.ArgumentParser) -> None:
         default=None,
         help="delete only this incarnation (as `topic list` shows it); refused if another is live",
     )
-    delete.set_defaults(handler=_cmd_topic_delete)
 
 
 def _cmd_topic_create(config: Config, args: argparse.Namespace) -> int:

@@ -29,7 +29,7 @@ from epochgc.watermarks.safe_epoch.reports import (
     publish_report,
 )
 from tests.support.cli import run_cli
-from tests.support.config_files import write_server_config
+from tests.support.config_files import write_gc_config
 from tests.support.moto_seed import seed_objects
 from tests.support.pausing import PauseAfterFirstControlRead
 from tests.support.peak_rss import peak_rss_growth
@@ -129,11 +129,8 @@ def test_untrusted_inputs_block_the_round(store: S3ObjectStore, world: list[str]
 def test_cli_collect_and_runs(
     tmp_path: Path, s3_server: EmbeddedS3, bucket: str, store: S3ObjectStore, world: list[str]
 ) -> None:
-    config = write_server_config(
-        tmp_path / "gc.toml",
-        s3_server.endpoint_url,
-        bucket,
-        "[layout]\nl0_shards = 4\n[gc]\nmin_object_age_seconds = 0.0\nmax_delete_fraction = 0.5\n",
+    config = write_gc_config(
+        tmp_path / "gc.toml", s3_server.endpoint_url, bucket, shards=4, max_delete_fraction=0.5
     )
     stopped = run_cli("gc", "collect", "--config", str(config), "--json")
     assert stopped.returncode == 1 and json.loads(stopped.stdout)["stopped"]
@@ -155,12 +152,12 @@ def test_a_one_shot_round_pushes_its_figures_to_a_real_pushgateway(
     tmp_path: Path, s3_server: EmbeddedS3, store: S3ObjectStore, bucket: str, world: list[str]
 ) -> None:
     with pushgateway(tmp_path) as gateway:
-        config = write_server_config(
+        config = write_gc_config(
             tmp_path / "push.toml",
             s3_server.endpoint_url,
             bucket,
-            "[layout]\nl0_shards = 4\n[gc]\nmin_object_age_seconds = 0.0\n"
-            f'max_delete_fraction = 1.0\n[metrics]\npushgateway = "{gateway}"\n',
+            f'[metrics]\npushgateway = "{gateway}"\n',
+            shards=4,
         )
         done = run_cli("gc", "collect", "--config", str(config))
         assert done.returncode == 0, done.stderr
@@ -197,11 +194,8 @@ def test_a_pause_between_counting_and_deleting_stops_the_round(
 def test_cli_collect_refuses_while_paused(
     tmp_path: Path, s3_server: EmbeddedS3, bucket: str, store: S3ObjectStore, world: list[str]
 ) -> None:
-    config = write_server_config(
-        tmp_path / "gc.toml",
-        s3_server.endpoint_url,
-        bucket,
-        "[layout]\nl0_shards = 4\n[gc]\nmin_object_age_seconds = 0.0\n",
+    config = write_gc_config(
+        tmp_path / "gc.toml", s3_server.endpoint_url, bucket, shards=4, max_delete_fraction=None
     )
     paused = run_cli("gc", "pause", "--reason", "disk swap", "--config", str(config))
     assert paused.returncode == 0, paused.stderr

@@ -28,7 +28,7 @@ from epochgc.watermarks.safe_epoch.reports import (
 )
 from tests.integration.test_daemon import settings as daemon_settings
 from tests.support.cli import run_cli
-from tests.support.config_files import write_server_config
+from tests.support.config_files import write_gc_config
 from tests.support.moto_seed import seed_objects
 from tests.support.waiting import wait_for
 
@@ -132,12 +132,7 @@ def test_gc_runs_shows_cost_per_run_and_per_gb_old_summaries_included(
         "requests": {"ListObjectsV2": 1000, "DeleteObjects": 1},
     }
     store.put(gc_run_summary_key(ROOT, old["run_id"]), json.dumps(old).encode())  # type: ignore[arg-type]
-    config = write_server_config(
-        tmp_path / "gc.toml",
-        s3_server.endpoint_url,
-        bucket,
-        "[gc]\nmin_object_age_seconds = 0.0\nmax_delete_fraction = 1.0\n",
-    )
+    config = write_gc_config(tmp_path / "gc.toml", s3_server.endpoint_url, bucket)
     first = run_cli("gc", "collect", "--config", str(config), "--json")
     assert first.returncode == 0, first.stderr
     again = run_cli("gc", "collect", "--all-shards", "--config", str(config), "--json")

@@ -12,13 +12,14 @@ from datetime import timedelta
 from epochgc.gc.collection_round import CollectSettings
 from epochgc.gc.collector import Collector, RoundOutcome
 from epochgc.gc.control import CollectorState
-from epochgc.storage.client import ClientSettings, make_s3_client
-from epochgc.storage.embedded import EMBEDDED_ACCESS_KEY, EMBEDDED_SECRET_KEY, EmbeddedS3
+from epochgc.storage.client import make_s3_client
+from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import controller_log_prefix, encode_l0_key, encode_log_entry_key
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from tests.conftest import FAST_RETRIES
+from tests.support.aws_env import embedded_keys_at
 from tests.support.faults import inject_http_errors
 from tests.support.moto_seed import seed_objects
 
@@ -61,6 +62,15 @@ def test_a_store_brown_out_fails_rounds_but_never_blocks(store: S3ObjectStore, b
     assert list(store.list_objects(f"{ROOT}/l0/")) == []
 
 
+def _fails_rounds_naming(collector: Collector, cause: str) -> None:
+    """Four rounds fail, each naming ``cause``; the collector stays running."""
+    for _ in range(4):
+        report = collector.run_round()
+        assert report.outcome is RoundOutcome.FAILED, report
+        assert report.error is not None and cause in report.error
+        assert collector.state is CollectorState.RUNNING
+
+
 def test_a_missing_bucket_fails_rounds_naming_it_and_never_blocks(
     s3_server: EmbeddedS3,
 ) -> None:
@@ -69,11 +79,7 @@ def test_a_missing_bucket_fails_rounds_naming_it_and_never_blocks(
         make_s3_client(s3_server.client_settings()), name, retry_policy=FAST_RETRIES
     )
     collector = _collector(store)
-    for _ in range(4):
-        report = collector.run_round()
-        assert report.outcome is RoundOutcome.FAILED, report
-        assert report.error is not None and "does not exist" in report.error
-        assert collector.state is CollectorState.RUNNING
+    _fails_rounds_naming(collector, "does not exist")
     s3_server.create_bucket(name)
     _world(store, name)
     assert collector.run_round().outcome is RoundOutcome.COLLECTED
@@ -97,15 +103,6 @@ def test_an_unparseable_controller_entry_blocks_and_says_why(
 
 
 def test_a_refused_connection_fails_rounds_and_never_blocks() -> None:
-    settings = ClientSettings(
-        endpoint_url="http://127.0.0.1:1",
-        access_key_id=EMBEDDED_ACCESS_KEY,
-        secret_access_key=EMBEDDED_SECRET_KEY,
-    )
+    settings = embedded_keys_at("http://127.0.0.1:1")
     store = S3ObjectStore(make_s3_client(settings), "b-refused", retry_policy=FAST_RETRIES)
-    collector = _collector(store)
-    for _ in range(4):
-        report = collector.run_round()
-        assert report.outcome is RoundOutcome.FAILED, report
-        assert report.error is not None and "EndpointConnectionError" in report.error
-    assert collector.state is CollectorState.RUNNING
+    _fails_rounds_naming(_collector(store), "EndpointConnectionError")

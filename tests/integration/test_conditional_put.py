@@ -8,17 +8,12 @@ from typing import Any
 from epochgc.errors import PreconditionFailedError
 from epochgc.storage.conditional_put import put_conditionally
 from epochgc.storage.s3 import S3ObjectStore
+from tests.support.wrapping import StoreWrapper
 
 
-class AnswerLost:
+class AnswerLost(StoreWrapper):
     """Applies the write, then answers 412, as a retried PUT after a
     timeout does."""
-
-    def __init__(self, store: S3ObjectStore) -> None:
-        self._store = store
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
 
     def put_if_match(self, key: str, body: bytes, etag: str, **kw: Any) -> str:
         self._store.put_if_match(key, body, etag, **kw)

@@ -17,6 +17,7 @@ from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import SNAPSHOT_CHUNK, Controller
 from epochgc.watermarks.epoch import EpochCache
 from epochgc.watermarks.partition.replica import PartitionReplica
+from tests.support.wrapping import StoreWrapper
 
 ROOT = "epochgc"
 
@@ -130,16 +131,13 @@ def test_guarded_epoch_advance(store: S3ObjectStore) -> None:
     assert controller.current_epoch() == 5
 
 
-class _FailingGets:
+class _FailingGets(StoreWrapper):
     """The store, with GetObject failing for chosen controller offsets."""
 
     def __init__(self, store: S3ObjectStore, failing: set[int]) -> None:
-        self._store = store
+        super().__init__(store)
         self.failing = failing
         self.gets: list[str] = []
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._store, name)
 
     def get(self, key: str, **kwargs: object) -> object:
         self.gets.append(key)

@@ -29,6 +29,7 @@ from epochgc.watermarks.controller_codec import DeletedTopic, EpochTick, encode_
 from tests.support.cli import run_cli
 from tests.support.config_files import write_server_config
 from tests.support.moto_seed import seed_objects
+from tests.support.wrapping import StoreWrapper
 
 ROOT = "epochgc"
 T0 = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
@@ -142,17 +143,14 @@ def test_a_reader_finding_its_next_entries_truncated_rereads_the_snapshot(
     assert reader.epoch_started_at(150) == tick_time(150)
 
 
-class _TruncateBetweenListAndGet:
+class _TruncateBetweenListAndGet(StoreWrapper):
     """The store, where a compaction by another process runs after the
     reader's LIST and before its first GET of an entry."""
 
     def __init__(self, store: S3ObjectStore, compact: Any) -> None:
-        self._store = store
+        super().__init__(store)
         self._compact = compact
         self.fired = False
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._store, name)
 
     def get(self, key: str, **kwargs: Any) -> object:
         if not self.fired and parse_log_entry_key(key, PREFIX) is not None:
@@ -302,16 +300,13 @@ def test_a_writer_that_last_saw_an_old_tail_appends_above_the_snapshot(
     assert entry_offsets(store) == [4, 5]
 
 
-class _CompactBeforePut:
+class _CompactBeforePut(StoreWrapper):
     """The store, where other writers append twice and compact after the
     caller chose its slot and before its PUT reaches the bucket."""
 
     def __init__(self, store: S3ObjectStore) -> None:
-        self._store = store
+        super().__init__(store)
         self.fired = False
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._store, name)
 
     def put_if_absent(self, key: str, body: bytes, **kwargs: Any) -> str:
         if not self.fired and parse_log_entry_key(key, PREFIX) is not None:

@@ -13,18 +13,15 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from epochgc.errors import NotFoundError
-from epochgc.gc.collection_round import CollectSettings
-from epochgc.gc.collector import ScheduleSettings
 from epochgc.gc.control import CollectorState, read_status, request_reset
 from epochgc.gc.daemon.scheduler import GC_LEASE, DaemonSettings, GcDaemon
 from epochgc.leases.role_leases import LeaseManager
-from epochgc.leases.timing import LeasePolicy
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import (
     controller_log_prefix,
@@ -36,7 +33,8 @@ from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import CompactionPolicy, Controller
 from tests.support.cli import REPO, run_cli
-from tests.support.config_files import write_server_config
+from tests.support.config_files import gc_sections, write_server_config
+from tests.support.daemon_settings import quick_daemon_settings
 from tests.support.moto_seed import seed_objects
 from tests.support.waiting import wait_for
 
@@ -45,23 +43,10 @@ SHARDS = 4
 
 
 def settings(node_id: str, **overrides: object) -> DaemonSettings:
-    base: dict[str, object] = {
-        "node_id": node_id,
-        "collect": CollectSettings(min_object_age=timedelta(0), max_delete_fraction=1.0),
-        "schedule": ScheduleSettings(
-            interval=timedelta(seconds=0.5),
-            after_progress=timedelta(seconds=0.1),
-            after_failure=timedelta(seconds=0.2),
-            epoch_interval=timedelta(seconds=60),
-        ),
-        "lease": LeasePolicy(ttl_seconds=3.0, renew_interval_seconds=0.2, skew_margin_seconds=0.5),
-        "control_poll_seconds": 0.2,
-        "ticker": False,
-        "reports_check_seconds": 1.0,
-        "metrics_listen": "127.0.0.1:0",
-    }
-    base.update(overrides)
-    return DaemonSettings(**base)  # type: ignore[arg-type]
+    """Quick daemon settings that check the reports every second and serve
+    metrics on a free port."""
+    served = {"reports_check_seconds": 1.0, "metrics_listen": "127.0.0.1:0"}
+    return quick_daemon_settings(node_id, **(served | overrides))
 
 
 def seed_epochs(bucket: str, epochs: range, per_shard: int = 3) -> list[str]:
@@ -226,11 +211,12 @@ def test_sigterm_mid_sweep_exits_cleanly_within_10_seconds(
         tmp_path / "gc.toml",
         s3_server.endpoint_url,
         bucket,
-        f"[layout]\nl0_shards = {SHARDS}\n"
-        # 1,000 keys/s: the sweep needs ~20 s, so SIGTERM lands in the middle.
-        "[gc]\nmin_object_age_seconds = 0.0\nmax_delete_fraction = 1.0\n"
-        "rate_limit_keys_per_second = 1000.0\n"
-        "[epoch]\nticker = false\n[daemon]\ninterval_seconds = 1.0\n"
+        gc_sections(
+            # 1,000 keys/s: the sweep needs ~20 s, so SIGTERM lands in the middle.
+            "rate_limit_keys_per_second = 1000.0\n",
+            shards=SHARDS,
+        )
+        + "[epoch]\nticker = false\n[daemon]\ninterval_seconds = 1.0\n"
         '[metrics]\nlisten = "127.0.0.1:0"\n',
     )
     proc = subprocess.Popen(

@@ -14,6 +14,7 @@ from epochgc.storage.keys import encode_l0_key, parse_l0_key
 from epochgc.storage.object_store import DeleteOutcome, ObjectInfo
 from epochgc.storage.s3 import S3ObjectStore
 from tests.support.moto_seed import seed_objects
+from tests.support.wrapping import StoreWrapper
 
 ROOT = "epochgc"
 OLD = datetime(2020, 1, 1, tzinfo=UTC)
@@ -28,15 +29,12 @@ STRANGERS = [
 ]
 
 
-class LeakyListing:
+class LeakyListing(StoreWrapper):
     """A real store whose listings also return keys from elsewhere."""
 
     def __init__(self, store: S3ObjectStore) -> None:
-        self._store = store
+        super().__init__(store)
         self.deleted: list[str] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
 
     def list_pages(self, prefix: str, **kwargs: Any) -> Iterator[list[ObjectInfo]]:
         strangers = [ObjectInfo(k, 1, "e", OLD) for k in STRANGERS]

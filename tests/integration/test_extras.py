@@ -8,14 +8,13 @@ does; CI also installs and tests the package on another Python version."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.s3 import S3ObjectStore
-from tests.support.cli import REPO
+from tests.support.cli import run_python
 from tests.support.config_files import write_server_config
 
 BLOCKER = """
@@ -32,14 +31,7 @@ sys.exit(main(sys.argv[1:]))
 
 
 def run_base(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", BLOCKER, *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_python("-c", BLOCKER, *args)
 
 
 @pytest.mark.parametrize(
@@ -76,18 +68,11 @@ def test_the_base_install_needs_no_extra_for_the_cli_and_the_daemon(tmp_path: Pa
         done = run_base(*args)
         assert done.returncode == 0, done.stderr
     # The daemon's modules import without any extra.
-    probe = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            BLOCKER.split("from epochgc.cli", maxsplit=1)[0]
-            + "import epochgc.gc.daemon.scheduler, epochgc.wiring.daemon_process,"
-            + " epochgc.wiring.reconciler_process\n",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
+    probe = run_python(
+        "-c",
+        BLOCKER.split("from epochgc.cli", maxsplit=1)[0]
+        + "import epochgc.gc.daemon.scheduler, epochgc.wiring.daemon_process,"
+        + " epochgc.wiring.reconciler_process\n",
         timeout=60,
-        check=False,
     )
     assert probe.returncode == 0, probe.stderr

@@ -11,20 +11,15 @@ from __future__ import annotations
 
 import asyncio
 
-from epochgc.leases.timing import LeasePolicy
-from epochgc.reconciler.node import NodeSettings
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.partition.directory import LeaderDirectory
 from epochgc.watermarks.safe_epoch.aggregate import join_safe_epoch
 from epochgc.watermarks.safe_epoch.reports import read_reports
-from tests.support.nodes import publish_report_now, reconciler_node
+from tests.support.nodes import QUICK_POLICY, eager_settings, publish_report_now, reconciler_node
 
 ROOT = "epochgc"
-POLICY = LeasePolicy(ttl_seconds=3.0, renew_interval_seconds=0.3, skew_margin_seconds=0.3)
-SETTINGS = NodeSettings(
-    idle_interval_seconds=0.0, report_interval_seconds=0.0, snapshot_every_entries=1000
-)
+SETTINGS = eager_settings()
 
 
 def test_a_reconciler_leads_only_topics_it_reconciles(store: S3ObjectStore) -> None:
@@ -39,7 +34,7 @@ async def _rounds(store: S3ObjectStore) -> None:
     legacy = controller.create_topic("legacy", 1)  # no key: epochgc's, as before
     odd = controller.create_topic("odd", 1, {"reconciler": 7})  # not a name: not ours
     node, leases = reconciler_node(
-        store, ROOT, "node-a", LeaderDirectory(), settings=SETTINGS, policy=POLICY
+        store, ROOT, "node-a", LeaderDirectory(), settings=SETTINGS, policy=QUICK_POLICY
     )
     leases.start()
     try:

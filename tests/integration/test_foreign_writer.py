@@ -17,7 +17,7 @@ from epochgc.storage.embedded import EMBEDDED_ACCESS_KEY, EMBEDDED_SECRET_KEY, E
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from tests.support.cli import REPO, run_cli
-from tests.support.config_files import write_server_config
+from tests.support.config_files import write_gc_config
 from tests.support.schemas import schema_errors
 
 EXAMPLE = REPO / "examples" / "foreign_writer.py"
@@ -81,12 +81,7 @@ def test_collect_deletes_exactly_what_the_foreign_report_allows(
     assert Controller(store, ROOT).topic("foreign-orders").revision == 1
     before = all_keys(store)
 
-    config = write_server_config(
-        tmp_path / "gc.toml",
-        s3_server.endpoint_url,
-        bucket,
-        "[layout]\nl0_shards = 16\n[gc]\nmin_object_age_seconds = 0.0\nmax_delete_fraction = 1.0\n",
-    )
+    config = write_gc_config(tmp_path / "gc.toml", s3_server.endpoint_url, bucket, shards=16)
     collected = run_cli("gc", "collect", "--config", str(config), "--json")
     assert collected.returncode == 0, collected.stderr
     summary = json.loads(collected.stdout)

@@ -10,8 +10,10 @@ S3 (moto honours both forms), so ``make test`` covers the logic;
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -69,26 +71,45 @@ def test_the_probes_find_the_bare_form_and_the_store_then_uses_it(
         ensure_store_capable(store, "epochgc")
 
 
-def test_a_store_that_honours_neither_form_is_refused_naming_both(
-    s3_server: EmbeddedS3, bucket: str
+@pytest.mark.parametrize(
+    ("faults", "passes", "fails", "detail", "refusal"),
+    [
+        pytest.param(
+            (reject_every_if_match,),
+            (),
+            CAS_MATCH,
+            "quoted and bare",
+            r"rejected \(412\) the ETag",
+            id="honours-neither-form",
+        ),
+        pytest.param(
+            (rgw16_if_match, drop_bare_if_match),
+            (CAS_MATCH,),  # the bare form writes...
+            CAS_STALE,  # ...but a stale bare ETag overwrites
+            "ignores If-Match",
+            "ignores If-Match",
+            id="ignores-the-bare-form",
+        ),
+    ],
+)
+def test_a_store_whose_if_match_does_not_hold_is_refused_naming_why(
+    s3_server: EmbeddedS3,
+    bucket: str,
+    faults: tuple[Callable[..., Any], ...],
+    passes: tuple[str, ...],
+    fails: str,
+    detail: str,
+    refusal: str,
 ) -> None:
-    with s3_fault_proxy(s3_server.endpoint_url, reject_every_if_match) as proxy:
+    """A store that honours neither form is refused naming both; one that
+    ignores the bare form is refused for that."""
+    with s3_fault_proxy(s3_server.endpoint_url, *faults) as proxy:
         store = through(proxy, s3_server, bucket)
         results = {r.name: r for r in run_probes(store, "epochgc")}
-        assert not results[CAS_MATCH].passed
-        assert "quoted and bare" in results[CAS_MATCH].detail
-        with pytest.raises(StoreCapabilityError, match=r"rejected \(412\) the ETag"):
-            ensure_store_capable(store, "epochgc")
-
-
-def test_a_store_that_ignores_the_bare_form_is_refused(s3_server: EmbeddedS3, bucket: str) -> None:
-    with s3_fault_proxy(s3_server.endpoint_url, rgw16_if_match, drop_bare_if_match) as proxy:
-        store = through(proxy, s3_server, bucket)
-        results = {r.name: r for r in run_probes(store, "epochgc")}
-        assert results[CAS_MATCH].passed, "the bare form writes"
-        assert not results[CAS_STALE].passed, "but a stale bare ETag overwrites"
-        assert "ignores If-Match" in results[CAS_STALE].detail
-        with pytest.raises(StoreCapabilityError, match="ignores If-Match"):
+        assert all(results[name].passed for name in passes)
+        assert not results[fails].passed
+        assert detail in results[fails].detail
+        with pytest.raises(StoreCapabilityError, match=refusal):
             ensure_store_capable(store, "epochgc")
 
 

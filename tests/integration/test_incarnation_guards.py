@@ -23,8 +23,6 @@ from hypothesis import strategies as st
 from epochgc.errors import CorruptLogError
 from epochgc.gc.janitor import Janitor
 from epochgc.leases.ownership_store import OwnershipStore, read_owner
-from epochgc.leases.timing import LeasePolicy
-from epochgc.reconciler.node import NodeSettings
 from epochgc.storage.cas_log import COVERED_OFFSET_METADATA
 from epochgc.storage.keys import (
     PartitionId,
@@ -40,7 +38,7 @@ from epochgc.watermarks.partition.directory import LeaderDirectory
 from epochgc.watermarks.partition.replica import PartitionReplica, open_partition_log
 from epochgc.watermarks.partition.state import PartitionState
 from epochgc.watermarks.safe_epoch.reports import read_reports
-from tests.support.nodes import publish_report_now, reconciler_node
+from tests.support.nodes import QUICK_POLICY, eager_settings, publish_report_now, reconciler_node
 
 ROOT = "epochgc"
 NOW = datetime(2026, 11, 22, tzinfo=UTC)
@@ -236,8 +234,8 @@ async def _step_down_scenario(store: S3ObjectStore) -> None:
         ROOT,
         "node-a",
         LeaderDirectory(),
-        settings=NodeSettings(idle_interval_seconds=0.0, report_interval_seconds=0.0),
-        policy=LeasePolicy(ttl_seconds=3.0, renew_interval_seconds=0.3, skew_margin_seconds=0.3),
+        settings=eager_settings(),
+        policy=QUICK_POLICY,
     )
     ownership.start()
     try:

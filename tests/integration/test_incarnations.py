@@ -16,25 +16,17 @@ import asyncio
 from datetime import timedelta
 
 from epochgc.gc.collection_round import CollectSettings, collect_once
-from epochgc.ingest.producer import Producer
-from epochgc.leases.timing import LeasePolicy
-from epochgc.reconciler.node import NodeSettings
 from epochgc.reconciler.reader import PartitionReader
 from epochgc.storage.keys import parse_l0_key
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.epoch import EpochCache
-from epochgc.watermarks.partition.directory import LeaderDirectory
 from epochgc.watermarks.safe_epoch.aggregate import join_safe_epoch
 from epochgc.watermarks.safe_epoch.reports import read_reports
-from tests.support.nodes import publish_report_now, reconciler_node
+from tests.support.nodes import QUICK_POLICY, eager_settings, node_and_producer, publish_report_now
 
 ROOT = "epochgc"
-POLICY = LeasePolicy(ttl_seconds=3.0, renew_interval_seconds=0.3, skew_margin_seconds=0.3)
-SETTINGS = NodeSettings(
-    idle_interval_seconds=0.0, report_interval_seconds=0.0, snapshot_every_entries=1000
-)
+SETTINGS = eager_settings()
 
 
 def test_recreated_topic_starts_empty_and_gc_keeps_moving(store: S3ObjectStore) -> None:
@@ -45,22 +37,10 @@ async def _delete_and_recreate(store: S3ObjectStore) -> None:
     controller = Controller(store, ROOT)
     controller.tick()
     first = controller.create_topic("orders", 1)
-    directory = LeaderDirectory()
-    node, leases = reconciler_node(
-        store, ROOT, "node-a", directory, settings=SETTINGS, policy=POLICY
-    )
-    leases.start()
-    epochs = EpochCache(controller.current_epoch, ttl_seconds=0.0)
-    producer = Producer(
-        store,
-        ROOT,
-        directory,
-        epochs,
-        lambda topic: controller.topic(topic).revision,
-        shards=4,
-        linger_seconds=0.01,
-    )
-    try:
+    async with node_and_producer(
+        store, ROOT, controller, settings=SETTINGS, policy=QUICK_POLICY
+    ) as n:
+        node, producer = n.node, n.producer
         await node.run_round()
         # Five records the reconciler never gets to: the node runs no round
         # between the produce and the delete.
@@ -98,9 +78,6 @@ async def _delete_and_recreate(store: S3ObjectStore) -> None:
                 await node.run_round()
         assert node.stats.errors == errors_before, "reconciling the new incarnation fails"
         await publish_report_now(node)
-    finally:
-        await node.stop()
-        leases.stop()
 
     rows = await asyncio.to_thread(PartitionReader(store, ROOT).read, "orders", 0)
     assert rows == [(0, b"new-0"), (1, b"new-1"), (2, b"new-2")]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from epochgc.leases.timing import LeasePolicy
 from epochgc.reconciler.node import NodeSettings
 from epochgc.reconciler.reader import PartitionReader
 from epochgc.storage.embedded import EmbeddedS3
@@ -15,11 +14,10 @@ from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.layout import layout_marker_key
 from tests.support.cli import run_cli
-from tests.support.config_files import write_server_config
-from tests.support.nodes import node_and_producer
+from tests.support.config_files import write_gc_config, write_server_config
+from tests.support.nodes import QUICK_POLICY, node_and_producer
 
 ROOT = "epochgc"
-POLICY = LeasePolicy(ttl_seconds=3.0, renew_interval_seconds=0.3, skew_margin_seconds=0.3)
 
 
 async def _write_some(store: S3ObjectStore) -> None:
@@ -28,7 +26,9 @@ async def _write_some(store: S3ObjectStore) -> None:
     controller.tick()
     controller.create_topic("orders", 1)
     settings = NodeSettings(report_interval_seconds=0)
-    async with node_and_producer(store, ROOT, controller, settings=settings, policy=POLICY) as n:
+    async with node_and_producer(
+        store, ROOT, controller, settings=settings, policy=QUICK_POLICY
+    ) as n:
         await n.node.run_round()
         await n.producer.produce("orders", 0, [b"a", b"b"])
         await n.node.run_round()
@@ -55,12 +55,7 @@ def test_an_old_bucket_is_refused_then_migrated(
 ) -> None:
     asyncio.run(_write_some(store))
     assert _to_layout_1(store) > 0
-    config = write_server_config(
-        tmp_path / "c.toml",
-        s3_server.endpoint_url,
-        bucket,
-        "[gc]\nmin_object_age_seconds = 0.0\nmax_delete_fraction = 1.0\n",
-    )
+    config = write_gc_config(tmp_path / "c.toml", s3_server.endpoint_url, bucket)
     l0_before = sorted(o.key for o in store.list_objects(f"{ROOT}/l0/"))
 
     for command in (["gc", "collect"], ["topic", "list"], ["partition", "show", "orders", "0"]):

@@ -18,19 +18,14 @@ from epochgc.storage.keys import lease_key
 from epochgc.storage.s3 import S3ObjectStore
 from tests.integration.test_leases_and_leaders import POLICY, ROOT, Clock
 from tests.support.faults import RejectIfMatchStore
+from tests.support.wrapping import StoreWrapper
 
 NAME = "gc"
 
 
-class AnswerLostStore:
+class AnswerLostStore(StoreWrapper):
     """Applies every ``If-Match`` PUT, then answers 412 as a retried request
     whose first attempt landed would be."""
-
-    def __init__(self, store: S3ObjectStore) -> None:
-        self._store = store
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
 
     def put_if_match(self, key: str, body: bytes, etag: str, *, metadata: Any = None) -> str:
         self._store.put_if_match(key, body, etag, metadata=metadata)
@@ -129,15 +124,12 @@ def test_a_failed_take_over_says_why(
     assert "someone else moved first" in message and "node-d/1" in message
 
 
-class RacingStore:
+class RacingStore(StoreWrapper):
     """Runs ``put_if_match`` through a hook (which may write first)."""
 
     def __init__(self, store: S3ObjectStore, hook: Any) -> None:
-        self._store = store
+        super().__init__(store)
         self._hook = hook
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
 
     def put_if_match(self, key: str, body: bytes, etag: str, *, metadata: Any = None) -> str:
         return str(self._hook(key, body, etag, metadata=metadata))

@@ -21,13 +21,13 @@ from epochgc.leases.timing import LeasePolicy
 from epochgc.storage.keys import PartitionId, lease_key
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.partition.commands import PlaceholderBatch, Placeholders
+from epochgc.watermarks.partition.commands import Placeholders
 from epochgc.watermarks.partition.directory import LeaderDirectory
 from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
 from epochgc.watermarks.partition.state import Outcome
 from tests.support.faults import HookedStore, TimesOutAfterApplyingStore
 from tests.support.nodes import reconciler_node
-from tests.support.placeholders import append_placeholders
+from tests.support.placeholders import append_placeholders, batch
 
 ROOT = "epochgc"
 ORDERS0 = PartitionId("orders", 1, 0)  # the first controller entry: revision 1
@@ -65,10 +65,6 @@ def manager(store: S3ObjectStore, node: str, clock: Clock, **kwargs: object) -> 
         monotonic=clock.monotonic,
         **kwargs,  # type: ignore[arg-type]
     )
-
-
-def batch(i: int) -> tuple[PlaceholderBatch, ...]:
-    return (PlaceholderBatch(f"l0/{i}", 0, 10, 1),)
 
 
 def test_acquire_renew_expire_and_take_over(store: S3ObjectStore) -> None:

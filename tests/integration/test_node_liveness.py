@@ -15,8 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -35,7 +33,7 @@ from epochgc.storage.keys import controller_log_prefix, node_lease_key, nodes_pr
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.partition.directory import LeaderDirectory
-from tests.support.cli import REPO
+from tests.support.cli import run_python
 from tests.support.config_files import write_server_config
 from tests.support.faults import StallingStore
 from tests.support.nodes import reconciler_node
@@ -106,6 +104,12 @@ async def running(node: ReconcilerNode, owns: NodeOwnership, *traps: StallingSto
         await asyncio.to_thread(owns.stop, release=True)
 
 
+def _trap(store: S3ObjectStore, loop: str) -> StallingStore:
+    """A store that stalls ``loop``'s store calls once armed."""
+    prefix, methods = LOOP_TRAPS[loop]
+    return StallingStore(store, prefix, methods)
+
+
 def _arm(trap: StallingStore, fault: str) -> None:
     if fault == "hang":
         trap.hang()
@@ -126,8 +130,7 @@ def test_a_loop_that_stops_makes_the_node_let_go(
 
 async def _loop_stops(store: S3ObjectStore, loop: str, fault: str) -> None:
     Controller(store, ROOT).create_topic("orders", 4)
-    prefix, methods = LOOP_TRAPS[loop]
-    trap = StallingStore(store, prefix, methods)
+    trap = _trap(store, loop)
     node, owns = _node(trap, "node-a")
     async with running(node, owns, trap) as task:
         await eventually(lambda: len(node.led_partitions()) == 4, 10, "the node to lead all")
@@ -164,8 +167,7 @@ def test_a_peer_takes_over_a_stuck_node_within_the_ttl_plus_two_rounds(
 
 async def _takeover(store: S3ObjectStore) -> None:
     Controller(store, ROOT).create_topic("orders", 6)
-    prefix, methods = LOOP_TRAPS["ownership"]
-    trap = StallingStore(store, prefix, methods)
+    trap = _trap(store, "ownership")
     a, a_owns = _node(trap, "node-a")
     b, b_owns = _node(store, "node-b")
     async with running(a, a_owns, trap) as a_task, running(b, b_owns):
@@ -200,8 +202,7 @@ async def _healthz(store: S3ObjectStore) -> None:
     from epochgc.reconciler.process_health import reconciler_health  # noqa: PLC0415
 
     Controller(store, ROOT).create_topic("orders", 2)
-    prefix, methods = LOOP_TRAPS["ownership"]
-    trap = StallingStore(store, prefix, methods)
+    trap = _trap(store, "ownership")
     node, owns = _node(trap, "node-a")
     server = MetricsServer(
         CollectorRegistry(), "127.0.0.1:0", lambda: reconciler_health(node, lambda: False)
@@ -249,16 +250,10 @@ def test_the_reconciler_process_exits_1_with_one_line_naming_the_loop(
         '[metrics]\nlisten = ""\n',
     )
     started = time.monotonic()
-    done = subprocess.run(
-        [
-            *(sys.executable, "-m", "tests.support.faulty_node", "4", "--"),
-            *("reconciler", "--config", str(config), "--node-id", "recon-1"),
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
+    done = run_python(
+        *("-m", "tests.support.faulty_node", "4", "--"),
+        *("reconciler", "--config", str(config), "--node-id", "recon-1"),
         timeout=60,
-        check=False,
     )
     assert done.returncode == 1, done.stderr
     assert time.monotonic() - started < 30, "it waited for its lease to expire"

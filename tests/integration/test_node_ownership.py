@@ -21,6 +21,7 @@ from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.s3 import S3ObjectStore
 from tests.support.faults import HookedStore, TimesOutAfterApplyingStore
 from tests.support.memory_store import MemoryStore, VirtualClock
+from tests.support.wrapping import StoreWrapper
 
 ROOT = "epochgc"
 POLICY = LeasePolicy(ttl_seconds=15.0, renew_interval_seconds=5.0, skew_margin_seconds=2.0)
@@ -217,19 +218,33 @@ def test_an_unreadable_record_is_never_overwritten(
     assert cluster.owners() == {}
 
 
-def test_a_record_taken_from_under_us_is_dropped(
-    any_store: ObjectStore, clock: VirtualClock
-) -> None:
-    cluster = Cluster(any_store, clock, pids(2))
+def _settled_node(store: ObjectStore, clock: VirtualClock) -> NodeOwnership:
+    """Node ``a``, alone over two partitions, after a round with nothing to move."""
+    cluster = Cluster(store, clock, pids(2))
     node = cluster.add("a")
     cluster.round()
     cluster.round()  # a round with nothing to move: settled
-    assert len(node.owned()) == 2
+    return node
+
+
+def _rewrite_owner(store: ObjectStore, node: str, incarnation: str) -> PartitionId:
+    """Rewrite orders/1's owner record behind the owner's back: ``node``'s
+    ``incarnation`` owns it in term 9."""
     pid = PartitionId("orders", 3, 1)
-    any_store.put(
-        owner_key(ROOT, pid),
-        b'{"v":1,"node":"z","incarnation":"q","term":9,"updated_at":"2026-11-24T05:00:00Z"}',
+    record = (
+        f'{{"v":1,"node":"{node}","incarnation":"{incarnation}","term":9,'
+        '"updated_at":"2026-11-24T05:00:00Z"}'
     )
+    store.put(owner_key(ROOT, pid), record.encode())
+    return pid
+
+
+def test_a_record_taken_from_under_us_is_dropped(
+    any_store: ObjectStore, clock: VirtualClock
+) -> None:
+    node = _settled_node(any_store, clock)
+    assert len(node.owned()) == 2
+    pid = _rewrite_owner(any_store, "z", "q")
     # A settled node does not list the records while nothing it can see
     # changed; the write shows at the next listing, within the relist age.
     report = node.run_round(pids(2))
@@ -249,16 +264,9 @@ def test_a_record_taken_from_under_us_is_dropped(
 def test_a_term_raise_that_finds_the_record_changed_lists_the_records_next_round(
     any_store: ObjectStore, clock: VirtualClock
 ) -> None:
-    cluster = Cluster(any_store, clock, pids(2))
-    node = cluster.add("a")
-    cluster.round()
-    cluster.round()
+    node = _settled_node(any_store, clock)
     assert not node.run_round(pids(2)).records_listed  # settled
-    pid = PartitionId("orders", 3, 1)
-    any_store.put(
-        owner_key(ROOT, pid),
-        b'{"v":1,"node":"a","incarnation":"old","term":9,"updated_at":"2026-11-24T05:00:00Z"}',
-    )
+    pid = _rewrite_owner(any_store, "a", "old")
     assert node.raise_term(pid, 3) is None  # the record is not ours any more
     report = node.run_round(pids(2))
     assert report.records_listed
@@ -389,15 +397,9 @@ def test_two_nodes_racing_for_one_record_one_wins(
     assert decode_owner(any_store.get(owner_key(ROOT, pid)).body, "owner").term == 2
 
 
-class AnswerLostStore:
+class AnswerLostStore(StoreWrapper):
     """Applies conditional puts, then answers 412 as a retry after a lost
     answer would."""
-
-    def __init__(self, store: ObjectStore) -> None:
-        self._store = store
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._store, name)
 
     def put_if_absent(self, key: str, body: bytes, *, metadata: object = None) -> str:
         self._store.put_if_absent(key, body)

@@ -7,20 +7,16 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
-from epochgc.leases.timing import LeasePolicy
-from epochgc.reconciler.node import NodeSettings, ReconcilerNode
+from epochgc.reconciler.node import ReconcilerNode
 from epochgc.storage.keys import topic_meta_prefix
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.partition.directory import LeaderDirectory
 from tests.support.faults import OutageStore
-from tests.support.nodes import reconciler_node
+from tests.support.nodes import QUICK_POLICY, eager_settings, reconciler_node
 
 ROOT = "epochgc"
-POLICY = LeasePolicy(ttl_seconds=3.0, renew_interval_seconds=0.3, skew_margin_seconds=0.3)
-SETTINGS = NodeSettings(
-    idle_interval_seconds=0.0, report_interval_seconds=0.0, snapshot_every_entries=1000
-)
+SETTINGS = eager_settings()
 
 
 @contextlib.asynccontextmanager
@@ -40,7 +36,7 @@ async def leading_ours(
         "node-a",
         LeaderDirectory(),
         settings=SETTINGS,
-        policy=POLICY,
+        policy=QUICK_POLICY,
     )
     leases.start()
     try:

@@ -216,22 +216,16 @@ def test_the_dashboard_takes_its_datasource_as_a_variable() -> None:
     assert {"Fencing", "Reconciler", "Leases and ingest"} <= rows
 
 
+def promtool(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["promtool", *args], cwd=DASHBOARDS, capture_output=True, text=True, check=False
+    )
+
+
 def test_promtool_checks_the_rules_and_runs_their_unit_tests() -> None:
-    checked = subprocess.run(
-        ["promtool", "check", "rules", "alerts.yml"],
-        cwd=DASHBOARDS,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    checked = promtool("check", "rules", "alerts.yml")
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    tested = subprocess.run(
-        ["promtool", "test", "rules", "alerts_test.yml"],
-        cwd=DASHBOARDS,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    tested = promtool("test", "rules", "alerts_test.yml")
     assert tested.returncode == 0, tested.stdout + tested.stderr
     assert "SUCCESS" in tested.stdout + tested.stderr
 

@@ -16,42 +16,30 @@ from datetime import UTC, datetime
 import pytest
 
 from epochgc.errors import EpochGCError, FencedError
-from epochgc.storage.keys import PartitionId, partition_snapshot_key
+from epochgc.storage.keys import partition_snapshot_key
 from epochgc.storage.s3 import S3ObjectStore
-from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.partition.codec import encode_command
-from epochgc.watermarks.partition.commands import PlaceholderBatch, Placeholders, RecordsLost
+from epochgc.watermarks.partition.commands import Placeholders, RecordsLost
 from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
 from epochgc.watermarks.partition.skip import plan_skip
 from tests.support.faults import OutageStore
-from tests.support.placeholders import append_placeholders
+from tests.support.placeholders import (
+    ORDERS_0,
+    append_placeholders,
+    batch,
+    create_orders,
+    leader,
+    open_replica,
+)
 
 ROOT = "epochgc"
-PID = PartitionId("orders", 2, 0)
+PID = ORDERS_0
 NOW = datetime(2026, 11, 24, tzinfo=UTC)
-
-
-def batch(i: int) -> tuple[PlaceholderBatch, ...]:
-    return (PlaceholderBatch(f"l0/{i}", 0, 10, 1),)
-
-
-def open_replica(store: S3ObjectStore) -> PartitionReplica:
-    replica = PartitionReplica(store, ROOT, PID)
-    replica.open()
-    return replica
-
-
-def leader(store: S3ObjectStore, term: int) -> PartitionLeader:
-    lead = PartitionLeader(open_replica(store), term)
-    lead.start()
-    return lead
 
 
 @pytest.fixture
 def topic(store: S3ObjectStore) -> int:
-    controller = Controller(store, ROOT)
-    controller.tick()
-    return controller.create_topic("orders", 1).revision  # revision 2
+    return create_orders(store)  # revision 2
 
 
 def compact_all(lead: PartitionLeader) -> int:

@@ -7,40 +7,25 @@ import asyncio
 import pytest
 
 from epochgc.errors import StaleEpochError
-from epochgc.storage.keys import PartitionId
 from epochgc.storage.s3 import S3ObjectStore
-from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.partition.codec import decode_command, encode_command
-from epochgc.watermarks.partition.commands import PlaceholderBatch, Placeholders, TermStart
+from epochgc.watermarks.partition.commands import Placeholders, TermStart
 from epochgc.watermarks.partition.fence import EpochFence
-from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
 from epochgc.watermarks.partition.window import EpochWindow
-from tests.support.placeholders import append_placeholders
+from tests.support.placeholders import (
+    append_placeholders,
+    batch,
+    create_orders,
+    leader,
+    open_replica,
+)
 
 ROOT = "epochgc"
 
 
-def batch(i: int, records: int = 1) -> tuple[PlaceholderBatch, ...]:
-    return (PlaceholderBatch(f"l0/{i}", 0, 10, records),)
-
-
-def open_replica(store: S3ObjectStore) -> PartitionReplica:
-    replica = PartitionReplica(store, ROOT, PartitionId("orders", 2, 0))  # see `topic`
-    replica.open()
-    return replica
-
-
-def leader(store: S3ObjectStore, term: int) -> PartitionLeader:
-    lead = PartitionLeader(open_replica(store), term)
-    lead.start()
-    return lead
-
-
 @pytest.fixture
 def topic(store: S3ObjectStore) -> int:
-    controller = Controller(store, ROOT)
-    controller.tick()
-    return controller.create_topic("orders", 1).revision  # revision 2
+    return create_orders(store)  # revision 2
 
 
 def test_replay_matches_the_leaders_state(store: S3ObjectStore, topic: int) -> None:

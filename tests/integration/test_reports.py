@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 import pytest
 
 from epochgc.errors import TransientStorageError
-from epochgc.reconciler.node import NodeSettings
 from epochgc.storage.keys import PartitionId
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
@@ -21,7 +20,7 @@ from epochgc.watermarks.safe_epoch.reports import (
     report_of,
 )
 from tests.support.faults import TimesOutAfterApplyingStore
-from tests.support.nodes import crash, publish_report_now, reconciler_node
+from tests.support.nodes import crash, eager_settings, publish_report_now, reconciler_node
 
 ROOT = "epochgc"
 NOW = datetime(2026, 11, 22, 3, 0, 5, tzinfo=UTC)
@@ -79,7 +78,7 @@ def test_a_report_whose_answer_was_lost_is_never_followed_by_older_values(
             ROOT,
             "node-a",
             directory,
-            settings=NodeSettings(idle_interval_seconds=0.0, report_interval_seconds=0.0),
+            settings=eager_settings(),
         )
         await node.run_round()
         for _ in range(3):  # each tick: housekeeping's advance_epoch, then M(p) rises

@@ -39,7 +39,7 @@ from epochgc.watermarks.layout import ensure_layout, layout_marker_key
 from epochgc.watermarks.partition.directory import LeaderDirectory
 from epochgc.watermarks.partition.replica import PartitionReplica
 from tests.integration.test_daemon import settings as daemon_settings
-from tests.support.nodes import node_and_producer, reconciler_node
+from tests.support.nodes import eager_settings, node_and_producer, reconciler_node
 from tests.support.schemas import schema_errors
 from tests.support.waiting import wait_for
 
@@ -115,7 +115,7 @@ def test_a_reconciler_nodes_report_fits_the_schema(store: S3ObjectStore) -> None
             ROOT,
             "node-a",
             LeaderDirectory(),
-            settings=NodeSettings(idle_interval_seconds=0.0, report_interval_seconds=0.0),
+            settings=eager_settings(),
         )
         for _ in range(3):  # lead, then let housekeeping move M(p)
             controller.tick()

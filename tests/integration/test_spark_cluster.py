@@ -19,6 +19,7 @@ import sys
 import time
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -28,18 +29,54 @@ from epochgc.storage.keys import encode_l0_key
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from tests.support.cli import REPO
-from tests.support.config_files import write_server_config
+from tests.support.config_files import gc_sections, write_server_config
 from tests.support.moto_seed import seed_objects
 from tests.support.s3_proxy import s3_fault_proxy
 from tests.support.spark_cluster import StandaloneCluster
 
 pytestmark = pytest.mark.slow
 
-GC = "[layout]\nl0_shards = 8\n[gc]\nmin_object_age_seconds = 0.0\nmax_delete_fraction = 1.0\n"
+GC = gc_sections(shards=8)
 
 
-def _seed(store: S3ObjectStore, bucket: str) -> tuple[set[str], set[str]]:
-    """L0 objects of epochs 4..6 in 8 shards, M = 5: (all keys, those that stay)."""
+@dataclass(frozen=True)
+class Seeded:
+    """The cluster, the executors' package and a test's bucket holding L0
+    objects of epochs 4..6 in 8 shards with M = 5: ``keys`` all of them,
+    ``stay`` those above M."""
+
+    tmp_path: Path
+    cluster: StandaloneCluster
+    package_dir: Path
+    s3: EmbeddedS3
+    store: S3ObjectStore
+    bucket: str
+    keys: set[str]
+    stay: set[str]
+
+    def left(self) -> set[str]:
+        return {o.key for o in self.store.list_objects("epochgc/l0/")}
+
+    def keyless_config(self, spark: str) -> Path:
+        """A configuration with no key pair (the driver's AWS chain
+        provides it) and ``spark`` inside ``[spark]``."""
+        config = self.tmp_path / "gc.toml"
+        config.write_text(
+            f'[store]\nbucket = "{self.bucket}"\nendpoint_url = "{self.s3.endpoint_url}"\n'
+            f'addressing_style = "path"\n{GC}[spark]\n{spark}'
+        )
+        return config
+
+
+@pytest.fixture
+def seeded(
+    tmp_path: Path,
+    spark_cluster: StandaloneCluster,
+    spark_package_dir: Path,
+    s3_server: EmbeddedS3,
+    store: S3ObjectStore,
+    bucket: str,
+) -> Seeded:
     Controller(store, "epochgc").advance_to(5)
     keys = {
         encode_l0_key("epochgc", shard, epoch, str(uuid.uuid4()))
@@ -48,11 +85,13 @@ def _seed(store: S3ObjectStore, bucket: str) -> tuple[set[str], set[str]]:
         for _ in range(3)
     }
     seed_objects(bucket, keys)
-    return keys, {k for k in keys if "/000000000000000006/" in k}
+    stay = {k for k in keys if "/000000000000000006/" in k}
+    return Seeded(tmp_path, spark_cluster, spark_package_dir, s3_server, store, bucket, keys, stay)
 
 
-def _left(store: S3ObjectStore) -> set[str]:
-    return {o.key for o in store.list_objects("epochgc/l0/")}
+def _cli(*args: str) -> list[str]:
+    """An ``epochgc`` command as the operator's shell runs it."""
+    return [sys.executable, "-m", "epochgc.cli", *args]
 
 
 def _driver_env(**extra: str) -> dict[str, str]:
@@ -63,6 +102,17 @@ def _driver_env(**extra: str) -> dict[str, str]:
     env["SPARK_LOCAL_IP"] = "127.0.0.1"
     env.update(extra)
     return env
+
+
+def _driver_env_with_credentials() -> dict[str, str]:
+    """``_driver_env`` with the embedded S3's key pair in the environment
+    (and no AWS configuration files): the only credentials there are."""
+    return _driver_env(
+        AWS_ACCESS_KEY_ID=EMBEDDED_ACCESS_KEY,
+        AWS_SECRET_ACCESS_KEY=EMBEDDED_SECRET_KEY,
+        AWS_CONFIG_FILE=os.devnull,
+        AWS_SHARED_CREDENTIALS_FILE=os.devnull,
+    )
 
 
 def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -90,26 +140,21 @@ def _recipe(page: Path) -> list[list[str]]:
 
 
 def test_the_spark_submit_recipe_deletes_exactly_the_eligible_keys_on_bare_workers(
-    tmp_path: Path,
-    spark_cluster: StandaloneCluster,
-    spark_package_dir: Path,
-    s3_server: EmbeddedS3,
-    store: S3ObjectStore,
-    bucket: str,
+    seeded: Seeded,
 ) -> None:
     """docs/spark.md's recipe, word for word but for the master, the
     package folder and the configuration file. (With the wheel in
     ``--py-files`` instead of the zip, every task failed with
     ``ModuleNotFoundError: No module named 'epochgc'``.)"""
-    keys, stay = _seed(store, bucket)
-    config = write_server_config(tmp_path / "gc.toml", s3_server.endpoint_url, bucket, GC)
+    config = write_server_config(
+        seeded.tmp_path / "gc.toml", seeded.s3.endpoint_url, seeded.bucket, GC
+    )
     env = _driver_env()
-    built = _run([sys.executable, "-m", "epochgc.cli", "inventory", "build", "--config",
-                  str(config)], env)  # fmt: skip
+    built = _run(_cli("inventory", "build", "--config", str(config)), env)
     assert built.returncode == 0, built.stderr
     replace = {
-        "spark://spark-master:7077": spark_cluster.master_url,
-        "dist/spark": str(spark_package_dir),
+        "spark://spark-master:7077": seeded.cluster.master_url,
+        "dist/spark": str(seeded.package_dir),
         "gc.toml": str(config),
     }
     package, submit = _recipe(REPO / "docs" / "spark.md")
@@ -119,8 +164,11 @@ def test_the_spark_submit_recipe_deletes_exactly_the_eligible_keys_on_bare_worke
     done = _run([*submit, "--json"], env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     summary = _json_of(done.stdout)
-    assert (summary["engine"], summary["deleted"]) == ("spark-inventory", len(keys) - len(stay))
-    assert _left(store) == stay
+    assert (summary["engine"], summary["deleted"]) == (
+        "spark-inventory",
+        len(seeded.keys) - len(seeded.stay),
+    )
+    assert seeded.left() == seeded.stay
 
 
 def _substitute(word: str, replace: dict[str, str]) -> str:
@@ -129,41 +177,22 @@ def _substitute(word: str, replace: dict[str, str]) -> str:
     return word
 
 
-def test_credentials_only_in_the_drivers_environment_reach_the_tasks(
-    tmp_path: Path,
-    spark_cluster: StandaloneCluster,
-    spark_package_dir: Path,
-    s3_server: EmbeddedS3,
-    store: S3ObjectStore,
-    bucket: str,
-) -> None:
+def test_credentials_only_in_the_drivers_environment_reach_the_tasks(seeded: Seeded) -> None:
     """No key pair in the configuration, none on the workers: the driver's
     AWS chain (here its environment) is what the tasks must use."""
-    keys, stay = _seed(store, bucket)
-    config = tmp_path / "gc.toml"
-    config.write_text(
-        f'[store]\nbucket = "{bucket}"\nendpoint_url = "{s3_server.endpoint_url}"\n'
-        f'addressing_style = "path"\n{GC}[spark]\npackage_dir = "{spark_package_dir}"\n'
-    )
-    env = _driver_env(
-        AWS_ACCESS_KEY_ID=EMBEDDED_ACCESS_KEY,
-        AWS_SECRET_ACCESS_KEY=EMBEDDED_SECRET_KEY,
-        AWS_CONFIG_FILE=os.devnull,
-        AWS_SHARED_CREDENTIALS_FILE=os.devnull,
-    )
-    built = _run([sys.executable, "-m", "epochgc.cli", "inventory", "build", "--config",
-                  str(config)], env)  # fmt: skip
+    config = seeded.keyless_config(f'package_dir = "{seeded.package_dir}"\n')
+    env = _driver_env_with_credentials()
+    built = _run(_cli("inventory", "build", "--config", str(config)), env)
     assert built.returncode == 0, built.stderr
     done = _run(
-        [sys.executable, "-m", "epochgc.cli", "gc", "spark", "--mode", "inventory", "--master",
-         spark_cluster.master_url, "--conf", "spark.driver.host=127.0.0.1", "--config",
-         str(config), "--json"],
+        _cli("gc", "spark", "--mode", "inventory", "--master", seeded.cluster.master_url,
+             "--conf", "spark.driver.host=127.0.0.1", "--config", str(config), "--json"),
         env,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     summary = _json_of(done.stdout)
-    assert (summary["deleted"], summary["errors"]) == (len(keys) - len(stay), 0)
-    assert _left(store) == stay
+    assert (summary["deleted"], summary["errors"]) == (len(seeded.keys) - len(seeded.stay), 0)
+    assert seeded.left() == seeded.stay
     assert EMBEDDED_SECRET_KEY not in done.stdout + done.stderr, "no secret in the output"
 
 
@@ -175,31 +204,25 @@ def _slow_deletes(method: str, path: str, _headers: Mapping[str, str]) -> None:
 
 
 def test_gc_spark_ships_itself_and_a_worker_killed_mid_job_loses_nothing(
-    tmp_path: Path,
-    spark_cluster: StandaloneCluster,
-    spark_package_dir: Path,
-    s3_server: EmbeddedS3,
-    store: S3ObjectStore,
-    bucket: str,
+    seeded: Seeded,
 ) -> None:
     """Listing mode through ``epochgc gc spark --master spark://...`` (which
     ships the package itself, and takes ``--conf`` over ``[spark] conf``:
     the table's driver host is an address this machine does not have);
     once a task runs on worker 0, that worker dies with its executor; the
     task reruns on worker 1 and the bucket ends exactly as it should."""
-    keys, stay = _seed(store, bucket)
-    with s3_fault_proxy(s3_server.endpoint_url, _slow_deletes) as proxy:
+    cluster = seeded.cluster
+    with s3_fault_proxy(seeded.s3.endpoint_url, _slow_deletes) as proxy:
         config = write_server_config(
-            tmp_path / "gc.toml",
+            seeded.tmp_path / "gc.toml",
             proxy.endpoint,
-            bucket,
-            GC + f'[spark]\nlisting_tasks = 8\npackage_dir = "{spark_package_dir}"\n'
+            seeded.bucket,
+            GC + f'[spark]\nlisting_tasks = 8\npackage_dir = "{seeded.package_dir}"\n'
             'conf = { "spark.driver.host" = "192.0.2.1", "spark.executor.memory" = "512m" }\n',
         )
         driver = subprocess.Popen(
-            [sys.executable, "-m", "epochgc.cli", "gc", "spark", "--master",
-             spark_cluster.master_url, "--conf", "spark.driver.host=127.0.0.1", "--config",
-             str(config), "--json"],
+            _cli("gc", "spark", "--master", cluster.master_url,
+                 "--conf", "spark.driver.host=127.0.0.1", "--config", str(config), "--json"),
             cwd=REPO,
             env=_driver_env(),
             stdout=subprocess.PIPE,
@@ -208,57 +231,42 @@ def test_gc_spark_ships_itself_and_a_worker_killed_mid_job_loses_nothing(
         )  # fmt: skip
         try:
             deadline = time.monotonic() + 180
-            while not spark_cluster.worker_runs_python(0):
+            while not cluster.worker_runs_python(0):
                 assert driver.poll() is None, "the job ended before a task started on worker 0"
                 assert time.monotonic() < deadline, "no task started on worker 0"
                 time.sleep(0.1)
-            spark_cluster.kill_worker(0)
+            cluster.kill_worker(0)
             out, err = driver.communicate(timeout=240)
         finally:
             if driver.poll() is None:
                 driver.kill()
                 driver.communicate()
-            spark_cluster.restart_worker(0)
+            cluster.restart_worker(0)
     assert driver.returncode == 0, err[-3000:]
     # Spark logs the executor's loss as an error; the task lost with it is
     # rerun without counting as a task failure (logged only at INFO).
     assert "Lost executor" in err, err[-3000:]
     summary = _json_of(out)
-    assert (summary["deleted"], summary["errors"]) == (len(keys) - len(stay), 0)
+    assert (summary["deleted"], summary["errors"]) == (len(seeded.keys) - len(seeded.stay), 0)
     # Each of the 8 tasks sees its shard's 6 eligible keys: the total holds
     # only if the lost task's result came from its rerun.
-    assert summary["eligible"] == len(keys) - len(stay)
-    assert _left(store) == stay
+    assert summary["eligible"] == len(seeded.keys) - len(seeded.stay)
+    assert seeded.left() == seeded.stay
 
 
 def test_executors_without_credentials_fail_the_run_in_one_line_without_retrying(
-    tmp_path: Path,
-    spark_cluster: StandaloneCluster,
-    spark_package_dir: Path,
-    s3_server: EmbeddedS3,
-    store: S3ObjectStore,
-    bucket: str,
+    seeded: Seeded,
 ) -> None:
     """``[spark] credentials = "executor"`` on workers that have none: every
     shard fails at once with a credentials error (permanent, not retried),
     the run fails naming the cause in one line, nothing is deleted."""
-    keys, _ = _seed(store, bucket)
-    config = tmp_path / "gc.toml"
-    config.write_text(
-        f'[store]\nbucket = "{bucket}"\nendpoint_url = "{s3_server.endpoint_url}"\n'
-        f'addressing_style = "path"\n{GC}[spark]\nlisting_tasks = 2\n'
-        f'package_dir = "{spark_package_dir}"\ncredentials = "executor"\n'
-    )
-    env = _driver_env(
-        AWS_ACCESS_KEY_ID=EMBEDDED_ACCESS_KEY,
-        AWS_SECRET_ACCESS_KEY=EMBEDDED_SECRET_KEY,
-        AWS_CONFIG_FILE=os.devnull,
-        AWS_SHARED_CREDENTIALS_FILE=os.devnull,
+    config = seeded.keyless_config(
+        f'listing_tasks = 2\npackage_dir = "{seeded.package_dir}"\ncredentials = "executor"\n'
     )
     done = _run(
-        [sys.executable, "-m", "epochgc.cli", "gc", "spark", "--master", spark_cluster.master_url,
-         "--conf", "spark.driver.host=127.0.0.1", "--config", str(config), "--json"],
-        env,
+        _cli("gc", "spark", "--master", seeded.cluster.master_url,
+             "--conf", "spark.driver.host=127.0.0.1", "--config", str(config), "--json"),
+        _driver_env_with_credentials(),
     )  # fmt: skip
     assert done.returncode == 1, done.stderr[-3000:]
     assert "Traceback" not in done.stderr
@@ -266,4 +274,4 @@ def test_executors_without_credentials_fail_the_run_in_one_line_without_retrying
     assert causes, done.stderr[-3000:]
     summary = _json_of(done.stdout)
     assert (summary["success"], summary["deleted"], summary["errors"]) == (False, 0, 8)
-    assert _left(store) == keys
+    assert seeded.left() == seeded.keys

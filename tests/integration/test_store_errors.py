@@ -26,10 +26,10 @@ from epochgc.errors import (
     TransientStorageError,
 )
 from epochgc.storage.client import ClientSettings, make_s3_client
-from epochgc.storage.embedded import EMBEDDED_ACCESS_KEY, EMBEDDED_SECRET_KEY, EmbeddedS3
+from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.retry import RetryPolicy
 from epochgc.storage.s3 import S3ObjectStore
-from tests.support.aws_env import clear_aws_credentials
+from tests.support.aws_env import clear_aws_credentials, embedded_keys_at
 from tests.support.faults import inject_http_errors
 
 RETRIES = RetryPolicy(max_attempts=4, base_delay_seconds=0.001, max_delay_seconds=0.002)
@@ -65,11 +65,7 @@ def test_a_missing_bucket_is_permanent_and_not_a_missing_key(s3_server: Embedded
 
 
 def test_an_unknown_endpoint_host_is_permanent() -> None:
-    settings = ClientSettings(
-        endpoint_url="http://no-such-host.invalid:1",
-        access_key_id=EMBEDDED_ACCESS_KEY,
-        secret_access_key=EMBEDDED_SECRET_KEY,
-    )
+    settings = embedded_keys_at("http://no-such-host.invalid:1")
     store, attempts = _store(settings, "b-x")
     with pytest.raises(EndpointError, match=r"no-such-host\.invalid") as info:
         store.get("k")
@@ -78,11 +74,7 @@ def test_an_unknown_endpoint_host_is_permanent() -> None:
 
 
 def test_a_refused_connection_is_transient_and_retried() -> None:
-    settings = ClientSettings(
-        endpoint_url="http://127.0.0.1:1",
-        access_key_id=EMBEDDED_ACCESS_KEY,
-        secret_access_key=EMBEDDED_SECRET_KEY,
-    )
+    settings = embedded_keys_at("http://127.0.0.1:1")
     store, attempts = _store(settings, "b-x")
     with pytest.raises(RetriesExhaustedError) as info:
         store.get("k")

@@ -14,11 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from epochgc.ingest.producer import Producer
 from epochgc.ingest.upload import upload_l0
-from epochgc.leases.timing import LeasePolicy
 from epochgc.reconciler.fetch import L0UnreadableError, pending_placeholders
-from epochgc.reconciler.node import NodeSettings
 from epochgc.reconciler.node_samples import sample_node
 from epochgc.reconciler.reader import PartitionReader, RecordsLostError
 from epochgc.reconciler.reconcile import Reconciler
@@ -26,25 +23,17 @@ from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import parse_l0_key
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.epoch import EpochCache
-from epochgc.watermarks.partition.directory import LeaderDirectory
 from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
 from epochgc.watermarks.safe_epoch.aggregate import SafeEpochTracker
 from epochgc.watermarks.safe_epoch.compute import compute_safe_epoch
 from epochgc.watermarks.safe_epoch.reports import read_reports
 from tests.support.cli import run_cli
 from tests.support.config_files import write_server_config
-from tests.support.nodes import publish_report_now, reconciler_node
+from tests.support.nodes import QUICK_POLICY, eager_settings, node_and_producer, publish_report_now
 from tests.support.placeholders import append_placeholders
 
 ROOT = "epochgc"
-POLICY = LeasePolicy(ttl_seconds=3.0, renew_interval_seconds=0.3, skew_margin_seconds=0.3)
-SETTINGS = NodeSettings(
-    idle_interval_seconds=0.0,
-    report_interval_seconds=0.0,
-    snapshot_every_entries=1000,
-    stuck_retry_seconds=0.0,
-)
+SETTINGS = eager_settings(stuck_retry_seconds=0.0)
 
 
 def test_missing_l0_object_stalls_visibly_and_skip_lets_m_move(
@@ -62,22 +51,10 @@ async def _scenario(store: S3ObjectStore, config: str, caplog: pytest.LogCapture
     controller = Controller(store, ROOT)
     controller.tick()
     topic = controller.create_topic("orders", 1)
-    directory = LeaderDirectory()
-    node, leases = reconciler_node(
-        store, ROOT, "node-a", directory, settings=SETTINGS, policy=POLICY
-    )
-    leases.start()
-    epochs = EpochCache(controller.current_epoch, ttl_seconds=0.0)
-    producer = Producer(
-        store,
-        ROOT,
-        directory,
-        epochs,
-        lambda name: controller.topic(name).revision,
-        shards=4,
-        linger_seconds=0.01,
-    )
-    try:
+    async with node_and_producer(
+        store, ROOT, controller, settings=SETTINGS, policy=QUICK_POLICY
+    ) as n:
+        node, producer = n.node, n.producer
         await node.run_round()
         # Three placeholders in three epochs (three L0 objects); the node
         # runs no round in between, so none is reconciled yet.
@@ -164,9 +141,6 @@ async def _scenario(store: S3ObjectStore, config: str, caplog: pytest.LogCapture
         assert all(e.stuck is None for r in reports for e in r.partitions)
         m_after = compute_safe_epoch(controller, store, ROOT, SafeEpochTracker())
         assert m_after is not None and m_after.safe_epoch >= lost.epoch > m_before.safe_epoch
-    finally:
-        await node.stop()
-        leases.stop()
 
     reader = PartitionReader(store, ROOT)
     with pytest.raises(RecordsLostError, match=r"records 2\.\.4 .*object deleted by hand"):

@@ -97,12 +97,16 @@ def test_three_reconciler_nodes_tick_about_once_per_interval_not_three_times(
 POLICY = LeasePolicy(ttl_seconds=5.0, renew_interval_seconds=0.2, skew_margin_seconds=0.5)
 
 
+Ticks = list[tuple[float, float, str]]
+"""Every tick appended: (started, ended, by whom), on the monotonic clock."""
+
+
 class Eligible:
     """One ticker-eligible "process": its own lease manager, controller and
     ticker. Every tick it appends is recorded as (started, ended, name) on
     the shared monotonic clock of the test."""
 
-    def __init__(self, store: S3ObjectStore, name: str, ticks: list[tuple[float, float, str]]):
+    def __init__(self, store: S3ObjectStore, name: str, ticks: Ticks):
         self.name = name
         self.lost_at: float | None = None
         self.leases = LeaseManager(store, ROOT, name, policy=POLICY, on_lost=self._on_lost)
@@ -135,14 +139,16 @@ class Eligible:
         self.leases.stop(release=True)
 
 
+Cluster = Callable[[int], tuple[list[Eligible], Ticks]]
+"""Starts ``n`` eligible processes sharing one ``Ticks``."""
+
+
 @pytest.fixture
-def cluster(
-    store: S3ObjectStore, distinct_ticks: None
-) -> Iterator[Callable[[int], tuple[list[Eligible], list[tuple[float, float, str]]]]]:
+def cluster(store: S3ObjectStore, distinct_ticks: None) -> Iterator[Cluster]:
     started: list[Eligible] = []
 
-    def start(n: int) -> tuple[list[Eligible], list[tuple[float, float, str]]]:
-        ticks: list[tuple[float, float, str]] = []
+    def start(n: int) -> tuple[list[Eligible], Ticks]:
+        ticks: Ticks = []
         procs = [Eligible(store, f"proc-{i}", ticks) for i in range(n)]
         for proc in procs:
             proc.start()
@@ -154,7 +160,7 @@ def cluster(
         proc.stop()
 
 
-def assert_ticks_an_interval_apart(ticks: list[tuple[float, float, str]]) -> None:
+def assert_ticks_an_interval_apart(ticks: Ticks) -> None:
     """Each tick starts at least one interval after the previous one ended,
     whoever appended them: one epoch per interval, across hand-overs too."""
     ordered = sorted(ticks)
@@ -168,9 +174,17 @@ def holder(procs: list[Eligible]) -> Eligible | None:
     return held[0] if held else None
 
 
+def ticking_holder(procs: list[Eligible]) -> Eligible:
+    """Wait until one of ``procs`` holds the role and has ticked twice: that one."""
+    wait_for(lambda: (h := holder(procs)) is not None and h.ticker.ticks >= 2, what="ticks")
+    first = holder(procs)
+    assert first is not None
+    return first
+
+
 def test_three_eligible_processes_give_one_tick_per_interval(
     store: S3ObjectStore,
-    cluster: Callable[[int], tuple[list[Eligible], list[tuple[float, float, str]]]],
+    cluster: Cluster,
 ) -> None:
     before = Controller(store, ROOT).current_epoch()
     started = time.monotonic()
@@ -190,12 +204,10 @@ def test_three_eligible_processes_give_one_tick_per_interval(
 
 def test_a_stopping_holder_hands_the_role_over_at_once(
     store: S3ObjectStore,
-    cluster: Callable[[int], tuple[list[Eligible], list[tuple[float, float, str]]]],
+    cluster: Cluster,
 ) -> None:
     procs, ticks = cluster(3)
-    wait_for(lambda: (h := holder(procs)) is not None and h.ticker.ticks >= 2, what="ticks")
-    first = holder(procs)
-    assert first is not None
+    first = ticking_holder(procs)
     stopped_at = time.monotonic()
     first.stop()
     rest = [p for p in procs if p is not first]
@@ -211,12 +223,10 @@ def test_a_stopping_holder_hands_the_role_over_at_once(
 
 def test_a_holder_that_loses_the_lease_stops_ticking(
     store: S3ObjectStore,
-    cluster: Callable[[int], tuple[list[Eligible], list[tuple[float, float, str]]]],
+    cluster: Cluster,
 ) -> None:
     procs, ticks = cluster(3)
-    wait_for(lambda: (h := holder(procs)) is not None and h.ticker.ticks >= 2, what="ticks")
-    first = holder(procs)
-    assert first is not None
+    first = ticking_holder(procs)
     # Another process takes the lease, as it would once the holder had been
     # frozen past the TTL: the lease object now names it.
     thief = Eligible(store, "thief", ticks)

@@ -6,20 +6,12 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 
-from tests.support.cli import REPO
+from tests.support.cli import run_python
 
 
 def verify(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "epochgc.cli", "verify", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
+    return run_python("-m", "epochgc.cli", "verify", *args, timeout=900)
 
 
 def test_three_seeds_pass_under_faults() -> None:

@@ -8,8 +8,7 @@ import random
 from collections.abc import Callable
 
 from epochgc.ingest.producer import Producer
-from epochgc.leases.timing import LeasePolicy
-from epochgc.reconciler.node import NodeSettings, ReconcilerNode
+from epochgc.reconciler.node import ReconcilerNode
 from epochgc.reconciler.reader import PartitionReader
 from epochgc.storage.keys import parse_l0_key
 from epochgc.storage.s3 import S3ObjectStore
@@ -17,15 +16,18 @@ from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
 from epochgc.watermarks.partition.directory import LeaderDirectory
 from epochgc.watermarks.safe_epoch.reports import read_reports
-from tests.support.nodes import crash, publish_report_now, reconciler_node
+from tests.support.nodes import (
+    QUICK_POLICY,
+    crash,
+    eager_settings,
+    publish_report_now,
+    reconciler_node,
+)
 
 ROOT = "epochgc"
 TOPICS = ["orders", "clicks", "views"]
 PARTITIONS = 4
-POLICY = LeasePolicy(ttl_seconds=3.0, renew_interval_seconds=0.3, skew_margin_seconds=0.3)
-SETTINGS = NodeSettings(
-    idle_interval_seconds=0.0, report_interval_seconds=0.0, snapshot_every_entries=20
-)
+SETTINGS = eager_settings(snapshot_every_entries=20)
 
 
 async def produce_some(
@@ -71,10 +73,10 @@ async def _scenario(store: S3ObjectStore) -> None:
     revisions = {t: controller.topic(t).revision for t in TOPICS}
     directory = LeaderDirectory()
     node_a, leases_a = reconciler_node(
-        store, ROOT, "node-a", directory, settings=SETTINGS, policy=POLICY
+        store, ROOT, "node-a", directory, settings=SETTINGS, policy=QUICK_POLICY
     )
     node_b, leases_b = reconciler_node(
-        store, ROOT, "node-b", directory, settings=SETTINGS, policy=POLICY
+        store, ROOT, "node-b", directory, settings=SETTINGS, policy=QUICK_POLICY
     )
     leases_a.start()
     leases_b.start()

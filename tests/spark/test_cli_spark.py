@@ -12,7 +12,7 @@ from epochgc.storage.keys import encode_l0_key
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from tests.support.cli import run_cli
-from tests.support.config_files import write_server_config
+from tests.support.config_files import write_gc_config
 from tests.support.moto_seed import seed_objects
 
 
@@ -22,12 +22,7 @@ def test_build_an_inventory_then_delete_from_it(
     Controller(store, "epochgc").advance_to(5)
     keys = [encode_l0_key("epochgc", s, e, str(uuid.uuid4())) for s in range(4) for e in (4, 5, 6)]
     seed_objects(bucket, keys)
-    config = write_server_config(
-        tmp_path / "spark.toml",
-        s3_server.endpoint_url,
-        bucket,
-        "[layout]\nl0_shards = 4\n[gc]\nmin_object_age_seconds = 0.0\nmax_delete_fraction = 1.0\n",
-    )
+    config = write_gc_config(tmp_path / "spark.toml", s3_server.endpoint_url, bucket, shards=4)
     built = run_cli("inventory", "build", "--format", "csv", "--config", str(config), "--json")
     assert built.returncode == 0, built.stderr
     manifest = json.loads(built.stdout)["manifest"]
@@ -62,12 +57,7 @@ def test_gc_spark_refuses_while_paused_and_takes_m_above_the_computed_only_by_it
     controller.create_topic("orders", 1)  # revision 6, no reports: M stays 5, offset 6
     keys = [encode_l0_key("epochgc", s, e, str(uuid.uuid4())) for s in range(2) for e in (5, 6)]
     seed_objects(bucket, keys)
-    config = write_server_config(
-        tmp_path / "spark.toml",
-        s3_server.endpoint_url,
-        bucket,
-        "[layout]\nl0_shards = 2\n[gc]\nmin_object_age_seconds = 0.0\nmax_delete_fraction = 1.0\n",
-    )
+    config = write_gc_config(tmp_path / "spark.toml", s3_server.endpoint_url, bucket, shards=2)
     assert run_cli("gc", "pause", "--reason", "audit", "--config", str(config)).returncode == 0
     refused = run_cli("gc", "spark", "--force", "--master", "local[1]", "--config", str(config))
     assert refused.returncode == 1 and "paused by " in refused.stderr, refused.stderr

@@ -23,7 +23,7 @@ from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.wiring.settings import client_settings_of, spark_gc_settings_of
-from tests.support.config_files import write_server_config
+from tests.support.config_files import write_gc_config
 from tests.support.moto_seed import seed_objects
 
 
@@ -39,13 +39,7 @@ def test_the_pickled_tasks_carry_no_secret_and_still_reach_the_store(
     keys = [encode_l0_key("epochgc", s, e, str(uuid.uuid4())) for s in range(2) for e in (5, 6)]
     seed_objects(bucket, keys)
     config = load_config(
-        write_server_config(
-            tmp_path / "gc.toml",
-            s3_server.endpoint_url,
-            bucket,
-            "[layout]\nl0_shards = 2\n[gc]\nmin_object_age_seconds = 0.0\n"
-            "max_delete_fraction = 1.0\n",
-        )
+        write_gc_config(tmp_path / "gc.toml", s3_server.endpoint_url, bucket, shards=2)
     )
     pickled: list[bytes] = []
     real = pyspark_rdd._prepare_for_python_RDD

@@ -12,22 +12,19 @@ from typing import Any
 
 import pytest
 
-from epochgc.config import Config
 from epochgc.errors import EpochGCError
 from epochgc.gc.control import CollectorPausedError
 from epochgc.gc.run_report import RunSummary, decode_summary, list_runs
-from epochgc.gc.spark.job import SparkOutcome, SparkRunOptions, run_spark_gc
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.inventory import build_inventory
 from epochgc.storage.keys import encode_l0_key, gc_run_summary_key
 from epochgc.storage.object_store import ObjectInfo
-from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
-from epochgc.wiring.settings import client_settings_of, inventory_location, spark_gc_settings_of
-from tests.spark.test_spark_job import ROOT, SHARDS, M, make_config
+from epochgc.wiring.settings import inventory_location
 from tests.support.cli import run_cli
 from tests.support.moto_seed import seed_objects
+from tests.support.spark_job import ROOT, SHARDS, M, make_config, run_job
 from tests.support.task_hooks import (
     DeleteLog,
     FailAtStart,
@@ -50,26 +47,6 @@ def eligible_world(store: S3ObjectStore, bucket: str, per_shard: int) -> list[st
     return keys
 
 
-def run(
-    spark: Any,
-    config: Config,
-    store: S3ObjectStore,
-    s3: EmbeddedS3,
-    *,
-    client_hook: Any = None,
-    **options: Any,
-) -> SparkOutcome:
-    return run_spark_gc(
-        spark,
-        spark_gc_settings_of(config),
-        store,
-        RequestStats(),
-        client_settings_of(config, s3.endpoint_url),
-        SparkRunOptions(**options),
-        client_hook=client_hook,
-    )
-
-
 def l0_left(store: S3ObjectStore) -> set[str]:
     return {o.key for o in store.list_objects(f"{ROOT}/l0/")}
 
@@ -90,7 +67,7 @@ def test_the_rate_limit_is_cluster_wide_as_the_store_sees_it(
     keys = eligible_world(store, bucket, per_shard=150)
     config = make_config(tmp_path, s3_server, bucket, f"rate_limit_keys_per_second = {limit}\n")
     log_path = tmp_path / "deletes.log"
-    outcome = run(
+    outcome = run_job(
         spark, config, store, s3_server, listing_tasks=2, client_hook=DeleteLog(str(log_path))
     )
     assert outcome.summary.deleted == len(keys) and not l0_left(store)
@@ -114,7 +91,7 @@ def test_a_pause_mid_job_stops_each_task_within_one_batch_and_the_run_says_pause
     config = make_config(tmp_path, s3_server, bucket, "delete_concurrency = 1\n")
     hook = PauseAfterDeletes(str(tmp_path / "paused"), bucket, ROOT, by="dave", reason="mid-job")
     with pytest.raises(CollectorPausedError, match=r"^paused by dave: mid-job"):
-        run(spark, config, store, s3_server, listing_tasks=2, client_hook=hook)
+        run_job(spark, config, store, s3_server, listing_tasks=2, client_hook=hook)
     gone = len(keys) - len(l0_left(store))
     assert 1000 <= gone <= 2000, f"{gone} keys deleted after a pause at 1000"
     summary = only_summary(store)
@@ -132,7 +109,7 @@ def test_a_task_that_crashes_after_deleting_leaves_a_failed_record_with_its_dele
     keys = eligible_world(store, bucket, per_shard=500)
     config = make_config(tmp_path, s3_server, bucket, "delete_concurrency = 1\n")
     with pytest.raises(EpochGCError) as failed:
-        run(
+        run_job(
             spark,
             config,
             store,
@@ -156,7 +133,7 @@ def test_tasks_that_cannot_start_leave_a_failed_record_naming_the_cause(
     eligible_world(store, bucket, per_shard=5)
     config = make_config(tmp_path, s3_server, bucket)
     with pytest.raises(EpochGCError, match="ModuleNotFoundError: No module named 'epochgc'"):
-        run(spark, config, store, s3_server, listing_tasks=2, client_hook=FailAtStart())
+        run_job(spark, config, store, s3_server, listing_tasks=2, client_hook=FailAtStart())
     summary = only_summary(store)
     assert not summary.success and summary.deleted == 0
     assert summary.cause is not None
@@ -187,7 +164,7 @@ def test_a_memory_error_reading_one_data_file_fails_that_file_not_the_job(
         file_format="Parquet",
         rows_per_file=200_400,
     )
-    outcome = run(
+    outcome = run_job(
         spark, config, store, s3_server, mode="inventory", client_hook=LimitMemory(0, 24 << 20)
     )
     summary = only_summary(store)

@@ -16,7 +16,7 @@ from epochgc.storage.keys import encode_l0_key
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from tests.support.cli import REPO
-from tests.support.config_files import write_server_config
+from tests.support.config_files import write_gc_config
 from tests.support.moto_seed import seed_objects
 
 SPARK_INFO = re.compile(r"\bINFO\b.*\b(SparkContext|Executor|DAGScheduler|SparkEnv|Utils)\b")
@@ -50,11 +50,8 @@ def test_spark_submit_prints_progress_per_task_and_no_spark_info_unless_asked(
 ) -> None:
     Controller(store, "epochgc").advance_to(5)
     seed_objects(bucket, [encode_l0_key("epochgc", s, 4, str(uuid.uuid4())) for s in range(2)])
-    config = write_server_config(
-        tmp_path / "submit.toml",
-        s3_server.endpoint_url,
-        bucket,
-        "[layout]\nl0_shards = 2\n[gc]\nmin_object_age_seconds = 0.0\n",
+    config = write_gc_config(
+        tmp_path / "submit.toml", s3_server.endpoint_url, bucket, shards=2, max_delete_fraction=None
     )
     quiet = submit(config)
     assert quiet.returncode == 0, quiet.stderr[-3000:]

@@ -1,5 +1,6 @@
 """Running the ``epochgc`` command line as a separate process, as an
-operator would (real argument parsing, logging set-up and exit codes)."""
+operator would (real argument parsing, logging set-up and exit codes), and
+any other module of the repository the same way (``run_python``)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,21 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def run_python(
+    *args: str, timeout: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """This interpreter with ``args``, in the repository, to the end; its
+    output captured as text, ``env`` over this environment."""
     return subprocess.run(
-        [sys.executable, "-m", "epochgc.cli", *args],
+        [sys.executable, *args],
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
         env={**os.environ, **(env or {})},
         check=False,
     )
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return run_python("-m", "epochgc.cli", *args, env=env)

@@ -10,24 +10,18 @@ from collections.abc import Iterable
 from typing import Any
 
 from epochgc.storage.object_store import DeleteOutcome
+from tests.support.wrapping import StoreWrapper
 
 
-class DeleteRecorder:
+class DeleteRecorder(StoreWrapper):
     """Wraps an ``ObjectStore``; ``deleted`` lists the keys of every
     deleting call sent through it (in order). Everything else goes straight
     through."""
 
     def __init__(self, store: Any) -> None:
-        self._store = store
+        super().__init__(store)
         self._lock = threading.Lock()
         self.deleted: list[str] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
-
-    @property
-    def bucket(self) -> str:
-        return str(self._store.bucket)
 
     def _record(self, keys: Iterable[str]) -> None:
         with self._lock:

@@ -20,6 +20,7 @@ from typing import Any
 from botocore.awsrequest import AWSResponse
 
 from epochgc.errors import PreconditionFailedError, RetriesExhaustedError, TransientStorageError
+from tests.support.wrapping import StoreWrapper
 
 
 class _RawBody:
@@ -108,7 +109,7 @@ class PerKeyErrorClient:
         return response
 
 
-class HookedStore:
+class HookedStore(StoreWrapper):
     """An ``ObjectStore`` wrapper that runs test hooks around create-only puts.
 
     ``before_create(key, body)`` runs before the real put (it may write a
@@ -124,16 +125,9 @@ class HookedStore:
         before_create: Callable[[str, bytes], None] | None = None,
         after_create: Callable[[str, bytes], None] | None = None,
     ) -> None:
-        self._store = store
+        super().__init__(store)
         self.before_create = before_create
         self.after_create = after_create
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
-
-    @property
-    def bucket(self) -> str:
-        return str(self._store.bucket)
 
     def put_if_absent(self, key: str, body: bytes, *, metadata: Any = None) -> str:
         if self.before_create is not None:
@@ -144,36 +138,29 @@ class HookedStore:
         return etag
 
 
-class RejectIfMatchStore:
+class RejectIfMatchStore(StoreWrapper):
     """An ``ObjectStore`` wrapper that answers 412 to every ``If-Match`` PUT
     without sending it, whatever the ETag's form (Ceph RGW 16 does so only
     to the quoted form). Everything else goes to the real store. ``rejected`` counts
     the refusals."""
 
     def __init__(self, store: Any) -> None:
-        self._store = store
+        super().__init__(store)
         self.rejected = 0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
-
-    @property
-    def bucket(self) -> str:
-        return str(self._store.bucket)
 
     def put_if_match(self, key: str, body: bytes, etag: str, *, metadata: Any = None) -> str:
         self.rejected += 1
         raise PreconditionFailedError(f"injected 412 (If-Match {etag}) key={key!r}")
 
 
-class TimesOutAfterApplyingStore:
+class TimesOutAfterApplyingStore(StoreWrapper):
     """Once ``armed``, applies the next ``operation`` call (a method of the
     store, ``put_if_match`` by default) on a key containing ``key_part``,
     then fails it as if every retry had timed out: the caller cannot know
     the write landed. Everything else goes to the real store."""
 
     def __init__(self, store: Any, operation: str = "put_if_match", key_part: str = "") -> None:
-        self._store = store
+        super().__init__(store)
         self._operation = operation
         self._key_part = key_part
         self.armed = False
@@ -193,13 +180,13 @@ class TimesOutAfterApplyingStore:
         return call
 
 
-class OutageStore:
+class OutageStore(StoreWrapper):
     """While ``down``, every call on a key (or prefix) starting with
     ``prefix`` fails as if its retries had run out, before it is sent.
     Everything else goes to the real store."""
 
     def __init__(self, store: Any, prefix: str) -> None:
-        self._store = store
+        super().__init__(store)
         self._prefix = prefix
         self.down = False
 
@@ -217,7 +204,7 @@ class OutageStore:
         return call
 
 
-class StallingStore:
+class StallingStore(StoreWrapper):
     """Once armed, makes the calls of some store methods on keys (or
     prefixes) starting with ``prefix`` hang or fail with an error no store
     raises (a bug's: ``RuntimeError``, ``KeyError``), so that a loop of the
@@ -231,7 +218,7 @@ class StallingStore:
     """
 
     def __init__(self, store: Any, prefix: str, methods: tuple[str, ...]) -> None:
-        self._store = store
+        super().__init__(store)
         self._prefix = prefix
         self._methods = methods
         self._fault: str | BaseException | None = None
@@ -248,10 +235,6 @@ class StallingStore:
         """Disarm, and let every hung call go on to the real store."""
         self._fault = None
         self._released.set()
-
-    @property
-    def bucket(self) -> str:
-        return str(self._store.bucket)
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._store, name)

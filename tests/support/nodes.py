@@ -3,7 +3,7 @@ ownership records), built the way ``wiring.reconciler_process.build_node``
 builds one but with the test's lease policy and clocks; a producer of the
 kind integration tests use; the two together (``node_and_producer``), the
 set-up of every write-path scenario; a node that crashes; a report
-published now."""
+published now; the lease policy and node settings of quick scenarios."""
 
 from __future__ import annotations
 
@@ -24,6 +24,20 @@ from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
 from epochgc.watermarks.partition.directory import LeaderDirectory
+
+QUICK_POLICY = LeasePolicy(ttl_seconds=3.0, renew_interval_seconds=0.3, skew_margin_seconds=0.3)
+"""Leases that expire in 3 s: a scenario sees a takeover without waiting long."""
+
+
+def eager_settings(**overrides: Any) -> NodeSettings:
+    """A node that does not idle between rounds and reports every round
+    (a snapshot every 1000 entries), but for ``overrides``."""
+    settings: dict[str, Any] = {
+        "idle_interval_seconds": 0.0,
+        "report_interval_seconds": 0.0,
+        "snapshot_every_entries": 1000,
+    }
+    return NodeSettings(**(settings | overrides))
 
 
 def reconciler_node(

@@ -11,24 +11,18 @@ from typing import Any
 from epochgc.gc.control import pause
 from epochgc.storage.keys import gc_control_key
 from epochgc.storage.object_store import StoredObject
+from tests.support.wrapping import StoreWrapper
 
 
-class PauseAfterFirstControlRead:
+class PauseAfterFirstControlRead(StoreWrapper):
     """Wraps an ``ObjectStore``; every call but ``get`` goes straight through."""
 
     def __init__(self, store: Any, root: str, *, by: str, reason: str) -> None:
-        self._store = store
+        super().__init__(store)
         self._root = root
         self._by = by
         self._reason = reason
         self.control_reads = 0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
-
-    @property
-    def bucket(self) -> str:
-        return str(self._store.bucket)
 
     def get(self, key: str, *, byte_range: tuple[int, int] | None = None) -> StoredObject:
         if key != gc_control_key(self._root):

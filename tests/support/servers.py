@@ -34,23 +34,29 @@ def pushgateway(folder: Path) -> Iterator[str]:
     """A Pushgateway on a free port, persisting into ``folder`` (the Debian
     binary's default is a file under /var/lib, which a test must not touch);
     yields its ``host:port``."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            _binary("prometheus-pushgateway"),
-            f"--web.listen-address=127.0.0.1:{port}",
-            f"--persistence.file={folder / 'pushgateway.data'}",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    address = f"127.0.0.1:{port}"
-    try:
-        _wait_ready(f"http://{address}/-/ready", proc)
+    address = f"127.0.0.1:{free_port()}"
+    argv = [
+        _binary("prometheus-pushgateway"),
+        f"--web.listen-address={address}",
+        f"--persistence.file={folder / 'pushgateway.data'}",
+    ]
+    with _serving(argv, f"http://{address}/-/ready", ready_within=20.0, stop_within=10.0):
         yield address
+
+
+@contextmanager
+def _serving(
+    argv: list[str], ready_url: str, *, ready_within: float, stop_within: float
+) -> Iterator[None]:
+    """``argv`` running (its output discarded) from once ``ready_url``
+    answers 200 until the block ends; then terminated."""
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_ready(ready_url, proc, timeout=ready_within)
+        yield
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        proc.wait(timeout=stop_within)
 
 
 def _wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
@@ -83,23 +89,15 @@ def prometheus(
         + f"scrape_configs:\n  - job_name: {job}\n    static_configs:\n"
         f"      - targets: [{', '.join(repr(t) for t in targets)}]\n"
     )
-    proc = subprocess.Popen(
-        [
-            _binary("prometheus"),
-            f"--config.file={config}",
-            f"--storage.tsdb.path={folder / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    argv = [
+        _binary("prometheus"),
+        f"--config.file={config}",
+        f"--storage.tsdb.path={folder / 'tsdb'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+    ]
     url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_ready(f"{url}/-/ready", proc, timeout=30)
+    with _serving(argv, f"{url}/-/ready", ready_within=30.0, stop_within=15.0):
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=15)
 
 
 def query(url: str, promql: str) -> list[tuple[dict[str, str], float]]:

@@ -72,25 +72,8 @@ class StandaloneCluster:
             )
         )
         for n in range(self.workers):
-            work = self.folder / f"worker-{n}"
-            work.mkdir(exist_ok=True)
-            self._procs.append(
-                self._spawn(
-                    f"worker-{n}",
-                    "org.apache.spark.deploy.worker.Worker",
-                    self.master_url,
-                    "--host",
-                    "127.0.0.1",
-                    "--webui-port",
-                    str(free_port()),
-                    "--cores",
-                    "1",
-                    "--memory",
-                    self.worker_memory,
-                    "--work-dir",
-                    str(work),
-                )
-            )
+            (self.folder / f"worker-{n}").mkdir(exist_ok=True)
+            self._procs.append(self._spawn_worker(n))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for proc in self._procs:
@@ -153,7 +136,11 @@ class StandaloneCluster:
         old = self._procs[1 + n]
         if old.poll() is None:
             return
-        self._procs[1 + n] = self._spawn(
+        self._procs[1 + n] = self._spawn_worker(n)
+
+    def _spawn_worker(self, n: int) -> subprocess.Popen[bytes]:
+        """Worker ``n``: one core, on a free UI port, working in its folder."""
+        return self._spawn(
             f"worker-{n}",
             "org.apache.spark.deploy.worker.Worker",
             self.master_url,

@@ -17,9 +17,10 @@ from typing import Any
 
 from epochgc.storage.keys import l0_prefix
 from epochgc.storage.object_store import DeleteOutcome, ObjectInfo
+from tests.support.wrapping import StoreWrapper
 
 
-class SyntheticL0Store:
+class SyntheticL0Store(StoreWrapper):
     """``shards`` shards of ``per_shard`` keys each; key ``i`` of a shard has
     epoch ``1 + i * epochs // per_shard`` (so epochs ``1..epochs``), size
     ``size`` and ``last_modified``."""
@@ -35,7 +36,7 @@ class SyntheticL0Store:
         size: int,
         last_modified: datetime,
     ) -> None:
-        self._store = store
+        super().__init__(store)
         self._prefix = l0_prefix(root)
         self._shards = shards
         self._per_shard = per_shard
@@ -45,13 +46,6 @@ class SyntheticL0Store:
         self._lock = threading.Lock()
         self.deleted = 0
         self.delete_requests = 0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
-
-    @property
-    def bucket(self) -> str:
-        return str(self._store.bucket)
 
     def epoch_of(self, index: int) -> int:
         return 1 + index * self._epochs // self._per_shard

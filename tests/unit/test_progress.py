@@ -7,30 +7,23 @@ import logging
 import pytest
 
 from epochgc.progress import ProgressLog
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.clocks import SetClock
 
 
 def test_logs_rate_and_eta_at_most_every_interval(caplog: pytest.LogCaptureFixture) -> None:
-    clock = Clock()
+    clock = SetClock(0.0)
     progress = ProgressLog(
         logging.getLogger("epochgc.test"), "sweep", 100, unit="shards", clock=clock
     )
     with caplog.at_level(logging.INFO, "epochgc.test"):
-        clock.now = 1.0
+        clock.at = 1.0
         progress.advance(10)
         assert not caplog.records
-        clock.now = 5.0
+        clock.at = 5.0
         progress.advance(40, deleted=7)
-        clock.now = 6.0
+        clock.at = 6.0
         progress.advance(10)
-        clock.now = 20.0
+        clock.at = 20.0
         progress.update(100)
     messages = [r.getMessage() for r in caplog.records]
     assert messages == [
@@ -40,9 +33,9 @@ def test_logs_rate_and_eta_at_most_every_interval(caplog: pytest.LogCaptureFixtu
 
 
 def test_short_work_logs_nothing(caplog: pytest.LogCaptureFixture) -> None:
-    clock = Clock()
+    clock = SetClock(0.0)
     progress = ProgressLog(logging.getLogger("epochgc.test"), "sweep", 4, clock=clock)
     with caplog.at_level(logging.INFO, "epochgc.test"):
-        clock.now = 0.5
+        clock.at = 0.5
         progress.advance(4)
     assert not caplog.records

@@ -3,23 +3,41 @@
 Each job records the outcome of its kind of store contact (``control``,
 ``lease``, ``reports``, ``presence``, ``round``, ``renewal``, ``ticker``)
 on the monotonic clock it is given; ``snapshot`` copies them out under the
-lock for ``/healthz``. ``HeartbeatWatch`` turns the failure counters of the
+lock for ``/healthz``; ``attempt`` makes one contact, records it and logs
+a failure. ``HeartbeatWatch`` turns the failure counters of the
 lease heartbeat and of the epoch ticker, which run on their own threads and
 only count, into contacts.
 
-Invariants: one lock guards the contacts; no store I/O; the only clock is
-the injected monotonic one.
+Invariants: one lock guards the contacts; no store I/O of its own (only
+the steps ``attempt`` is handed); the only clock is the injected monotonic
+one.
 """
 
 from __future__ import annotations
 
+import enum
+import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final, Literal, TypeVar
 
 from epochgc.errors import EpochGCError
 from epochgc.gc.daemon.health import RENEWAL, Contact, record_failure, record_ok
 from epochgc.leases.role_leases import LeaseManager
 from epochgc.watermarks.ticker import EpochTicker
+
+log = logging.getLogger("epochgc.gc.daemon")  # the daemon's log lines keep their logger
+
+T = TypeVar("T")
+
+
+class _Failed(enum.Enum):
+    FAILED = "failed"
+
+
+FAILED: Final = _Failed.FAILED
+"""What ``StoreContacts.attempt`` returns for a contact that failed."""
 
 
 class StoreContacts:
@@ -56,6 +74,30 @@ class StoreContacts:
                 )
             )
 
+    def attempt(
+        self, kind: str, step: Callable[[], T], failure: str
+    ) -> T | Literal[_Failed.FAILED]:
+        """Make one contact of ``kind`` (``step``) and record its outcome.
+
+        A store error (``EpochGCError``) is logged as a WARNING, ``failure``
+        with the error for its one ``%s``, and returns ``FAILED``: the job
+        gives up until its next run. Anything else propagates, unrecorded.
+
+        Example::
+
+            read = contacts.attempt("reports", read_them, "could not read node reports: %s")
+            if read is FAILED:
+                return
+        """
+        try:
+            result = step()
+        except EpochGCError as err:
+            self.record(kind, err)
+            log.warning(failure, err)
+            return FAILED
+        self.record(kind)
+        return result
+
     def forget(self, kind: str) -> None:
         """Drop ``kind``: nothing of ours makes that contact any more."""
         with self._lock:
@@ -67,6 +109,7 @@ class StoreContacts:
             return dict(self._contacts)
 
 
+@dataclass(eq=False)
 class HeartbeatWatch:
     """Turns the lease heartbeat's and the ticker's failure counters into
     store contacts (the ``lease`` job samples it).
@@ -77,36 +120,33 @@ class HeartbeatWatch:
         watch()     # ``renewal`` (and ``ticker`` while ticking) recorded
     """
 
-    def __init__(
-        self, leases: LeaseManager, ticker: EpochTicker | None, contacts: StoreContacts
-    ) -> None:
-        self._leases = leases
-        self._ticker = ticker
-        self._contacts = contacts
-        self._renew_failures_seen = 0
-        self._ticker_failures_seen = 0
+    leases: LeaseManager
+    ticker: EpochTicker | None
+    contacts: StoreContacts
+    _renew_failures_seen: int = field(default=0, init=False)
+    _ticker_failures_seen: int = field(default=0, init=False)
 
     def __call__(self) -> None:
         """Record what the counters say since the last call."""
-        failures = self._leases.stats["renew_failures"]
+        failures = self.leases.stats["renew_failures"]
         if failures > self._renew_failures_seen:
-            self._contacts.record(
+            self.contacts.record(
                 RENEWAL,
                 f"{failures - self._renew_failures_seen} lease renewals failed since the last "
                 "check (the daemon log has the errors)",
             )
-        elif self._leases.held():
-            self._contacts.record(RENEWAL)
+        elif self.leases.held():
+            self.contacts.record(RENEWAL)
         self._renew_failures_seen = failures
-        ticker = self._ticker
+        ticker = self.ticker
         if ticker is not None and ticker.held:
             ticks_failed = ticker.failures
             if ticks_failed > self._ticker_failures_seen:
-                self._contacts.record(
+                self.contacts.record(
                     "ticker", "epoch ticks failing (the daemon log has the errors)"
                 )
             else:
-                self._contacts.record("ticker")
+                self.contacts.record("ticker")
             self._ticker_failures_seen = ticks_failed
         else:
-            self._contacts.forget("ticker")  # not ticking: nothing of ours fails
+            self.contacts.forget("ticker")  # not ticking: nothing of ours fails

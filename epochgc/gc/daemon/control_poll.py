@@ -10,19 +10,17 @@ cannot be read keeps the current state.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from epochgc.errors import EpochGCError
 from epochgc.gc.collector import Collector
 from epochgc.gc.control import CollectorState, read_control
-from epochgc.gc.daemon.contacts import StoreContacts
+from epochgc.gc.daemon.contacts import FAILED, StoreContacts
 from epochgc.metrics.instruments import GcMetrics
 from epochgc.storage.object_store import ObjectStore
 
-log = logging.getLogger("epochgc.gc.daemon")  # the daemon's log lines keep their logger
 
-
+@dataclass(eq=False)
 class ControlPoll:
     """Reads the control document and applies it to the collector.
 
@@ -32,33 +30,25 @@ class ControlPoll:
         poll()      # on_change(before, after) when the state changed
     """
 
-    def __init__(
-        self,
-        store: ObjectStore,
-        root: str,
-        collector: Collector,
-        metrics: GcMetrics,
-        contacts: StoreContacts,
-        on_change: Callable[[CollectorState, CollectorState], None],
-    ) -> None:
-        self._store = store
-        self._root = root
-        self._collector = collector
-        self._metrics = metrics
-        self._contacts = contacts
-        self._on_change = on_change
+    store: ObjectStore
+    root: str
+    collector: Collector
+    metrics: GcMetrics
+    contacts: StoreContacts
+    on_change: Callable[[CollectorState, CollectorState], None]
 
     def __call__(self) -> None:
-        try:
-            control, _etag = read_control(self._store, self._root)
-        except EpochGCError as err:
-            self._contacts.record("control", err)
-            log.warning("could not read the gc control document (keeping state): %s", err)
+        read = self.contacts.attempt(
+            "control",
+            lambda: read_control(self.store, self.root),
+            "could not read the gc control document (keeping state): %s",
+        )
+        if read is FAILED:
             return
-        self._contacts.record("control")
-        before = self._collector.state
-        self._collector.apply_control(control)
-        after = self._collector.state
-        self._metrics.set_state(after.value)
+        control, _etag = read
+        before = self.collector.state
+        self.collector.apply_control(control)
+        after = self.collector.state
+        self.metrics.set_state(after.value)
         if before is not after:
-            self._on_change(before, after)
+            self.on_change(before, after)

@@ -16,7 +16,9 @@ while a pause holds its kind of deletion: ``MaintenanceJob`` (the
 ``maintenance`` job: one pass, then ``presence.PresenceTidy``) and
 ``CompactionJob`` (the ``compact`` job: ``Controller.compact`` snapshots the
 controller log and deletes the entries the snapshot covers, so opening the
-controller stays cheap however long the cluster runs).
+controller stays cheap however long the cluster runs). ``tidying_pass`` is
+how each of them, and ``presence_jobs.PresenceTidy``, runs one pass: a pause or a
+store failure is logged and the next pass tries again.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 
 from epochgc.errors import EpochGCError
 from epochgc.gc.control import CollectorPausedError, DeletingJob
@@ -46,6 +49,8 @@ from epochgc.watermarks.safe_epoch.reports import read_reports
 
 log = logging.getLogger("epochgc.gc.maintenance")
 daemon_log = logging.getLogger("epochgc.gc.daemon")  # the jobs' lines keep their logger
+
+T = TypeVar("T")
 
 
 class ReportWatch:
@@ -101,26 +106,18 @@ class MaintenanceResult:
     runs_deleted: int = 0
 
 
+@dataclass(eq=False)
 class LeaderMaintenance:
     """The GC leader's tidying pass (see the module docstring)."""
 
-    def __init__(
-        self,
-        store: ObjectStore,
-        root: str,
-        settings: MaintenanceSettings,
-        *,
-        monotonic: Callable[[], float] = time.monotonic,
-        now: Callable[[], datetime] = lambda: datetime.now(UTC),
-        future_log: FutureTimeLog | None = None,
-    ) -> None:
-        self._future_log = future_log
-        self._store = store
-        self._root = root
-        self._settings = settings
-        self._monotonic = monotonic
-        self._now = now
-        self._watch = ReportWatch()
+    store: ObjectStore
+    root: str
+    settings: MaintenanceSettings
+    _: KW_ONLY
+    monotonic: Callable[[], float] = time.monotonic
+    now: Callable[[], datetime] = lambda: datetime.now(UTC)
+    future_log: FutureTimeLog | None = None
+    _watch: ReportWatch = field(default_factory=ReportWatch, init=False)
 
     def run_once(self, view: ControllerView) -> MaintenanceResult:
         """One pass against the controller view ``view``.
@@ -129,34 +126,54 @@ class LeaderMaintenance:
             StorageError: the store failed; the next pass tries again.
         """
         result = MaintenanceResult()
-        listing = list(self._store.list_objects(reports_prefix(self._root)))
-        silent = self._watch.observe(listing, self._root, self._monotonic())
-        if any(s >= self._settings.dead_after_seconds for s in silent.values()):
-            reports, _skipped = read_reports(self._store, self._root)
+        listing = list(self.store.list_objects(reports_prefix(self.root)))
+        silent = self._watch.observe(listing, self.root, self.monotonic())
+        if any(s >= self.settings.dead_after_seconds for s in silent.values()):
+            reports, _skipped = read_reports(self.store, self.root)
             victims = removable_reports(
                 reports,
                 silent,
                 view.live_partitions(),
-                dead_after_seconds=self._settings.dead_after_seconds,
+                dead_after_seconds=self.settings.dead_after_seconds,
             )
             for node in victims:
-                self._store.delete(report_key(self._root, node))
+                self.store.delete(report_key(self.root, node))
                 log.info("deleted the report of node %s: gone, and covered by live nodes", node)
             result.reports_deleted = victims
         result.runs_deleted = delete_expired_runs(
-            self._store,
-            self._root,
-            self._now(),
-            self._settings.runs_retention,
-            limit=self._settings.max_runs_per_pass,
-            margin_seconds=self._settings.clock_skew_margin_seconds,
-            future_log=self._future_log,
+            self.store,
+            self.root,
+            self.now(),
+            self.settings.runs_retention,
+            limit=self.settings.max_runs_per_pass,
+            margin_seconds=self.settings.clock_skew_margin_seconds,
+            future_log=self.future_log,
         )
         if result.runs_deleted:
             log.info("deleted %d run summaries older than the retention", result.runs_deleted)
         return result
 
 
+def tidying_pass(step: Callable[[], T], *, held: str, failed: str) -> T | None:
+    """Run one pass of a leader's tidying job: ``step``'s result, or
+    ``None`` when a pause holds it (logged at INFO, ``held``) or the store
+    failed (WARNING, ``failed``); each wording takes the error for its one
+    ``%s``. Either way the next pass tries again.
+
+    Example::
+
+        result = tidying_pass(step, held="tidying held: %s", failed="tidying failed: %s")
+    """
+    try:
+        return step()
+    except CollectorPausedError as err:
+        daemon_log.info(held, err)
+    except EpochGCError as err:
+        daemon_log.warning(failed, err)
+    return None
+
+
+@dataclass(eq=False)
 class MaintenanceJob:
     """The ``maintenance`` job: while ``leading()`` and the pause allows
     tidying, one ``LeaderMaintenance`` pass, its counts, then
@@ -168,41 +185,33 @@ class MaintenanceJob:
         job()
     """
 
-    def __init__(
-        self,
-        maintenance: LeaderMaintenance,
-        guard: PauseGuard,
-        controller: Controller,
-        metrics: GcMetrics,
-        tidy_presences: Callable[[], None],
-        leading: Callable[[], bool],
-    ) -> None:
-        self._maintenance = maintenance
-        self._guard = guard
-        self._controller = controller
-        self._metrics = metrics
-        self._tidy_presences = tidy_presences
-        self._leading = leading
+    maintenance: LeaderMaintenance
+    guard: PauseGuard
+    controller: Controller
+    metrics: GcMetrics
+    tidy_presences: Callable[[], None]
+    leading: Callable[[], bool]
 
     def __call__(self) -> None:
-        if not self._leading():
+        if not self.leading():
             return
-        try:
-            self._guard.check(DeletingJob.TIDYING)
-            result = self._maintenance.run_once(self._controller.snapshot())
-        except CollectorPausedError as err:
-            daemon_log.info(
-                "tidying held (reports, run summaries, presence documents kept): %s", err
-            )
+        result = tidying_pass(
+            self._run_once,
+            held="tidying held (reports, run summaries, presence documents kept): %s",
+            failed="maintenance pass failed (retried next time): %s",
+        )
+        if result is None:
             return
-        except EpochGCError as err:
-            daemon_log.warning("maintenance pass failed (retried next time): %s", err)
-            return
-        self._metrics.maintenance_deleted.labels("report").inc(len(result.reports_deleted))
-        self._metrics.maintenance_deleted.labels("run").inc(result.runs_deleted)
-        self._tidy_presences()
+        self.metrics.maintenance_deleted.labels("report").inc(len(result.reports_deleted))
+        self.metrics.maintenance_deleted.labels("run").inc(result.runs_deleted)
+        self.tidy_presences()
+
+    def _run_once(self) -> MaintenanceResult:
+        self.guard.check(DeletingJob.TIDYING)
+        return self.maintenance.run_once(self.controller.snapshot())
 
 
+@dataclass(eq=False)
 class CompactionJob:
     """The ``compact`` job: while ``leading()`` and the pause allows
     truncating the controller log, one ``Controller.compact``. Never raises
@@ -215,31 +224,22 @@ class CompactionJob:
         job.last_result     # CompactionResult | None
     """
 
-    def __init__(
-        self,
-        compactor: Controller,
-        guard: PauseGuard,
-        *,
-        min_entries: int,
-        leading: Callable[[], bool],
-    ) -> None:
-        self._compactor = compactor
-        self._guard = guard
-        self._min_entries = min_entries
-        self._leading = leading
-        self.last_result: CompactionResult | None = None
+    compactor: Controller
+    guard: PauseGuard
+    _: KW_ONLY
+    min_entries: int
+    leading: Callable[[], bool]
+    last_result: CompactionResult | None = field(default=None, init=False)
 
     def __call__(self) -> None:
-        if not self._leading():
+        if not self.leading():
             return
-        try:
-            self._guard.check(DeletingJob.CONTROLLER_TRUNCATION)
-            result = self._compactor.compact(min_entries=self._min_entries)
-        except CollectorPausedError as err:
-            daemon_log.info("controller compaction held (the log is not truncated): %s", err)
-            return
-        except EpochGCError as err:
-            daemon_log.warning("controller compaction failed (the next one retries): %s", err)
+        result = tidying_pass(
+            self._compact,
+            held="controller compaction held (the log is not truncated): %s",
+            failed="controller compaction failed (the next one retries): %s",
+        )
+        if result is None:
             return
         self.last_result = result
         if result.skipped:
@@ -247,3 +247,7 @@ class CompactionJob:
                 "controller compaction skipped: %d entries above the snapshot",
                 result.entries_above_snapshot,
             )
+
+    def _compact(self) -> CompactionResult:
+        self.guard.check(DeletingJob.CONTROLLER_TRUNCATION)
+        return self.compactor.compact(min_entries=self.min_entries)

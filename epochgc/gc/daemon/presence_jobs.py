@@ -11,11 +11,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime
 
 from epochgc.errors import EpochGCError
-from epochgc.gc.control import CollectorPausedError
-from epochgc.gc.daemon.contacts import StoreContacts
+from epochgc.gc.daemon.contacts import FAILED, StoreContacts
+from epochgc.gc.daemon.maintenance import tidying_pass
 from epochgc.gc.future_times import FutureTimeLog
 from epochgc.gc.presence import (
     PresenceDocument,
@@ -30,6 +31,7 @@ from epochgc.storage.stored_time import find_future
 log = logging.getLogger("epochgc.gc.daemon")  # the daemon's log lines keep their logger
 
 
+@dataclass(eq=False)
 class PresenceRefresh:
     """The ``presence`` job: write this daemon's presence document.
 
@@ -45,60 +47,50 @@ class PresenceRefresh:
         refresh.delete_own()    # a clean stop
     """
 
-    def __init__(
-        self,
-        store: ObjectStore,
-        root: str,
-        node_id: str,
-        holder: str,
-        refresh_seconds: float,
-        describe: Callable[[], tuple[str, str, str | None]],
-        *,
-        contacts: StoreContacts,
-        stopping: threading.Event,
-        now: Callable[[], datetime],
-    ) -> None:
-        self._store = store
-        self._root = root
-        self._node_id = node_id
-        self._holder = holder
-        self._refresh_seconds = refresh_seconds
-        self._describe = describe
-        self._contacts = contacts
-        self._stopping = stopping
-        self._now = now
-        self._lock = threading.Lock()
-        self._role: str | None = None
-        """The role the document last showed (None: not written)."""
-        self.started_at = now()
+    store: ObjectStore
+    root: str
+    node_id: str
+    holder: str
+    refresh_seconds: float
+    describe: Callable[[], tuple[str, str, str | None]]
+    _: KW_ONLY
+    contacts: StoreContacts
+    stopping: threading.Event
+    now: Callable[[], datetime]
+    started_at: datetime = field(init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _role: str | None = field(default=None, init=False)
+    """The role the document last showed (None: not written)."""
+
+    def __post_init__(self) -> None:
+        self.started_at = self.now()
 
     def __call__(self) -> None:
         with self._lock:
-            if self._stopping.is_set():
+            if self.stopping.is_set():
                 return
-            role, state, metrics = self._describe()
+            role, state, metrics = self.describe()
             doc = PresenceDocument(
-                node=self._node_id,
-                holder=self._holder,
+                node=self.node_id,
+                holder=self.holder,
                 role=role,
                 state=state,
                 started_at=self.started_at,
-                updated_at=self._now(),
-                refresh_seconds=self._refresh_seconds,
+                updated_at=self.now(),
+                refresh_seconds=self.refresh_seconds,
                 metrics=metrics,
             )
-            try:
-                write_presence(self._store, self._root, doc)
-            except EpochGCError as err:
-                self._contacts.record("presence", err)
-                log.warning("could not write this daemon's presence document: %s", err)
-                return
-            self._role = role
-            self._contacts.record("presence")
+            written = self.contacts.attempt(
+                "presence",
+                lambda: write_presence(self.store, self.root, doc),
+                "could not write this daemon's presence document: %s",
+            )
+            if written is not FAILED:
+                self._role = role
 
     def refresh_if_role_changed(self) -> None:
         """Write now if the role changed since the last write."""
-        if self._role not in (None, self._describe()[0]):
+        if self._role not in (None, self.describe()[0]):
             self()
 
     def delete_own(self) -> None:
@@ -106,11 +98,12 @@ class PresenceRefresh:
         flight; a failure is logged (a leader tidies it later)."""
         try:
             with self._lock:
-                delete_presence(self._store, self._root, self._node_id)
+                delete_presence(self.store, self.root, self.node_id)
         except EpochGCError as err:
             log.warning("could not delete this daemon's presence document: %s", err)
 
 
+@dataclass(eq=False)
 class PresenceTidy:
     """Deletes the presence documents of daemons gone for good
     (``gone_daemons``), through the tidying job's guarded store: a pause
@@ -122,50 +115,40 @@ class PresenceTidy:
         tidy()
     """
 
-    def __init__(
-        self,
-        store: ObjectStore,
-        tidy_store: ObjectStore,
-        root: str,
-        keep: str,
-        grace_seconds: float,
-        *,
-        margin_seconds: float,
-        future_log: FutureTimeLog,
-        on_deleted: Callable[[], None],
-        now: Callable[[], datetime],
-    ) -> None:
-        self._store = store
-        self._tidy_store = tidy_store
-        self._root = root
-        self._keep = keep
-        self._grace_seconds = grace_seconds
-        self._margin = margin_seconds
-        self._future_log = future_log
-        self._on_deleted = on_deleted
-        self._now = now
+    store: ObjectStore
+    tidy_store: ObjectStore
+    root: str
+    keep: str
+    grace_seconds: float
+    _: KW_ONLY
+    margin_seconds: float
+    future_log: FutureTimeLog
+    on_deleted: Callable[[], None]
+    now: Callable[[], datetime]
 
     def __call__(self) -> None:
-        try:
-            docs, _unreadable = read_presences(self._store, self._root)
-            now = self._now()
-            found = (
-                find_future("presence", d.holder, "updated_at", d.updated_at, now, self._margin)
-                for d in docs
-            )
-            self._future_log.note(f for f in found if f is not None)
-            gone = gone_daemons(
-                docs,
-                now,
-                grace_seconds=self._grace_seconds,
-                keep=self._keep,
-                margin_seconds=self._margin,
-            )
-            for node in gone:
-                delete_presence(self._tidy_store, self._root, node)
-                log.info("deleted the presence document of gone daemon %s", node)
-                self._on_deleted()
-        except CollectorPausedError as err:
-            log.info("tidying of presence documents held: %s", err)
-        except EpochGCError as err:
-            log.warning("tidying daemon presence documents failed (retried next time): %s", err)
+        tidying_pass(
+            self._tidy,
+            held="tidying of presence documents held: %s",
+            failed="tidying daemon presence documents failed (retried next time): %s",
+        )
+
+    def _tidy(self) -> None:
+        docs, _unreadable = read_presences(self.store, self.root)
+        now = self.now()
+        found = (
+            find_future("presence", d.holder, "updated_at", d.updated_at, now, self.margin_seconds)
+            for d in docs
+        )
+        self.future_log.note(f for f in found if f is not None)
+        gone = gone_daemons(
+            docs,
+            now,
+            grace_seconds=self.grace_seconds,
+            keep=self.keep,
+            margin_seconds=self.margin_seconds,
+        )
+        for node in gone:
+            delete_presence(self.tidy_store, self.root, node)
+            log.info("deleted the presence document of gone daemon %s", node)
+            self.on_deleted()

@@ -17,10 +17,10 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime
 
-from epochgc.errors import EpochGCError
-from epochgc.gc.daemon.contacts import StoreContacts
+from epochgc.gc.daemon.contacts import FAILED, StoreContacts
 from epochgc.gc.future_times import FutureTimeLog
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.stored_time import find_future, stored_age_seconds
@@ -29,6 +29,7 @@ from epochgc.watermarks.safe_epoch.reports import read_reports
 log = logging.getLogger("epochgc.gc.daemon")  # the daemon's log lines keep their logger
 
 
+@dataclass(eq=False)
 class ReportAges:
     """The ``reports`` job and the report ages it last saw.
 
@@ -39,34 +40,25 @@ class ReportAges:
         ages.ages()     # {"node-1": 4.2, ...}
     """
 
-    def __init__(
-        self,
-        store: ObjectStore,
-        root: str,
-        stale_after_seconds: float,
-        *,
-        margin_seconds: float,
-        contacts: StoreContacts,
-        future_log: FutureTimeLog,
-        now: Callable[[], datetime],
-    ) -> None:
-        self._store = store
-        self._root = root
-        self._stale_after = stale_after_seconds
-        self._margin = margin_seconds
-        self._contacts = contacts
-        self._future_log = future_log
-        self._now = now
-        self._report_times: dict[str, datetime] = {}
+    store: ObjectStore
+    root: str
+    stale_after_seconds: float
+    _: KW_ONLY
+    margin_seconds: float
+    contacts: StoreContacts
+    future_log: FutureTimeLog
+    now: Callable[[], datetime]
+    _report_times: dict[str, datetime] = field(default_factory=dict, init=False)
 
     def __call__(self) -> None:
-        try:
-            reports, skipped = read_reports(self._store, self._root)
-        except EpochGCError as err:
-            self._contacts.record("reports", err)
-            log.warning("could not read node reports: %s", err)
+        read = self.contacts.attempt(
+            "reports",
+            lambda: read_reports(self.store, self.root),
+            "could not read node reports: %s",
+        )
+        if read is FAILED:
             return
-        self._contacts.record("reports")
+        reports, skipped = read
         if skipped:
             log.warning(
                 "%d node reports could not be read and were skipped: %s",
@@ -74,26 +66,26 @@ class ReportAges:
                 ", ".join(item.key for item in skipped[:10]),
             )
         self._report_times = {r.node: r.generated_at for r in reports}
-        now = self._now()
+        now = self.now()
         found = (
-            find_future("report", r.node, "generated_at", r.generated_at, now, self._margin)
+            find_future("report", r.node, "generated_at", r.generated_at, now, self.margin_seconds)
             for r in reports
         )
-        self._future_log.note(f for f in found if f is not None)
-        stale = sorted(n for n, age in self.ages().items() if age > self._stale_after)
+        self.future_log.note(f for f in found if f is not None)
+        stale = sorted(n for n, age in self.ages().items() if age > self.stale_after_seconds)
         if stale:
             log.warning(
                 "stale node reports (older than %.0fs): %s; M may be held back by them",
-                self._stale_after,
+                self.stale_after_seconds,
                 ", ".join(stale[:10]),
             )
 
     def ages(self) -> dict[str, float]:
         """Each node's report age in seconds, as of the last read (infinite:
         from the future, unknown)."""
-        now = self._now()
+        now = self.now()
         ages = {
-            node: stored_age_seconds(at, now, self._margin)
+            node: stored_age_seconds(at, now, self.margin_seconds)
             for node, at in self._report_times.items()
         }
         return {node: math.inf if age is None else age for node, age in ages.items()}

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime
 
 from epochgc.gc.collector import Collector, RoundOutcome, RoundReport
@@ -32,6 +33,7 @@ SUCCESS = (RoundOutcome.COLLECTED, RoundOutcome.IDLE)
 """The outcomes of a round that finished without errors."""
 
 
+@dataclass(eq=False)
 class StatusPublisher:
     """Writes the status document from the collector, the lease holder,
     the pause and the latest round (one PUT; the leader's to call).
@@ -42,24 +44,14 @@ class StatusPublisher:
         publish(report, next_round_at)
     """
 
-    def __init__(
-        self,
-        store: ObjectStore,
-        root: str,
-        collector: Collector,
-        holder: str,
-        guard: PauseGuard,
-        *,
-        stopping: threading.Event,
-        now: Callable[[], datetime],
-    ) -> None:
-        self._store = store
-        self._root = root
-        self._collector = collector
-        self._holder = holder
-        self._guard = guard
-        self._stopping = stopping
-        self._now = now
+    store: ObjectStore
+    root: str
+    collector: Collector
+    holder: str
+    guard: PauseGuard
+    _: KW_ONLY
+    stopping: threading.Event
+    now: Callable[[], datetime]
 
     def __call__(self, report: RoundReport | None, next_round_at: datetime | None) -> None:
         """Publish; ``report`` ``None``: no round to show (a clean stop).
@@ -68,27 +60,28 @@ class StatusPublisher:
             StorageError: the store failed.
         """
         collected = report.collected if report else None
-        current = self._collector.tracker.current
+        current = self.collector.tracker.current
         write_status(
-            self._store,
-            self._root,
+            self.store,
+            self.root,
             StatusDocument(
-                state=self._collector.state,
-                holder=self._holder,
-                updated_at=self._now(),
+                state=self.collector.state,
+                holder=self.holder,
+                updated_at=self.now(),
                 safe_epoch=current.safe_epoch if current else None,
                 cluster_epoch=current.controller_offset if current else None,
                 last_run_id=collected.summary.run_id if collected else None,
                 last_outcome=report.outcome.value if report else None,
-                last_success_at=self._collector.last_success_at,
-                next_round_at=None if self._stopping.is_set() else next_round_at,
+                last_success_at=self.collector.last_success_at,
+                next_round_at=None if self.stopping.is_set() else next_round_at,
                 last_round_at=report.finished_at if report else None,
-                detail=(report.error or "") if report else self._collector.blocked_reason,
-                held=self._guard.held(),
+                detail=(report.error or "") if report else self.collector.blocked_reason,
+                held=self.guard.held(),
             ),
         )
 
 
+@dataclass(eq=False)
 class RoundJob:
     """The ``gc`` job: a round, if this daemon leads (see the module
     docstring). It returns the round's report; the daemon decides when the
@@ -101,48 +94,41 @@ class RoundJob:
         job.interrupt()     # the round in progress stops after its batches in flight
     """
 
-    def __init__(
-        self,
-        collector: Collector,
-        metrics: GcMetrics,
-        contacts: StoreContacts,
-        is_leader: Callable[[], bool],
-        stopping: threading.Event,
-        *,
-        now: Callable[[], datetime],
-        monotonic: Callable[[], float],
-    ) -> None:
-        self._collector = collector
-        self._metrics = metrics
-        self._contacts = contacts
-        self._is_leader = is_leader
-        self._stopping = stopping
-        self._now = now
-        self._monotonic = monotonic
-        self._round_stop = threading.Event()
-        self._last_clean_at = now()
-        self.rounds = 0
-        self.last_report: RoundReport | None = None
+    collector: Collector
+    metrics: GcMetrics
+    contacts: StoreContacts
+    is_leader: Callable[[], bool]
+    stopping: threading.Event
+    _: KW_ONLY
+    now: Callable[[], datetime]
+    monotonic: Callable[[], float]
+    rounds: int = field(default=0, init=False)
+    last_report: RoundReport | None = field(default=None, init=False)
+    _round_stop: threading.Event = field(default_factory=threading.Event, init=False)
+    _last_clean_at: datetime = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._last_clean_at = self.now()
 
     def __call__(self) -> RoundReport | None:
-        if self._stopping.is_set():
+        if self.stopping.is_set():
             return None
-        if not self._is_leader():
-            self._metrics.leader.set(0)
+        if not self.is_leader():
+            self.metrics.leader.set(0)
             return None
-        self._metrics.leader.set(1)
+        self.metrics.leader.set(1)
         self._round_stop = threading.Event()
-        if self._stopping.is_set():
+        if self.stopping.is_set():
             return None
-        started = self._monotonic()
-        report = self._collector.run_round(stop=self._round_stop)
+        started = self.monotonic()
+        report = self.collector.run_round(stop=self._round_stop)
         failed = report.outcome is RoundOutcome.FAILED
-        self._contacts.record("round", (report.error or "the round failed") if failed else None)
+        self.contacts.record("round", (report.error or "the round failed") if failed else None)
         self.rounds += 1
         self.last_report = report
-        observe_round(self._metrics, report, self._monotonic() - started)
+        observe_round(self.metrics, report, self.monotonic() - started)
         if left_nothing_eligible(report):
-            self._last_clean_at = self._now()
+            self._last_clean_at = self.now()
         return report
 
     def interrupt(self) -> None:
@@ -153,7 +139,7 @@ class RoundJob:
     def sweep_lag_seconds(self) -> float:
         """Seconds since a round last left no eligible object undeleted
         (since this job was built, before any)."""
-        return max(0.0, (self._now() - self._last_clean_at).total_seconds())
+        return max(0.0, (self.now() - self._last_clean_at).total_seconds())
 
 
 def left_nothing_eligible(report: RoundReport) -> bool:

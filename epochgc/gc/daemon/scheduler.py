@@ -63,10 +63,10 @@ from typing import Any
 from apscheduler.executors.pool import ThreadPoolExecutor as JobThreadPool
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from epochgc.errors import EpochGCError
 from epochgc.gc.collection_round import CollectSettings
 from epochgc.gc.collector import RoundReport, ScheduleSettings
 from epochgc.gc.control import CollectorState, DeletingJob, HeldJob
+from epochgc.gc.daemon.contacts import FAILED
 from epochgc.gc.daemon.health import RENEWAL, HealthPolicy, HealthSample, health_payload
 from epochgc.gc.daemon.maintenance import MaintenanceSettings
 from epochgc.gc.daemon.parts import Clocks, DaemonHooks, build_jobs, build_parts
@@ -324,14 +324,10 @@ class GcDaemon:
         self.jobs.presence.refresh_if_role_changed()
         if self.is_leader:
             return
-        try:
-            grant = self.leases.try_acquire(GC_LEASE)
-        except EpochGCError as err:
-            self._contacts.record("lease", err)
-            log.warning("could not try the gc lease: %s", err)
-            return
-        self._contacts.record("lease")
-        if grant is not None:
+        grant = self._contacts.attempt(
+            "lease", lambda: self.leases.try_acquire(GC_LEASE), "could not try the gc lease: %s"
+        )
+        if grant is not FAILED and grant is not None:
             self._contacts.record(RENEWAL)  # a fresh grant: earlier renewal failures are over
             log.info("gc daemon %s holds the gc lease (term %d)", self.leases.holder, grant.term)
             self.metrics.leader.set(1)

@@ -20,18 +20,11 @@ from epochgc.gc.control import (
 )
 from epochgc.gc.pause import GuardedStore, PauseGuard
 from epochgc.storage.keys import gc_control_key
+from tests.support.clocks import SetClock
 from tests.support.memory_store import MemoryStore
 
 ROOT = "epochgc"
 T0 = datetime(2026, 11, 24, 5, 0, 0, tzinfo=UTC)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.at = T0
-
-    def __call__(self) -> datetime:
-        return self.at
 
 
 def keys(n: int) -> list[str]:
@@ -57,7 +50,7 @@ def test_running_lets_every_job_delete_and_holds_nothing() -> None:
 
 def test_a_pause_holds_each_job_from_its_first_refusal_until_resume() -> None:
     store = MemoryStore()
-    clock = Clock()
+    clock = SetClock(T0)
     changes: list[tuple[HeldJob, ...]] = []
     guard = PauseGuard(store, ROOT, now=clock, on_change=lambda: changes.append(guard.held()))
     pause(store, ROOT, by="alice", reason="look first", now=T0)

@@ -6,20 +6,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from epochgc.gc.rate import RateController, task_rate_share
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.clocks import SetClock
 
 
 def test_a_throttle_never_raises_the_rate_above_the_hard_limit() -> None:
     """With a limit below ``min_rate`` a SlowDown must not lift the rate to
     ``min_rate`` (it did: 20 keys/s became 100)."""
-    rate = RateController(20.0, clock=FakeClock())
+    rate = RateController(20.0, clock=SetClock(0.0))
     rate.on_throttle()
     assert rate.rate is not None and rate.rate <= 20.0
 
@@ -34,13 +27,13 @@ def test_keys_sent_by_any_time_never_exceed_the_limit_times_the_elapsed_time(
     """Each batch waits until it is paid for, so from the first reservation
     on, the keys sent by time t are at most ``limit * t`` (no free first
     burst: k tasks must not send k bursts at once)."""
-    clock = FakeClock()
+    clock = SetClock(0.0)
     rate = RateController(limit, clock=clock)
     sent = 0
     for keys in batches:
-        clock.now += rate.reserve(keys)
+        clock.at += rate.reserve(keys)
         sent += keys
-        assert sent <= limit * clock.now + 1e-6 * sent
+        assert sent <= limit * clock.at + 1e-6 * sent
 
 
 @given(

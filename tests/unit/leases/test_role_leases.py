@@ -13,6 +13,7 @@ from epochgc.leases.core import AcquireDecision
 from epochgc.leases.role_leases import LeaseDocument, decide_acquire
 from epochgc.leases.timing import LeasePolicy
 from epochgc.watermarks.epoch import EpochCache
+from tests.support.clocks import SetClock
 
 NOW = datetime(2026, 11, 22, 3, 0, 0, tzinfo=UTC)
 
@@ -82,30 +83,22 @@ def test_lease_policy_refuses_timings_that_lose_healthy_leases() -> None:
     LeasePolicy(ttl_seconds=15, renew_interval_seconds=5, skew_margin_seconds=2)
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
 def test_epoch_cache_reuses_within_ttl_and_never_goes_backwards() -> None:
-    clock = FakeClock()
+    clock = SetClock(0.0)
     values = iter([5, 7, 6, 9])
     cache = EpochCache(lambda: next(values), ttl_seconds=30, clock=clock)
     assert cache.get() == 5
-    clock.t = 29
+    clock.at = 29
     assert cache.get() == 5
-    clock.t = 31
+    clock.at = 31
     assert cache.get() == 7
-    clock.t = 62
+    clock.at = 62
     assert cache.get() == 7, "a lower reading (6) never replaces a higher one"
     assert cache.refreshes == 3
 
 
 def test_epoch_cache_invalidate_below() -> None:
-    clock = FakeClock()
+    clock = SetClock(0.0)
     values = iter([5, 8, 9])
     cache = EpochCache(lambda: next(values), ttl_seconds=30, clock=clock)
     assert cache.get() == 5

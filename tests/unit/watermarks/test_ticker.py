@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from epochgc.errors import TransientStorageError
 from epochgc.leases.role_leases import LeaseGrant
 from epochgc.watermarks.ticker import EpochTicker, TickAction, TickSchedule
+from tests.support.clocks import SetClock
 
 EPS = 1e-9
 times = st.floats(min_value=0.0, max_value=1e6, allow_nan=False, allow_infinity=False)
@@ -127,21 +128,13 @@ def test_hand_overs_keep_ticks_an_interval_apart_and_holders_keep_ticking(
 # --- the driver, over a fake lease manager -------------------------------------
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
 class FakeLeases:
     """The part of ``LeaseManager`` the ticker uses: a grant valid until
     ``valid_until`` on the fake clock; acquiring succeeds when ``free``."""
 
     holder = "me/1"
 
-    def __init__(self, clock: FakeClock) -> None:
+    def __init__(self, clock: SetClock[float]) -> None:
         self.clock = clock
         self.free = True
         self.term = 0
@@ -166,7 +159,7 @@ class FakeLeases:
 
 
 def driver(
-    clock: FakeClock, leases: FakeLeases, tick: object = None
+    clock: SetClock[float], leases: FakeLeases, tick: object = None
 ) -> tuple[EpochTicker, list[float]]:
     ticked: list[float] = []
 
@@ -184,13 +177,13 @@ def driver(
     return ticker, ticked
 
 
-def run_until(ticker: EpochTicker, clock: FakeClock, until: float) -> None:
-    while clock.t < until:
-        clock.t += ticker.run_once()
+def run_until(ticker: EpochTicker, clock: SetClock[float], until: float) -> None:
+    while clock.at < until:
+        clock.at += ticker.run_once()
 
 
 def test_driver_takes_the_role_then_ticks_once_per_interval() -> None:
-    clock = FakeClock()
+    clock = SetClock(0.0)
     leases = FakeLeases(clock)
     ticker, ticked = driver(clock, leases)
     assert ticker.run_once() == 2, "acquired at 0: nothing due, check again in a poll"
@@ -201,7 +194,7 @@ def test_driver_takes_the_role_then_ticks_once_per_interval() -> None:
 
 
 def test_driver_stands_by_while_another_process_holds_the_role() -> None:
-    clock = FakeClock()
+    clock = SetClock(0.0)
     leases = FakeLeases(clock)
     leases.free = False
     ticker, ticked = driver(clock, leases)
@@ -213,7 +206,7 @@ def test_driver_stands_by_while_another_process_holds_the_role() -> None:
 
 
 def test_driver_stops_ticking_once_its_grant_runs_out() -> None:
-    clock = FakeClock()
+    clock = SetClock(0.0)
     leases = FakeLeases(clock)
     ticker, ticked = driver(clock, leases)
     ticker.run_once()
@@ -225,7 +218,7 @@ def test_driver_stops_ticking_once_its_grant_runs_out() -> None:
 
 
 def test_a_failed_tick_is_retried_one_interval_later() -> None:
-    clock = FakeClock()
+    clock = SetClock(0.0)
     leases = FakeLeases(clock)
     calls: list[float] = []
 
@@ -242,7 +235,7 @@ def test_a_failed_tick_is_retried_one_interval_later() -> None:
 
 
 def test_stop_releases_the_role_only_if_held() -> None:
-    clock = FakeClock()
+    clock = SetClock(0.0)
     standby_leases = FakeLeases(clock)
     standby_leases.free = False
     standby, _ = driver(clock, standby_leases)

@@ -8,20 +8,11 @@ from dataclasses import dataclass, field
 from epochgc.errors import StorageError
 from epochgc.gc.daemon.contacts import HeartbeatWatch, StoreContacts
 from epochgc.gc.daemon.health import RENEWAL, Contact
-
-
-class Ticks:
-    """A monotonic clock the test moves."""
-
-    def __init__(self) -> None:
-        self.at = 100.0
-
-    def __call__(self) -> float:
-        return self.at
+from tests.support.clocks import SetClock
 
 
 def test_contacts_are_timed_on_the_clock_they_are_given() -> None:
-    clock = Ticks()
+    clock = SetClock(100.0)
     contacts = StoreContacts(clock)
     contacts.record("control")
     clock.at = 105.0
@@ -39,7 +30,7 @@ def test_contacts_are_timed_on_the_clock_they_are_given() -> None:
 
 
 def test_a_snapshot_is_a_copy() -> None:
-    contacts = StoreContacts(Ticks())
+    contacts = StoreContacts(SetClock(100.0))
     snapshot = contacts.snapshot()
     contacts.record("lease")
     assert snapshot == {}
@@ -61,7 +52,7 @@ class Ticker:
 
 
 def test_renewal_failures_since_the_last_sample_make_the_renewal_contact_fail() -> None:
-    leases, ticker, contacts = Leases(), Ticker(), StoreContacts(Ticks())
+    leases, ticker, contacts = Leases(), Ticker(), StoreContacts(SetClock(100.0))
     watch = HeartbeatWatch(leases, ticker, contacts)
     watch()
     assert contacts.snapshot()[RENEWAL].failing_since is None
@@ -77,7 +68,7 @@ def test_renewal_failures_since_the_last_sample_make_the_renewal_contact_fail() 
 
 
 def test_a_daemon_that_does_not_tick_has_no_ticker_contact() -> None:
-    ticker, contacts = Ticker(), StoreContacts(Ticks())
+    ticker, contacts = Ticker(), StoreContacts(SetClock(100.0))
     watch = HeartbeatWatch(Leases(), ticker, contacts)
     watch()
     assert "ticker" in contacts.snapshot()

@@ -14,20 +14,11 @@ from epochgc.gc.daemon.rounds import RoundJob, StatusPublisher, observe_round
 from epochgc.gc.pause import PauseGuard
 from epochgc.metrics.instruments import CollectorRegistry, GcMetrics
 from epochgc.storage.request_stats import RequestStats
+from tests.support.clocks import SetClock
 from tests.support.memory_store import MemoryStore
 
 ROOT = "epochgc"
 PAST = datetime(2001, 1, 2, 3, 4, 5, tzinfo=UTC)
-
-
-class Clock:
-    """A wall clock the test moves."""
-
-    def __init__(self) -> None:
-        self.at = PAST
-
-    def __call__(self) -> datetime:
-        return self.at
 
 
 def collector(store: MemoryStore) -> Collector:
@@ -48,7 +39,7 @@ def test_a_standby_runs_no_round_and_shows_it() -> None:
         StoreContacts(lambda: 0.0),
         lambda: False,
         threading.Event(),
-        now=Clock(),
+        now=SetClock(PAST),
         monotonic=lambda: 0.0,
     )
     assert job() is None
@@ -57,7 +48,7 @@ def test_a_standby_runs_no_round_and_shows_it() -> None:
 
 
 def test_a_leader_runs_a_round_and_the_sweep_lag_is_on_the_daemons_clock() -> None:
-    store, metrics, clock = MemoryStore(), GcMetrics(CollectorRegistry()), Clock()
+    store, metrics, clock = MemoryStore(), GcMetrics(CollectorRegistry()), SetClock(PAST)
     contacts = StoreContacts(lambda: 0.0)
     job = RoundJob(
         collector(store),
@@ -89,7 +80,7 @@ def test_a_stopping_daemon_runs_no_round() -> None:
         StoreContacts(lambda: 0.0),
         lambda: True,
         stopping,
-        now=Clock(),
+        now=SetClock(PAST),
         monotonic=lambda: 0.0,
     )
     assert job() is None and job.rounds == 0
@@ -109,7 +100,7 @@ def test_the_status_shows_the_daemons_clock_and_no_next_round_while_stopping() -
     store, stopping = MemoryStore(), threading.Event()
     c = collector(store)
     publish = StatusPublisher(
-        store, ROOT, c, "gc-a/01", PauseGuard(store, ROOT), stopping=stopping, now=Clock()
+        store, ROOT, c, "gc-a/01", PauseGuard(store, ROOT), stopping=stopping, now=SetClock(PAST)
     )
     finished = PAST - timedelta(seconds=1)
     publish(

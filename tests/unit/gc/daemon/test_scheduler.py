@@ -5,15 +5,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from epochgc.gc.collection_round import CollectSettings
-from epochgc.gc.collector import ScheduleSettings
 from epochgc.gc.control import read_status
-from epochgc.gc.daemon.scheduler import DaemonSettings, GcDaemon
+from epochgc.gc.daemon.scheduler import GcDaemon
 from epochgc.gc.presence import read_presences
-from epochgc.leases.timing import LeasePolicy
 from epochgc.storage.keys import report_key
 from epochgc.storage.request_stats import RequestStats
 from epochgc.watermarks.safe_epoch.reports import NodeReport, encode_report
+from tests.support.daemon_settings import quick_daemon_settings
 from tests.support.memory_store import MemoryStore
 from tests.support.waiting import wait_for
 
@@ -21,19 +19,7 @@ ROOT = "epochgc"
 PAST = datetime(2001, 1, 2, 3, 4, 5, tzinfo=UTC)
 """Far from any real clock: a time read from the real clock cannot pass for it."""
 
-SETTINGS = DaemonSettings(
-    node_id="gc-a",
-    collect=CollectSettings(min_object_age=timedelta(0), max_delete_fraction=1.0),
-    schedule=ScheduleSettings(
-        interval=timedelta(seconds=0.5),
-        after_progress=timedelta(seconds=0.1),
-        after_failure=timedelta(seconds=0.2),
-        epoch_interval=timedelta(seconds=60),
-    ),
-    lease=LeasePolicy(ttl_seconds=3.0, renew_interval_seconds=0.2, skew_margin_seconds=0.5),
-    control_poll_seconds=0.2,
-    ticker=False,
-)
+SETTINGS = quick_daemon_settings("gc-a")
 
 
 def test_a_daemon_on_a_clock_far_in_the_past_writes_that_time_everywhere() -> None:
