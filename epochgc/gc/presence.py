@@ -36,10 +36,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from epochgc.errors import MalformedRecordError, NotFoundError, RecordError
+from epochgc.errors import MalformedRecordError, RecordError
 from epochgc.storage.documents import dump_document, format_time, get_str, load_document, parse_time
 from epochgc.storage.keys import gc_daemon_key, gc_daemons_prefix
-from epochgc.storage.object_store import ObjectStore
+from epochgc.storage.object_store import ObjectStore, get_or_none
 from epochgc.storage.stored_time import DEFAULT_MARGIN_SECONDS, stored_age_seconds
 
 PRESENCE_VERSION = 1
@@ -177,10 +177,11 @@ def read_presences(store: ObjectStore, root: str) -> tuple[list[PresenceDocument
     docs: list[PresenceDocument] = []
     unreadable: list[str] = []
     for info in store.list_objects(gc_daemons_prefix(root)):
-        try:
-            docs.append(decode_presence(store.get(info.key).body, info.key))
-        except NotFoundError:
+        stored = get_or_none(store, info.key)
+        if stored is None:
             continue  # its daemon stopped while we listed
+        try:
+            docs.append(decode_presence(stored.body, info.key))
         except RecordError as err:
             unreadable.append(f"{info.key}: {err}")
     return sorted(docs, key=lambda d: d.node), unreadable
