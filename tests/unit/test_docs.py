@@ -6,6 +6,7 @@ it)."""
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -52,19 +53,23 @@ def test_docs_has_the_four_guides_and_a_schema_per_public_document() -> None:
 TEXT_SUFFIXES = {".py", ".md", ".yml", ".yaml", ".toml", ".json", ".sh", ""}
 
 
+def git_files() -> list[Path]:
+    """The files of the repository as git sees them (tracked, or new and not
+    ignored): a venv (``.venv-3.13/bin/python3.13``), a cache or a soak
+    run's output in an ignored folder is no file of the repository."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return [REPO / name for name in listed.stdout.splitlines() if (REPO / name).is_file()]
+
+
 def repository_files() -> list[Path]:
-    """Every tracked-looking text file: the repository minus virtualenvs,
-    caches and generated output."""
-    skip = {".venv", ".git", "__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
-    skip |= {".hypothesis", "dist", "build", "results"}
-    return [
-        p
-        for p in REPO.rglob("*")
-        if p.is_file()
-        and p.suffix in TEXT_SUFFIXES
-        and not skip & set(p.relative_to(REPO).parts)
-        and not any(part.endswith(".egg-info") for part in p.relative_to(REPO).parts)
-    ]
+    """Every text file of the repository."""
+    return [p for p in git_files() if p.suffix in TEXT_SUFFIXES]
 
 
 def test_no_file_refers_to_the_design_notes_outside_the_repository() -> None:
@@ -170,8 +175,7 @@ def test_every_path_in_the_docs_names_a_file_of_the_repository() -> None:
     """A backticked path (``tests/unit/test_docs.py``, ``bench/peers.py``,
     or package-relative ``gc/daemon/health.py``, read under ``epochgc/``)
     must exist; a bare ``probe.py`` says too little to be found."""
-    skip = {".git", ".venv", "__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
-    file_names = {p.name for p in REPO.rglob("*") if p.is_file() and not skip & set(p.parts)}
+    file_names = {p.name for p in git_files()}
     found = {
         f"{page.relative_to(REPO)}: {word}": why
         for page in PAGES

@@ -29,7 +29,15 @@ def test_a_daemon_on_a_clock_far_in_the_past_writes_that_time_everywhere() -> No
     daemon = GcDaemon(store, RequestStats(), ROOT, SETTINGS, now=lambda: PAST)
     daemon.start()
     try:
-        wait_for(lambda: daemon.rounds > 0 and read_status(store, ROOT) is not None)
+        # The presence document says "leader" soon after the lease is taken,
+        # not necessarily before the first round ends: wait for both.
+        wait_for(
+            lambda: (
+                daemon.rounds > 0
+                and read_status(store, ROOT) is not None
+                and [p.role for p in read_presences(store, ROOT)[0]] == ["leader"]
+            )
+        )
         status = read_status(store, ROOT)
         presences, _unreadable = read_presences(store, ROOT)
         healthy, details = daemon.health()
