@@ -33,7 +33,7 @@ from epochgc.leases.ownership_round import NodeOwnership
 from epochgc.metrics.instruments import CollectorRegistry, ProducerMetrics
 from epochgc.reconciler.node import ReconcilerNode
 from epochgc.reconciler.process_health import NodeMetrics
-from epochgc.reconciler.reader import PartitionReader
+from epochgc.reconciler.reader import PartitionReader, check_read_back
 from epochgc.storage.keys import l0_prefix, parse_l0_key
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.controller import Controller
@@ -321,13 +321,10 @@ def _verify(
         except Exception as err:
             result.problems.append(f"{topic}/{partition}: cannot read back: {err}")
             continue
-        wrong = [offset for offset, record in acked.items() if stored.get(offset) != record]
-        result.records_verified += len(acked) - len(wrong)
-        if wrong:
-            result.problems.append(
-                f"{topic}/{partition}: {len(wrong)} acknowledged records missing or different "
-                f"(first at offset {min(wrong)})"
-            )
+        verified, problem = check_read_back(f"{topic}/{partition}", acked, stored)
+        result.records_verified += verified
+        if problem:
+            result.problems.append(problem)
     report = daemon.last_report
     collected = report.collected if report else None
     if collected is None:

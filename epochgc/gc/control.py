@@ -27,16 +27,7 @@ from epochgc.errors import (
     MalformedRecordError,
     PreconditionFailedError,
 )
-from epochgc.storage.documents import (
-    dump_document,
-    format_time,
-    get_int,
-    get_optional_int,
-    get_optional_str,
-    get_str,
-    load_document,
-    parse_time,
-)
+from epochgc.storage import documents
 from epochgc.storage.keys import gc_control_key, gc_status_key
 from epochgc.storage.object_store import ObjectStore, get_or_none
 
@@ -118,13 +109,13 @@ class ControlDocument:
 
 def encode_control(doc: ControlDocument) -> bytes:
     """Control document bytes."""
-    return dump_document(
+    return documents.dump_document(
         {
             "v": CONTROL_VERSION,
             "paused": doc.paused,
             "reason": doc.reason,
             "updated_by": doc.updated_by,
-            "updated_at": format_time(doc.updated_at),
+            "updated_at": documents.format_time(doc.updated_at),
             "reset_generation": doc.reset_generation,
         }
     )
@@ -136,16 +127,16 @@ def decode_control(data: bytes, where: str = "gc control document") -> ControlDo
     Raises:
         MalformedRecordError, UnsupportedVersionError.
     """
-    doc = load_document(data, where, CONTROL_VERSION)
+    doc = documents.load_document(data, where, CONTROL_VERSION)
     paused = doc.get("paused")
     if not isinstance(paused, bool):
         raise MalformedRecordError(f"{where}: 'paused' must be true or false, got {paused!r}")
     return ControlDocument(
         paused=paused,
-        reason=get_optional_str(doc, "reason", where),
-        updated_by=get_optional_str(doc, "updated_by", where),
-        updated_at=parse_time(get_str(doc, "updated_at", where), where),
-        reset_generation=get_int(doc, "reset_generation", where, 0),
+        reason=documents.get_optional_str(doc, "reason", where),
+        updated_by=documents.get_optional_str(doc, "updated_by", where),
+        updated_at=documents.parse_time(documents.get_str(doc, "updated_at", where), where),
+        reset_generation=documents.get_int(doc, "reset_generation", where, 0),
     )
 
 
@@ -258,7 +249,7 @@ def encode_status(doc: StatusDocument) -> bytes:
         "v": STATUS_VERSION,
         "state": doc.state.value,
         "holder": doc.holder,
-        "updated_at": format_time(doc.updated_at),
+        "updated_at": documents.format_time(doc.updated_at),
         "safe_epoch": doc.safe_epoch,
         "cluster_epoch": doc.cluster_epoch,
         "last_run_id": doc.last_run_id,
@@ -267,9 +258,9 @@ def encode_status(doc: StatusDocument) -> bytes:
         "next_round_at": _time_or_none(doc.next_round_at),
         "detail": doc.detail,
         "last_round_at": _time_or_none(doc.last_round_at),
-        "held": [{"job": h.job.value, "since": format_time(h.since)} for h in doc.held],
+        "held": [{"job": h.job.value, "since": documents.format_time(h.since)} for h in doc.held],
     }
-    return dump_document(body)
+    return documents.dump_document(body)
 
 
 def decode_status(data: bytes, where: str = "gc status document") -> StatusDocument:
@@ -278,23 +269,23 @@ def decode_status(data: bytes, where: str = "gc status document") -> StatusDocum
     Raises:
         MalformedRecordError, UnsupportedVersionError.
     """
-    doc = load_document(data, where, STATUS_VERSION)
-    state_text = get_str(doc, "state", where)
+    doc = documents.load_document(data, where, STATUS_VERSION)
+    state_text = documents.get_str(doc, "state", where)
     try:
         state = CollectorState(state_text)
     except ValueError as err:
         raise MalformedRecordError(f"{where}: unknown state {state_text!r}") from err
     return StatusDocument(
         state=state,
-        holder=get_str(doc, "holder", where),
-        updated_at=parse_time(get_str(doc, "updated_at", where), where),
-        safe_epoch=get_optional_int(doc, "safe_epoch", where),
-        cluster_epoch=get_optional_int(doc, "cluster_epoch", where),
+        holder=documents.get_str(doc, "holder", where),
+        updated_at=documents.parse_time(documents.get_str(doc, "updated_at", where), where),
+        safe_epoch=documents.get_optional_int(doc, "safe_epoch", where),
+        cluster_epoch=documents.get_optional_int(doc, "cluster_epoch", where),
         last_run_id=_optional_or_none(doc, "last_run_id", where),
         last_outcome=_optional_or_none(doc, "last_outcome", where),
         last_success_at=_parse_optional_time(doc, "last_success_at", where),
         next_round_at=_parse_optional_time(doc, "next_round_at", where),
-        detail=get_optional_str(doc, "detail", where),
+        detail=documents.get_optional_str(doc, "detail", where),
         last_round_at=_parse_optional_time(doc, "last_round_at", where),
         held=_held_jobs(doc, where),
     )
@@ -323,29 +314,24 @@ def read_status(store: ObjectStore, root: str) -> StatusDocument | None:
 def _held_jobs(doc: dict[str, Any], where: str) -> tuple[HeldJob, ...]:
     """The ``held`` list; a job this version does not know is skipped (a
     newer writer's), a malformed entry refused."""
-    raw = doc.get("held", [])
-    if not isinstance(raw, list):
-        raise MalformedRecordError(f"{where}: 'held' must be a list, got {raw!r}")
     known = {job.value: job for job in DeletingJob}
     held = []
-    for entry in raw:
-        if not isinstance(entry, dict):
-            raise MalformedRecordError(f"{where}: 'held' entries must be objects, got {entry!r}")
-        name = get_str(entry, "job", where)
-        since = parse_time(get_str(entry, "since", where), where)
+    for entry in documents.get_list(doc, "held", where, absent_ok=True, objects=True):
+        name = documents.get_str(entry, "job", where)
+        since = documents.parse_time(documents.get_str(entry, "since", where), where)
         if name in known:
             held.append(HeldJob(known[name], since))
     return tuple(held)
 
 
 def _optional_or_none(doc: dict[str, Any], name: str, where: str) -> str | None:
-    return None if doc.get(name) is None else get_optional_str(doc, name, where)
+    return None if doc.get(name) is None else documents.get_optional_str(doc, name, where)
 
 
 def _parse_optional_time(doc: dict[str, Any], name: str, where: str) -> datetime | None:
     text = _optional_or_none(doc, name, where)
-    return None if text is None else parse_time(text, where)
+    return None if text is None else documents.parse_time(text, where)
 
 
 def _time_or_none(moment: datetime | None) -> str | None:
-    return None if moment is None else format_time(moment)
+    return None if moment is None else documents.format_time(moment)

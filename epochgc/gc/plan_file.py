@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Sequence
-from types import TracebackType
 from typing import Any
 
 from epochgc.extras import SPARK, require
@@ -81,12 +80,7 @@ class PlanWriter:
     def __enter__(self) -> PlanWriter:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         if self._writer.is_open:
             self._writer.close()
         self._file.close()

@@ -37,7 +37,7 @@ from datetime import datetime
 from typing import Any
 
 from epochgc.errors import MalformedRecordError, RecordError
-from epochgc.storage.documents import dump_document, format_time, get_str, load_document, parse_time
+from epochgc.storage import documents
 from epochgc.storage.keys import gc_daemon_key, gc_daemons_prefix
 from epochgc.storage.object_store import ObjectStore, get_or_none
 from epochgc.storage.stored_time import DEFAULT_MARGIN_SECONDS, stored_age_seconds
@@ -108,15 +108,15 @@ def gone_daemons(
 
 def encode_presence(doc: PresenceDocument) -> bytes:
     """Presence document bytes."""
-    return dump_document(
+    return documents.dump_document(
         {
             "v": PRESENCE_VERSION,
             "node": doc.node,
             "holder": doc.holder,
             "role": doc.role,
             "state": doc.state,
-            "started_at": format_time(doc.started_at),
-            "updated_at": format_time(doc.updated_at),
+            "started_at": documents.format_time(doc.started_at),
+            "updated_at": documents.format_time(doc.updated_at),
             "refresh_seconds": doc.refresh_seconds,
             "metrics": doc.metrics,
         }
@@ -129,7 +129,7 @@ def decode_presence(data: bytes, where: str) -> PresenceDocument:
     Raises:
         MalformedRecordError, UnsupportedVersionError.
     """
-    doc = load_document(data, where, PRESENCE_VERSION)
+    doc = documents.load_document(data, where, PRESENCE_VERSION)
     refresh = doc.get("refresh_seconds")
     if not isinstance(refresh, int | float) or isinstance(refresh, bool) or refresh <= 0:
         raise MalformedRecordError(f"{where}: 'refresh_seconds' must be a positive number")
@@ -137,12 +137,12 @@ def decode_presence(data: bytes, where: str) -> PresenceDocument:
     if metrics is not None and not isinstance(metrics, str):
         raise MalformedRecordError(f"{where}: 'metrics' must be a string or null")
     return PresenceDocument(
-        node=get_str(doc, "node", where),
-        holder=get_str(doc, "holder", where),
-        role=get_str(doc, "role", where),
-        state=get_str(doc, "state", where),
-        started_at=parse_time(get_str(doc, "started_at", where), where),
-        updated_at=parse_time(get_str(doc, "updated_at", where), where),
+        node=documents.get_str(doc, "node", where),
+        holder=documents.get_str(doc, "holder", where),
+        role=documents.get_str(doc, "role", where),
+        state=documents.get_str(doc, "state", where),
+        started_at=documents.parse_time(documents.get_str(doc, "started_at", where), where),
+        updated_at=documents.parse_time(documents.get_str(doc, "updated_at", where), where),
         refresh_seconds=float(refresh),
         metrics=metrics,
     )

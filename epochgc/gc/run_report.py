@@ -20,14 +20,7 @@ from epochgc.gc.future_times import FutureTimeLog
 from epochgc.gc.janitor import JanitorResult
 from epochgc.gc.listing.cost import Prices, cost_per_gb
 from epochgc.gc.sweeper import SweepResult
-from epochgc.storage.documents import (
-    dump_document,
-    format_time,
-    get_int,
-    get_str,
-    load_document,
-    parse_time,
-)
+from epochgc.storage import documents
 from epochgc.storage.keys import gc_run_summary_key
 from epochgc.storage.object_store import ObjectInfo, ObjectStore
 from epochgc.storage.stored_time import DEFAULT_MARGIN_SECONDS, find_future, stored_age_seconds
@@ -139,8 +132,8 @@ def encode_summary(summary: RunSummary) -> bytes:
         "dry_run": summary.dry_run,
         "safe_epoch": summary.safe_epoch,
         "controller_offset": summary.controller_offset,
-        "started_at": format_time(summary.started_at),
-        "finished_at": format_time(summary.finished_at),
+        "started_at": documents.format_time(summary.started_at),
+        "finished_at": documents.format_time(summary.finished_at),
         "success": summary.success,
         "listed": summary.listed,
         "eligible": summary.eligible,
@@ -169,7 +162,7 @@ def encode_summary(summary: RunSummary) -> bytes:
             shards["present"] = summary.shards.present
         doc["shards"] = shards
     doc.update(_failure_fields(summary))
-    return dump_document(doc)
+    return documents.dump_document(doc)
 
 
 def _failure_fields(summary: RunSummary) -> dict[str, Any]:
@@ -200,7 +193,7 @@ def decode_summary(data: bytes, where: str = "gc run summary") -> RunSummary:
     Raises:
         MalformedRecordError, UnsupportedVersionError.
     """
-    doc = load_document(data, where, SUMMARY_VERSION)
+    doc = documents.load_document(data, where, SUMMARY_VERSION)
     skipped = doc.get("skipped", {})
     requests = doc.get("requests", {})
     if not isinstance(skipped, dict) or not isinstance(requests, dict):
@@ -212,27 +205,29 @@ def decode_summary(data: bytes, where: str = "gc run summary") -> RunSummary:
     if not isinstance(raw_janitor, dict) or not isinstance(raw_janitor.get("complete", True), bool):
         raise MalformedRecordError(f"{where}: 'janitor' must be an object")
     janitor = JanitorResult(
-        incarnations=get_int(raw_janitor, "incarnations", where, 0) if raw_janitor else 0,
-        objects_deleted=get_int(raw_janitor, "objects_deleted", where, 0) if raw_janitor else 0,
+        incarnations=documents.get_int(raw_janitor, "incarnations", where, 0) if raw_janitor else 0,
+        objects_deleted=documents.get_int(raw_janitor, "objects_deleted", where, 0)
+        if raw_janitor
+        else 0,
         complete=bool(raw_janitor.get("complete", True)),
     )
     cost_usd, prices = _decode_cost(doc["cost"], where) if "cost" in doc else (None, None)
     return RunSummary(
-        run_id=get_str(doc, "run_id", where),
-        engine=get_str(doc, "engine", where),
+        run_id=documents.get_str(doc, "run_id", where),
+        engine=documents.get_str(doc, "engine", where),
         dry_run=bool(doc["dry_run"]),
-        safe_epoch=get_int(doc, "safe_epoch", where),
-        controller_offset=get_int(doc, "controller_offset", where),
-        started_at=parse_time(get_str(doc, "started_at", where), where),
-        finished_at=parse_time(get_str(doc, "finished_at", where), where),
+        safe_epoch=documents.get_int(doc, "safe_epoch", where),
+        controller_offset=documents.get_int(doc, "controller_offset", where),
+        started_at=documents.parse_time(documents.get_str(doc, "started_at", where), where),
+        finished_at=documents.parse_time(documents.get_str(doc, "finished_at", where), where),
         success=bool(doc["success"]),
-        listed=get_int(doc, "listed", where, 0),
-        eligible=get_int(doc, "eligible", where, 0),
-        deleted=get_int(doc, "deleted", where, 0),
-        bytes_deleted=get_int(doc, "bytes_deleted", where, 0),
-        skipped={str(k): get_int(skipped, k, where, 0) for k in skipped},
-        errors=get_int(doc, "errors", where, 0),
-        requests={str(k): get_int(requests, k, where, 0) for k in requests},
+        listed=documents.get_int(doc, "listed", where, 0),
+        eligible=documents.get_int(doc, "eligible", where, 0),
+        deleted=documents.get_int(doc, "deleted", where, 0),
+        bytes_deleted=documents.get_int(doc, "bytes_deleted", where, 0),
+        skipped={str(k): documents.get_int(skipped, k, where, 0) for k in skipped},
+        errors=documents.get_int(doc, "errors", where, 0),
+        requests={str(k): documents.get_int(requests, k, where, 0) for k in requests},
         janitor=janitor,
         cause=doc["cause"] if isinstance(doc.get("cause"), str) else None,
         failed_files=_decode_failed_files(doc, where),
@@ -274,8 +269,8 @@ def _decode_shards(raw: object, where: str) -> RunShards:
     if not isinstance(raw, dict) or not isinstance(raw.get("full_sweep"), bool):
         raise MalformedRecordError(f"{where}: 'shards' must be an object with 'full_sweep'")
     return RunShards(
-        present=get_int(raw, "present", where, 0) if "present" in raw else None,
-        listed=get_int(raw, "listed", where, 0),
+        present=documents.get_int(raw, "present", where, 0) if "present" in raw else None,
+        listed=documents.get_int(raw, "listed", where, 0),
         full_sweep=bool(raw["full_sweep"]),
     )
 

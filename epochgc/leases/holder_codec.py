@@ -38,14 +38,7 @@ from datetime import datetime
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from epochgc.errors import MalformedRecordError
-from epochgc.storage.documents import (
-    dump_document,
-    format_time,
-    get_int,
-    get_str,
-    load_document,
-    parse_time,
-)
+from epochgc.storage import documents
 from epochgc.storage.keys import is_valid_node_id
 
 
@@ -110,10 +103,10 @@ valid node id, ``incarnation`` a non-empty string, ``term`` an integer
 
 def _read(kind: FieldKind, doc: dict[str, Any], name: str, where: str) -> object:
     if kind == "term":
-        return get_int(doc, name, where, 1)
-    value = get_str(doc, name, where)
+        return documents.get_int(doc, name, where, 1)
+    value = documents.get_str(doc, name, where)
     if kind == "time":
-        return parse_time(value, where)
+        return documents.parse_time(value, where)
     if kind == "node" and not is_valid_node_id(value):
         raise MalformedRecordError(f"{where}: invalid node id {name}={value!r}")
     if kind == "incarnation" and not value:
@@ -147,10 +140,12 @@ class HolderCodec(Generic[T]):
         values: dict[str, object] = {"v": self.version}
         for name, kind in self.fields.items():
             value = getattr(doc, name)
-            values[name] = format_time(value, precision="milliseconds") if kind == "time" else value
+            values[name] = (
+                documents.format_time(value, precision="milliseconds") if kind == "time" else value
+            )
         if doc.released:
             values["released"] = True
-        return dump_document(values)
+        return documents.dump_document(values)
 
     def decode(self, data: bytes, where: str) -> T:
         """Parse the document.
@@ -158,7 +153,7 @@ class HolderCodec(Generic[T]):
         Raises:
             MalformedRecordError, UnsupportedVersionError.
         """
-        doc = load_document(data, where, self.version)
+        doc = documents.load_document(data, where, self.version)
         values = {name: _read(kind, doc, name, where) for name, kind in self.fields.items()}
         released = doc.get("released", False)
         if not isinstance(released, bool):

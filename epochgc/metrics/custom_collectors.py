@@ -12,7 +12,7 @@ figures are aggregated per node.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -95,15 +95,27 @@ class NodeCollector(Collector):
             family.add_metric(node, value)
             return family
 
-        fences = CounterMetricFamily(
-            "epochgc_fence_admissions",
-            "Appends and housekeeping fenced by the epoch window, by result.",
-            labels=["node", "result"],
+        def by_label(
+            family: CounterMetricFamily | GaugeMetricFamily,
+            values: Iterable[tuple[str, float]],
+        ) -> Metric:
+            """``family`` (labelled node and one more) with a sample per value."""
+            for label, value in values:
+                family.add_metric([s.node_id, label], value)
+            return family
+
+        yield by_label(
+            CounterMetricFamily(
+                "epochgc_fence_admissions",
+                "Appends and housekeeping fenced by the epoch window, by result.",
+                labels=["node", "result"],
+            ),
+            [
+                ("same_epoch", s.fence_same_epoch),
+                ("new_epoch", s.fence_new_epoch),
+                ("rejected_stale", s.fence_rejected),
+            ],
         )
-        fences.add_metric([s.node_id, "same_epoch"], s.fence_same_epoch)
-        fences.add_metric([s.node_id, "new_epoch"], s.fence_new_epoch)
-        fences.add_metric([s.node_id, "rejected_stale"], s.fence_rejected)
-        yield fences
         yield counter(
             "epochgc_fence_window_slides", "Times a window slid to a newer epoch.", s.window_slides
         )
@@ -118,14 +130,14 @@ class NodeCollector(Collector):
             s.max_window_size,
         )
         yield gauge("epochgc_partition_led", "Partitions this node leads.", s.led_partitions)
-        lag = GaugeMetricFamily(
-            "epochgc_partition_lro_lag_records",
-            "Records appended but not yet reconciled (log end - lro), over led partitions.",
-            labels=["node", "aggregate"],
+        yield by_label(
+            GaugeMetricFamily(
+                "epochgc_partition_lro_lag_records",
+                "Records appended but not yet reconciled (log end - lro), over led partitions.",
+                labels=["node", "aggregate"],
+            ),
+            [("sum", s.lro_lag_sum), ("max", s.lro_lag_max)],
         )
-        lag.add_metric([s.node_id, "sum"], s.lro_lag_sum)
-        lag.add_metric([s.node_id, "max"], s.lro_lag_max)
-        yield lag
         stuck = GaugeMetricFamily(
             "epochgc_partition_stuck",
             "1 for each led partition whose reconciliation is stuck on a missing or corrupt "
@@ -170,16 +182,16 @@ class NodeCollector(Collector):
             "Partitions this node's ownership records name (balance: compare nodes).",
             s.partitions_owned,
         )
-        moves = CounterMetricFamily(
-            "epochgc_node_ownership_moves",
-            "Ownership moves of this node, by kind: taken (free), taken_over (from a node "
-            "whose lease lapsed), handed_back (to the node that should own it), lost "
-            "(taken from this node).",
-            labels=["node", "kind"],
+        yield by_label(
+            CounterMetricFamily(
+                "epochgc_node_ownership_moves",
+                "Ownership moves of this node, by kind: taken (free), taken_over (from a node "
+                "whose lease lapsed), handed_back (to the node that should own it), lost "
+                "(taken from this node).",
+                labels=["node", "kind"],
+            ),
+            s.ownership_moves,
         )
-        for kind, total in s.ownership_moves:
-            moves.add_metric([s.node_id, kind], total)
-        yield moves
         yield gauge(
             "epochgc_node_lease_renew_seconds",
             "Duration of the last node lease renewal (one CAS).",

@@ -12,9 +12,11 @@ is never handed a silent gap.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from epochgc.errors import CorruptLogError, EpochGCError
 from epochgc.reconciler.fetch import fetch_records, pending_placeholders
-from epochgc.storage.documents import format_time
+from epochgc.storage import documents
 from epochgc.storage.keys import (
     L1Key,
     PartitionId,
@@ -40,7 +42,7 @@ class RecordsLostError(EpochGCError):
     def __init__(self, pid: PartitionId, lost: LostRange) -> None:
         super().__init__(
             f"{pid}: records {lost.first}..{lost.last} were recorded as lost at "
-            f"{format_time(lost.ts)} by {lost.by}: {lost.reason}"
+            f"{documents.format_time(lost.ts)} by {lost.by}: {lost.reason}"
         )
         self.pid = pid
         self.lost = lost
@@ -138,3 +140,18 @@ class PartitionReader:
 def _covering(objects: list[L1Key], offset: int) -> L1Key | None:
     candidates = [o for o in objects if o.first_offset <= offset <= o.last_offset]
     return max(candidates, key=lambda o: o.last_offset, default=None)
+
+
+def check_read_back(
+    where: str, acked: Mapping[int, object], stored: Mapping[int, object]
+) -> tuple[int, str | None]:
+    """How many acknowledged records (offset -> record) read back as they
+    were written, and a one-line problem naming the first one that did not
+    (``None`` when all did). The demo and ``epochgc verify`` both ask this."""
+    wrong = [offset for offset, record in acked.items() if stored.get(offset) != record]
+    if not wrong:
+        return len(acked), None
+    return len(acked) - len(wrong), (
+        f"{where}: {len(wrong)} acknowledged records missing or different "
+        f"(first at offset {min(wrong)})"
+    )

@@ -18,12 +18,12 @@ from typing import Any, Literal
 from epochgc.errors import MalformedRecordError, UnsupportedVersionError
 
 
-def load_document(data: bytes, what: str, known_version: int) -> dict[str, Any]:
-    """Parse a versioned JSON object.
+def load_json_object(data: bytes, what: str) -> dict[str, Any]:
+    """Parse a UTF-8 JSON object, with no version (also for documents others
+    write, such as S3 Inventory manifests).
 
     Raises:
-        MalformedRecordError: not UTF-8 JSON, not an object, or no integer ``v``.
-        UnsupportedVersionError: ``v`` above ``known_version``.
+        MalformedRecordError: not UTF-8 JSON, or not an object.
     """
     try:
         doc = json.loads(data.decode("utf-8"))
@@ -31,6 +31,17 @@ def load_document(data: bytes, what: str, known_version: int) -> dict[str, Any]:
         raise MalformedRecordError(f"{what}: not UTF-8 JSON: {err}") from err
     if not isinstance(doc, dict):
         raise MalformedRecordError(f"{what}: expected a JSON object, got {type(doc).__name__}")
+    return doc
+
+
+def load_document(data: bytes, what: str, known_version: int) -> dict[str, Any]:
+    """Parse a versioned JSON object.
+
+    Raises:
+        MalformedRecordError: not UTF-8 JSON, not an object, or no integer ``v``.
+        UnsupportedVersionError: ``v`` above ``known_version``.
+    """
+    doc = load_json_object(data, what)
     version = doc.get("v")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise MalformedRecordError(f"{what}: missing or invalid version v={version!r}")
@@ -79,6 +90,32 @@ def get_optional_str(doc: Mapping[str, Any], name: str, where: str) -> str:
     value = doc.get(name, "")
     if not isinstance(value, str):
         raise MalformedRecordError(f"{where}: field {name!r} must be a string, got {value!r}")
+    return value
+
+
+def get_list(
+    doc: Mapping[str, Any],
+    name: str,
+    what: str,
+    *,
+    absent_ok: bool = False,
+    non_empty: bool = False,
+    objects: bool = False,
+) -> list[Any]:
+    """A list field. With ``absent_ok`` a missing one reads as ``[]`` (a
+    field added after the document's first version); with ``objects`` every
+    item must be a JSON object."""
+    value = doc.get(name)
+    if value is None and absent_ok:
+        return []
+    if not isinstance(value, list) or (non_empty and not value):
+        wanted = "a non-empty list" if non_empty else "a list"
+        raise MalformedRecordError(f"{what}: field {name!r} must be {wanted}, got {value!r}")
+    for item in value if objects else ():
+        if not isinstance(item, dict):
+            raise MalformedRecordError(
+                f"{what}: each entry of {name!r} must be an object, got {item!r}"
+            )
     return value
 
 

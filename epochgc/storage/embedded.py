@@ -14,7 +14,6 @@ import subprocess
 import sys
 import threading
 import time
-from types import TracebackType
 
 from epochgc.extras import EMBEDDED, require
 from epochgc.storage.client import ClientSettings, make_s3_client
@@ -154,12 +153,7 @@ class EmbeddedS3:
         self.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
 

@@ -46,7 +46,8 @@ import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
-from epochgc.errors import EpochGCError, NotFoundError
+from epochgc.errors import EpochGCError, MalformedRecordError, NotFoundError
+from epochgc.storage import documents
 from epochgc.storage.object_store import ObjectInfo, ObjectStore
 from epochgc.storage.s3 import S3ObjectStore
 
@@ -136,11 +137,10 @@ def parse_manifest(data: bytes, key: str) -> InventoryManifest:
             a schema without a key column.
     """
     try:
-        doc = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise InventoryError(f"{key}: not a JSON manifest: {err}") from err
-    if not isinstance(doc, dict):
-        raise InventoryError(f"{key}: manifest is not a JSON object")
+        doc = documents.load_json_object(data, f"inventory manifest {key}")
+        raw_files = documents.get_list(doc, "files", key, non_empty=True, objects=True)
+    except MalformedRecordError as err:
+        raise InventoryError(str(err)) from err
     file_format = _field(doc, "fileFormat", key)
     if file_format not in FORMATS:
         raise InventoryError(
@@ -153,13 +153,8 @@ def parse_manifest(data: bytes, key: str) -> InventoryManifest:
             f"{key}: fileSchema has no {wanted!r} column ({', '.join(columns)}); "
             "an inventory without object keys cannot drive deletion"
         )
-    raw_files = doc.get("files")
-    if not isinstance(raw_files, list) or not raw_files:
-        raise InventoryError(f"{key}: 'files' must be a non-empty list")
     files = []
     for entry in raw_files:
-        if not isinstance(entry, dict):
-            raise InventoryError(f"{key}: a 'files' entry is not an object")
         size = entry.get("size")
         if not isinstance(size, int) or isinstance(size, bool) or size < 0:
             raise InventoryError(f"{key}: a 'files' entry has no valid size")

@@ -65,7 +65,7 @@ from pathlib import Path
 from epochgc.config import load_config
 from epochgc.errors import EpochGCError
 from epochgc.gc.control import pause, resume
-from epochgc.reconciler.reader import PartitionReader
+from epochgc.reconciler.reader import PartitionReader, check_read_back
 from epochgc.storage.embedded import EMBEDDED_ACCESS_KEY, EMBEDDED_SECRET_KEY, EmbeddedS3
 from epochgc.storage.keys import (
     PartitionId,
@@ -933,13 +933,10 @@ def _check_records(store: S3ObjectStore, folder: Path, result: VerifyResult) -> 
             )
         payloads = Counter(by_offset.values())
         result.duplicates += sum(n - 1 for n in payloads.values() if n > 1)
-        wrong = [o for o, r in rows.items() if by_offset.get(o) != r]
-        result.records_verified += len(rows) - len(wrong)
-        if wrong:
-            result.violations.append(
-                f"(a) {pid}: {len(wrong)} acknowledged records missing or "
-                f"different (first at offset {min(wrong)})"
-            )
+        verified, problem = check_read_back(f"(a) {pid}", rows, by_offset)
+        result.records_verified += verified
+        if problem:
+            result.violations.append(problem)
 
 
 def _produced_to(record: str) -> int | None:

@@ -13,16 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from epochgc.errors import MalformedRecordError
-from epochgc.storage.documents import (
-    dump_document,
-    format_time,
-    get_int,
-    get_optional_int,
-    get_optional_str,
-    get_str,
-    load_document,
-    parse_time,
-)
+from epochgc.storage import documents
 from epochgc.storage.keys import is_valid_topic
 
 CONTROLLER_VERSION = 2
@@ -81,7 +72,7 @@ readers ignore the added ``nonce`` harmlessly."""
 
 def encode_controller_entry(entry: ControllerEntry) -> bytes:
     """The controller-log bytes of ``entry`` (docs/contract.md, "Controller log entries")."""
-    doc: dict[str, Any] = {"v": 1, "ts": format_time(entry.ts)}
+    doc: dict[str, Any] = {"v": 1, "ts": documents.format_time(entry.ts)}
     if entry.nonce:
         doc["nonce"] = entry.nonce
     if isinstance(entry, CreateTopic):
@@ -97,7 +88,7 @@ def encode_controller_entry(entry: ControllerEntry) -> bytes:
             doc.update(v=NAMED_DELETE_VERSION, revision=entry.revision)
     else:
         doc.update(type="epoch_tick")
-    return dump_document(doc)
+    return documents.dump_document(doc)
 
 
 def decode_controller_entry(data: bytes, where: str = "controller entry") -> ControllerEntry:
@@ -107,10 +98,10 @@ def decode_controller_entry(data: bytes, where: str = "controller entry") -> Con
         MalformedRecordError: does not parse, unknown ``type``, invalid topic.
         UnsupportedVersionError: newer ``v``.
     """
-    doc = load_document(data, where, CONTROLLER_VERSION)
+    doc = documents.load_document(data, where, CONTROLLER_VERSION)
     kind = doc.get("type")
-    ts = parse_time(get_str(doc, "ts", where), where)
-    nonce = get_optional_str(doc, "nonce", where)
+    ts = documents.parse_time(documents.get_str(doc, "ts", where), where)
+    nonce = documents.get_optional_str(doc, "nonce", where)
     named = kind == "delete_topic" and doc.get("revision") is not None
     if (doc["v"] == NAMED_DELETE_VERSION) != named:
         # A v1 reader ignores ``revision``: only a v2 entry may carry one,
@@ -122,13 +113,13 @@ def decode_controller_entry(data: bytes, where: str = "controller entry") -> Con
     if kind == "epoch_tick":
         return EpochTick(ts, nonce)
     if kind in ("create_topic", "delete_topic"):
-        topic = get_str(doc, "topic", where)
+        topic = documents.get_str(doc, "topic", where)
         if not is_valid_topic(topic):
             raise MalformedRecordError(f"{where}: invalid topic name {topic!r}")
         if kind == "delete_topic":
-            revision = get_optional_int(doc, "revision", where, 1)
+            revision = documents.get_optional_int(doc, "revision", where, 1)
             return DeleteTopic(topic, ts, revision, nonce)
-        partitions = get_int(doc, "partitions", where, 1)
+        partitions = documents.get_int(doc, "partitions", where, 1)
         config = doc.get("config", {})
         if not isinstance(config, dict):
             raise MalformedRecordError(f"{where}: 'config' must be an object")
@@ -185,7 +176,7 @@ def encode_controller_snapshot(snapshot: ControllerSnapshot) -> bytes:
     docs/contract.md, "Controller snapshot"): topics sorted by name, deleted topics by
     ``(name, revision)``, so one fold always gives the same bytes."""
     older = snapshot.older_epochs_started_by
-    return dump_document(
+    return documents.dump_document(
         {
             "v": CONTROLLER_SNAPSHOT_VERSION,
             "offset": snapshot.offset,
@@ -202,8 +193,10 @@ def encode_controller_snapshot(snapshot: ControllerSnapshot) -> bytes:
                 {"topic": d.name, "revision": d.revision, "deleted_at": d.deleted_at}
                 for d in sorted(snapshot.deleted_topics, key=lambda d: (d.name, d.revision))
             ],
-            "epoch_starts": [[epoch, format_time(ts)] for epoch, ts in snapshot.epoch_starts],
-            "older_epochs_started_by": None if older is None else format_time(older),
+            "epoch_starts": [
+                [epoch, documents.format_time(ts)] for epoch, ts in snapshot.epoch_starts
+            ],
+            "older_epochs_started_by": None if older is None else documents.format_time(older),
         }
     )
 
@@ -219,24 +212,24 @@ def decode_controller_snapshot(
         MalformedRecordError: does not parse or contradicts those rules.
         UnsupportedVersionError: newer ``v``.
     """
-    doc = load_document(data, where, CONTROLLER_SNAPSHOT_VERSION)
-    offset = get_int(doc, "offset", where, 0)
+    doc = documents.load_document(data, where, CONTROLLER_SNAPSHOT_VERSION)
+    offset = documents.get_int(doc, "offset", where, 0)
     topics = tuple(
-        _decode_live_topic(item, offset, where) for item in _get_list(doc, "topics", where)
+        _decode_live_topic(item, offset, where) for item in documents.get_list(doc, "topics", where)
     )
     names = [t.name for t in topics]
     if len(set(names)) != len(names):
         raise MalformedRecordError(f"{where}: a topic name is live twice")
     deleted = tuple(
         _decode_deleted_topic(item, offset, where)
-        for item in _get_list(doc, "deleted_topics", where)
+        for item in documents.get_list(doc, "deleted_topics", where)
     )
     incarnations = [(d.name, d.revision) for d in deleted] + [(t.name, t.revision) for t in topics]
     if len(set(incarnations)) != len(incarnations):
         raise MalformedRecordError(f"{where}: a topic incarnation is listed twice")
     starts = []
     previous = 0
-    for item in _get_list(doc, "epoch_starts", where):
+    for item in documents.get_list(doc, "epoch_starts", where):
         if (
             not isinstance(item, list)
             or len(item) != 2
@@ -251,24 +244,17 @@ def decode_controller_snapshot(
                 f"{where}: epoch_starts must ascend within 1..{offset}, got {epoch} "
                 f"after {previous}"
             )
-        starts.append((epoch, parse_time(item[1], where)))
+        starts.append((epoch, documents.parse_time(item[1], where)))
         previous = epoch
     older_text = doc.get("older_epochs_started_by")
     if older_text is not None and not isinstance(older_text, str):
         raise MalformedRecordError(f"{where}: 'older_epochs_started_by' must be a time or null")
-    older = None if older_text is None else parse_time(older_text, where)
+    older = None if older_text is None else documents.parse_time(older_text, where)
     return ControllerSnapshot(offset, topics, deleted, tuple(starts), older)
 
 
-def _get_list(doc: Mapping[str, Any], name: str, what: str) -> list[Any]:
-    value = doc.get(name)
-    if not isinstance(value, list):
-        raise MalformedRecordError(f"{what}: field {name!r} must be a list, got {value!r}")
-    return value
-
-
 def _get_topic_name(item: Mapping[str, Any], what: str) -> str:
-    name = get_str(item, "topic", what)
+    name = documents.get_str(item, "topic", what)
     if not is_valid_topic(name):
         raise MalformedRecordError(f"{what}: invalid topic name {name!r}")
     return name
@@ -278,21 +264,21 @@ def _decode_live_topic(item: object, offset: int, where: str) -> SnapshotTopic:
     if not isinstance(item, dict):
         raise MalformedRecordError(f"{where}: each topic must be an object")
     name = _get_topic_name(item, where)
-    revision = get_int(item, "revision", where, 1)
+    revision = documents.get_int(item, "revision", where, 1)
     if revision > offset:
         raise MalformedRecordError(f"{where}: topic {name!r} revision {revision} > offset {offset}")
     config = item.get("config", {})
     if not isinstance(config, dict):
         raise MalformedRecordError(f"{where}: topic {name!r} 'config' must be an object")
-    return SnapshotTopic(name, revision, get_int(item, "partitions", where, 1), config)
+    return SnapshotTopic(name, revision, documents.get_int(item, "partitions", where, 1), config)
 
 
 def _decode_deleted_topic(item: object, offset: int, where: str) -> DeletedTopic:
     if not isinstance(item, dict):
         raise MalformedRecordError(f"{where}: each deleted topic must be an object")
     name = _get_topic_name(item, where)
-    revision = get_int(item, "revision", where, 1)
-    deleted_at = get_int(item, "deleted_at", where, 1)
+    revision = documents.get_int(item, "revision", where, 1)
+    deleted_at = documents.get_int(item, "deleted_at", where, 1)
     if not revision < deleted_at <= offset:
         raise MalformedRecordError(
             f"{where}: deleted topic {name!r} needs revision < deleted_at <= offset, got "

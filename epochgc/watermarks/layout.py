@@ -31,7 +31,7 @@ from epochgc.errors import (
     PreconditionFailedError,
     UnsupportedVersionError,
 )
-from epochgc.storage.documents import dump_document, get_int, load_document
+from epochgc.storage import documents
 from epochgc.storage.keys import l1_prefix, partitions_prefix
 from epochgc.storage.object_store import ObjectStore, get_or_none
 
@@ -86,7 +86,7 @@ def classify_l1_key(key: str, root: str) -> KeyLayout:
 
 def encode_layout_marker(layout: int) -> bytes:
     """The marker's bytes."""
-    return dump_document({"v": LAYOUT_MARKER_VERSION, "layout": layout})
+    return documents.dump_document({"v": LAYOUT_MARKER_VERSION, "layout": layout})
 
 
 def decode_layout_marker(data: bytes, where: str) -> int:
@@ -95,8 +95,8 @@ def decode_layout_marker(data: bytes, where: str) -> int:
     Raises:
         MalformedRecordError, UnsupportedVersionError.
     """
-    doc = load_document(data, where, LAYOUT_MARKER_VERSION)
-    return get_int(doc, "layout", where, 1)
+    doc = documents.load_document(data, where, LAYOUT_MARKER_VERSION)
+    return documents.get_int(doc, "layout", where, 1)
 
 
 def detect_old_layout(store: ObjectStore, root: str) -> str | None:

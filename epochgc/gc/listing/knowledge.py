@@ -40,13 +40,7 @@ from datetime import datetime
 from typing import Any
 
 from epochgc.errors import MalformedRecordError
-from epochgc.storage.documents import (
-    dump_document,
-    format_time,
-    get_optional_str,
-    load_document,
-    parse_time,
-)
+from epochgc.storage import documents
 from epochgc.storage.stored_time import FutureTime, find_future, read_stored_time
 
 KNOWLEDGE_VERSION = 1
@@ -201,7 +195,7 @@ def encode_knowledge(knowledge: ShardKnowledge) -> bytes:
         "written_by": knowledge.written_by,
         "shards": {
             f"{shard:03d}": {
-                "listed_at": format_time(f.listed_at),
+                "listed_at": documents.format_time(f.listed_at),
                 "safe_epoch": f.safe_epoch,
                 "lowest_epoch": f.lowest_epoch,
                 "bytes_per_second": round(f.bytes_per_second, 3),
@@ -210,7 +204,7 @@ def encode_knowledge(knowledge: ShardKnowledge) -> bytes:
             for shard, f in sorted(knowledge.shards.items())
         },
     }
-    return dump_document(doc)
+    return documents.dump_document(doc)
 
 
 def decode_knowledge(data: bytes, where: str = "shard knowledge") -> ShardKnowledge:
@@ -220,7 +214,7 @@ def decode_knowledge(data: bytes, where: str = "shard knowledge") -> ShardKnowle
         MalformedRecordError, UnsupportedVersionError: the caller lists
             every shard (it never skips on a document it cannot read).
     """
-    doc = load_document(data, where, KNOWLEDGE_VERSION)
+    doc = documents.load_document(data, where, KNOWLEDGE_VERSION)
     raw = doc.get("shards")
     if not isinstance(raw, dict):
         raise MalformedRecordError(f"{where}: 'shards' must be an object")
@@ -240,7 +234,7 @@ def decode_knowledge(data: bytes, where: str = "shard knowledge") -> ShardKnowle
             bytes_per_second=_rate(item.get("bytes_per_second", 0), what),
             quiet_at=None if item.get("quiet_at") is None else _time(item.get("quiet_at"), what),
         )
-    written_by = get_optional_str(doc, "written_by", where)
+    written_by = documents.get_optional_str(doc, "written_by", where)
     return ShardKnowledge(
         shards=shards,
         full_sweep_at=None
@@ -254,13 +248,13 @@ def decode_knowledge(data: bytes, where: str = "shard knowledge") -> ShardKnowle
 
 
 def _time_or_none(moment: datetime | None) -> str | None:
-    return None if moment is None else format_time(moment)
+    return None if moment is None else documents.format_time(moment)
 
 
 def _time(value: object, what: str) -> datetime:
     if not isinstance(value, str):
         raise MalformedRecordError(f"{what}: expected a time, got {value!r}")
-    return parse_time(value, what)
+    return documents.parse_time(value, what)
 
 
 def _int(value: object, name: str, what: str) -> int:

@@ -573,19 +573,12 @@ class _JobRunner:
     ) -> int:
         for r in arrived[reported:]:
             finished.append(r)
-            rate = r.deleted / r.seconds if r.seconds > 0 else 0.0
             log.info(
-                "task %d/%d done (%s): listed %d, eligible %d, deleted %d in %.1fs "
-                "(%.0f keys/s), errors %d, worker peak %d MiB%s",
+                "task %d/%d done (%s): %s, worker peak %d MiB%s",
                 r.task + 1,
                 total,
                 r.what,
-                r.listed,
-                r.eligible,
-                r.deleted,
-                r.seconds,
-                rate,
-                r.errors,
+                r.counts(),
                 r.peak_rss_bytes // 2**20,
                 f"; {r.cause}" if r.cause else "",
             )

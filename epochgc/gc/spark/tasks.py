@@ -130,6 +130,14 @@ class TaskResult:
     peak_rss_bytes: int = 0
     """Peak resident memory of the Python worker that ran it."""
 
+    def counts(self) -> str:
+        """What it did, for the executor's and the driver's log lines."""
+        rate = self.deleted / self.seconds if self.seconds > 0 else 0.0
+        return (
+            f"listed {self.listed}, eligible {self.eligible}, deleted {self.deleted} in "
+            f"{self.seconds:.1f}s ({rate:.0f} keys/s), errors {self.errors}"
+        )
+
 
 def _open_store(spec: TaskSpec, bucket: str) -> tuple[S3ObjectStore, RequestStats]:
     client = make_s3_client(spec.client)
@@ -465,19 +473,7 @@ class _Attempt:
         r.finished = True
         with self._lock:
             self._record(r)
-        rate = r.deleted / r.seconds if r.seconds > 0 else 0.0
-        log.info(
-            "spark task %d (%s): listed %d, eligible %d, deleted %d in %.1fs (%.0f keys/s), "
-            "errors %d",
-            r.task,
-            r.what,
-            r.listed,
-            r.eligible,
-            r.deleted,
-            r.seconds,
-            rate,
-            r.errors,
-        )
+        log.info("spark task %d (%s): %s", r.task, r.what, r.counts())
 
 
 class _WarningCapture(logging.Handler):

@@ -12,16 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from epochgc.errors import MalformedRecordError
-from epochgc.storage.documents import (
-    dump_document,
-    format_time,
-    get_int,
-    get_optional_int,
-    get_optional_str,
-    get_str,
-    load_document,
-    parse_time,
-)
+from epochgc.storage import documents
 from epochgc.watermarks.partition.commands import (
     AdvanceEpoch,
     AdvanceReconciled,
@@ -48,7 +39,7 @@ def encode_command(command: Command) -> bytes:
         doc["nonce"] = command.nonce
     if isinstance(command, TermStart):
         doc.update(type="term_start")
-        return dump_document(doc)
+        return documents.dump_document(doc)
     if isinstance(command, RecordsLost):
         doc.update(
             type="records_lost",
@@ -57,9 +48,9 @@ def encode_command(command: Command) -> bytes:
             log_offset=command.log_offset,
             reason=command.reason,
             by=command.by,
-            ts=format_time(command.ts),
+            ts=documents.format_time(command.ts),
         )
-        return dump_document(doc)
+        return documents.dump_document(doc)
     doc["seq"] = command.seq
     if isinstance(command, Placeholders):
         doc.update(
@@ -87,7 +78,7 @@ def encode_command(command: Command) -> bytes:
         doc.update(type="set_allowed_local_start_offset", offset=command.offset)
     else:
         doc.update(type="set_start_offset", offset=command.offset)
-    return dump_document(doc)
+    return documents.dump_document(doc)
 
 
 _COMMAND_TYPES = frozenset(
@@ -110,59 +101,56 @@ def decode_command(data: bytes, where: str = "partition log entry") -> Command:
         MalformedRecordError, UnsupportedVersionError: see ``load_document``;
             also an unknown ``type``.
     """
-    doc = load_document(data, where, COMMAND_VERSION)
+    doc = documents.load_document(data, where, COMMAND_VERSION)
     kind = doc.get("type")
     if not isinstance(kind, str) or kind not in _COMMAND_TYPES:
         raise MalformedRecordError(f"{where}: unknown command type {kind!r}")
-    term = get_int(doc, "term", where, 0)
-    nonce = get_optional_str(doc, "nonce", where)
+    term = documents.get_int(doc, "term", where, 0)
+    nonce = documents.get_optional_str(doc, "nonce", where)
     if kind == "term_start":
         return TermStart(term, nonce)
     if kind == "records_lost":
         return RecordsLost(
             term,
-            first=get_int(doc, "first", where, 0),
-            last=get_int(doc, "last", where, 0),
-            log_offset=get_int(doc, "log_offset", where, -1),
-            reason=get_str(doc, "reason", where),
-            by=get_str(doc, "by", where),
-            ts=parse_time(get_str(doc, "ts", where), where),
+            first=documents.get_int(doc, "first", where, 0),
+            last=documents.get_int(doc, "last", where, 0),
+            log_offset=documents.get_int(doc, "log_offset", where, -1),
+            reason=documents.get_str(doc, "reason", where),
+            by=documents.get_str(doc, "by", where),
+            ts=documents.parse_time(documents.get_str(doc, "ts", where), where),
             nonce=nonce,
         )
-    seq = get_int(doc, "seq", where, 1)
+    seq = documents.get_int(doc, "seq", where, 1)
     try:
         if kind == "placeholders":
-            epoch = get_int(doc, "epoch", where, 0)
+            epoch = documents.get_int(doc, "epoch", where, 0)
             return Placeholders(term, seq, epoch, _decode_batches(doc, where))
         if kind == "advance_epoch":
-            return AdvanceEpoch(term, seq, get_int(doc, "epoch", where, 0))
+            return AdvanceEpoch(term, seq, documents.get_int(doc, "epoch", where, 0))
         if kind == "advance_reconciled":
-            lro = get_int(doc, "lro", where, -1)
-            return AdvanceReconciled(term, seq, lro, get_int(doc, "log_offset", where, -1))
+            lro = documents.get_int(doc, "lro", where, -1)
+            return AdvanceReconciled(
+                term, seq, lro, documents.get_int(doc, "log_offset", where, -1)
+            )
         if kind == "set_allowed_local_start_offset":
-            hint = get_optional_int(doc, "offset", where, 0)
+            hint = documents.get_optional_int(doc, "offset", where, 0)
             return SetAllowedLocalStartOffset(term, seq, hint)
         if kind == "set_start_offset":
-            return SetStartOffset(term, seq, get_int(doc, "offset", where, 0))
+            return SetStartOffset(term, seq, documents.get_int(doc, "offset", where, 0))
     except ValueError as err:
         raise MalformedRecordError(f"{where}: {err}") from err
     raise MalformedRecordError(f"{where}: unknown command type {kind!r}")
 
 
 def _decode_batches(doc: Mapping[str, Any], where: str) -> tuple[PlaceholderBatch, ...]:
-    raw = doc.get("batches")
-    if not isinstance(raw, list) or not raw:
-        raise MalformedRecordError(f"{where}: 'batches' must be a non-empty list")
     batches = []
-    for item in raw:
-        if not isinstance(item, dict):
-            raise MalformedRecordError(f"{where}: each batch must be an object")
+    for item in documents.get_list(doc, "batches", where, non_empty=True, objects=True):
         batches.append(
             PlaceholderBatch(
-                l0_key=get_str(item, "key", where),
-                byte_offset=get_int(item, "offset", where, 0),
-                byte_length=get_int(item, "length", where, 0),
-                records=get_int(item, "records", where, 1),
+                l0_key=documents.get_str(item, "key", where),
+                byte_offset=documents.get_int(item, "offset", where, 0),
+                byte_length=documents.get_int(item, "length", where, 0),
+                records=documents.get_int(item, "records", where, 1),
             )
         )
     return tuple(batches)
@@ -240,13 +228,13 @@ def encode_snapshot(snapshot: PartitionSnapshot) -> bytes:
             {
                 "first": r.first,
                 "last": r.last,
-                "ts": format_time(r.ts),
+                "ts": documents.format_time(r.ts),
                 "by": r.by,
                 "reason": r.reason,
             }
             for r in snapshot.lost
         ]
-    return dump_document(doc)
+    return documents.dump_document(doc)
 
 
 def decode_snapshot(data: bytes, where: str = "partition snapshot") -> PartitionSnapshot:
@@ -255,21 +243,20 @@ def decode_snapshot(data: bytes, where: str = "partition snapshot") -> Partition
     Raises:
         MalformedRecordError, UnsupportedVersionError.
     """
-    doc = load_document(data, where, SNAPSHOT_VERSION)
+    doc = documents.load_document(data, where, SNAPSHOT_VERSION)
     raw_state = doc.get("state")
     if not isinstance(raw_state, dict):
         raise MalformedRecordError(f"{where}: 'state' must be an object")
-    values: dict[str, Any] = {name: get_int(raw_state, name, where, -1) for name in _STATE_FIELDS}
-    values["allowed_local_start_offset"] = get_optional_int(
+    values: dict[str, Any] = {
+        name: documents.get_int(raw_state, name, where, -1) for name in _STATE_FIELDS
+    }
+    values["allowed_local_start_offset"] = documents.get_optional_int(
         raw_state, "allowed_local_start_offset", where, 0
     )
     state = PartitionState(**values)
     _check_state(state, where)
-    raw_retained = doc.get("retained", [])
-    if not isinstance(raw_retained, list):
-        raise MalformedRecordError(f"{where}: 'retained' must be a list")
     retained = []
-    for item in raw_retained:
+    for item in documents.get_list(doc, "retained", where, absent_ok=True):
         if (
             not isinstance(item, list)
             or len(item) not in (3, 5)
@@ -282,23 +269,21 @@ def decode_snapshot(data: bytes, where: str = "partition snapshot") -> Partition
 
 def _decode_lost(doc: Mapping[str, Any], where: str) -> tuple[LostRange, ...]:
     """The optional ``lost`` list (absent in snapshots written before it)."""
-    raw = doc.get("lost", [])
-    if not isinstance(raw, list):
-        raise MalformedRecordError(f"{where}: 'lost' must be a list")
     lost = []
-    for item in raw:
-        if not isinstance(item, dict):
-            raise MalformedRecordError(f"{where}: bad lost entry {item!r}")
-        first, last = get_int(item, "first", where, 0), get_int(item, "last", where, 0)
+    for item in documents.get_list(doc, "lost", where, absent_ok=True, objects=True):
+        first, last = (
+            documents.get_int(item, "first", where, 0),
+            documents.get_int(item, "last", where, 0),
+        )
         if last < first:
             raise MalformedRecordError(f"{where}: lost range {first}..{last} is empty")
         lost.append(
             LostRange(
                 first,
                 last,
-                parse_time(get_str(item, "ts", where), where),
-                get_str(item, "by", where),
-                get_str(item, "reason", where),
+                documents.parse_time(documents.get_str(item, "ts", where), where),
+                documents.get_str(item, "by", where),
+                documents.get_str(item, "reason", where),
             )
         )
     return tuple(lost)

@@ -31,14 +31,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from epochgc.errors import MalformedRecordError, RecordError
-from epochgc.storage.documents import (
-    dump_document,
-    format_time,
-    get_int,
-    get_str,
-    load_document,
-    parse_time,
-)
+from epochgc.storage import documents
 from epochgc.storage.keys import (
     PartitionId,
     is_valid_node_id,
@@ -79,7 +72,7 @@ class StuckCause:
             "key": self.key,
             "first_offset": self.first_offset,
             "last_offset": self.last_offset,
-            "since": format_time(self.since),
+            "since": documents.format_time(self.since),
             "error": self.error,
         }
 
@@ -91,11 +84,11 @@ def decode_stuck(raw: object, where: str) -> StuckCause | None:
         return None
     try:
         return StuckCause(
-            cause=get_str(raw, "cause", where),
-            key=get_str(raw, "key", where),
-            first_offset=get_int(raw, "first_offset", where, 0),
-            last_offset=get_int(raw, "last_offset", where, 0),
-            since=parse_time(get_str(raw, "since", where), where),
+            cause=documents.get_str(raw, "cause", where),
+            key=documents.get_str(raw, "key", where),
+            first_offset=documents.get_int(raw, "first_offset", where, 0),
+            last_offset=documents.get_int(raw, "last_offset", where, 0),
+            since=documents.parse_time(documents.get_str(raw, "since", where), where),
             error=raw["error"] if isinstance(raw.get("error"), str) else "",
         )
     except MalformedRecordError:
@@ -171,11 +164,11 @@ class NodeReport:
 
 def encode_report(report: NodeReport) -> bytes:
     """The report object's bytes."""
-    return dump_document(
+    return documents.dump_document(
         {
             "v": REPORT_VERSION,
             "node": report.node,
-            "generated_at": format_time(report.generated_at),
+            "generated_at": documents.format_time(report.generated_at),
             "partitions": [_encode_entry(p) for p in report.partitions],
         }
     )
@@ -205,35 +198,30 @@ def decode_report(data: bytes, where: str = "node report") -> NodeReport:
             unusable (one bad entry spoils it: the reader cannot tell which
             of its values are trustworthy).
     """
-    doc = load_document(data, where, REPORT_VERSION)
+    doc = documents.load_document(data, where, REPORT_VERSION)
     legacy = doc["v"] == LEGACY_REPORT_VERSION
-    node = get_str(doc, "node", where)
+    node = documents.get_str(doc, "node", where)
     if not is_valid_node_id(node):
         raise MalformedRecordError(f"{where}: invalid node id {node!r}")
-    generated_at = parse_time(get_str(doc, "generated_at", where), where)
-    raw = doc.get("partitions")
-    if not isinstance(raw, list):
-        raise MalformedRecordError(f"{where}: 'partitions' must be a list")
+    generated_at = documents.parse_time(documents.get_str(doc, "generated_at", where), where)
     entries = []
-    for item in raw:
-        if not isinstance(item, dict):
-            raise MalformedRecordError(f"{where}: each partition entry must be an object")
-        topic = get_str(item, "topic", where)
+    for item in documents.get_list(doc, "partitions", where, objects=True):
+        topic = documents.get_str(item, "topic", where)
         if not is_valid_topic(topic):
             raise MalformedRecordError(f"{where}: invalid topic {topic!r}")
-        revision = 1 if legacy else get_int(item, "revision", where, 1)
+        revision = 1 if legacy else documents.get_int(item, "revision", where, 1)
         if not is_valid_revision(revision):
             raise MalformedRecordError(f"{where}: revision out of range: {revision}")
         entries.append(
             PartitionReport(
                 topic=topic,
                 revision=revision,
-                partition=get_int(item, "partition", where, 0),
-                term=get_int(item, "term", where, 0),
-                safe_epoch=get_int(item, "safe_epoch", where, -1),
-                lro=get_int(item, "lro", where, -1),
-                max_applied_epoch=get_int(item, "max_applied_epoch", where, 0),
-                previous_applied_epoch=get_int(item, "previous_applied_epoch", where, 0),
+                partition=documents.get_int(item, "partition", where, 0),
+                term=documents.get_int(item, "term", where, 0),
+                safe_epoch=documents.get_int(item, "safe_epoch", where, -1),
+                lro=documents.get_int(item, "lro", where, -1),
+                max_applied_epoch=documents.get_int(item, "max_applied_epoch", where, 0),
+                previous_applied_epoch=documents.get_int(item, "previous_applied_epoch", where, 0),
                 stuck=decode_stuck(item.get("stuck"), where),
             )
         )

@@ -9,7 +9,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from epochgc.errors import MalformedRecordError
-from epochgc.storage.documents import TimePrecision, format_time, parse_time
+from epochgc.storage.documents import (
+    TimePrecision,
+    format_time,
+    get_list,
+    load_json_object,
+    parse_time,
+)
 
 MOMENT = datetime(2026, 11, 22, 3, 0, 5, 123456, tzinfo=UTC)
 
@@ -104,3 +110,27 @@ def test_bytes_are_those_of_the_encoders_it_replaced(moment: datetime) -> None:
     assert format_time(moment, precision="milliseconds") == utc.isoformat(
         timespec="milliseconds"
     ).replace("+00:00", "Z")
+
+
+def test_a_list_field_is_checked_and_absent_reads_empty_only_when_allowed() -> None:
+    doc = {"items": [{"a": 1}], "empty": [], "scalar": 3}
+    assert get_list(doc, "items", "d", objects=True) == [{"a": 1}]
+    assert get_list(doc, "missing", "d", absent_ok=True) == []
+    with pytest.raises(MalformedRecordError, match=r"^d: field 'missing' must be a list"):
+        get_list(doc, "missing", "d")
+    with pytest.raises(MalformedRecordError, match="must be a list, got 3"):
+        get_list(doc, "scalar", "d")
+    with pytest.raises(MalformedRecordError, match="must be a non-empty list"):
+        get_list(doc, "empty", "d", non_empty=True)
+    with pytest.raises(MalformedRecordError, match="'mixed' must be an object, got 2"):
+        get_list({"mixed": [{}, 2]}, "mixed", "d", objects=True)
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [(b"\xff", "not UTF-8 JSON"), (b"{", "not UTF-8 JSON"), (b"[1]", "got list")],
+)
+def test_only_a_json_object_loads(data: bytes, why: str) -> None:
+    assert load_json_object(b'{"x": 1}', "d") == {"x": 1}
+    with pytest.raises(MalformedRecordError, match=f"^d: .*{why}"):
+        load_json_object(data, "d")

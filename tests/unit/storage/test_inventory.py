@@ -74,7 +74,7 @@ def test_parquet_schemas_name_their_columns() -> None:
         (manifest("Parquet", "message s3.inventory { optional int64 size; }"), "no 'key'"),
         (manifest("ORC"), "not supported"),
         (manifest(files=[]), "non-empty"),
-        (b"{", "not a JSON"),
+        (b"{", "inventory manifest k: not UTF-8 JSON"),
         (manifest(creationTimestamp="soon"), "not a number"),
         (manifest(creationTimestamp=67768036191676796000), "out of range"),
     ],
