@@ -136,3 +136,14 @@ def test_malformed_owner_records_are_refused(change: dict[str, object]) -> None:
     }
     with pytest.raises(MalformedRecordError):
         decode_owner(json.dumps({**doc, **change}).encode(), "owner")
+
+
+def test_lease_documents_round_trip() -> None:
+    doc = LeaseDocument("node-1/abc", 4, datetime(2026, 11, 22, 3, 0, 5, 123000, tzinfo=UTC))
+    data = encode_lease(doc)
+    assert b'"expires_at":"2026-11-22T03:00:05.123Z"' in data
+    assert decode_lease(data, "lease") == doc
+    with pytest.raises(MalformedRecordError):
+        decode_lease(
+            b'{"v": 1, "holder": "x", "term": 0, "expires_at": "2026-11-22T03:00:05Z"}', "lease"
+        )
