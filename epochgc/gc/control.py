@@ -73,15 +73,7 @@ class DeletingJob(Enum):
     @property
     def what(self) -> str:
         """The job as ``gc status`` and the logs name it."""
-        return _JOB_NAMES[self]
-
-
-_JOB_NAMES = {
-    DeletingJob.L0: "L0 sweep",
-    DeletingJob.JANITOR: "janitor",
-    DeletingJob.CONTROLLER_TRUNCATION: "controller truncation",
-    DeletingJob.TIDYING: "tidying",
-}
+        return "L0 sweep" if self is DeletingJob.L0 else self.value.replace("_", " ")
 
 
 @dataclass(frozen=True)

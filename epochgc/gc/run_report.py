@@ -31,12 +31,8 @@ janitor did nothing. ``cost`` and ``shards`` are optional fields added
 within version 2 (older summaries have neither)."""
 ENGINES = ("local", "spark-listing", "spark-inventory")
 MAX_FAILED_FILES = 100
-_SKIP_NAMES = {
-    Verdict.TOO_YOUNG: "too_young",
-    Verdict.ABOVE_SAFE_EPOCH: "above_safe_epoch",
-    Verdict.UNPARSEABLE: "unparseable",
-    Verdict.OUTSIDE_ROOT: "outside_root",
-}
+_SKIP_REASONS = tuple(verdict for verdict in Verdict if verdict is not Verdict.ELIGIBLE)
+"""Every reason a listed object is kept, named in summaries by its value."""
 
 
 @dataclass(frozen=True)
@@ -101,7 +97,7 @@ class RunSummary:
         requests: Mapping[str, int],
     ) -> RunSummary:
         """The summary of a finished sweep."""
-        skipped = {name: sweep.skipped.get(verdict, 0) for verdict, name in _SKIP_NAMES.items()}
+        skipped = {verdict.value: sweep.skipped.get(verdict, 0) for verdict in _SKIP_REASONS}
         return RunSummary(
             run_id=run_id,
             engine=engine,
@@ -139,7 +135,7 @@ def encode_summary(summary: RunSummary) -> bytes:
         "eligible": summary.eligible,
         "deleted": summary.deleted,
         "bytes_deleted": summary.bytes_deleted,
-        "skipped": {name: int(summary.skipped.get(name, 0)) for name in _SKIP_NAMES.values()},
+        "skipped": {v.value: int(summary.skipped.get(v.value, 0)) for v in _SKIP_REASONS},
         "errors": summary.errors,
         "requests": dict(summary.requests),
         "janitor": {
