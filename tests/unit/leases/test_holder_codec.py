@@ -92,15 +92,17 @@ def test_released_is_written_only_when_true_and_renewals_change_the_bytes() -> N
     }
 
 
+OWNER = {
+    "v": 1,
+    "node": "n1",
+    "incarnation": "abc",
+    "term": 2,
+    "updated_at": "2026-11-24T05:00:00Z",
+}
+
+
 def test_unknown_fields_are_ignored_and_newer_versions_refused() -> None:
-    doc = {
-        "v": 1,
-        "node": "n1",
-        "incarnation": "abc",
-        "term": 2,
-        "updated_at": "2026-11-24T05:00:00Z",
-        "future": {"x": 1},
-    }
+    doc = {**OWNER, "future": {"x": 1}}
     assert decode_owner(json.dumps(doc).encode(), "owner").term == 2
     with pytest.raises(UnsupportedVersionError):
         decode_owner(json.dumps({**doc, "v": 2}).encode(), "owner")
@@ -127,13 +129,7 @@ def test_unknown_fields_are_ignored_and_newer_versions_refused() -> None:
     ],
 )
 def test_malformed_owner_records_are_refused(change: dict[str, object]) -> None:
-    doc = {
-        "v": 1,
-        "node": "n1",
-        "incarnation": "abc",
-        "term": 2,
-        "updated_at": "2026-11-24T05:00:00Z",
-    }
+    doc = OWNER
     with pytest.raises(MalformedRecordError):
         decode_owner(json.dumps({**doc, **change}).encode(), "owner")
 
