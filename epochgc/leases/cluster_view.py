@@ -35,7 +35,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from epochgc.errors import RecordError
-from epochgc.leases.assignment import UNKNOWN_INCARNATION, AssignmentCache, OwnerRecord
+from epochgc.leases.assignment import (
+    ASSIGNMENT_VERSION,
+    UNKNOWN_INCARNATION,
+    AssignmentCache,
+    OwnerRecord,
+)
 from epochgc.leases.holder_codec import NodeLeaseDocument, decode_node_lease, decode_owner
 from epochgc.leases.timing import VersionWatch
 from epochgc.storage.keys import (
@@ -72,6 +77,9 @@ class ClusterState:
     next_stale_at: float | None = None
     """Monotonic time at which the first live node whose lease has not
     changed since would be judged dead (``VersionWatch.next_stale_at``)."""
+    assignment_version: int = ASSIGNMENT_VERSION
+    """The version ``desired`` was computed with: the oldest one a node of
+    the assignment advertises (older during a rolling upgrade)."""
 
 
 _UNPARSED = PartitionId("", 0, -1)
@@ -125,8 +133,9 @@ class ClusterView:
     _owner_keys: dict[str, PartitionId | None] = field(default_factory=dict)
     """Parsed owner keys: a round lists every record, a parse each would
     cost more than the listing."""
-    _listed_key: tuple[frozenset[str], frozenset[str], frozenset[PartitionId]] | None = None
-    """Live nodes, assigned nodes and partitions at the last records listing."""
+    _listed_key: tuple[frozenset[str], frozenset[str], int, frozenset[PartitionId]] | None = None
+    """Live nodes, assigned nodes, assignment version and partitions at the
+    last records listing."""
     _listed_at: float = 0.0
     """Monotonic time the last records listing began."""
 
@@ -164,9 +173,10 @@ class ClusterView:
 
     def _judge_nodes(
         self, me: str, node_infos: dict[str, ObjectInfo], counters: _Counters
-    ) -> tuple[frozenset[str], frozenset[str]]:
+    ) -> tuple[frozenset[str], frozenset[str], int]:
         """Observe one node listing: the live node ids (this one included),
-        and the ones the desired assignment is computed from."""
+        the ones the desired assignment is computed from, and the version
+        it is computed with."""
         now = self.monotonic()
         self._watch.observe({n: info.etag for n, info in node_infos.items()}, now)
         for gone in [n for n in self._node_bodies if n not in node_infos]:
@@ -184,7 +194,19 @@ class ClusterView:
         }
         live_ids = set(self._watch.live(now, released))
         live_ids.add(me)
-        return frozenset(live_ids), frozenset(live_ids - self._long_expired(me))
+        assigned = frozenset(live_ids - self._long_expired(me))
+        return frozenset(live_ids), assigned, self._assignment_version(assigned)
+
+    def _assignment_version(self, assigned: frozenset[str]) -> int:
+        """The oldest assignment version a node of the assignment computes,
+        so that every node computes the same one during a rolling upgrade.
+        A node whose body could not be read does not lower it: an older
+        node's lease is always readable by a newer one."""
+        versions = [ASSIGNMENT_VERSION]
+        versions += [
+            body[2].assignment for n in assigned if (body := self._node_bodies.get(n)) is not None
+        ]
+        return min(versions)
 
     def refresh(
         self,
@@ -202,8 +224,8 @@ class ClusterView:
         started = self.monotonic()
         listed = self._list_owners(counters)
         node_infos = self._list_nodes(counters)
-        live_ids, assigned = self._judge_nodes(me, node_infos, counters)
-        desired = self.assignments.get(assigned, partitions)
+        live_ids, assigned, version = self._judge_nodes(me, node_infos, counters)
+        desired = self.assignments.get(assigned, partitions, version)
         wanted = {p for p, n in desired.items() if n == me} | set(mine)
         records: dict[PartitionId, OwnerRecord] = {}
         unreadable: set[PartitionId] = set()
@@ -226,7 +248,7 @@ class ClusterView:
             if seen is not None and (cached is None or cached[0] != seen.etag):
                 self._read_node(node, seen, counters)
                 live[node] = self._incarnation(node)
-        self._listed_key = (live_ids, assigned, partitions)
+        self._listed_key = (live_ids, assigned, version, partitions)
         self._listed_at = started
         return ClusterState(
             live,
@@ -237,6 +259,7 @@ class ClusterView:
             counters.list_pages,
             counters.gets,
             self.next_stale_at(me),
+            version,
         )
 
     def _long_expired(self, me: str) -> set[str]:

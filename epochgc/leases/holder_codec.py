@@ -74,6 +74,9 @@ class NodeLeaseDocument:
     """The holder's wall-clock estimate, for display only."""
     released: bool = False
     """Given up on a clean stop: the node is gone at once."""
+    assignment: int = 1
+    """The newest assignment version the node computes
+    (``leases.assignment``); absent (1) in leases written before it existed."""
 
     def who(self) -> str:
         """The holder, for log lines."""
@@ -95,15 +98,18 @@ class OwnerDocument:
     at once, with ``term + 1``."""
 
 
-FieldKind = Literal["holder", "node", "incarnation", "term", "time"]
+FieldKind = Literal["holder", "node", "incarnation", "term", "time", "version"]
 """How a field is written and checked: ``holder`` any string, ``node`` a
 valid node id, ``incarnation`` a non-empty string, ``term`` an integer
->= 1, ``time`` RFC 3339 UTC to the millisecond."""
+>= 1, ``time`` RFC 3339 UTC to the millisecond, ``version`` an integer >= 1
+that may be absent (read as 1: a field added after the document's v1)."""
 
 
 def _read(kind: FieldKind, doc: dict[str, Any], name: str, where: str) -> object:
     if kind == "term":
         return documents.get_int(doc, name, where, 1)
+    if kind == "version":
+        return documents.get_int(doc, name, where, 1) if name in doc else 1
     value = documents.get_str(doc, name, where)
     if kind == "time":
         return documents.parse_time(value, where)
@@ -167,7 +173,13 @@ ROLE_LEASE = HolderCodec(
 NODE_LEASE = HolderCodec(
     NodeLeaseDocument,
     1,
-    {"node": "node", "incarnation": "incarnation", "renewed_at": "time", "expires_at": "time"},
+    {
+        "node": "node",
+        "incarnation": "incarnation",
+        "renewed_at": "time",
+        "expires_at": "time",
+        "assignment": "version",
+    },
 )
 OWNER_RECORD = HolderCodec(
     OwnerDocument,

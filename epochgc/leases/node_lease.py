@@ -44,6 +44,7 @@ from datetime import UTC, datetime, timedelta
 from typing import NoReturn
 
 from epochgc.errors import EpochGCError, LeaseLostError
+from epochgc.leases.assignment import ASSIGNMENT_VERSION
 from epochgc.leases.core import AcquireDecision, CasLease, Refused, Written, decide_acquire
 from epochgc.leases.holder_codec import NodeLeaseDocument, decode_node_lease, encode_node_lease
 from epochgc.leases.timing import LeasePolicy
@@ -293,6 +294,7 @@ class NodeLease:
                 at,
                 at + timedelta(seconds=self.policy.ttl_seconds),
                 released,
+                ASSIGNMENT_VERSION,
             )
         )
 

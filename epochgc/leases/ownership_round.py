@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 
 from epochgc.errors import EpochGCError
 from epochgc.leases.assignment import (
+    ASSIGNMENT_VERSION,
     AssignmentCache,
     Move,
     MoveKind,
@@ -131,6 +132,7 @@ class NodeOwnership:
             else None
         )
         self._incarnation = ""
+        self._assignment_version = ASSIGNMENT_VERSION
         self.totals: dict[str, int] = {"taken": 0, "taken_over": 0, "handed_back": 0, "lost": 0}
 
     @property
@@ -190,6 +192,19 @@ class NodeOwnership:
         self._mine = mine
         return held
 
+    def _note_version(self, version: int) -> None:
+        """Say when the assignment version changes: a cluster computes an
+        older one while a node of an older release is live (an upgrade in
+        progress), and its CPU cost grows with nodes times partitions."""
+        if version != self._assignment_version:
+            log.info(
+                "computing ownership assignment version %d (this node's newest: %d)%s",
+                version,
+                ASSIGNMENT_VERSION,
+                "" if version == ASSIGNMENT_VERSION else ": a live node runs an older release",
+            )
+            self._assignment_version = version
+
     def owned(self) -> frozenset[PartitionId]:
         """Partitions this node owns now (empty without a valid lease)."""
         if not self._lease.is_valid() or self._lease.incarnation != self._incarnation:
@@ -243,6 +258,7 @@ class NodeOwnership:
             log.warning("ownership round skipped: cluster state unreadable: %s", err)
             return RoundReport(owned=len(self.owned()), skipped=str(err))
         self._unsettled = set()  # their records were read (and adopted below if ours)
+        self._note_version(state.assignment_version)
         lost = 0
         for pid in [p for p in self._mine if p not in partitions]:
             self._drop(pid)  # its topic incarnation is gone (the janitor deletes the record)

@@ -559,3 +559,39 @@ def test_a_round_says_when_a_silent_node_would_be_judged_dead(clock: VirtualCloc
     late = a.run_round(pids(4))
     assert late.taken_over == 2 and len(a.owned()) == 4
     assert late.next_stale_at is None  # nobody else left to watch
+
+
+def _old_release_lease(
+    store: ObjectStore, clock: VirtualClock, node: str, *, released: bool
+) -> None:
+    """The lease a node of an older release writes: no ``assignment`` field."""
+    at = clock.now().isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    doc = {"v": 1, "node": node, "incarnation": "old", "renewed_at": at, "expires_at": at}
+    if released:
+        doc["released"] = True
+    store.put(node_lease_key(ROOT, node), json.dumps(doc).encode())
+
+
+def test_a_cluster_computes_the_oldest_assignment_version_while_an_old_node_is_live(
+    any_store: ObjectStore, clock: VirtualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """During a rolling upgrade every node computes the version the oldest
+    live node computes, so old and new nodes never disagree on who should
+    own a partition; once the old node is gone the cluster moves to the new
+    version."""
+    cluster = Cluster(any_store, clock, pids(60))
+    cluster.add("a")
+    cluster.add("b")
+    caplog.set_level("INFO", logger="epochgc.watermarks.node_ownership")
+    for _ in range(6):
+        _old_release_lease(any_store, clock, "old", released=False)
+        cluster.round()
+    old_desired = desired_assignment(["a", "b", "old"], pids(60), version=1)
+    assert cluster.owners() == {p: n for p, n in old_desired.items() if n != "old"}
+    assert "computing ownership assignment version 1" in caplog.text
+
+    _old_release_lease(any_store, clock, "old", released=True)
+    for _ in range(6):
+        cluster.round()
+    assert cluster.owners() == desired_assignment(["a", "b"], pids(60), version=2)
+    assert "computing ownership assignment version 2" in caplog.text

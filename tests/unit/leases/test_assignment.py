@@ -1,5 +1,7 @@
-"""The ownership decision: desired assignment (rendezvous hashing with
-bounded loads), the moves of one round, and liveness by ETag watching."""
+"""The ownership decision: desired assignment (version 2, a hash ring with
+bounded loads, and version 1, rendezvous hashing, kept for clusters in the
+middle of an upgrade), the moves of one round, and liveness by ETag
+watching."""
 
 from __future__ import annotations
 
@@ -7,10 +9,12 @@ import math
 import random
 from collections import Counter
 
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 from epochgc.leases.assignment import (
+    ASSIGNMENT_VERSION,
     UNKNOWN_INCARNATION,
     AssignmentCache,
     MoveKind,
@@ -29,6 +33,7 @@ node_names = st.lists(
     unique=True,
 )
 partition_counts = st.integers(min_value=0, max_value=300)
+versions = st.sampled_from([1, 2])
 
 
 def pids(count: int, topic: str = "t") -> list[PartitionId]:
@@ -40,46 +45,60 @@ def loads(assignment: dict[PartitionId, str], nodes: list[str]) -> dict[str, int
     return {n: counted.get(n, 0) for n in nodes}
 
 
-def test_the_assignment_is_stable_across_processes_and_versions() -> None:
+@pytest.mark.parametrize(
+    ("version", "pinned"),
+    [(1, "bcbcbaeaceedbbcddaaddbccedaaee"), (2, "dcbbeccdaabedaebcabcadddcaeeeb")],
+)
+def test_the_assignment_is_stable_across_processes_and_versions(version: int, pinned: str) -> None:
     """Pinned owners: Python's salted ``hash`` would differ per process, and
-    nodes would then disagree on the assignment; any change to the weights,
+    nodes would then disagree on the assignment; any change to the hashes,
     the quota ranking or the partition order would move partitions when a
-    cluster is upgraded one node at a time."""
+    cluster is upgraded one node at a time. Version 1 must stay what older
+    releases compute: a cluster with an older node computes it."""
     nodes = [f"node-{c}" for c in "abcde"]
     partitions = [PartitionId("orders", 7, p) for p in range(24)]
     partitions += [PartitionId("clicks", 3, p) for p in range(6)]
-    assignment = desired_assignment(nodes, partitions)
+    assignment = desired_assignment(nodes, partitions, version)
     owners = "".join(assignment[pid].removeprefix("node-") for pid in partitions)
-    assert owners == "bcbcbaeaceedbbcddaaddbccedaaee"
+    assert owners == pinned
 
 
-@given(node_names, partition_counts, st.randoms(use_true_random=False))
+def test_version_two_is_the_default_and_unknown_versions_are_refused() -> None:
+    nodes, partitions = ["a", "b", "c"], pids(50)
+    assert ASSIGNMENT_VERSION == 2
+    assert desired_assignment(nodes, partitions) == desired_assignment(nodes, partitions, 2)
+    with pytest.raises(ValueError, match="unknown assignment version 3"):
+        desired_assignment(nodes, partitions, 3)
+
+
+@given(node_names, partition_counts, st.randoms(use_true_random=False), versions)
 def test_every_node_computes_the_same_assignment(
-    nodes: list[str], count: int, rng: random.Random
+    nodes: list[str], count: int, rng: random.Random, version: int
 ) -> None:
     shuffled_nodes = nodes[:]
     shuffled_pids = pids(count)
     rng.shuffle(shuffled_nodes)
     rng.shuffle(shuffled_pids)
-    assert desired_assignment(nodes, pids(count)) == desired_assignment(
-        shuffled_nodes, shuffled_pids
+    assert desired_assignment(nodes, pids(count), version) == desired_assignment(
+        shuffled_nodes, shuffled_pids, version
     )
 
 
-@given(node_names, partition_counts)
+@given(node_names, partition_counts, versions)
 def test_every_partition_gets_one_live_node_and_loads_differ_by_at_most_one(
-    nodes: list[str], count: int
+    nodes: list[str], count: int, version: int
 ) -> None:
-    assignment = desired_assignment(nodes, pids(count))
+    assignment = desired_assignment(nodes, pids(count), version)
     assert set(assignment) == set(pids(count))
     assert set(assignment.values()) <= set(nodes)
     counted = loads(assignment, nodes)
     assert max(counted.values()) - min(counted.values()) <= 1
 
 
-def test_balanced_within_ten_percent_at_scale() -> None:
+@pytest.mark.parametrize("version", [1, 2])
+def test_balanced_within_ten_percent_at_scale(version: int) -> None:
     nodes = [f"node-{i:03d}" for i in range(50)]
-    counted = loads(desired_assignment(nodes, pids(3000)), nodes)
+    counted = loads(desired_assignment(nodes, pids(3000), version), nodes)
     fair = 3000 / 50
     assert max(counted.values()) <= fair * 1.1
     assert min(counted.values()) >= fair * 0.9
@@ -93,35 +112,42 @@ def moved(before: dict[PartitionId, str], after: dict[PartitionId, str]) -> set[
     return {p for p in before if before[p] != after[p]}
 
 
-def test_a_leaving_node_moves_its_partitions_and_a_bounded_cascade() -> None:
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_leaving_node_moves_its_partitions_and_a_bounded_cascade(version: int) -> None:
+    """Plain consistent or rendezvous hashing would move exactly the share;
+    exact quotas add a cascade, about 1.7 to 2.2 times the share at this
+    size (the module docstring has the figures at scale)."""
     nodes = [f"node-{i:03d}" for i in range(40)]
-    before = desired_assignment(nodes, pids(2000))
-    after = desired_assignment(nodes[1:], pids(2000))
+    before = desired_assignment(nodes, pids(2000), version)
+    after = desired_assignment(nodes[1:], pids(2000), version)
     share = math.ceil(2000 / 40)
     leavers = {p for p, n in before.items() if n == nodes[0]}
     changed = moved(before, after)
     assert leavers <= changed
-    assert len(changed) <= 2 * share  # plain rendezvous: share; bounded loads: ~1.7x
+    assert len(changed) <= 2.5 * share
 
 
-def test_a_joining_node_takes_its_share_and_a_bounded_cascade() -> None:
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_joining_node_takes_its_share_and_a_bounded_cascade(version: int) -> None:
     nodes = [f"node-{i:03d}" for i in range(40)]
-    before = desired_assignment(nodes, pids(2000))
-    after = desired_assignment([*nodes, "node-new"], pids(2000))
+    before = desired_assignment(nodes, pids(2000), version)
+    after = desired_assignment([*nodes, "node-new"], pids(2000), version)
     share = 2000 // 41
     assert share <= loads(after, ["node-new"])["node-new"] <= share + 1
-    assert len(moved(before, after)) <= 2 * (share + 1)
+    assert len(moved(before, after)) <= 2.5 * (share + 1)
 
 
-@given(node_names, st.integers(min_value=1, max_value=200))
-def test_moves_on_a_leave_stay_a_fraction_of_the_whole(nodes: list[str], count: int) -> None:
+@given(node_names, st.integers(min_value=1, max_value=200), versions)
+def test_moves_on_a_leave_stay_a_fraction_of_the_whole(
+    nodes: list[str], count: int, version: int
+) -> None:
     """Whatever the sizes, a leave never reshuffles everything: partitions
     of nodes that stay mostly stay (at most the leaver's share, rounded up,
     plus one per remaining node move in the cascade)."""
     if len(nodes) < 2:
         return
-    before = desired_assignment(nodes, pids(count))
-    after = desired_assignment(nodes[1:], pids(count))
+    before = desired_assignment(nodes, pids(count), version)
+    after = desired_assignment(nodes[1:], pids(count), version)
     leavers = {p for p, n in before.items() if n == nodes[0]}
     cascade = moved(before, after) - leavers
     assert len(cascade) <= len(leavers) + len(nodes)

@@ -42,10 +42,10 @@ def test_the_bytes_are_the_contracts() -> None:
         b'{"expires_at":"2026-11-22T03:00:05.123Z","holder":"n1/5f0c",'
         b'"released":true,"term":3,"v":1}'
     )
-    node = NodeLeaseDocument("n1", "abc", at, at + timedelta(seconds=15), released=True)
+    node = NodeLeaseDocument("n1", "abc", at, at + timedelta(seconds=15), True, 2)
     assert encode_node_lease(node) == (
-        b'{"expires_at":"2026-11-22T03:00:20.123Z","incarnation":"abc","node":"n1",'
-        b'"released":true,"renewed_at":"2026-11-22T03:00:05.123Z","v":1}'
+        b'{"assignment":2,"expires_at":"2026-11-22T03:00:20.123Z","incarnation":"abc",'
+        b'"node":"n1","released":true,"renewed_at":"2026-11-22T03:00:05.123Z","v":1}'
     )
     assert encode_owner(OwnerDocument("n1", "abc", 2, at)) == (
         b'{"incarnation":"abc","node":"n1","term":2,"updated_at":"2026-11-22T03:00:05.123Z","v":1}'
@@ -143,3 +143,18 @@ def test_lease_documents_round_trip() -> None:
         decode_lease(
             b'{"v": 1, "holder": "x", "term": 0, "expires_at": "2026-11-22T03:00:05Z"}', "lease"
         )
+
+
+def test_a_node_lease_without_an_assignment_version_was_written_by_version_one() -> None:
+    """Leases written before the field existed read as assignment version 1;
+    a present one must be an integer >= 1."""
+    old = (
+        b'{"expires_at":"2026-11-22T03:00:20.123Z","incarnation":"abc","node":"n1",'
+        b'"renewed_at":"2026-11-22T03:00:05.123Z","v":1}'
+    )
+    assert decode_node_lease(old, "lease").assignment == 1
+    doc = json.loads(old)
+    assert decode_node_lease(json.dumps({**doc, "assignment": 2}).encode(), "l").assignment == 2
+    for bad in (0, "2", True, None):
+        with pytest.raises(MalformedRecordError, match="assignment"):
+            decode_node_lease(json.dumps({**doc, "assignment": bad}).encode(), "lease")
