@@ -29,6 +29,7 @@ BENCHES = (
     "bench_inventory_memory",
     "bench_startup",
     "bench_ownership",
+    "bench_assignment",
     "bench_steady",
 )
 VERDICT = re.compile(r"^bench (\S+): (.*) \(target (.*)\) (PASS|FAIL)$")
