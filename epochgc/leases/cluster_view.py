@@ -1,35 +1,52 @@
-"""The cluster as one node sees it: live nodes and ownership records, read
-by LIST (docs/operating.md, "Nodes, ownership and balance").
+"""The cluster as one node sees it: live nodes and the ownership records it
+needs (docs/operating.md, "Nodes, ownership and balance").
 
-One refresh costs one LIST page per 1000 ownership records plus one per
-1000 nodes, whatever the partitions: the listings carry ETags, and a body
-is fetched only when the decision needs it and its ETag changed since it
-was last read (bodies are cached by ETag):
+Nodes are always read by LIST (one page per 1000 nodes): their ETags are
+what liveness rests on. Ownership records are read one of three ways, so
+that what every node reads after a change stays inside the store's
+per-prefix request rates at a thousand nodes:
 
-* an ownership record's body, for the partitions whose desired owner is
-  this node (the only ones it may take; the ones it owns it wrote itself);
-* a node lease's body on first sight, when its size changed since the body
-  was read (a release adds the ``released`` field: a stopped node leaves
-  the live list at once, without waiting a TTL), and when a record this
-  node must judge names that node and its ETag changed since the body was
-  read (the node may have restarted with another incarnation).
+* **a full listing** (one LIST page per 1000 records, bodies fetched only
+  when the decision needs them and their ETag changed since they were last
+  read) when a full read is due and the whole cluster listing at once stays
+  under ``LIST_BURST_LIMIT`` pages;
+* **a full read by key** (one GET for each partition this node owns or
+  should own) when a full read is due and a listing by every node at once
+  would not (100,000 records over 1,000 nodes: 100 pages each, 100,000 LIST
+  requests on one prefix within a round);
+* **the changes only** otherwise: one GET for each partition that has become
+  this node's own but is not held by it yet (and each whose last write
+  lost its answer); the records it holds are the ones it wrote. After a
+  node joins or leaves that is a handful of GETs per node, not a listing.
+
+A full read is due at the first refresh of an incarnation, when the
+partitions change (a topic created or deleted), and every
+``relist_seconds`` (plus a per-node offset of up to half of that, so nodes
+that started together do not relist together): it is what notices a
+record changed by someone else, which only a lapsed lease or an operator
+can cause (partition terms keep that safe meanwhile).
 
 Liveness never trusts a body's times (the one use of them is for balance
-only, see ``_long_expired``): a node is live until its lease's
-ETag was seen unchanged for a TTL on this process's monotonic clock
-(``lease_timing.VersionWatch``), or its body says released. Missing a body
-can only delay a takeover, never cause one: a node is judged dead only by
-its own release or by a TTL of silence.
+only, see ``_long_expired``): a node is live until its lease's ETag was
+seen unchanged for a TTL on this process's monotonic clock
+(``lease_timing.VersionWatch``), or its body says released. A node lease's
+body is read on first sight, when its size changed since it was read (a
+release adds the ``released`` field), and when a record this node must
+judge names that node and its ETag changed since the body was read (the
+node may have restarted with another incarnation). Missing a body can only
+delay a takeover, never cause one.
 
-The listing of owners comes before the listing of nodes, so a record
-written by a node that started after our node listing cannot appear; a
-record whose node is absent from the (later) node listing names a node
-whose lease is gone.
+Records are always read before the node listing that judges their owners,
+so a record written by a node that started after that listing cannot
+appear; a record whose node is absent from the (later) node listing names
+a node whose lease is gone.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import math
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -80,6 +97,19 @@ class ClusterState:
     assignment_version: int = ASSIGNMENT_VERSION
     """The version ``desired`` was computed with: the oldest one a node of
     the assignment advertises (older during a rolling upgrade)."""
+    observed: frozenset[PartitionId] | None = None
+    """The partitions whose record this refresh read (``listed`` is exact
+    for them); ``None``: every record was listed."""
+    read: str = "list"
+    """How the records were read: ``list``, ``by key`` or ``changes``."""
+
+
+LIST_BURST_LIMIT = 10_000
+"""Most LIST pages of ownership records the whole cluster may send at once
+(every node's full read, e.g. at a cluster's start, falls within one round):
+about 2,000 a second over a 5 s round, well inside S3's 5,500 reads a
+second per prefix. Above it a full read is one GET per record this node
+needs instead."""
 
 
 _UNPARSED = PartitionId("", 0, -1)
@@ -106,13 +136,42 @@ class _Counters:
 
 
 @dataclass
+class _Read:
+    """What one refresh read, before it becomes a ``ClusterState``."""
+
+    live_ids: frozenset[str]
+    assigned: frozenset[str]
+    version: int
+    desired: Mapping[PartitionId, str]
+    node_infos: dict[str, ObjectInfo]
+    listed: dict[PartitionId, str]
+    observed: frozenset[PartitionId] | set[PartitionId] | None
+    read: str
+    records: dict[PartitionId, OwnerRecord] = field(default_factory=dict)
+    unreadable: set[PartitionId] = field(default_factory=set)
+
+    def add(self, pid: PartitionId, record: OwnerRecord | None) -> None:
+        if record is _UNREADABLE:
+            self.unreadable.add(pid)
+        elif record is not None:
+            self.records[pid] = record
+
+
+def _digest_fraction(node: str) -> float:
+    """A stable number in [0, 1) for ``node``: its offset in the relisting."""
+    digest = hashlib.blake2b(b"relist\0" + node.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
+@dataclass
 class ClusterView:
-    """Reads cluster state by LIST, with ETag-keyed body caches.
+    """Reads cluster state: nodes by LIST, records by LIST or by key, with
+    ETag-keyed body caches.
 
     Example::
 
         view = ClusterView(store, "epochgc", ttl_seconds=15.0, monotonic=time.monotonic)
-        state = view.refresh("node-1", lease.incarnation, partitions, mine={})
+        state = view.refresh("node-1", lease.incarnation, partitions, held={})
         plan = plan_round("node-1", lease.incarnation, state.live,
                           state.records, state.desired, max_moves=64)
     """
@@ -124,6 +183,10 @@ class ClusterView:
     now: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     """Wall clock: only to leave long-dead nodes out of the assignment."""
     assignments: AssignmentCache = field(default_factory=AssignmentCache)
+    relist_seconds: float = 60.0
+    """How often (plus a per-node offset) a full read of the records is due."""
+    list_burst_limit: int = LIST_BURST_LIMIT
+    """See ``LIST_BURST_LIMIT``."""
     _watch: VersionWatch = field(init=False)
     _node_bodies: dict[str, tuple[str, int, NodeLeaseDocument]] = field(default_factory=dict)
     """Node id -> (ETag, size, body) of the last body read."""
@@ -135,9 +198,12 @@ class ClusterView:
     cost more than the listing."""
     _listed_key: tuple[frozenset[str], frozenset[str], int, frozenset[PartitionId]] | None = None
     """Live nodes, assigned nodes, assignment version and partitions at the
-    last records listing."""
-    _listed_at: float = 0.0
-    """Monotonic time the last records listing began."""
+    last refresh."""
+    _full_read_at: float | None = None
+    """Monotonic time the last full read of the records began."""
+    _full_read_partitions: frozenset[PartitionId] = frozenset()
+    _cluster_size: int = 0
+    """Nodes of the assignment at the last node listing."""
 
     def __post_init__(self) -> None:
         self._watch = VersionWatch(self.ttl_seconds)
@@ -146,25 +212,28 @@ class ClusterView:
         """Cache a record we wrote ourselves (no GET needed to know it)."""
         self._records[pid] = record
 
-    def unchanged_since_listing(
-        self, me: str, partitions: frozenset[PartitionId], max_age_seconds: float
-    ) -> QuietCheck:
+    def unchanged_since_listing(self, me: str, partitions: frozenset[PartitionId]) -> QuietCheck:
         """LIST the nodes only: whether the nodes the assignment is computed
         from and the partitions are what they were at the last ``refresh``,
-        which listed the records less than ``max_age_seconds`` ago. The
-        caller skips the records' listing only when its own share was
-        settled then (see ``NodeOwnership``).
+        and no full read is due. The caller skips the refresh only when its
+        own share was settled then (see ``NodeOwnership``).
 
         Raises:
             StorageError: the LIST or a GET failed.
         """
         counters = _Counters()
-        if self._listed_key is None or self.monotonic() - self._listed_at >= max_age_seconds:
+        if self._listed_key is None or self._full_read_due(me, partitions):
             return QuietCheck(False, 0, 0)
         key = (*self._judge_nodes(me, self._list_nodes(counters), counters), partitions)
         return QuietCheck(
             key == self._listed_key, counters.list_pages, counters.gets, self.next_stale_at(me)
         )
+
+    def _full_read_due(self, me: str, partitions: frozenset[PartitionId]) -> bool:
+        if self._full_read_at is None or partitions != self._full_read_partitions:
+            return True
+        offset = _digest_fraction(me) * self.relist_seconds / 2
+        return self.monotonic() - self._full_read_at >= self.relist_seconds + offset
 
     def next_stale_at(self, me: str) -> float | None:
         """When the first other node still live would be judged dead if its
@@ -195,6 +264,7 @@ class ClusterView:
         live_ids = set(self._watch.live(now, released))
         live_ids.add(me)
         assigned = frozenset(live_ids - self._long_expired(me))
+        self._cluster_size = len(assigned)
         return frozenset(live_ids), assigned, self._assignment_version(assigned)
 
     def _assignment_version(self, assigned: frozenset[str]) -> int:
@@ -213,54 +283,114 @@ class ClusterView:
         me: str,
         incarnation: str,
         partitions: frozenset[PartitionId],
-        mine: Collection[PartitionId],
+        held: Mapping[PartitionId, OwnerRecord],
+        unsettled: Collection[PartitionId] = (),
     ) -> ClusterState:
-        """LIST owners, LIST nodes, fetch the bodies the decision needs.
+        """Read the nodes and the records this round's decision needs (a
+        full listing, a full read by key, or the changes only: see the
+        module docstring).
+
+        Args:
+            held: the records this node holds, as it wrote them.
+            unsettled: partitions whose last write lost its answer (read
+                whatever the assignment says).
 
         Raises:
             StorageError: a LIST or GET failed (the round should be skipped).
         """
         counters = _Counters()
         started = self.monotonic()
-        listed = self._list_owners(counters)
-        node_infos = self._list_nodes(counters)
-        live_ids, assigned, version = self._judge_nodes(me, node_infos, counters)
-        desired = self.assignments.get(assigned, partitions, version)
-        wanted = {p for p, n in desired.items() if n == me} | set(mine)
-        records: dict[PartitionId, OwnerRecord] = {}
-        unreadable: set[PartitionId] = set()
-        for pid in wanted:
-            record = self._record(pid, listed.get(pid), counters)
-            if record is _UNREADABLE:
-                unreadable.add(pid)
-            elif record is not None:
-                records[pid] = record
-        live = {n: self._incarnation(n) for n in live_ids}
+        full = self._full_read_due(me, partitions)
+        if full and not self._cluster_size:  # how many would list at once: look first
+            self._judge_nodes(me, self._list_nodes(counters), counters)
+        if full and self._listing_is_cheap(len(partitions)):
+            state = self._refresh_by_listing(me, partitions, held, unsettled, counters)
+        else:
+            state = self._refresh_by_key(me, partitions, held, unsettled, full, counters)
+        if full:
+            self._full_read_at = started
+            self._full_read_partitions = partitions
+        live = {n: self._incarnation(n) for n in state.live_ids}
         live[me] = incarnation
         stale_nodes = {
             r.node
-            for r in records.values()
-            if r.node != me and r.node in live_ids and not r.released
+            for r in state.records.values()
+            if r.node != me and r.node in state.live_ids and not r.released
         }
         for node in stale_nodes:
             cached = self._node_bodies.get(node)
-            seen = node_infos.get(node)
+            seen = state.node_infos.get(node)
             if seen is not None and (cached is None or cached[0] != seen.etag):
                 self._read_node(node, seen, counters)
                 live[node] = self._incarnation(node)
-        self._listed_key = (live_ids, assigned, version, partitions)
-        self._listed_at = started
+        self._listed_key = (state.live_ids, state.assigned, state.version, partitions)
         return ClusterState(
             live,
-            desired,
-            records,
-            listed,
-            frozenset(unreadable),
+            state.desired,
+            state.records,
+            state.listed,
+            frozenset(state.unreadable),
             counters.list_pages,
             counters.gets,
             self.next_stale_at(me),
-            version,
+            state.version,
+            None if state.observed is None else frozenset(state.observed),
+            state.read,
         )
+
+    def _listing_is_cheap(self, partitions: int) -> bool:
+        """Every node listing every record at once stays under the burst limit."""
+        pages = max(1, math.ceil(partitions / 1000))
+        return self._cluster_size * pages <= self.list_burst_limit
+
+    def _refresh_by_listing(
+        self,
+        me: str,
+        partitions: frozenset[PartitionId],
+        held: Mapping[PartitionId, OwnerRecord],
+        unsettled: Collection[PartitionId],
+        counters: _Counters,
+    ) -> _Read:
+        listed = self._list_owners(counters)  # before the nodes: see the module docstring
+        node_infos = self._list_nodes(counters)
+        live_ids, assigned, version = self._judge_nodes(me, node_infos, counters)
+        desired = self.assignments.get(assigned, partitions, version)
+        wanted = {p for p, n in desired.items() if n == me} | set(held) | set(unsettled)
+        read = _Read(live_ids, assigned, version, desired, node_infos, listed, None, "list")
+        for pid in wanted:
+            read.add(pid, self._record(pid, listed.get(pid), counters))
+        return read
+
+    def _refresh_by_key(
+        self,
+        me: str,
+        partitions: frozenset[PartitionId],
+        held: Mapping[PartitionId, OwnerRecord],
+        unsettled: Collection[PartitionId],
+        full: bool,
+        counters: _Counters,
+    ) -> _Read:
+        _live, assigned, version = self._judge_nodes(me, self._list_nodes(counters), counters)
+        desired = self.assignments.get(assigned, partitions, version)
+        own_share = {p for p, n in desired.items() if n == me}
+        wanted = own_share | set(held) if full else own_share - set(held)
+        wanted |= set(unsettled)
+        listed: dict[PartitionId, str] = {}
+        records = [(pid, self._get_record(pid, counters)) for pid in sorted(wanted, key=str)]
+        # The nodes again, after the records: their owners are judged by a
+        # listing that can only be newer than the records.
+        node_infos = self._list_nodes(counters)
+        live_ids, _assigned, _version = self._judge_nodes(me, node_infos, counters)
+        how = "by key" if full else "changes"
+        read = _Read(live_ids, assigned, version, desired, node_infos, listed, wanted, how)
+        for pid, record in records:
+            if record is not None and record is not _UNREADABLE:
+                listed[pid] = record.etag
+            read.add(pid, record)
+        for pid, record in held.items():
+            if pid not in wanted:
+                read.records[pid] = record  # as we wrote it
+        return read
 
     def _long_expired(self, me: str) -> set[str]:
         """Nodes whose lease, as first seen, expired a TTL or more before
@@ -343,14 +473,28 @@ class ClusterView:
         if stored is None:
             self._records.pop(pid, None)
             return None
+        return self._decoded(pid, key, stored.body, stored.etag)
+
+    def _get_record(self, pid: PartitionId, counters: _Counters) -> OwnerRecord | None:
+        """The record of ``pid`` read by key (no listing to compare ETags
+        with): ``None`` when there is none."""
+        key = owner_key(self.root, pid)
+        counters.gets += 1
+        stored = get_or_none(self.store, key)
+        if stored is None:
+            self._records.pop(pid, None)
+            return None
+        return self._decoded(pid, key, stored.body, stored.etag)
+
+    def _decoded(self, pid: PartitionId, key: str, body: bytes, etag: str) -> OwnerRecord:
         try:
-            doc = decode_owner(stored.body, key)
+            doc = decode_owner(body, key)
         except RecordError as err:
             # Unreadable (e.g. a newer version's): never overwritten, since
             # we can know neither its owner nor its term.
             self._warn_once(key, err)
             return _UNREADABLE
-        record = OwnerRecord(doc.node, doc.incarnation, doc.term, doc.released, stored.etag)
+        record = OwnerRecord(doc.node, doc.incarnation, doc.term, doc.released, etag)
         self._records[pid] = record
         return record
 

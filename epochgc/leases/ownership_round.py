@@ -98,7 +98,6 @@ class NodeOwnership:
             raise ValueError(f"max_moves_per_round must be >= 1, got {max_moves_per_round}")
         self._lease = lease
         self._max_moves = max_moves_per_round
-        self._relist_seconds = relist_records_seconds
         self._settled = False
         """The last records listing found this node's share exactly its
         own, with nothing to move, lose or read again: until the nodes or
@@ -113,6 +112,7 @@ class NodeOwnership:
             monotonic,
             now,
             assignments or AssignmentCache(),
+            relist_records_seconds,
         )
         self._owners = OwnershipStore(store, root, now=now)
         self._unsettled: set[PartitionId] = set()
@@ -242,7 +242,7 @@ class NodeOwnership:
         quiet_pages = quiet_gets = 0
         try:
             if self._settled:
-                quiet = self.view.unchanged_since_listing(me, parts, self._relist_seconds)
+                quiet = self.view.unchanged_since_listing(me, parts)
                 if quiet.unchanged:
                     return RoundReport(
                         owned=len(self.owned()),
@@ -253,7 +253,7 @@ class NodeOwnership:
                     )
                 quiet_pages, quiet_gets = quiet.list_pages, quiet.gets
             self._settled = False
-            state = self.view.refresh(me, incarnation, parts, {*self._mine, *self._unsettled})
+            state = self.view.refresh(me, incarnation, parts, self._mine, self._unsettled)
         except EpochGCError as err:
             log.warning("ownership round skipped: cluster state unreadable: %s", err)
             return RoundReport(owned=len(self.owned()), skipped=str(err))
@@ -263,7 +263,8 @@ class NodeOwnership:
         for pid in [p for p in self._mine if p not in partitions]:
             self._drop(pid)  # its topic incarnation is gone (the janitor deletes the record)
         for pid, held in list(self._mine.items()):
-            if state.listed.get(pid) != held.etag:
+            read = state.observed is None or pid in state.observed
+            if read and state.listed.get(pid) != held.etag:
                 self._drop(pid)
                 lost += 1
                 log.warning("partition %s is no longer ours (its record changed)", pid)

@@ -246,9 +246,10 @@ def test_a_record_taken_from_under_us_is_dropped(
     assert len(node.owned()) == 2
     pid = _rewrite_owner(any_store, "z", "q")
     # A settled node does not list the records while nothing it can see
-    # changed; the write shows at the next listing, within the relist age.
+    # changed; the write shows at the next full read, within the relist age
+    # plus this node's offset (at most half of it).
     report = node.run_round(pids(2))
-    for _ in range(int(RELIST / ROUND)):
+    for _ in range(int(1.5 * RELIST / ROUND) + 1):
         assert not report.records_listed and report.lost == 0
         clock.advance(ROUND)
         node.lease.renew_if_due()
@@ -287,9 +288,10 @@ def test_a_node_without_a_valid_lease_owns_nothing(clock: VirtualClock) -> None:
 def test_a_settled_node_lists_only_the_nodes_until_the_records_are_due(
     clock: VirtualClock,
 ) -> None:
-    # The records are listed when the live nodes or the partitions change,
-    # while this node's share is not all its own, and every RELIST seconds:
-    # in steady state a round is one LIST page of nodes.
+    # The records are listed at a node's first round, when the partitions
+    # change, and every RELIST seconds (plus the node's offset, up to half
+    # of it); when the live nodes change a node reads only the records that
+    # became its own: in steady state a round is one LIST page of nodes.
     store = MemoryStore(clock)
     cluster = Cluster(store, clock, pids(2500), max_moves=2000)
     for name in ("a", "b"):
@@ -304,15 +306,22 @@ def test_a_settled_node_lists_only_the_nodes_until_the_records_are_due(
     assert store.count("GetObject") == 0
     assert store.count("PutObject") == 2  # one renewal each (round = renew interval)
     store.reset_counts()
-    for _ in range(int(RELIST / ROUND)):
+    for _ in range(int(1.5 * RELIST / ROUND) + 1):
         cluster.round()
-    # once each in a relist age, ceil(2500/1000) pages
+    # once each in a relist age plus offset, ceil(2500/1000) pages
     assert store.count("ListObjectsV2", f"{ROOT}/meta/owners/") == 2 * 3
     assert store.count("GetObject") == 0
     store.reset_counts()
+    before = desired_assignment(["a", "b"], pids(2500))
+    after = desired_assignment(["a", "b", "c"], pids(2500))
     cluster.add("c")
-    cluster.round()  # a join: every node lists the records again
-    assert store.count("ListObjectsV2", f"{ROOT}/meta/owners/") == 3 * 3
+    cluster.round()  # a join: the newcomer lists, a and b read what became theirs
+    assert store.count("ListObjectsV2", f"{ROOT}/meta/owners/") == 3
+    # c reads the bodies of its share (to see who holds them); a and b the
+    # records of the partitions that became theirs
+    became = sum(1 for p, n in after.items() if n != "c" and before[p] != n)
+    share = sum(1 for n in after.values() if n == "c")
+    assert store.count("GetObject", f"{ROOT}/meta/owners/") == share + became
 
 
 def test_the_memory_store_answers_conditional_writes_as_s3_does(
@@ -595,3 +604,63 @@ def test_a_cluster_computes_the_oldest_assignment_version_while_an_old_node_is_l
         cluster.round()
     assert cluster.owners() == desired_assignment(["a", "b"], pids(60), version=2)
     assert "computing ownership assignment version 2" in caplog.text
+
+
+def test_where_every_node_listing_at_once_would_burst_a_full_read_is_by_key(
+    clock: VirtualClock,
+) -> None:
+    """Above the burst limit (100,000 records over 1,000 nodes would be
+    100,000 LIST pages on one prefix within a round) a node reads by key the
+    records it owns or should own, and lists only the nodes."""
+    store = MemoryStore(clock)
+    cluster = Cluster(store, clock, pids(300), max_moves=300)
+    for name in ("a", "b", "c"):
+        cluster.add(name).view.list_burst_limit = 2  # 3 nodes x 1 page > 2
+    for _ in range(3):
+        cluster.round()
+    assert cluster.owners() == desired_assignment(["a", "b", "c"], pids(300))
+    assert store.count("ListObjectsV2", f"{ROOT}/meta/owners/") == 0
+    store.reset_counts()
+    for _ in range(int(1.5 * RELIST / ROUND) + 1):
+        cluster.round()
+    # each node's relist: one GET per partition it owns, no listing
+    assert store.count("ListObjectsV2", f"{ROOT}/meta/owners/") == 0
+    assert store.count("GetObject", f"{ROOT}/meta/owners/") == 300
+
+
+class _SlowDownOnRecords(StoreWrapper):
+    """Answers SlowDown (after the store's retries) to reads of ownership
+    records while ``throttled``."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        super().__init__(store)
+        self.throttled = False
+
+    def _check(self, key: str) -> None:
+        if self.throttled and "/meta/owners/" in key:
+            raise TransientStorageError(f"SlowDown on {key}")
+
+    def get(self, key: str, **kwargs: object) -> object:
+        self._check(key)
+        return self._store.get(key, **kwargs)
+
+    def list_pages(self, prefix: str, **kwargs: object) -> object:
+        self._check(prefix)
+        return self._store.list_pages(prefix, **kwargs)
+
+
+def test_a_node_answered_slowdown_skips_rounds_and_keeps_its_lease(clock: VirtualClock) -> None:
+    store = _SlowDownOnRecords(MemoryStore(clock))
+    cluster = Cluster(store, clock, pids(40))  # type: ignore[arg-type]
+    node = cluster.add("a")
+    store.throttled = True
+    for _ in range(5):
+        report = node.run_round(pids(40))
+        assert report.skipped.startswith("SlowDown")
+        clock.advance(ROUND)
+        node.lease.renew_if_due()
+        assert node.lease.is_valid()
+    store.throttled = False
+    for _ in range(2):
+        cluster.round()
+    assert node.owned() == set(pids(40))
