@@ -30,6 +30,7 @@ BENCHES = (
     "bench_startup",
     "bench_ownership",
     "bench_steady",
+    "bench_list_parse",
 )
 VERDICT = re.compile(r"^bench (\S+): (.*) \(target (.*)\) (PASS|FAIL)$")
 RESULTS = Path(__file__).resolve().parent / "results"
