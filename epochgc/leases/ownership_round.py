@@ -65,7 +65,10 @@ class RoundReport:
     the TTL plus the rest of a round."""
     records_listed: bool = True
     """False: a settled round that listed the nodes only (nothing it could
-    see changed since the records were listed)."""
+    see changed since the records were read)."""
+    read: str = ""
+    """How the records were read (``ClusterState.read``: ``list``, ``by
+    key``, ``changes``); empty when they were not."""
     skipped: str = ""
     """Why the round did nothing (no valid lease, a storage error)."""
 
@@ -325,6 +328,7 @@ class NodeOwnership:
             list_pages=quiet_pages + state.list_pages,
             gets=quiet_gets + state.gets,
             next_stale_at=state.next_stale_at,
+            read=state.read,
         )
 
     def _write(
