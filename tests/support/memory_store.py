@@ -76,6 +76,8 @@ class MemoryStore:
         self._objects: dict[str, StoredObject] = {}
         self._infos: dict[str, ObjectInfo] = {}
         self._keys: list[str] = []
+        self._listing: list[ObjectInfo] = []
+        """``_infos`` in the order of ``_keys``: a LIST page is one slice."""
         self.requests: Counter[tuple[str, str]] = Counter()
         """(operation, key prefix) -> requests."""
 
@@ -141,12 +143,12 @@ class MemoryStore:
                 self._count("ListObjectsV2", prefix)
                 start = bisect.bisect_right(self._keys, after) if after else 0
                 start = max(start, bisect.bisect_left(self._keys, prefix))
-                # Slices between bisected bounds, not a scan of every key
+                # One slice between bisected bounds, not a scan of every key
                 # after ``start``: the ownership simulation lists 100,000
                 # records a thousand times a round.
                 end = self._prefix_end(prefix, start)
                 stop = min(end, start + page_size)
-                page = [self._infos[key] for key in self._keys[start:stop]]
+                page = self._listing[start:stop]
                 more = stop < end
             if page:
                 yield page
@@ -184,11 +186,16 @@ class MemoryStore:
 
     def _store(self, key: str, body: bytes, metadata: Mapping[str, str] | None) -> str:
         etag = f'"{hashlib.md5(body).hexdigest()}"'  # S3's ETag, not security
-        if key not in self._objects:
-            bisect.insort(self._keys, key)
         stored = StoredObject(key, body, etag, self._clock.now(), dict(metadata or {}))
+        info = ObjectInfo(key, len(body), etag, stored.last_modified)
+        index = bisect.bisect_left(self._keys, key)
+        if key in self._objects:
+            self._listing[index] = info
+        else:
+            self._keys.insert(index, key)
+            self._listing.insert(index, info)
         self._objects[key] = stored
-        self._infos[key] = ObjectInfo(key, len(body), etag, stored.last_modified)
+        self._infos[key] = info
         return etag
 
     def put(self, key: str, body: bytes, *, metadata: Mapping[str, str] | None = None) -> str:
@@ -227,7 +234,9 @@ class MemoryStore:
     def _remove(self, key: str) -> None:
         if self._objects.pop(key, None) is not None:
             del self._infos[key]
-            del self._keys[bisect.bisect_left(self._keys, key)]
+            index = bisect.bisect_left(self._keys, key)
+            del self._keys[index]
+            del self._listing[index]
 
     def delete_batch(self, keys: list[str]) -> DeleteOutcome:
         if len(keys) > MAX_KEYS_PER_DELETE:
