@@ -44,10 +44,12 @@ heartbeat): while a lane acts, its time starts at the simulation clock and
 moves on by each request's latency, so a node's sequential requests are
 spread over the time they would take against S3, are counted in the
 windows they would fall in, and the node's own code (lease validity,
-liveness judgements) reads that time. The simulation runs one lane at a
-time; a step's effects are visible to the others from its start (a
-simplification of requests that, in reality, land over the step's
-duration).
+liveness judgements) reads that time. Requests a caller sends side by
+side (the ownership round's writes, up to 8 at once) run in lanes of their
+own (``LaneExecutor``), and the caller waits for the last. The simulation
+runs one lane at a time; a step's effects are visible to the others from
+its start (a simplification of requests that, in reality, land over the
+step's duration).
 
 The model leaves out: S3 splitting a hot prefix in two after a while
 (raising the limits), requests of other tenants on the bucket, and
@@ -67,11 +69,11 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from epochgc.errors import NotFoundError, RetriesExhaustedError, TransientStorageError
 from epochgc.storage.object_store import (
@@ -84,6 +86,9 @@ from epochgc.storage.object_store import (
 )
 from epochgc.storage.retry import RetryPolicy
 from tests.support.wrapping import StoreWrapper
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 READ_LIMIT = 5_500
 """GET/HEAD (and LIST) requests per second per prefix S3 serves."""
@@ -133,10 +138,12 @@ class Timelines:
         self.current: str | None = None
 
     @contextmanager
-    def acting(self, lane: str) -> Iterator[None]:
-        """Run the block as ``lane``: its requests spend its time."""
+    def acting(self, lane: str, at: float | None = None) -> Iterator[None]:
+        """Run the block as ``lane``: its requests spend its time, which
+        starts no earlier than ``at`` (default: the simulation clock)."""
         previous = self.current
-        self._cursor[lane] = max(self._cursor.get(lane, -math.inf), self.clock.monotonic())
+        start = self.clock.monotonic() if at is None else max(at, self.clock.monotonic())
+        self._cursor[lane] = max(self._cursor.get(lane, -math.inf), start)
         self.current = lane
         try:
             yield
@@ -159,9 +166,43 @@ class Timelines:
         if lane is not None:
             self._cursor[lane] = self.monotonic() + seconds
 
+    def wait_until(self, t: float) -> None:
+        """The acting lane waits for time ``t`` (e.g. for other lanes it
+        started to finish)."""
+        lane = self.current
+        if lane is not None:
+            self._cursor[lane] = max(self.monotonic(), t)
+
     def lane_time(self, lane: str) -> float:
         """Where ``lane``'s time is (at least the simulation clock)."""
         return max(self.clock.monotonic(), self._cursor.get(lane, -math.inf))
+
+
+class LaneExecutor:
+    """Stands in for a ``ThreadPoolExecutor`` of ``workers`` threads in
+    virtual time: ``map`` runs the calls one after another, each in one of
+    ``workers`` lanes of its own (the lane free first, as the pool's idle
+    thread takes the next task), all starting at the caller's time; the
+    caller then waits until the last one ended. So eight writes that a
+    node sends at once take one latency of its time, not eight."""
+
+    def __init__(self, timelines: Timelines, name: str, workers: int) -> None:
+        self.timelines = timelines
+        self.name = name
+        self.workers = workers
+
+    def map(self, fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
+        lanes = self.timelines
+        start = lanes.monotonic()
+        free = [start] * self.workers
+        results = []
+        for item in items:
+            worker = min(range(self.workers), key=free.__getitem__)
+            with lanes.acting(f"{self.name}/worker-{worker}", at=free[worker]):
+                results.append(fn(item))
+                free[worker] = lanes.monotonic()
+        lanes.wait_until(max(free))
+        return iter(results)
 
 
 @dataclass(frozen=True)

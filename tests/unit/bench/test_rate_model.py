@@ -12,6 +12,7 @@ import pytest
 from bench._rate_model import (
     READ,
     WRITE,
+    LaneExecutor,
     RateLimitedStore,
     RateModel,
     SlowDownAnswer,
@@ -170,3 +171,22 @@ def test_latency_spends_each_lanes_own_time() -> None:
     with lanes.acting("node-1"):  # idle since: starts at the simulation clock
         store.get("p/a")
     assert store.model.offered[("p/", READ)] == {0: 51, 2: 1}
+
+
+def test_requests_sent_side_by_side_take_one_latency_per_worker_round() -> None:
+    clock, lanes, _inner, store = limited(latency=0.02)
+    pool = LaneExecutor(lanes, "node-1/writes", workers=8)
+    start = clock.monotonic()
+    with lanes.acting("node-1"):
+        store.put("p/first", b"x")  # 0.00-0.02 on the node's own lane
+
+        def write(i: int) -> float:
+            sent = lanes.monotonic()
+            store.put(f"p/{i}", b"x")
+            return sent
+
+        sent = list(pool.map(write, range(10)))
+        # eight workers start together after the first PUT; two go round again
+        assert sent == pytest.approx([start + 0.02] * 8 + [start + 0.04] * 2)
+        assert lanes.monotonic() == pytest.approx(start + 0.06)  # waited for the last
+    assert store.requests[("PutObject", "p/")] == 11
