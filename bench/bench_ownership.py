@@ -629,6 +629,8 @@ class NodeOwnershipSim:
         after the change. Checks every quarter round; returns the rounds
         from the change until it was first balanced (``inf``: never)."""
         rnd = self.args.round_seconds
+        if first is not None:  # the first rounds are always seen to their end
+            minimum = max(minimum, first.start + first.seconds)
         cap = since + max(minimum - since, self.args.settle_rounds * rnd)
         balanced_at = first_balanced = math.inf
         t = self.sched.elapsed()
@@ -1085,12 +1087,12 @@ def simulate(
             *both(lambda r: fmt(r.meta_requests_per_second, 0)),
         ),
         (
-            "busiest prefix: reads/s, peak (limit 5,500)",
+            f"busiest prefix: reads/s, peak (limit {args.read_limit:,})",
             peak_text(read_peak),
             f"{theirs.steady_reads_per_second:,.0f} (meta/leases/)",
         ),
         (
-            "busiest prefix: writes/s, peak (limit 3,500)",
+            f"busiest prefix: writes/s, peak (limit {args.write_limit:,})",
             peak_text(write_peak),
             f"{theirs.steady_writes_per_second:,.0f} (meta/leases/)",
         ),
@@ -1227,7 +1229,7 @@ def main() -> int:
     parser.add_argument(
         "--settle-rounds",
         type=int,
-        default=12,
+        default=10,
         help="rounds the start and each change may run on until balanced (then, if still "
         "not, the cluster is settled with the rate limits lifted before the next phase)",
     )
