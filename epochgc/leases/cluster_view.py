@@ -467,13 +467,7 @@ class ClusterView:
         cached = self._records.get(pid)
         if cached is not None and cached.etag == etag:
             return cached
-        key = owner_key(self.root, pid)
-        counters.gets += 1
-        stored = get_or_none(self.store, key)
-        if stored is None:
-            self._records.pop(pid, None)
-            return None
-        return self._decoded(pid, key, stored.body, stored.etag)
+        return self._get_record(pid, counters)
 
     def _get_record(self, pid: PartitionId, counters: _Counters) -> OwnerRecord | None:
         """The record of ``pid`` read by key (no listing to compare ETags
