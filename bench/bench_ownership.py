@@ -1230,7 +1230,13 @@ def main() -> int:
     parser.add_argument("--round-seconds", type=float, default=5.0)
     parser.add_argument("--max-moves", type=int, default=128)
     parser.add_argument("--start-rounds", type=int, default=6)
-    parser.add_argument("--steady-rounds", type=int, default=4)
+    parser.add_argument(
+        "--steady-rounds",
+        type=int,
+        default=12,
+        help="rounds of steady state measured: a minute, so that it holds the records' "
+        "periodic listing ([ownership] relist_records_seconds, 60 s)",
+    )
     parser.add_argument(
         "--settle-rounds",
         type=int,
