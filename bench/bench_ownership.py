@@ -609,9 +609,9 @@ class NodeOwnershipSim:
         return Window(self, f"{label}, rounds 1-3", since + react_after, FIRST_ROUNDS * rnd)
 
     def progress(self, label: str, seconds: float) -> None:
-        """Progress lines for the next ``seconds`` of virtual time."""
+        """Progress lines for the next ``seconds`` of virtual time (at most)."""
         self.sched.progress = Progress(
-            f"simulating {self.size.label}: {label}, virtual seconds", round(seconds)
+            f"simulating {self.size.label}: {label}, virtual seconds (at most)", round(seconds)
         )
         self.sched.progress_from = self.sched.elapsed()
 
@@ -661,13 +661,18 @@ class NodeOwnershipSim:
         model = self.store.model
         limits, model.limits = model.limits, {READ: 2**62, WRITE: 2**62}
         began = self.sched.elapsed()
-        self.progress(f"warm-up after {after}, limits lifted (at most)", self.settle_seconds())
+        self.progress(f"warm-up after {after}, limits lifted", self.settle_seconds())
         rounds = self.settle(began, began)
         model.limits = limits
         self.warm_ups.append(
             f"after {after}: {self.sched.elapsed() - began:.0f}s"
             + ("" if math.isfinite(rounds) else " and still not balanced")
         )
+
+    def phase_seconds(self, minimum: float) -> float:
+        """The longest a phase of at least ``minimum`` seconds runs (the
+        progress line's total: it ends sooner once balanced)."""
+        return max(minimum, self.settle_seconds())
 
     def settle_seconds(self) -> float:
         return float(self.args.settle_rounds * self.args.round_seconds)
@@ -685,7 +690,7 @@ class NodeOwnershipSim:
         cpu_started = time.process_time()
         names = [f"node-{i:03d}" for i in range(size.nodes)]
         start = Phase(self, "start")
-        self.progress("start (at least)", (1 + args.start_rounds) * rnd)
+        self.progress("start", rnd + self.phase_seconds(args.start_rounds * rnd))
         # Nodes register spread over one round interval; each plans its first
         # round one interval after it registered, as the reconciler node does.
         for i, name in enumerate(names):
@@ -729,7 +734,7 @@ class NodeOwnershipSim:
         # kill -9 of the node that owns the most
         killed = Change("kill -9 of the busiest node")
         killed_at = self.sched.elapsed()
-        self.progress(killed.label + " (at least)", ttl + 6 * rnd)
+        self.progress(killed.label, self.phase_seconds(ttl + 6 * rnd))
         first, whole = self.window(killed.label, killed_at, ttl), Phase(self, killed.label)
         failover = self.sched.kill_busiest(self.nodes, lambda n: self.nodes[n].owned(), self.step)
         victim = failover.victim
@@ -752,7 +757,7 @@ class NodeOwnershipSim:
         # ten nodes join at once (registered within 0.1 s; first rounds an interval later)
         joined = Change(f"join of {CHANGED_NODES} nodes")
         joined_at = self.sched.elapsed()
-        self.progress(joined.label + " (at least)", args.start_rounds * rnd)
+        self.progress(joined.label, self.phase_seconds(args.start_rounds * rnd))
         first, whole = self.window(joined.label, joined_at, 0.0), Phase(self, joined.label)
         for i in range(CHANGED_NODES):
             registered = joined_at + i * 0.1 / CHANGED_NODES
@@ -769,7 +774,7 @@ class NodeOwnershipSim:
         # ten others leave cleanly: records released, then the lease (SIGTERM)
         left = Change(f"leave of {CHANGED_NODES} nodes")
         left_at = self.sched.elapsed()
-        self.progress(left.label + " (at least)", args.start_rounds * rnd)
+        self.progress(left.label, self.phase_seconds(args.start_rounds * rnd))
         first, whole = self.window(left.label, left_at, 0.0), Phase(self, left.label)
         original = [n for n in names if n != victim]
         for i in range(CHANGED_NODES):
@@ -1225,7 +1230,13 @@ def main() -> int:
     parser.add_argument("--round-seconds", type=float, default=5.0)
     parser.add_argument("--max-moves", type=int, default=128)
     parser.add_argument("--start-rounds", type=int, default=6)
-    parser.add_argument("--steady-rounds", type=int, default=4)
+    parser.add_argument(
+        "--steady-rounds",
+        type=int,
+        default=12,
+        help="rounds of steady state measured: a minute, so that it holds the records' "
+        "periodic listing ([ownership] relist_records_seconds, 60 s)",
+    )
     parser.add_argument(
         "--settle-rounds",
         type=int,
