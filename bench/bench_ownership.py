@@ -28,9 +28,10 @@ every change is measured from a balanced cluster.
   as the reconciler node paces them (the next one a round interval after
   the last ended, earlier when a silent node is about to turn stale:
   ``reconciler/node.ownership_wait``), and its lease heartbeat (every
-  quarter renew interval, like ``PeriodicThread``). The writes of a round
-  go up to ``--write-concurrency`` (8, the product's default) at a time,
-  each in a lane of its own, as the product's writer threads send them.
+  quarter renew interval, like ``PeriodicThread``). The GETs and the
+  writes of a round go up to ``--request-concurrency`` (8, the product's
+  default) at a time, each in a lane of its own, as the product's request
+  threads send them.
 * CPU per node: ``time.process_time()`` inside each node's rounds. The
   simulated nodes share the desired assignment (every distinct one is
   computed once, and timed); every real node computes it itself, so each
@@ -74,8 +75,7 @@ import resource
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Set
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Set
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -91,8 +91,7 @@ from bench._rate_model import (
     RateModel,
     Timelines,
 )
-from epochgc.leases import cluster_view
-from epochgc.leases.assignment import ASSIGNMENT_VERSION, AssignmentCache, desired_assignment
+from epochgc.leases.assignment import AssignmentCache, desired_assignment
 from epochgc.leases.node_lease import NodeLease
 from epochgc.leases.ownership_round import NodeOwnership
 from epochgc.leases.timing import LeasePolicy
@@ -327,7 +326,12 @@ class SharedAssignments:
         self.computed = 0
         self.cpu_seconds = 0.0
 
-    def get(self, key: AssignmentKey) -> dict[PartitionId, str]:
+    def get(
+        self, nodes: frozenset[str], partitions: frozenset[PartitionId], version: int
+    ) -> dict[PartitionId, str]:
+        """An ``AssignmentCache.compute``: each node's cache still counts
+        what that node would compute (its inputs changed)."""
+        key = (nodes, partitions, version)
         found = self._memo.pop(key, None)
         if found is None:
             started = time.process_time()
@@ -341,51 +345,6 @@ class SharedAssignments:
 
     def per_assignment(self) -> float:
         return self.cpu_seconds / self.computed if self.computed else 0.0
-
-
-class NodeAssignments(AssignmentCache):
-    """One node's ``AssignmentCache``: ``computed`` counts what this node
-    would compute (its inputs changed), the value comes from the shared
-    memo."""
-
-    def __init__(self, shared: SharedAssignments) -> None:
-        super().__init__()
-        self._shared = shared
-
-    def get(
-        self,
-        nodes: Iterable[str],
-        partitions: Iterable[PartitionId],
-        version: int = ASSIGNMENT_VERSION,
-    ) -> dict[PartitionId, str]:
-        key = (frozenset(nodes), frozenset(partitions), version)
-        if key != self._key:
-            self._value = self._shared.get(key)
-            self._key = key
-            self.computed += 1
-        return self._value
-
-
-@contextmanager
-def shared_partition_ids() -> Iterator[None]:
-    """The simulated nodes share one ``PartitionId`` per ownership key.
-
-    Each node's ``ClusterView`` parses every owner key it lists once and
-    keeps the parsed ids: a few MB per real node at 100,000 records, but a
-    thousand simulated nodes' copies would take tens of GB. Every parse
-    still runs (its CPU is the node's); only the object kept is the first
-    one made for that key (equal by value)."""
-    real = cluster_view.parse_owner_key  # type: ignore[attr-defined]
-    kept: dict[str, PartitionId | None] = {}
-
-    def parse(key: str, root: str) -> PartitionId | None:
-        return kept.setdefault(key, real(key, root))
-
-    cluster_view.parse_owner_key = parse  # type: ignore[attr-defined]
-    try:
-        yield
-    finally:
-        cluster_view.parse_owner_key = real  # type: ignore[attr-defined]
 
 
 class Phase:
@@ -477,7 +436,7 @@ class NodeOwnershipSim:
         )
         self.partitions = frozenset(partition_ids(size.partitions))
         self.shared = SharedAssignments()
-        self.caches: dict[str, NodeAssignments] = {}
+        self.caches: dict[str, AssignmentCache] = {}
         self.nodes: dict[str, NodeOwnership] = {}
         self.leases: dict[str, NodeLease] = {}
         self.sched = Scheduler(
@@ -511,7 +470,8 @@ class NodeOwnershipSim:
             if not lease.try_acquire():
                 raise RuntimeError(f"{name} could not acquire its node lease")
         self.leases[name] = lease
-        self.caches[name] = NodeAssignments(self.shared)
+        self.caches[name] = AssignmentCache(compute=self.shared.get)
+        concurrency = self.args.request_concurrency
         self.nodes[name] = NodeOwnership(
             self.store,
             ROOT,
@@ -520,14 +480,11 @@ class NodeOwnershipSim:
             now=self.lanes.now,
             monotonic=self.lanes.monotonic,
             assignments=self.caches[name],
-            write_concurrency=self.args.write_concurrency,
+            # The round's requests go side by side as the product sends
+            # them, in virtual time (a pool's threads would run outside it).
+            requests=LaneExecutor(self.lanes, f"{name}/requests", concurrency),
+            request_concurrency=concurrency,
         )
-        if self.args.write_concurrency > 1:
-            # The round's writes go side by side as the product sends them,
-            # in virtual time (the pool's threads would run outside it).
-            self.nodes[name]._writers = LaneExecutor(  # type: ignore[assignment]
-                self.lanes, f"{name}/writes", self.args.write_concurrency
-            )
         self.sched.schedule(name, first_round_at)
         self.sched.schedule(name, self.sched.elapsed() + self.sched.periods[HEARTBEAT], HEARTBEAT)
 
@@ -999,8 +956,7 @@ def simulate(
     gc.collect()
     gc.disable()  # see the module docstring
     try:
-        with shared_partition_ids():
-            ours = NodeOwnershipSim(size, args, policy).run()
+        ours = NodeOwnershipSim(size, args, policy).run()
     finally:
         gc.enable()
     started = time.process_time()
@@ -1233,9 +1189,10 @@ def main() -> int:
     parser.add_argument(
         "--steady-rounds",
         type=int,
-        default=12,
-        help="rounds of steady state measured: a minute, so that it holds the records' "
-        "periodic listing ([ownership] relist_records_seconds, 60 s)",
+        default=18,
+        help="rounds of steady state measured: 90 s, so that it holds every node's "
+        "periodic read of its records ([ownership] relist_records_seconds, 60 s, plus "
+        "a per-node offset of up to 30 s) exactly once",
     )
     parser.add_argument(
         "--settle-rounds",
@@ -1255,7 +1212,10 @@ def main() -> int:
     )
     parser.add_argument("--seed", type=int, default=0, help="of the retries' backoff jitter")
     parser.add_argument(
-        "--write-concurrency", type=int, default=8, help="a round's writes at once (product: 8)"
+        "--request-concurrency",
+        type=int,
+        default=8,
+        help="a round's GETs or writes at once (product: 8)",
     )
     parser.add_argument("--real-partitions", type=int, default=2000)
     parser.add_argument("--real-topics", type=int, default=10)

@@ -5,6 +5,7 @@ virtual clock: nothing sleeps."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -245,16 +246,16 @@ def test_a_record_taken_from_under_us_is_dropped(
     node = _settled_node(any_store, clock)
     assert len(node.owned()) == 2
     pid = _rewrite_owner(any_store, "z", "q")
-    # A settled node does not list the records while nothing it can see
-    # changed; the write shows at the next full read, within the relist age
-    # plus this node's offset (at most half of it).
+    # A settled node does not read the records while nothing it can see
+    # changed; the write shows when it reads them all again, within
+    # RELIST seconds plus this node's offset (at most half of it).
     report = node.run_round(pids(2))
     for _ in range(int(1.5 * RELIST / ROUND) + 1):
-        assert not report.records_listed and report.lost == 0
+        assert not report.records_read and report.lost == 0
         clock.advance(ROUND)
         node.lease.renew_if_due()
         report = node.run_round(pids(2))
-        if report.records_listed:
+        if report.records_read:
             break
     assert report.lost == 1
     # z has no node lease, so the same round takes the partition back, above z's term
@@ -262,15 +263,15 @@ def test_a_record_taken_from_under_us_is_dropped(
     assert node.term(pid) == 10
 
 
-def test_a_term_raise_that_finds_the_record_changed_lists_the_records_next_round(
+def test_a_term_raise_that_finds_the_record_changed_reads_the_records_next_round(
     any_store: ObjectStore, clock: VirtualClock
 ) -> None:
     node = _settled_node(any_store, clock)
-    assert not node.run_round(pids(2)).records_listed  # settled
+    assert not node.run_round(pids(2)).records_read  # settled
     pid = _rewrite_owner(any_store, "a", "old")
     assert node.raise_term(pid, 3) is None  # the record is not ours any more
     report = node.run_round(pids(2))
-    assert report.records_listed
+    assert report.records_read
     assert report.taken_over == 1 and node.term(pid) == 10
 
 
@@ -288,10 +289,11 @@ def test_a_node_without_a_valid_lease_owns_nothing(clock: VirtualClock) -> None:
 def test_a_settled_node_lists_only_the_nodes_until_the_records_are_due(
     clock: VirtualClock,
 ) -> None:
-    # The records are listed at a node's first round, when the partitions
-    # change, and every RELIST seconds (plus the node's offset, up to half
-    # of it); when the live nodes change a node reads only the records that
-    # became its own: in steady state a round is one LIST page of nodes.
+    # Records are only ever read by key: a node reads every record it must
+    # judge at its first round, when the partitions change, and every
+    # RELIST seconds (plus the node's offset, up to half of it); when the
+    # live nodes change it reads only the records that became its own. In
+    # steady state a round is one LIST page of nodes and nothing else.
     store = MemoryStore(clock)
     cluster = Cluster(store, clock, pids(2500), max_moves=2000)
     for name in ("a", "b"):
@@ -299,26 +301,24 @@ def test_a_settled_node_lists_only_the_nodes_until_the_records_are_due(
     for _ in range(3):
         cluster.round()
     assert len(cluster.owners()) == 2500
+    assert store.count("ListObjectsV2", f"{ROOT}/meta/owners/") == 0
     store.reset_counts()
     cluster.round()
     assert store.count("ListObjectsV2", f"{ROOT}/meta/nodes/") == 2  # one page each
-    assert store.count("ListObjectsV2", f"{ROOT}/meta/owners/") == 0
     assert store.count("GetObject") == 0
     assert store.count("PutObject") == 2  # one renewal each (round = renew interval)
     store.reset_counts()
     for _ in range(int(1.5 * RELIST / ROUND) + 1):
         cluster.round()
-    # once each in a relist age plus offset, ceil(2500/1000) pages
-    assert store.count("ListObjectsV2", f"{ROOT}/meta/owners/") == 2 * 3
-    assert store.count("GetObject") == 0
+    # once each in RELIST plus offset: one GET per record each node holds
+    assert store.count("ListObjectsV2", f"{ROOT}/meta/owners/") == 0
+    assert store.count("GetObject", f"{ROOT}/meta/owners/") == 2500
     store.reset_counts()
     before = desired_assignment(["a", "b"], pids(2500))
     after = desired_assignment(["a", "b", "c"], pids(2500))
     cluster.add("c")
-    cluster.round()  # a join: the newcomer lists, a and b read what became theirs
-    assert store.count("ListObjectsV2", f"{ROOT}/meta/owners/") == 3
-    # c reads the bodies of its share (to see who holds them); a and b the
-    # records of the partitions that became theirs
+    cluster.round()  # a join: c reads its share, a and b what became theirs
+    assert store.count("ListObjectsV2", f"{ROOT}/meta/owners/") == 0
     became = sum(1 for p, n in after.items() if n != "c" and before[p] != n)
     share = sum(1 for n in after.values() if n == "c")
     assert store.count("GetObject", f"{ROOT}/meta/owners/") == share + became
@@ -606,28 +606,6 @@ def test_a_cluster_computes_the_oldest_assignment_version_while_an_old_node_is_l
     assert "computing ownership assignment version 2" in caplog.text
 
 
-def test_where_every_node_listing_at_once_would_burst_a_full_read_is_by_key(
-    clock: VirtualClock,
-) -> None:
-    """Above the burst limit (100,000 records over 1,000 nodes would be
-    100,000 LIST pages on one prefix within a round) a node reads by key the
-    records it owns or should own, and lists only the nodes."""
-    store = MemoryStore(clock)
-    cluster = Cluster(store, clock, pids(300), max_moves=300)
-    for name in ("a", "b", "c"):
-        cluster.add(name).view.list_burst_limit = 2  # 3 nodes x 1 page > 2
-    for _ in range(3):
-        cluster.round()
-    assert cluster.owners() == desired_assignment(["a", "b", "c"], pids(300))
-    assert store.count("ListObjectsV2", f"{ROOT}/meta/owners/") == 0
-    store.reset_counts()
-    for _ in range(int(1.5 * RELIST / ROUND) + 1):
-        cluster.round()
-    # each node's relist: one GET per partition it owns, no listing
-    assert store.count("ListObjectsV2", f"{ROOT}/meta/owners/") == 0
-    assert store.count("GetObject", f"{ROOT}/meta/owners/") == 300
-
-
 class _SlowDownOnRecords(StoreWrapper):
     """Answers SlowDown (after the store's retries) to reads of ownership
     records while ``throttled``."""
@@ -664,3 +642,53 @@ def test_a_node_answered_slowdown_skips_rounds_and_keeps_its_lease(clock: Virtua
     for _ in range(2):
         cluster.round()
     assert node.owned() == set(pids(40))
+
+
+class _PairedRecordReads(StoreWrapper):
+    """Each GET of an ownership record waits until another one is in flight
+    with it: GETs sent one after another break the barrier."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        super().__init__(store)
+        self.paired = threading.Barrier(2, timeout=10)
+
+    def get(self, key: str, **kwargs: object) -> object:
+        if "/meta/owners/" in key:
+            self.paired.wait()
+        return self._store.get(key, **kwargs)
+
+
+def test_a_round_reads_its_records_side_by_side(clock: VirtualClock) -> None:
+    """A hundred records read one after another at 20 ms are two seconds of
+    a five-second round: a node's first round sends its GETs together."""
+    store = _PairedRecordReads(MemoryStore(clock))
+    node = Cluster(store, clock, pids(8)).add("a")  # type: ignore[arg-type]
+    report = node.run_round(pids(8))
+    assert not report.skipped and report.gets == 8 and report.taken == 8
+
+
+def test_a_node_among_many_reads_few_lease_bodies_on_first_sight(clock: VirtualClock) -> None:
+    """A thousand nodes starting together must not each GET every other
+    node's lease: a refresh reads at most ``body_burst_limit // nodes`` bodies
+    of nodes new to it, but at once the body of a node that holds a record
+    it must judge (its incarnation decides whether the record is stale)."""
+    store = MemoryStore(clock)
+    others = [f"n{i:02d}" for i in range(30)]
+    for name in others:
+        assert make_lease(store, clock, name).try_acquire()
+    desired = desired_assignment(["a", *others], pids(62))
+    pid = next(p for p, n in desired.items() if n == "a")
+    holder = make_lease(store, clock, "n29")  # the same lease, read back
+    held_by = decode_node_lease(store.get(node_lease_key(ROOT, "n29")).body, "n29")
+    assert not holder.try_acquire()  # n29 is live: its record is protected
+    OwnershipStore(store, ROOT, now=clock.now).take(pid, None, "n29", held_by.incarnation)
+    node = Cluster(store, clock, pids(62)).add("a")
+    node.view.body_burst_limit = 31  # 31 nodes: one unseen body a refresh
+    store.reset_counts()
+    report = node.run_round(pids(62))
+    # n00 (the first unseen) and n29 (named by a record of a's share)
+    assert store.count("GetObject", f"{ROOT}/meta/nodes/") == 2
+    assert pid not in node.owned() and report.taken == len(node.owned()) > 0
+    store.reset_counts()
+    node.run_round(pids(62))
+    assert store.count("GetObject", f"{ROOT}/meta/nodes/") == 1  # the next unseen only
