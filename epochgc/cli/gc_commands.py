@@ -31,6 +31,8 @@ from epochgc.gc.run_report import recent_runs, run_figures
 from epochgc.gc.status import StatusInputs, epoch_info_view, read_epoch_info, status_view
 from epochgc.leases.role_leases import LeaseManager
 from epochgc.metrics.push import COLLECT_JOB, push_run
+from epochgc.storage.bucket_settings import ensure_bucket_fit_for_collector
+from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.ticker import TICKER_LEASE
 from epochgc.wiring.daemon_process import run_daemon
 from epochgc.wiring.settings import collect_settings_of, prices_of
@@ -282,7 +284,10 @@ def _cmd_gc_reset(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_daemon(config: Config, args: argparse.Namespace) -> int:
-    with open_store(config) as handle:
+    def check_bucket(store: S3ObjectStore) -> None:
+        ensure_bucket_fit_for_collector(store, config.layout.root)
+
+    with open_store(config, before_writes=check_bucket) as handle:
         daemon = run_daemon(
             config,
             handle.store,
