@@ -13,7 +13,7 @@ import threading
 from epochgc.cli.arguments import add_command, add_noun
 from epochgc.cli.output import EXIT_FAILED, EXIT_OK, SubParsers, emit
 from epochgc.config import Config
-from epochgc.extras import SPARK, require
+from epochgc.extras import BASE, require
 from epochgc.storage.bucket_settings import (
     Severity,
     assess_bucket_settings,
@@ -152,7 +152,7 @@ def _cmd_embedded_s3(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_inventory_build(config: Config, args: argparse.Namespace) -> int:
-    require("pyarrow", SPARK, "epochgc inventory build")
+    require("pyarrow", BASE, "epochgc inventory build")
     from epochgc.storage.inventory import build_inventory, store_for_bucket  # noqa: PLC0415
     from epochgc.wiring.settings import inventory_location  # noqa: PLC0415
 

@@ -39,6 +39,7 @@ from epochgc.wording import counted, human_bytes
 log = logging.getLogger("epochgc.storage.bucket_settings")
 
 DOCS = "docs/operating.md, 'Bucket settings'"
+"""Where a finding sends the operator (docs/operating.md, "Bucket settings")."""
 
 
 class Severity(Enum):
