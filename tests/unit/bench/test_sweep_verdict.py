@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from bench.bench_sweep import Outcome, report
+from bench.bench_sweep import Outcome, record_overhead, report
 from bench.peers import ceiling_slices
 from epochgc.storage.keys import encode_l0_key
 
@@ -24,7 +24,7 @@ def outcome(name: str, rate: float, requests: int = 85, deleted: int = 40_500) -
 def test_a_run_meeting_every_target_passes(capsys: pytest.CaptureFixture[str]) -> None:
     curve = [outcome("ceiling-4", 2000), outcome("ceiling-16", 3000)]
     contenders = [outcome("epochgc", 2700), outcome("boto3", 1400), outcome("s3cmd", 700)]
-    assert report(curve, contenders, 40_500) == 0
+    assert report(curve, contenders, 40_500, True) == 0
     assert capsys.readouterr().out.splitlines()[-1].endswith("PASS")
 
 
@@ -44,7 +44,7 @@ def test_a_skipped_wrong_incomplete_or_faster_peer_fails_the_run(
     for name, value in change.items():
         setattr(peer, name, value)
     curve = [outcome("ceiling-16", 3000)]
-    assert report(curve, [outcome("epochgc", 2700), peer], 40_500) == 1
+    assert report(curve, [outcome("epochgc", 2700), peer], 40_500, True) == 1
     out = capsys.readouterr().out
     assert why in out
     assert out.splitlines()[-1].endswith("FAIL")
@@ -52,8 +52,26 @@ def test_a_skipped_wrong_incomplete_or_faster_peer_fails_the_run(
 
 def test_below_the_ceiling_fraction_or_above_the_request_budget_fails() -> None:
     curve = [outcome("ceiling-16", 3000)]
-    assert report(curve, [outcome("epochgc", 2300), outcome("boto3", 1000)], 40_500) == 1
-    assert report(curve, [outcome("epochgc", 2700, 90), outcome("boto3", 1000)], 40_500) == 1
+    assert report(curve, [outcome("epochgc", 2300), outcome("boto3", 1000)], 40_500, True) == 1
+    assert report(curve, [outcome("epochgc", 2700, 90), outcome("boto3", 1000)], 40_500, True) == 1
+
+
+def test_the_deletion_record_may_add_at_most_one_percent_of_the_requests(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    plain = outcome("epochgc", 2700, 85, 40_500)
+    recorded = outcome("epochgc-record", 2700, 85, 40_500)
+    recorded.by_kind["PUT"] = 1
+    recorded.record_bytes = 40 * 40_500
+    assert not record_overhead(plain, recorded)  # 1 PUT on 85 requests: +1.2%
+    assert "+1.18%" in capsys.readouterr().out
+    big_plain = outcome("epochgc", 2700, 2100, 1_000_000)
+    big = outcome("epochgc-record", 2700, 2100, 1_000_000)
+    big.by_kind["PUT"] = 1
+    assert record_overhead(big_plain, big)  # +0.05%
+    curve = [outcome("ceiling-16", 3000)]
+    contenders = [outcome("epochgc", 2700), outcome("boto3", 1400)]
+    assert report(curve, contenders, 40_500, False) == 1
 
 
 def test_ceiling_slices_are_one_page_each_and_cover_exactly_the_eligible_keys() -> None:
