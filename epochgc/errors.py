@@ -114,6 +114,10 @@ class StoreCapabilityError(StorageError):
         self.table = table
 
 
+class EmbeddedServerError(EpochGCError):
+    """The embedded S3 could not start (its port is taken)."""
+
+
 class BucketSettingsError(EpochGCError):
     """The bucket is set up so that a collector cannot reclaim anything
     (object lock): refused before any round."""

@@ -21,7 +21,7 @@ from epochgc.storage.bucket_settings import (
     read_bucket_settings,
 )
 from epochgc.storage.embedded import EmbeddedS3
-from epochgc.storage.probe import format_probe_table, run_probes
+from epochgc.storage.probe import format_probe_table, run_probes, wait_until_reachable
 from epochgc.watermarks.layout import LAYOUT
 from epochgc.watermarks.migrate import migrate_layout
 from epochgc.wiring.store import open_store
@@ -32,13 +32,20 @@ def register(
     sub: SubParsers, common: argparse.ArgumentParser, reporting: argparse.ArgumentParser
 ) -> None:
     """``check-store``, ``migrate``, ``config`` and ``embedded-s3``."""
-    add_command(
+    check = add_command(
         sub,
         "check-store",
         _cmd_check_store,
         reporting,
         "probe the bucket for conditional writes, batch deletes and list order, and "
         "check the settings that defeat a collector (versioning, lifecycle, object lock)",
+    )
+    check.add_argument(
+        "--wait",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="wait up to SECONDS for the store to answer (a server just started)",
     )
     add_command(
         sub,
@@ -86,6 +93,7 @@ def register_inventory(sub: SubParsers, reporting: argparse.ArgumentParser) -> N
 
 def _cmd_check_store(config: Config, args: argparse.Namespace) -> int:
     with open_store(config, check_layout=False, writes=False) as handle:
+        wait_until_reachable(handle.store, config.layout.root, args.wait)
         results = run_probes(
             handle.store,
             config.layout.root,

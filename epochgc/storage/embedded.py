@@ -8,13 +8,16 @@ State lives in memory and is gone when the process exits.
 
 from __future__ import annotations
 
+import errno
 import logging
 import socket
 import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
+from epochgc.errors import EmbeddedServerError
 from epochgc.extras import EMBEDDED, require
 from epochgc.storage.client import ClientSettings, make_s3_client
 
@@ -80,6 +83,7 @@ class EmbeddedS3:
 
         Raises:
             RuntimeError: already started.
+            EmbeddedServerError: the port is taken.
         """
         with self._lock:
             if self._server is not None:
@@ -90,19 +94,38 @@ class EmbeddedS3:
                 self._server, self._endpoint = self._start_process()
         log.info("embedded S3 listening on %s", self._endpoint)
         if self._bucket is not None:
-            self.create_bucket(self._bucket)
+            try:
+                self.create_bucket(self._bucket)
+            except BaseException:
+                self.stop()  # never leave a server running behind a failed start
+                raise
         return self._endpoint
 
     def _start_thread(self) -> tuple[object, str]:
+        """Bind the port here, then serve moto's app on that very socket
+        from a thread: a busy port fails at once with a clear error (moto's
+        own threaded server waits forever for a thread that died binding),
+        and port 0 reports the port actually bound."""
         # Imported here: moto is heavy, an extra, and only the embedded mode needs it.
         moto_server = require("moto.server", EMBEDDED, "the embedded S3")
+        from werkzeug.serving import make_server  # noqa: PLC0415 - moto's dependency
+
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
-        server = moto_server.ThreadedMotoServer(
-            ip_address=self._host, port=self._port, verbose=False
-        )
-        server.start()
-        host, port = server.get_host_and_port()
-        return server, f"http://{host}:{port}"
+        listener = bind_listener(self._host, self._port)
+        port = listener.getsockname()[1]
+        try:
+            server = make_server(
+                self._host,
+                port,
+                moto_server.DomainDispatcherApplication(moto_server.create_backend_app),
+                threaded=True,
+                fd=listener.fileno(),
+            )
+        finally:
+            listener.close()  # the server holds its own duplicate of the socket
+        thread = threading.Thread(target=server.serve_forever, name="embedded-s3", daemon=True)
+        thread.start()
+        return _ThreadServer(server, thread), f"http://{self._host}:{port}"
 
     def _start_process(self) -> tuple[object, str]:
         require("moto.server", EMBEDDED, "the embedded S3")
@@ -170,6 +193,41 @@ class EmbeddedS3:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+
+class _ThreadServer:
+    """The embedded server's WSGI server and the thread serving it."""
+
+    def __init__(self, server: Any, thread: threading.Thread) -> None:
+        self._server = server
+        self._thread = thread
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
+
+
+def bind_listener(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port`` (0: any free port).
+
+    Raises:
+        EmbeddedServerError: the port is taken (or the address cannot be bound).
+    """
+    listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((host, port))
+        listener.listen(128)
+    except OSError as err:
+        listener.close()
+        if err.errno == errno.EADDRINUSE:
+            raise EmbeddedServerError(
+                f"port {port} on {host} is already in use (another server, e.g. MinIO's "
+                "default 9000): pick another with --port, or stop what holds it"
+            ) from err
+        raise EmbeddedServerError(f"cannot listen on {host}:{port}: {err.strerror}") from err
+    return listener
 
 
 def _free_port(host: str) -> int:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -118,6 +119,34 @@ def run_probes(
             results.append(ProbeResult(name, False, f"{type(err).__name__}: {err}"))
     _clean_up(store, base)
     return results
+
+
+def wait_until_reachable(
+    store: ObjectStore,
+    root: str,
+    seconds: float,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> None:
+    """Poll with one LIST until the store answers or ``seconds`` passed (a
+    server started a moment ago, as in the quickstart). Any answer counts,
+    an error of the bucket included: the probes report those.
+
+    Raises:
+        StoreUnreachableError: still nothing answers after ``seconds``.
+    """
+    deadline = monotonic() + seconds
+    while True:
+        try:
+            next(iter(store.list_pages(f"{root}/meta/probe/")), None)
+            return
+        except StoreUnreachableError:
+            if monotonic() >= deadline:
+                raise
+            sleep(0.5)
+        except EpochGCError:
+            return
 
 
 def _expect(condition: bool, message: str) -> None:

@@ -9,15 +9,22 @@ from typing import Any
 
 import pytest
 
-from epochgc.errors import BucketMissingError, StoreCapabilityError
+from epochgc.errors import BucketMissingError, StoreCapabilityError, StoreUnreachableError
 from epochgc.storage.client import make_s3_client
 from epochgc.storage.embedded import EmbeddedS3
-from epochgc.storage.probe import ensure_store_capable, format_probe_table, run_probes
+from epochgc.storage.probe import (
+    ensure_store_capable,
+    format_probe_table,
+    run_probes,
+    wait_until_reachable,
+)
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.wiring.store import CapabilityCache
 from tests.support.cli import run_cli
 from tests.support.faults import RejectIfMatchStore
+from tests.support.memory_store import MemoryStore, VirtualClock
+from tests.support.wrapping import StoreWrapper
 
 
 def strip_conditional_headers(client: Any) -> None:
@@ -66,7 +73,7 @@ def test_cli_check_store_passes_on_the_local_config() -> None:
 
 def test_cli_check_store_json() -> None:
     done = run_cli("check-store", "--config", "config/local.toml", "--json")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"  # the table names the probe
     report = json.loads(done.stdout)
     assert report["ok"] is True and len(report["probes"]) == 6
 
@@ -149,3 +156,29 @@ def test_check_store_on_a_missing_bucket_raises_bucket_missing(s3_client) -> Non
     store = S3ObjectStore(s3_client, "no-such-bucket-for-probes")
     with pytest.raises(BucketMissingError):
         run_probes(store, "epochgc")
+
+
+class _DownThenUp(StoreWrapper):
+    """Unreachable for the first ``down`` LISTs."""
+
+    def __init__(self, store: Any, down: int) -> None:
+        super().__init__(store)
+        self.down = down
+
+    def list_pages(self, prefix: str, **kwargs: Any) -> Any:
+        if self.down > 0:
+            self.down -= 1
+            raise StoreUnreachableError("cannot reach the store at URL: connection refused", None)
+        return self._store.list_pages(prefix, **kwargs)
+
+
+def test_wait_polls_until_the_store_answers_and_gives_up_after_its_time() -> None:
+    clock = VirtualClock()
+    store = _DownThenUp(MemoryStore(clock), down=3)
+    began = clock.monotonic()
+    wait_until_reachable(store, "epochgc", 5.0, sleep=clock.advance, monotonic=clock.monotonic)
+    assert store.down == 0 and clock.monotonic() - began == pytest.approx(1.5)
+    never = _DownThenUp(MemoryStore(clock), down=100)
+    with pytest.raises(StoreUnreachableError):
+        wait_until_reachable(never, "epochgc", 5.0, sleep=clock.advance, monotonic=clock.monotonic)
+    assert never.down == 100 - 11  # 0.5 s apart for 5 s, then one last try

@@ -1,0 +1,78 @@
+"""``epochgc embedded-s3`` as an adopter runs it: a busy port is one line and
+exit 1 (it used to hang, deaf to SIGTERM), SIGTERM stops a running server,
+and the server binds the very port it reports (no pick-then-bind race)."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import boto3
+
+from epochgc.storage.embedded import EmbeddedS3
+from tests.support.cli import REPO
+
+
+def serve(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "epochgc.cli", "embedded-s3", *args],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_a_busy_port_is_one_line_and_exit_1_not_a_hang() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        server = serve("--port", str(port), "--config", "config/local-server.toml")
+        try:
+            _out, err = server.communicate(timeout=30)
+        finally:
+            server.kill()
+    assert server.returncode == 1, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and f"port {port}" in lines[0] and "in use" in lines[0], err
+    assert "Traceback" not in err
+
+
+def test_sigterm_stops_a_running_server_and_it_serves_the_port_it_printed() -> None:
+    server = serve("--port", "0", "--config", "config/local-server.toml")
+    try:
+        assert server.stdout is not None
+        first = server.stdout.readline()  # embedded S3 serving bucket 'B' at URL
+        bucket = first.split("'")[1]
+        endpoint = first.split(" at ", 1)[1].split()[0]
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="x",
+            aws_secret_access_key="y",
+        )
+        assert bucket in {b["Name"] for b in s3.list_buckets()["Buckets"]}
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=15)
+    finally:
+        server.kill()
+    assert server.returncode == 0
+
+
+def test_the_library_server_binds_before_it_reports_and_stops_cleanly() -> None:
+    started = time.monotonic()
+    with EmbeddedS3(bucket="bucket-one") as s3:
+        port = int(s3.endpoint_url.rsplit(":", 1)[1])
+        with socket.socket() as other:  # the port is ours: nobody else can bind it
+            try:
+                other.bind(("127.0.0.1", port))
+                bound = True
+            except OSError:
+                bound = False
+        assert not bound
+    assert time.monotonic() - started < 30
