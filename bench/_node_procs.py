@@ -69,7 +69,13 @@ class NodeConfig:
     max_moves: int
     reconciler_round_seconds: float
     report_seconds: float
-    reconcile_concurrency: int = 8
+    reconcile_concurrency: int = 4
+    max_round_seconds: float = 600.0
+    """A node whose rounds loop completes no round this long exits 1
+    (``[reconciler] max_round_seconds``; default 4 TTLs, 60 s). Here a
+    node's first round opens its 100 partitions while 19 others open
+    theirs on the one embedded server, which serves them all in over a
+    minute: at 60 s every node exited in the middle of leading."""
 
     def toml(self) -> str:
         """The file's text: the store, the product's lease and round
@@ -105,6 +111,7 @@ max_moves_per_round = {self.max_moves}
 round_interval_seconds = {self.reconciler_round_seconds}
 idle_interval_seconds = 1e9
 reconcile_concurrency = {self.reconcile_concurrency}
+max_round_seconds = {self.max_round_seconds}
 
 [reports]
 interval_seconds = {self.report_seconds}

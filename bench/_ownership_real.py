@@ -263,7 +263,13 @@ class _ClusterRun:
         self.victims: set[PartitionId] = set()
         """The partitions the killed node owned."""
         a = args
-        self.cap = 2 * a.real_start_cap + a.real_steady + a.real_ttl + a.real_failover_cap + 120
+        self.cap = (
+            2 * a.real_start_cap
+            + a.real_lead_cap
+            + a.real_steady
+            + a.real_ttl
+            + a.real_failover_cap
+        ) + 120
 
     def go(self) -> None:
         try:
@@ -283,20 +289,18 @@ class _ClusterRun:
         progress = _Progress(f"{run.label}: start")
 
         def all_owned() -> bool:
-            # Every partition has had an owner: only records never read
-            # held are read (each about once), so the bench keeps up.
             nonlocal registered
-            watch.poll_records(fetch=lambda p: watch.first_owned_at(p) is None)
+            watch.poll_records()
             if math.isinf(registered) and set(self.names) <= watch.nodes:
                 registered = time.monotonic() - launched
-            owned = [p for p in want if watch.first_owned_at(p) is not None]
+            owned = watch.owned(self.names)
             progress.maybe(
                 lambda: (
                     f"nodes registered {len(watch.nodes)}/{len(self.names)}, "
                     f"owned {len(owned)}/{len(want)} (a read takes {watch.last_read[0]:.1f}s)"
                 )
             )
-            return len(owned) == len(want)
+            return owned == want
 
         if not _wait(procs, all_owned, a.real_poll, a.real_start_cap):
             run.notes.append(f"not every partition owned within {a.real_start_cap:g}s")
@@ -320,8 +324,8 @@ class _ClusterRun:
                 progress.maybe(lambda: f"led {len(led)}/{len(want)}")
                 return led == want
 
-            if not _wait(procs, all_led, a.real_poll, a.real_start_cap):
-                run.notes.append(f"not every partition led within {a.real_start_cap:g}s")
+            if not _wait(procs, all_led, a.real_poll, a.real_lead_cap):
+                run.notes.append(f"not every partition led within {a.real_lead_cap:g}s")
                 return
             run.seconds_to_all_led = time.monotonic() - launched
             log.info("%s: every partition led by %.1fs", run.label, run.seconds_to_all_led)
@@ -476,7 +480,7 @@ def run_node_leases(s3: EmbeddedS3, args: argparse.Namespace, policy: LeasePolic
     del policy  # the nodes read theirs from the configuration file
     result = RealResult("node leases (epochgc)")
     workroot = Path(tempfile.mkdtemp(prefix="bench-ownership-"))
-    keep = measured = False
+    keep, measured = args.real_keep_logs, False
     observer_requests, observer_seconds = 0, 0.0
     try:
         for scenario in args.real_scenarios.split(","):
@@ -496,8 +500,8 @@ def run_node_leases(s3: EmbeddedS3, args: argparse.Namespace, policy: LeasePolic
                     keep = True
                 observer_requests += cluster.stats.total()
                 observer_seconds += time.monotonic() - started
-                if run.notes:
-                    keep = True
+                if run.notes or not run.seconds <= args.real_ttl + args.real_round:
+                    keep = True  # a failing run's node logs say why
                 if full:
                     result.seconds_to_all_owned = run.seconds_to_all_owned
                     result.seconds_to_all_led = run.seconds_to_all_led

@@ -8,18 +8,20 @@ partition logs (a partition is led once its log's newest entry is at the
 record's term: the leader's ``term_start``). Nothing is asked of the nodes.
 
 Costs, since the embedded server serves one request at a time and the
-nodes wait behind the bench's reads: a records poll is one LIST page per
-1000 records plus a GET of each record whose ETag changed since it was
-read; a full logs poll is one LIST page per 1000 log entries plus a GET of
-each new entry; ``probe_logs`` is one GET per partition asked about (the
-entry after the newest one known). ``stats`` counts the bench's requests.
+nodes wait behind the bench's reads (and the bench behind theirs): a
+records poll is one LIST page per 1000 records plus a GET of each record
+whose ETag changed since it was read; a full logs poll is one LIST page
+per 1000 log entries plus a GET of each new entry; ``probe_logs`` is one
+GET per partition asked about (the entry after the newest one known).
+``stats`` counts the bench's requests.
 
 Times. A record carries ``updated_at``, its writer's wall clock when the
 record was written; the nodes run on this machine, so that is the bench's
 clock too. ``first_owned_at`` (start) and ``taken_over_at`` (failover) use
 it: exact to the millisecond whatever the poll interval, where a poll only
 says "by now". The write lands a request's latency after its
-``updated_at``; the poll times bound that from above.
+``updated_at``; the poll times bound that from above, and so do the
+survivors' log lines that the take-over was answered.
 """
 
 from __future__ import annotations
@@ -53,6 +55,11 @@ from epochgc.watermarks.partition.codec import decode_command
 
 log = logging.getLogger("epochgc.bench")
 
+READERS = 32
+"""The bench's reads in flight. The embedded server shares itself out per
+request: while 20 nodes open partitions (160 at once), 8 readers needed
+over a minute to read 2,000 records, by which time leading was over."""
+
 
 @dataclass(frozen=True)
 class Seen:
@@ -80,7 +87,7 @@ class StoreWatch:
     stats: RequestStats
     root: str
     partitions: frozenset[PartitionId]
-    pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(8))
+    pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(READERS))
     records: dict[PartitionId, OwnerDocument] = field(default_factory=dict)
     """The newest version of each record read."""
     history: dict[PartitionId, list[Seen]] = field(default_factory=dict)

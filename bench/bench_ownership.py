@@ -463,6 +463,12 @@ def main() -> int:
     parser.add_argument("--real-steady", type=float, default=15.0)
     parser.add_argument("--real-failover-cap", type=float, default=20.0)
     parser.add_argument(
+        "--real-lead-cap",
+        type=float,
+        default=240.0,
+        help="seconds the real half waits for every partition to be led once owned",
+    )
+    parser.add_argument(
         "--real-runs", type=int, default=3, help="fresh clusters per failover scenario"
     )
     parser.add_argument(
@@ -479,6 +485,11 @@ def main() -> int:
         type=float,
         default=2.0,
         help="seconds between the bench's reads during a failover",
+    )
+    parser.add_argument(
+        "--real-keep-logs",
+        action="store_true",
+        help="keep the nodes' logs (kept anyway when a run fails or misses its target)",
     )
     parser.add_argument(
         "--no-real-baseline",
