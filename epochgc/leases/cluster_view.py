@@ -80,6 +80,8 @@ class ClusterState:
     assignment_version: int = ASSIGNMENT_VERSION
     """The version ``desired`` was computed with: the oldest one a node of
     the assignment advertises (older during a rolling upgrade)."""
+    records_listed: bool = True
+    """False: ``listed`` is the last listing (``refresh(after=...)``)."""
 
 
 _UNPARSED = PartitionId("", 0, -1)
@@ -97,6 +99,11 @@ class QuietCheck:
     list_pages: int
     gets: int
     next_stale_at: float | None = None
+    nodes_left: bool = False
+    """What changed is only that nodes left (judged dead or released):
+    ``refresh(after=...)`` may act on the last records listing."""
+    node_infos: Mapping[str, ObjectInfo] = field(default_factory=dict)
+    """The node listing it made (``refresh(after=...)`` uses it)."""
 
 
 @dataclass
@@ -138,6 +145,9 @@ class ClusterView:
     last records listing."""
     _listed_at: float = 0.0
     """Monotonic time the last records listing began."""
+    _listing: dict[PartitionId, str] | None = None
+    """The last records listing (partition -> ETag), kept current with this
+    node's own writes (``remember``): what a round after a death acts on."""
 
     def __post_init__(self) -> None:
         self._watch = VersionWatch(self.ttl_seconds)
@@ -145,6 +155,8 @@ class ClusterView:
     def remember(self, pid: PartitionId, record: OwnerRecord) -> None:
         """Cache a record we wrote ourselves (no GET needed to know it)."""
         self._records[pid] = record
+        if self._listing is not None:
+            self._listing[pid] = record.etag
 
     def unchanged_since_listing(
         self, me: str, partitions: frozenset[PartitionId], max_age_seconds: float
@@ -159,11 +171,21 @@ class ClusterView:
             StorageError: the LIST or a GET failed.
         """
         counters = _Counters()
-        if self._listed_key is None or self.monotonic() - self._listed_at >= max_age_seconds:
+        before = self._listed_key
+        if before is None or self.monotonic() - self._listed_at >= max_age_seconds:
             return QuietCheck(False, 0, 0)
-        key = (*self._judge_nodes(me, self._list_nodes(counters), counters), partitions)
+        node_infos = self._list_nodes(counters)
+        live, assigned, version = self._judge_nodes(me, node_infos, counters)
+        key = (live, assigned, version, partitions)
         return QuietCheck(
-            key == self._listed_key, counters.list_pages, counters.gets, self.next_stale_at(me)
+            key == before,
+            counters.list_pages,
+            counters.gets,
+            self.next_stale_at(me),
+            nodes_left=live < before[0]
+            and assigned <= before[1]
+            and (version, partitions) == before[2:],
+            node_infos=node_infos,
         )
 
     def next_stale_at(self, me: str) -> float | None:
@@ -214,16 +236,32 @@ class ClusterView:
         incarnation: str,
         partitions: frozenset[PartitionId],
         mine: Collection[PartitionId],
+        *,
+        after: QuietCheck | None = None,
     ) -> ClusterState:
         """LIST owners, LIST nodes, fetch the bodies the decision needs.
+
+        ``after``: this round's quiet check, when it found only that nodes
+        left. Then nothing is listed: the decision rests on that check's node
+        listing and on the last records listing, so the partitions of a node
+        just found dead are taken over without waiting for a listing of every
+        record, which a store loaded by every survivor asking at once serves
+        last. What the dead node held it cannot have changed since; a record
+        someone else changed meanwhile is read again (its body is fetched
+        when it was not read at that ETag) or fails its conditional write.
+        The caller lists the records at its next round.
 
         Raises:
             StorageError: a LIST or GET failed (the round should be skipped).
         """
         counters = _Counters()
         started = self.monotonic()
-        listed = self._list_owners(counters)
-        node_infos = self._list_nodes(counters)
+        if after is not None and after.nodes_left and self._listing is not None:
+            listed, node_infos, relisted = dict(self._listing), dict(after.node_infos), False
+        else:
+            listed = self._list_owners(counters)
+            node_infos = self._list_nodes(counters)
+            relisted = True
         live_ids, assigned, version = self._judge_nodes(me, node_infos, counters)
         desired = self.assignments.get(assigned, partitions, version)
         wanted = {p for p, n in desired.items() if n == me} | set(mine)
@@ -248,8 +286,9 @@ class ClusterView:
             if seen is not None and (cached is None or cached[0] != seen.etag):
                 self._read_node(node, seen, counters)
                 live[node] = self._incarnation(node)
-        self._listed_key = (live_ids, assigned, version, partitions)
-        self._listed_at = started
+        if relisted:
+            self._listed_key = (live_ids, assigned, version, partitions)
+            self._listed_at = started
         return ClusterState(
             live,
             desired,
@@ -260,6 +299,7 @@ class ClusterView:
             counters.gets,
             self.next_stale_at(me),
             version,
+            records_listed=relisted,
         )
 
     def _long_expired(self, me: str) -> set[str]:
@@ -292,6 +332,7 @@ class ClusterView:
                 if pid is not None:
                     listed[pid] = info.etag
         self._owner_keys = parsed
+        self._listing = dict(listed)
         if not listed:
             counters.list_pages = max(counters.list_pages, 1)
         return listed

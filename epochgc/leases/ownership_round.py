@@ -34,7 +34,7 @@ from epochgc.leases.assignment import (
     is_owned_by,
     plan_round,
 )
-from epochgc.leases.cluster_view import ClusterView
+from epochgc.leases.cluster_view import ClusterView, QuietCheck
 from epochgc.leases.node_lease import NodeLease
 from epochgc.leases.ownership_store import OwnershipStore
 from epochgc.storage.keys import PartitionId
@@ -64,8 +64,10 @@ class RoundReport:
     regular one, so a killed node's partitions wait for the TTL, not for
     the TTL plus the rest of a round."""
     records_listed: bool = True
-    """False: a settled round that listed the nodes only (nothing it could
-    see changed since the records were listed)."""
+    """False: a round that listed the nodes only: a settled one (nothing it
+    could see changed since the records were listed), or one that found
+    that nodes left and acted on the last records listing (the next round
+    lists them)."""
     skipped: str = ""
     """Why the round did nothing (no valid lease, a storage error)."""
 
@@ -240,6 +242,7 @@ class NodeOwnership:
         me, incarnation = self._lease.node_id, self._incarnation
         parts = frozenset(partitions)
         quiet_pages = quiet_gets = 0
+        quiet: QuietCheck | None = None
         try:
             if self._settled:
                 quiet = self.view.unchanged_since_listing(me, parts, self._relist_seconds)
@@ -253,7 +256,11 @@ class NodeOwnership:
                     )
                 quiet_pages, quiet_gets = quiet.list_pages, quiet.gets
             self._settled = False
-            state = self.view.refresh(me, incarnation, parts, {*self._mine, *self._unsettled})
+            # Nodes left: act on the last records listing first (takeovers
+            # must not wait for a listing of every record), list next round.
+            state = self.view.refresh(
+                me, incarnation, parts, {*self._mine, *self._unsettled}, after=quiet
+            )
         except EpochGCError as err:
             log.warning("ownership round skipped: cluster state unreadable: %s", err)
             return RoundReport(owned=len(self.owned()), skipped=str(err))
@@ -307,7 +314,8 @@ class NodeOwnership:
         self.totals["lost"] += lost
         own_share = {p for p, n in state.desired.items() if n == me}
         self._settled = (
-            not plan.moves
+            state.records_listed
+            and not plan.moves
             and not plan.deferred
             and not lost
             and not self._unsettled
@@ -324,6 +332,7 @@ class NodeOwnership:
             list_pages=quiet_pages + state.list_pages,
             gets=quiet_gets + state.gets,
             next_stale_at=state.next_stale_at,
+            records_listed=state.records_listed,
         )
 
     def _write(

@@ -561,6 +561,67 @@ def test_a_round_says_when_a_silent_node_would_be_judged_dead(clock: VirtualCloc
     assert late.next_stale_at is None  # nobody else left to watch
 
 
+def test_the_round_that_finds_a_node_dead_takes_over_before_listing_the_records(
+    clock: VirtualClock,
+) -> None:
+    # Found by bench_ownership's real half (20 node processes, 2,000
+    # partitions, one embedded server): every survivor listed every record
+    # in the round that found a node dead, all within seconds of each
+    # other, and a loaded store serves whole-page listings last: takeovers
+    # waited 5 to 13 s behind them, 30 s after the kill. That round acts on
+    # the listing the node has (the dead node wrote nothing since; a record
+    # someone else changed fails its conditional write) and lists the
+    # records at the next round.
+    store = MemoryStore(clock)
+    cluster = Cluster(store, clock, pids(2500), max_moves=2000)
+    a = cluster.add("a")
+    cluster.add("b")
+    for _ in range(3):
+        cluster.round()
+    victims = {p for p, n in cluster.owners().items() if n == "b"}
+    assert len(victims) == 1250
+    cluster.killed.add("b")
+    report = a.run_round(pids(2500))  # settled: it lists the nodes only
+    assert report.next_stale_at is not None
+    while clock.monotonic() < report.next_stale_at + 0.05:
+        clock.advance(1.0)  # a renews on, b stays silent
+        a.lease.renew_if_due()
+    store.reset_counts()
+    report = a.run_round(pids(2500))
+    assert report.taken_over == 1250 and a.owned() == set(pids(2500))
+    assert store.count("ListObjectsV2", f"{ROOT}/meta/owners/") == 0
+    assert store.count("ListObjectsV2", f"{ROOT}/meta/nodes/") == 1
+    clock.advance(ROUND)
+    a.lease.renew_if_due()
+    store.reset_counts()
+    after = a.run_round(pids(2500))  # the next round lists the records: nothing left unseen
+    assert store.count("ListObjectsV2", f"{ROOT}/meta/owners/") == 3
+    assert after.records_listed and not after.lost and len(a.owned()) == 2500
+
+
+def test_survivors_that_find_a_death_rounds_apart_act_on_their_listings_safely(
+    clock: VirtualClock,
+) -> None:
+    # c sees b's last renewal a round before a does (a ran before b renewed),
+    # so c finds b dead and takes its share a round earlier; a's round then
+    # acts on a listing older than c's writes: records it reads again or
+    # writes that fail, never two owners, and a balanced cluster after.
+    store = MemoryStore(clock)
+    cluster = Cluster(store, clock, pids(300), max_moves=300)
+    for name in ("a", "b", "c"):
+        cluster.add(name)
+    for _ in range(3):
+        cluster.round()
+    victims = {p for p, n in cluster.owners().items() if n == "b"}
+    cluster.killed.add("b")
+    for _ in range(6):
+        cluster.round()  # asserts a single owner at every step
+    owners = cluster.owners()
+    assert all(owners.get(p) in ("a", "c") for p in victims)
+    assert sorted(list(owners.values()).count(n) for n in "ac") == [150, 150]
+    assert cluster.nodes["a"].totals["lost"] == cluster.nodes["c"].totals["lost"] == 0
+
+
 def _old_release_lease(
     store: ObjectStore, clock: VirtualClock, node: str, *, released: bool
 ) -> None:
