@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Mapping
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -131,6 +132,10 @@ class ClusterView:
     now: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     """Wall clock: only to leave long-dead nodes out of the assignment."""
     assignments: AssignmentCache = field(default_factory=AssignmentCache)
+    readers: Executor | None = None
+    """Where the record bodies a refresh needs are read, several at once
+    (``None``: one after another). A round that takes over a dead node's
+    partitions reads each of them first."""
     _watch: VersionWatch = field(init=False)
     _node_bodies: dict[str, tuple[str, int, NodeLeaseDocument]] = field(default_factory=dict)
     """Node id -> (ETag, size, body) of the last body read."""
@@ -267,8 +272,23 @@ class ClusterView:
         wanted = {p for p, n in desired.items() if n == me} | set(mine)
         records: dict[PartitionId, OwnerRecord] = {}
         unreadable: set[PartitionId] = set()
+        fetch: list[PartitionId] = []
         for pid in wanted:
-            record = self._record(pid, listed.get(pid), counters)
+            etag = listed.get(pid)
+            known = self._records.get(pid)
+            if etag is None:
+                self._records.pop(pid, None)
+            elif known is not None and known.etag == etag:
+                records[pid] = known
+            else:
+                fetch.append(pid)
+        counters.gets += len(fetch)
+        reads = (
+            map(self._fetch_record, fetch)
+            if self.readers is None or len(fetch) <= 1
+            else self.readers.map(self._fetch_record, fetch)
+        )
+        for pid, record in zip(fetch, reads, strict=True):
             if record is _UNREADABLE:
                 unreadable.add(pid)
             elif record is not None:
@@ -369,17 +389,9 @@ class ClusterView:
         cached = self._node_bodies.get(node)
         return UNKNOWN_INCARNATION if cached is None else cached[2].incarnation
 
-    def _record(
-        self, pid: PartitionId, etag: str | None, counters: _Counters
-    ) -> OwnerRecord | None:
-        if etag is None:
-            self._records.pop(pid, None)
-            return None
-        cached = self._records.get(pid)
-        if cached is not None and cached.etag == etag:
-            return cached
+    def _fetch_record(self, pid: PartitionId) -> OwnerRecord | None:
+        """GET and cache ``pid``'s record (any thread; ``None``: gone)."""
         key = owner_key(self.root, pid)
-        counters.gets += 1
         stored = get_or_none(self.store, key)
         if stored is None:
             self._records.pop(pid, None)

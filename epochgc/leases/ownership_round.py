@@ -108,6 +108,13 @@ class NodeOwnership:
         old), a round lists the nodes only. Cleared by anything that may
         have changed a record of ours."""
         self._monotonic = monotonic
+        self._writers = (
+            ThreadPoolExecutor(write_concurrency, thread_name_prefix="ownership-write")
+            if write_concurrency > 1
+            else None
+        )
+        """The round's requests in flight at once: its writes, and the
+        record reads of its refresh (a round reads, then writes)."""
         self.view = ClusterView(
             store,
             root,
@@ -115,6 +122,7 @@ class NodeOwnership:
             monotonic,
             now,
             assignments or AssignmentCache(),
+            readers=self._writers,
         )
         self._owners = OwnershipStore(store, root, now=now)
         self._unsettled: set[PartitionId] = set()
@@ -128,11 +136,6 @@ class NodeOwnership:
         replace the dict under ``_writes``."""
         self._writes = threading.RLock()
         self._stopped = False
-        self._writers = (
-            ThreadPoolExecutor(write_concurrency, thread_name_prefix="ownership-write")
-            if write_concurrency > 1
-            else None
-        )
         self._incarnation = ""
         self._assignment_version = ASSIGNMENT_VERSION
         self.totals: dict[str, int] = {"taken": 0, "taken_over": 0, "handed_back": 0, "lost": 0}

@@ -5,6 +5,8 @@ virtual clock: nothing sleeps."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -597,6 +599,54 @@ def test_the_round_that_finds_a_node_dead_takes_over_before_listing_the_records(
     after = a.run_round(pids(2500))  # the next round lists the records: nothing left unseen
     assert store.count("ListObjectsV2", f"{ROOT}/meta/owners/") == 3
     assert after.records_listed and not after.lost and len(a.owned()) == 2500
+
+
+class SlowRecordReads(StoreWrapper):
+    """Every GET of an ownership record takes a while; counts how many are
+    in flight at once."""
+
+    def __init__(self, store: ObjectStore, seconds: float) -> None:
+        super().__init__(store)
+        self.seconds = seconds
+        self.in_flight = self.most_in_flight = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: str, **kwargs: object) -> object:
+        if not key.startswith(f"{ROOT}/meta/owners/"):
+            return self._store.get(key, **kwargs)
+        with self._lock:
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            time.sleep(self.seconds)
+            return self._store.get(key, **kwargs)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+
+def test_the_round_after_a_death_reads_the_records_it_needs_side_by_side(
+    clock: VirtualClock,
+) -> None:
+    # Found by bench_ownership's real half: acting on its last listing, the
+    # round that found a node dead still read the ten-odd records it was to
+    # take over one after another, 0.3 s each from a store loaded by the
+    # other nodes' leaders: 2 to 5 s before the first takeover was written.
+    store = SlowRecordReads(MemoryStore(clock), seconds=0.02)
+    cluster = Cluster(store, clock, pids(60))  # type: ignore[arg-type]
+    a = cluster.add("a")
+    cluster.add("b")
+    for _ in range(3):
+        cluster.round()
+    cluster.killed.add("b")
+    report = a.run_round(pids(60))
+    assert report.next_stale_at is not None
+    while clock.monotonic() < report.next_stale_at + 0.05:
+        clock.advance(1.0)
+        a.lease.renew_if_due()
+    store.most_in_flight = 0
+    assert a.run_round(pids(60)).taken_over == 30
+    assert store.most_in_flight > 1
 
 
 def test_survivors_that_find_a_death_rounds_apart_act_on_their_listings_safely(
