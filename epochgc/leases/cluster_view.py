@@ -251,10 +251,10 @@ class ClusterView:
         listing and on the last records listing, so the partitions of a node
         just found dead are taken over without waiting for a listing of every
         record, which a store loaded by every survivor asking at once serves
-        last. What the dead node held it cannot have changed since; a record
-        someone else changed meanwhile is read again (its body is fetched
-        when it was not read at that ETag) or fails its conditional write.
-        The caller lists the records at its next round.
+        last. Every record the decision needs that is not this node's own is
+        read (the listing may predate it); a record someone changes after
+        that read fails its conditional write. The caller lists the records
+        at its next round.
 
         Raises:
             StorageError: a LIST or GET failed (the round should be skipped).
@@ -276,7 +276,11 @@ class ClusterView:
         for pid in wanted:
             etag = listed.get(pid)
             known = self._records.get(pid)
-            if etag is None:
+            if not relisted and pid not in mine:
+                # The last listing may predate its record (a peer that took
+                # its share after it) or its latest version: read it.
+                fetch.append(pid)
+            elif etag is None:
                 self._records.pop(pid, None)
             elif known is not None and known.etag == etag:
                 records[pid] = known

@@ -601,6 +601,37 @@ def test_the_round_that_finds_a_node_dead_takes_over_before_listing_the_records(
     assert after.records_listed and not after.lost and len(a.owned()) == 2500
 
 
+def test_the_round_after_a_death_reads_records_its_last_listing_predates(
+    clock: VirtualClock,
+) -> None:
+    # Found by bench_ownership's real half: a node settles on a listing
+    # made before a peer that registered later took its share, then lists
+    # only the nodes for a minute; when that peer died, the listing showed
+    # no record for its partitions, the takes failed (the records exist)
+    # and the partitions waited a round more. The round after a death reads
+    # every record it may take, whatever that listing says.
+    store = MemoryStore(clock)
+    cluster = Cluster(store, clock, pids(40))
+    a = cluster.add("a")
+    b = cluster.add("b")
+    a.run_round(pids(40))  # takes its share
+    clock.advance(ROUND)
+    a.lease.renew_if_due()
+    b.lease.renew_if_due()
+    assert a.run_round(pids(40)).records_listed  # settles on a listing of its records only
+    b.run_round(pids(40))  # b takes its share after that listing
+    assert len(b.owned()) == 20
+    report = a.run_round(pids(40))
+    assert not report.records_listed and report.next_stale_at is not None
+    b.lease.stop(release=False)  # kill -9 of b
+    while clock.monotonic() < report.next_stale_at + 0.05:
+        clock.advance(1.0)
+        a.lease.renew_if_due()
+    late = a.run_round(pids(40))
+    assert (late.taken_over, late.conflicts) == (20, 0)
+    assert a.owned() == set(pids(40))
+
+
 class SlowRecordReads(StoreWrapper):
     """Every GET of an ownership record takes a while; counts how many are
     in flight at once."""
