@@ -25,13 +25,14 @@ where today's design breaks (rounds of minutes, renewals slower than the
 TTL).
 
 Then the real-S3 half (``bench/_ownership_real.py``): the embedded S3,
-2,000 partitions, 20 nodes as threads running the real reconciler node
-code, against the real ``LeaseManager`` driven the way the per-partition
-design drove it, with the product's default timings (TTL 15 s, renewals and
-ownership rounds every 5 s). Shorter ones measure the embedded server more
-than epochgc: it serves a 1000-key LIST page in about 150 ms, one request at
-a time, so after a kill the survivors' listings of the 2,000 records queue
-behind each other for seconds, where S3 serves them side by side. The
+2,000 partitions, 20 nodes, each an ``epochgc reconciler`` process, measured
+from the bucket, the busiest killed with SIGKILL in three scenarios (plain,
+while the survivors still open partitions, beside a busy neighbour), each
+on fresh clusters; against the real ``LeaseManager`` driven the way the
+per-partition design drove it, with the product's default timings (TTL
+15 s, renewals and ownership rounds every 5 s). Shorter ones measure the
+embedded server more than epochgc: it serves one request at a time, a
+1000-key LIST page in about 150 ms, where S3 serves them side by side. The
 verdict covers both halves.
 
 Run from the repository root: ``python -m bench.bench_ownership``.
