@@ -369,6 +369,14 @@ class _ClusterRun:
         watch.poll_records()
         loads = list(watch.loads(self.names).values())
         result.loads = (max(loads), min(loads))
+        log.info(
+            "%s: steady %.2f requests/node/s (busiest node %.2f; %s), loads max/min %d/%d",
+            self.run.label,
+            result.requests_per_node_second,
+            result.busiest_node_requests_per_second,
+            ", ".join(f"{op} {r:.2f}" for op, r in result.steady_by_operation.items() if r),
+            *result.loads,
+        )
 
     def _failover(self, procs: NodeProcesses) -> None:
         a, run, watch = self.a, self.run, self.watch
