@@ -31,6 +31,7 @@ BENCHES = (
     "bench_ownership",
     "bench_assignment",
     "bench_steady",
+    "bench_list_parse",
 )
 VERDICT = re.compile(r"^bench (\S+): (.*) \(target (.*)\) (PASS|FAIL)$")
 RESULTS = Path(__file__).resolve().parent / "results"

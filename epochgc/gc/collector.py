@@ -160,10 +160,12 @@ class Collector:
         blocked_after: untrusted ``M`` computations in a row that make the
             collector ``safety_blocked``.
         writer: this collector's name in the shard knowledge it writes.
-        now: the wall clock every round reads (its run id, the age of the
-            objects it lists, the times it writes); the daemon passes its own.
         future_log: where stored times from the future are logged and
             counted (one per collector: each writer is logged once).
+        now: the clock a round's run id and object ages are read from
+            (``None``: the process's clock). The daemon does not pass the
+            clock it was given: a simulated host days behind would find
+            every object too young and delete nothing (docs/internals.md).
     """
 
     def __init__(
@@ -177,7 +179,7 @@ class Collector:
         janitor: Janitor | None = None,
         janitor_interval_seconds: float = 300.0,
         monotonic: Callable[[], float] = time.monotonic,
-        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        now: Callable[[], datetime] | None = None,
         guard: PauseGuard | None = None,
         writer: str = "",
         future_log: FutureTimeLog | None = None,
@@ -284,13 +286,13 @@ class Collector:
                 self.guard.hold(DeletingJob.L0)
                 if due:
                     self.guard.hold(DeletingJob.JANITOR)
-                return RoundReport(RoundOutcome.PAUSED, state, finished_at=self._now())
+                return RoundReport(RoundOutcome.PAUSED, state, finished_at=datetime.now(UTC))
             # Blocked: every round's report keeps naming the cause.
             return RoundReport(
                 RoundOutcome.BLOCKED,
                 state,
                 error=self.blocked_reason or None,
-                finished_at=self._now(),
+                finished_at=datetime.now(UTC),
             )
         try:
             collected = collect_once(
@@ -303,7 +305,7 @@ class Collector:
                 controller=self.controller,
                 janitor=self._janitor if due else None,
                 knowledge=self.knowledge,
-                now=self._now(),
+                now=self._now() if self._now is not None else None,
                 guard=self.guard,
                 writer=self._writer,
                 future_log=self._future_log,
@@ -314,12 +316,12 @@ class Collector:
             # Paused after the last control poll: the round itself refused.
             log.info("gc round not run: %s", err)
             return RoundReport(
-                RoundOutcome.PAUSED, self.state, error=str(err), finished_at=self._now()
+                RoundOutcome.PAUSED, self.state, error=str(err), finished_at=datetime.now(UTC)
             )
         except EpochGCError as err:
             log.warning("gc round failed: %s", err)
             return RoundReport(
-                RoundOutcome.FAILED, self.state, error=str(err), finished_at=self._now()
+                RoundOutcome.FAILED, self.state, error=str(err), finished_at=datetime.now(UTC)
             )
         if collected.knowledge is not None:
             self.knowledge = collected.knowledge
@@ -364,4 +366,4 @@ class Collector:
         outcome = (
             RoundOutcome.BLOCKED if state is CollectorState.SAFETY_BLOCKED else RoundOutcome.FAILED
         )
-        return RoundReport(outcome, state, error=message, finished_at=self._now())
+        return RoundReport(outcome, state, error=message, finished_at=datetime.now(UTC))

@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -213,6 +213,11 @@ class AssignmentCache:
     per caller (the simulation shares one among its nodes: the inputs are
     the same)."""
 
+    compute: Callable[[frozenset[str], frozenset[PartitionId], int], dict[PartitionId, str]] = (
+        desired_assignment
+    )
+    """What computes an assignment (the simulation shares one computation
+    among its thousand nodes)."""
     _key: tuple[frozenset[str], frozenset[PartitionId], int] | None = None
     _value: dict[PartitionId, str] = field(default_factory=dict)
     computed: int = 0
@@ -227,7 +232,7 @@ class AssignmentCache:
         Passing a ``frozenset`` of partitions saves copying it every call."""
         key = (frozenset(nodes), frozenset(partitions), version)
         if key != self._key:
-            self._value = desired_assignment(key[0], key[1], version)
+            self._value = self.compute(*key)
             self._key = key
             self.computed += 1
         return self._value

@@ -1,39 +1,52 @@
-"""The cluster as one node sees it: live nodes and ownership records, read
-by LIST (docs/operating.md, "Nodes, ownership and balance").
+"""The cluster as one node sees it: live nodes and the ownership records it
+needs (docs/operating.md, "Nodes, ownership and balance").
 
-One refresh costs one LIST page per 1000 ownership records plus one per
-1000 nodes, whatever the partitions: the listings carry ETags, and a body
-is fetched only when the decision needs it and its ETag changed since it
-was last read (bodies are cached by ETag):
+Nodes are read by LIST (one page per 1000 nodes): their ETags are what
+liveness rests on. Ownership records are only ever read by key, one GET per
+record this node must judge, several side by side: a listing of every
+record by every node after a change would be 100,000 LIST requests on one
+prefix within a round at 100,000 partitions over 1,000 nodes, far beyond
+the 5,500 reads a second S3 serves on a prefix. A refresh reads
 
-* an ownership record's body, for the partitions whose desired owner is
-  this node (the only ones it may take; the ones it owns it wrote itself);
-* a node lease's body on first sight, when its size changed since the body
-  was read (a release adds the ``released`` field: a stopped node leaves
-  the live list at once, without waiting a TTL), and when a record this
-  node must judge names that node and its ETag changed since the body was
-  read (the node may have restarted with another incarnation).
+* **everything this node must judge** (the records of its share and of
+  the partitions it holds) at the first refresh of an incarnation, when
+  the partitions change (a topic created or deleted), and every
+  ``relist_seconds`` (plus a per-node offset of up to half of that, so
+  nodes that started together do not read together): that is what notices
+  a record changed by someone else, which only a lapsed lease or an
+  operator can cause (partition terms keep that safe meanwhile);
+* **the changes only** otherwise: the records of partitions that have
+  become this node's own but are not held by it yet (and each whose last
+  write lost its answer); the records it holds are the ones it wrote.
+  After a node joins or leaves that is a handful of GETs per node.
 
-Liveness never trusts a body's times (the one use of them is for balance
-only, see ``_long_expired``): a node is live until its lease's
+Liveness never trusts a body's times: a node is live until its lease's
 ETag was seen unchanged for a TTL on this process's monotonic clock
-(``lease_timing.VersionWatch``), or its body says released. Missing a body
-can only delay a takeover, never cause one: a node is judged dead only by
-its own release or by a TTL of silence.
+(``lease_timing.VersionWatch``), or its body says released. Balance uses
+one more reading, store times only (see ``_long_expired``). A node lease's
+body is read when a record this node must judge names that node and the
+ETag changed since its body was read (the node may have restarted with
+another incarnation), when its size changed since it was read (a release
+adds the ``released`` field), and otherwise on first sight, a bounded
+number a refresh (``BODY_BURST_LIMIT``): a thousand nodes starting together
+would otherwise send a million GETs to one prefix. Missing a body can only delay
+a takeover, never cause one.
 
-The listing of owners comes before the listing of nodes, so a record
-written by a node that started after our node listing cannot appear; a
-record whose node is absent from the (later) node listing names a node
-whose lease is gone.
+Records are always read before the node listing that judges their owners,
+so a record written by a node that started after that listing cannot
+appear; a record whose node is absent from the (later) node listing names
+a node whose lease is gone. When every record read names this node (or is
+released), there is no owner to judge and no second listing: a periodic
+read of a settled node's records costs its GETs and one LIST page.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
-from collections.abc import Callable, Collection, Mapping
-from concurrent.futures import Executor
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from typing import Any, Protocol, TypeVar
 
 from epochgc.errors import RecordError
 from epochgc.leases.assignment import (
@@ -49,13 +62,30 @@ from epochgc.storage.keys import (
     node_lease_key,
     nodes_prefix,
     owner_key,
-    owners_prefix,
     parse_node_lease_key,
-    parse_owner_key,
 )
-from epochgc.storage.object_store import ObjectInfo, ObjectStore, get_or_none
+from epochgc.storage.object_store import ObjectInfo, ObjectStore, StoredObject, get_or_none
 
 log = logging.getLogger("epochgc.watermarks.cluster_view")
+
+T = TypeVar("T")
+
+
+class RequestPool(Protocol):
+    """Runs requests side by side: a ``ThreadPoolExecutor`` (or the
+    simulation's stand-in that runs them in virtual time)."""
+
+    def map(self, fn: Callable[[Any], T], iterable: Iterable[Any], /) -> Iterator[T]: ...
+
+
+BODY_BURST_LIMIT = 10_000
+"""Most node lease bodies the whole cluster reads at once only because the
+node is new to the reader: a refresh reads at most ``BODY_BURST_LIMIT //
+nodes`` of them (all of them up to 100 nodes; 10 a refresh at 1,000). A
+thousand nodes starting together then send 10,000 GETs a round (2,000 a
+second over 5 s rounds) to one prefix, not a million; each learns every
+peer's assignment version within ``nodes**2 / BODY_BURST_LIMIT`` rounds
+(see ``_assignment_version``)."""
 
 
 @dataclass(frozen=True)
@@ -69,8 +99,8 @@ class ClusterState:
     desired: Mapping[PartitionId, str]
     records: dict[PartitionId, OwnerRecord]
     """Records this node must judge (desired for it, or named in ``mine``)."""
-    listed: dict[PartitionId, str]
-    """Every ownership record listed: partition -> ETag."""
+    etags: dict[PartitionId, str]
+    """The ETag of every record this refresh read and found (readable)."""
     unreadable: frozenset[PartitionId]
     """Partitions whose record this version cannot read: never touched."""
     list_pages: int
@@ -81,15 +111,16 @@ class ClusterState:
     assignment_version: int = ASSIGNMENT_VERSION
     """The version ``desired`` was computed with: the oldest one a node of
     the assignment advertises (older during a rolling upgrade)."""
-    records_listed: bool = True
-    """False: ``listed`` is the last listing (``refresh(after=...)``)."""
+    observed: frozenset[PartitionId] = frozenset()
+    """The partitions whose record this refresh read (``etags`` is exact
+    for them)."""
+    read: str = "all"
+    """Which records were read: ``all`` (everything this node must judge)
+    or ``changes``."""
 
-
-_UNPARSED = PartitionId("", 0, -1)
-"""Sentinel: an owner key not parsed yet."""
 
 _UNREADABLE = OwnerRecord("", "", 1)
-"""Sentinel: a record listed whose body does not parse."""
+"""Sentinel: a record whose body does not parse."""
 
 
 @dataclass(frozen=True)
@@ -100,11 +131,8 @@ class QuietCheck:
     list_pages: int
     gets: int
     next_stale_at: float | None = None
-    nodes_left: bool = False
-    """What changed is only that nodes left (judged dead or released):
-    ``refresh(after=...)`` may act on the last records listing."""
-    node_infos: Mapping[str, ObjectInfo] = field(default_factory=dict)
-    """The node listing it made (``refresh(after=...)`` uses it)."""
+    nodes: dict[str, ObjectInfo] | None = None
+    """The node listing it made (``refresh`` starts from it)."""
 
 
 @dataclass
@@ -113,14 +141,21 @@ class _Counters:
     gets: int = 0
 
 
+def _digest_fraction(node: str) -> float:
+    """A stable number in [0, 1) for ``node``: its offset in the re-reads."""
+    digest = hashlib.blake2b(b"relist\0" + node.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
 @dataclass
 class ClusterView:
-    """Reads cluster state by LIST, with ETag-keyed body caches.
+    """Reads cluster state: nodes by LIST, records by key, with ETag-keyed
+    body caches.
 
     Example::
 
         view = ClusterView(store, "epochgc", ttl_seconds=15.0, monotonic=time.monotonic)
-        state = view.refresh("node-1", lease.incarnation, partitions, mine={})
+        state = view.refresh("node-1", lease.incarnation, partitions, held={})
         plan = plan_round("node-1", lease.incarnation, state.live,
                           state.records, state.desired, max_moves=64)
     """
@@ -129,69 +164,58 @@ class ClusterView:
     root: str
     ttl_seconds: float
     monotonic: Callable[[], float]
-    now: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
-    """Wall clock: only to leave long-dead nodes out of the assignment."""
     assignments: AssignmentCache = field(default_factory=AssignmentCache)
-    readers: Executor | None = None
-    """Where the record bodies a refresh needs are read, several at once
-    (``None``: one after another). A round that takes over a dead node's
-    partitions reads each of them first."""
+    relist_seconds: float = 60.0
+    """How often (plus a per-node offset) every record this node must judge
+    is read again (``[ownership] relist_records_seconds``; the name is from
+    when this was a listing)."""
+    requests: RequestPool | None = None
+    """Where a refresh's GETs run side by side (``None``: one after
+    another). A hundred GETs at 20 ms are two seconds in sequence."""
+    body_burst_limit: int = BODY_BURST_LIMIT
+    """See ``BODY_BURST_LIMIT``."""
     _watch: VersionWatch = field(init=False)
     _node_bodies: dict[str, tuple[str, int, NodeLeaseDocument]] = field(default_factory=dict)
     """Node id -> (ETag, size, body) of the last body read."""
-    _records: dict[PartitionId, OwnerRecord] = field(default_factory=dict)
-    """Partition -> last record read (its ``etag`` is the version read)."""
     _unreadable: set[str] = field(default_factory=set)
-    _owner_keys: dict[str, PartitionId | None] = field(default_factory=dict)
-    """Parsed owner keys: a round lists every record, a parse each would
-    cost more than the listing."""
     _listed_key: tuple[frozenset[str], frozenset[str], int, frozenset[PartitionId]] | None = None
     """Live nodes, assigned nodes, assignment version and partitions at the
-    last records listing."""
-    _listed_at: float = 0.0
-    """Monotonic time the last records listing began."""
-    _listing: dict[PartitionId, str] | None = None
-    """The last records listing (partition -> ETag), kept current with this
-    node's own writes (``remember``): what a round after a death acts on."""
+    last refresh."""
+    _full_read_at: float | None = None
+    """Monotonic time the last read of everything began."""
+    _full_read_partitions: frozenset[PartitionId] = frozenset()
 
     def __post_init__(self) -> None:
         self._watch = VersionWatch(self.ttl_seconds)
 
-    def remember(self, pid: PartitionId, record: OwnerRecord) -> None:
-        """Cache a record we wrote ourselves (no GET needed to know it)."""
-        self._records[pid] = record
-        if self._listing is not None:
-            self._listing[pid] = record.etag
-
-    def unchanged_since_listing(
-        self, me: str, partitions: frozenset[PartitionId], max_age_seconds: float
-    ) -> QuietCheck:
+    def unchanged_since_listing(self, me: str, partitions: frozenset[PartitionId]) -> QuietCheck:
         """LIST the nodes only: whether the nodes the assignment is computed
         from and the partitions are what they were at the last ``refresh``,
-        which listed the records less than ``max_age_seconds`` ago. The
-        caller skips the records' listing only when its own share was
-        settled then (see ``NodeOwnership``).
+        and no read of everything is due. The caller skips the refresh only
+        when its own share was settled then (see ``NodeOwnership``).
 
         Raises:
             StorageError: the LIST or a GET failed.
         """
         counters = _Counters()
-        before = self._listed_key
-        if before is None or self.monotonic() - self._listed_at >= max_age_seconds:
+        if self._listed_key is None or self._full_read_due(me, partitions):
             return QuietCheck(False, 0, 0)
         node_infos = self._list_nodes(counters)
-        live, assigned, version = self._judge_nodes(me, node_infos, counters)
-        key = (live, assigned, version, partitions)
+        self._read_node_bodies(me, node_infos, (), counters, first_sight=True)
+        key = (*self._judge_nodes(me, node_infos), partitions)
         return QuietCheck(
-            key == before,
+            key == self._listed_key,
             counters.list_pages,
             counters.gets,
             self.next_stale_at(me),
-            nodes_left=live < before[0]
-            and assigned <= before[1]
-            and (version, partitions) == before[2:],
-            node_infos=node_infos,
+            node_infos,
         )
+
+    def _full_read_due(self, me: str, partitions: frozenset[PartitionId]) -> bool:
+        if self._full_read_at is None or partitions != self._full_read_partitions:
+            return True
+        offset = _digest_fraction(me) * self.relist_seconds / 2
+        return self.monotonic() - self._full_read_at >= self.relist_seconds + offset
 
     def next_stale_at(self, me: str) -> float | None:
         """When the first other node still live would be judged dead if its
@@ -199,7 +223,7 @@ class ClusterView:
         return self._watch.next_stale_at(self.monotonic(), exclude=(me,))
 
     def _judge_nodes(
-        self, me: str, node_infos: dict[str, ObjectInfo], counters: _Counters
+        self, me: str, node_infos: dict[str, ObjectInfo]
     ) -> tuple[frozenset[str], frozenset[str], int]:
         """Observe one node listing: the live node ids (this one included),
         the ones the desired assignment is computed from, and the version
@@ -208,12 +232,6 @@ class ClusterView:
         self._watch.observe({n: info.etag for n, info in node_infos.items()}, now)
         for gone in [n for n in self._node_bodies if n not in node_infos]:
             del self._node_bodies[gone]
-        for node, info in node_infos.items():
-            cached = self._node_bodies.get(node)
-            if node != me and (
-                cached is None or (cached[0] != info.etag and cached[1] != info.size)
-            ):
-                self._read_node(node, info, counters)
         released = {
             n
             for n, (etag, _size, doc) in self._node_bodies.items()
@@ -221,14 +239,53 @@ class ClusterView:
         }
         live_ids = set(self._watch.live(now, released))
         live_ids.add(me)
-        assigned = frozenset(live_ids - self._long_expired(me))
+        assigned = frozenset(live_ids - self._long_expired(me, node_infos))
         return frozenset(live_ids), assigned, self._assignment_version(assigned)
+
+    def _read_node_bodies(
+        self,
+        me: str,
+        node_infos: Mapping[str, ObjectInfo],
+        named: Collection[str],
+        counters: _Counters,
+        *,
+        first_sight: bool,
+    ) -> None:
+        """Read the node lease bodies this refresh needs (see the module
+        docstring): those of ``named`` nodes whose ETag changed since their
+        body was read (or never read), of nodes whose size changed, and
+        with ``first_sight`` a bounded number of nodes never read."""
+        needed: list[str] = []
+        unseen: list[str] = []
+        for node, info in node_infos.items():
+            cached = self._node_bodies.get(node)
+            if node == me:
+                continue
+            if cached is None:
+                (needed if node in named else unseen).append(node)
+            elif cached[0] != info.etag and (cached[1] != info.size or node in named):
+                needed.append(node)
+        if first_sight:
+            needed += sorted(unseen)[: max(1, self.body_burst_limit // max(1, len(node_infos)))]
+        keys = [node_lease_key(self.root, n) for n in needed]
+        for node, key, stored in zip(needed, keys, self._get_all(keys, counters), strict=True):
+            if stored is None:
+                self._node_bodies.pop(node, None)
+                continue
+            try:
+                doc = decode_node_lease(stored.body, key)
+            except RecordError as err:
+                self._warn_once(key, err)
+                continue
+            self._node_bodies[node] = (stored.etag, len(stored.body), doc)
 
     def _assignment_version(self, assigned: frozenset[str]) -> int:
         """The oldest assignment version a node of the assignment computes,
         so that every node computes the same one during a rolling upgrade.
-        A node whose body could not be read does not lower it: an older
-        node's lease is always readable by a newer one."""
+        A node whose body is not read yet (or could not be) does not lower
+        it: an older node's lease is always readable by a newer one, and
+        is read at once up to 100 nodes (see ``BODY_BURST_LIMIT``); a node
+        that names a record this node judges is read at once at any size."""
         versions = [ASSIGNMENT_VERSION]
         versions += [
             body[2].assignment for n in assigned if (body := self._node_bodies.get(n)) is not None
@@ -240,126 +297,96 @@ class ClusterView:
         me: str,
         incarnation: str,
         partitions: frozenset[PartitionId],
-        mine: Collection[PartitionId],
-        *,
-        after: QuietCheck | None = None,
+        held: Mapping[PartitionId, OwnerRecord],
+        unsettled: Collection[PartitionId] = (),
+        nodes: dict[str, ObjectInfo] | None = None,
     ) -> ClusterState:
-        """LIST owners, LIST nodes, fetch the bodies the decision needs.
+        """Read the nodes and the records this round's decision needs
+        (everything this node must judge, or the changes only: see the
+        module docstring).
 
-        ``after``: this round's quiet check, when it found only that nodes
-        left. Then nothing is listed: the decision rests on that check's node
-        listing and on the last records listing, so the partitions of a node
-        just found dead are taken over without waiting for a listing of every
-        record, which a store loaded by every survivor asking at once serves
-        last. Every record the decision needs that is not this node's own is
-        read (the listing may predate it); a record someone changes after
-        that read fails its conditional write. The caller lists the records
-        at its next round.
+        Args:
+            held: the records this node holds, as it wrote them.
+            unsettled: partitions whose last write lost its answer (read
+                whatever the assignment says).
+            nodes: a node listing just made (``QuietCheck.nodes``), whose
+                bodies were read: the refresh starts from it.
 
         Raises:
             StorageError: a LIST or GET failed (the round should be skipped).
         """
         counters = _Counters()
         started = self.monotonic()
-        if after is not None and after.nodes_left and self._listing is not None:
-            listed, node_infos, relisted = dict(self._listing), dict(after.node_infos), False
-        else:
-            listed = self._list_owners(counters)
-            node_infos = self._list_nodes(counters)
-            relisted = True
-        live_ids, assigned, version = self._judge_nodes(me, node_infos, counters)
+        full = self._full_read_due(me, partitions)
+        if nodes is None:
+            nodes = self._list_nodes(counters)
+            self._read_node_bodies(me, nodes, (), counters, first_sight=True)
+        live_ids, assigned, version = self._judge_nodes(me, nodes)
         desired = self.assignments.get(assigned, partitions, version)
-        wanted = {p for p, n in desired.items() if n == me} | set(mine)
+        own_share = {p for p, n in desired.items() if n == me}
+        wanted = own_share | set(held) if full else own_share - set(held)
+        wanted |= set(unsettled)
+        read = sorted(wanted, key=str)
+        keys = [owner_key(self.root, pid) for pid in read]
+        fetched = self._get_all(keys, counters)
         records: dict[PartitionId, OwnerRecord] = {}
+        etags: dict[PartitionId, str] = {}
         unreadable: set[PartitionId] = set()
-        fetch: list[PartitionId] = []
-        for pid in wanted:
-            etag = listed.get(pid)
-            known = self._records.get(pid)
-            if not relisted and pid not in mine:
-                # The last listing may predate its record (a peer that took
-                # its share after it) or its latest version: read it.
-                fetch.append(pid)
-            elif etag is None:
-                self._records.pop(pid, None)
-            elif known is not None and known.etag == etag:
-                records[pid] = known
-            else:
-                fetch.append(pid)
-        counters.gets += len(fetch)
-        reads = (
-            map(self._fetch_record, fetch)
-            if self.readers is None or len(fetch) <= 1
-            else self.readers.map(self._fetch_record, fetch)
-        )
-        for pid, record in zip(fetch, reads, strict=True):
+        for pid, key, stored in zip(read, keys, fetched, strict=True):
+            record = self._decoded(key, stored)
             if record is _UNREADABLE:
                 unreadable.add(pid)
             elif record is not None:
                 records[pid] = record
+                etags[pid] = record.etag
+        for pid, record in held.items():
+            if pid not in wanted:
+                records[pid] = record  # as we wrote it
+        named = {r.node for r in records.values() if r.node != me and not r.released}
+        if named:
+            # The nodes again, after the records: the owners they name are
+            # judged by a listing that can only be newer than the records.
+            nodes = self._list_nodes(counters)
+            self._read_node_bodies(me, nodes, named, counters, first_sight=False)
+            live_ids, _assigned, _version = self._judge_nodes(me, nodes)
+        if full:
+            self._full_read_at = started
+            self._full_read_partitions = partitions
         live = {n: self._incarnation(n) for n in live_ids}
         live[me] = incarnation
-        stale_nodes = {
-            r.node
-            for r in records.values()
-            if r.node != me and r.node in live_ids and not r.released
-        }
-        for node in stale_nodes:
-            cached = self._node_bodies.get(node)
-            seen = node_infos.get(node)
-            if seen is not None and (cached is None or cached[0] != seen.etag):
-                self._read_node(node, seen, counters)
-                live[node] = self._incarnation(node)
-        if relisted:
-            self._listed_key = (live_ids, assigned, version, partitions)
-            self._listed_at = started
+        self._listed_key = (live_ids, assigned, version, partitions)
         return ClusterState(
             live,
             desired,
             records,
-            listed,
+            etags,
             frozenset(unreadable),
             counters.list_pages,
             counters.gets,
             self.next_stale_at(me),
             version,
-            records_listed=relisted,
+            frozenset(wanted),
+            "all" if full else "changes",
         )
 
-    def _long_expired(self, me: str) -> set[str]:
-        """Nodes whose lease, as first seen, expired a TTL or more before
-        our wall clock and has not changed since: left out of the desired
+    def _long_expired(self, me: str, node_infos: Mapping[str, ObjectInfo]) -> set[str]:
+        """Nodes whose lease was last written two TTLs or more before this
+        node's own last renewal, both as the store stamped them in one
+        listing (no wall clock is read): left out of the desired
         assignment, so a node that just started does not wait a TTL of
         silence from every dead node's leftover lease before it agrees
-        with the others on the assignment. Only balance rests on this wall
-        clock reading; their records stay protected until the ETag watch
-        calls them dead, as for any node."""
-        wall = self.now()
+        with the others on the assignment. Only balance rests on this;
+        their records stay protected until the ETag watch calls them dead,
+        as for any node."""
+        mine = node_infos.get(me)
+        if mine is None:
+            return set()
         return {
             n
-            for n, (etag, _size, doc) in self._node_bodies.items()
+            for n, info in node_infos.items()
             if n != me
-            and self._watch.etag(n) == etag
-            and (wall - doc.expires_at).total_seconds() >= self.ttl_seconds
+            and (mine.last_modified - info.last_modified).total_seconds() >= 2 * self.ttl_seconds
         }
-
-    def _list_owners(self, counters: _Counters) -> dict[PartitionId, str]:
-        listed: dict[PartitionId, str] = {}
-        parsed: dict[str, PartitionId | None] = {}
-        for page in self.store.list_pages(owners_prefix(self.root)):
-            counters.list_pages += 1
-            for info in page:
-                pid = self._owner_keys.get(info.key, _UNPARSED)
-                if pid is _UNPARSED:
-                    pid = parse_owner_key(info.key, self.root)
-                parsed[info.key] = pid
-                if pid is not None:
-                    listed[pid] = info.etag
-        self._owner_keys = parsed
-        self._listing = dict(listed)
-        if not listed:
-            counters.list_pages = max(counters.list_pages, 1)
-        return listed
 
     def _list_nodes(self, counters: _Counters) -> dict[str, ObjectInfo]:
         infos: dict[str, ObjectInfo] = {}
@@ -373,19 +400,15 @@ class ClusterView:
         counters.list_pages += max(pages, 1)
         return infos
 
-    def _read_node(self, node: str, info: ObjectInfo, counters: _Counters) -> None:
-        key = node_lease_key(self.root, node)
-        counters.gets += 1
-        stored = get_or_none(self.store, key)
-        if stored is None:
-            self._node_bodies.pop(node, None)
-            return
-        try:
-            doc = decode_node_lease(stored.body, key)
-        except RecordError as err:
-            self._warn_once(key, err)
-            return
-        self._node_bodies[node] = (stored.etag, len(stored.body), doc)
+    def _get_all(self, keys: list[str], counters: _Counters) -> list[StoredObject | None]:
+        """GET ``keys`` (``None``: absent), side by side through
+        ``requests`` when there is more than one.
+
+        Raises:
+            StorageError: a GET failed (the first failure, once all ended).
+        """
+        counters.gets += len(keys)
+        return _map(self.requests, lambda key: get_or_none(self.store, key), keys)
 
     def _incarnation(self, node: str) -> str:
         """The incarnation last read for ``node``; unknown (its body could
@@ -393,12 +416,8 @@ class ClusterView:
         cached = self._node_bodies.get(node)
         return UNKNOWN_INCARNATION if cached is None else cached[2].incarnation
 
-    def _fetch_record(self, pid: PartitionId) -> OwnerRecord | None:
-        """GET and cache ``pid``'s record (any thread; ``None``: gone)."""
-        key = owner_key(self.root, pid)
-        stored = get_or_none(self.store, key)
+    def _decoded(self, key: str, stored: StoredObject | None) -> OwnerRecord | None:
         if stored is None:
-            self._records.pop(pid, None)
             return None
         try:
             doc = decode_owner(stored.body, key)
@@ -407,11 +426,18 @@ class ClusterView:
             # we can know neither its owner nor its term.
             self._warn_once(key, err)
             return _UNREADABLE
-        record = OwnerRecord(doc.node, doc.incarnation, doc.term, doc.released, stored.etag)
-        self._records[pid] = record
-        return record
+        return OwnerRecord(doc.node, doc.incarnation, doc.term, doc.released, stored.etag)
 
     def _warn_once(self, key: str, err: Exception) -> None:
         if key not in self._unreadable:
             self._unreadable.add(key)
             log.warning("ignoring unreadable ownership object %s: %s", key, err)
+
+
+def _map(pool: RequestPool | None, fn: Callable[[str], T], items: Iterable[str]) -> list[T]:
+    """``fn`` over ``items``: through ``pool`` when given and there is more
+    than one, else in this thread."""
+    items = list(items)
+    if pool is None or len(items) <= 1:
+        return [fn(item) for item in items]
+    return list(pool.map(fn, items))

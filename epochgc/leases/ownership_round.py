@@ -5,7 +5,7 @@
 A node owns a partition while the record names its current incarnation and
 its node lease is valid on its own clock: ``owned()`` is empty the moment
 the lease runs out, whatever the records say. A record we wrote that shows
-another ETag in a later listing was taken from us (our lease must have
+another ETag when it is read again was taken from us (our lease must have
 lapsed in the taker's eyes): it is dropped at once. A hand-back stops
 treating the partition as owned before the release is sent.
 
@@ -34,7 +34,7 @@ from epochgc.leases.assignment import (
     is_owned_by,
     plan_round,
 )
-from epochgc.leases.cluster_view import ClusterView, QuietCheck
+from epochgc.leases.cluster_view import ClusterView, RequestPool
 from epochgc.leases.node_lease import NodeLease
 from epochgc.leases.ownership_store import OwnershipStore
 from epochgc.storage.keys import PartitionId
@@ -63,11 +63,12 @@ class RoundReport:
     dead: the caller runs its next round then if that comes before the
     regular one, so a killed node's partitions wait for the TTL, not for
     the TTL plus the rest of a round."""
-    records_listed: bool = True
-    """False: a round that listed the nodes only: a settled one (nothing it
-    could see changed since the records were listed), or one that found
-    that nodes left and acted on the last records listing (the next round
-    lists them)."""
+    records_read: bool = True
+    """False: a settled round that listed the nodes only (nothing it could
+    see changed since the records were read)."""
+    read: str = ""
+    """Which records were read (``ClusterState.read``: ``all`` or
+    ``changes``); empty when none were."""
     skipped: str = ""
     """Why the round did nothing (no valid lease, a storage error)."""
 
@@ -93,36 +94,38 @@ class NodeOwnership:
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         monotonic: Callable[[], float] = time.monotonic,
         assignments: AssignmentCache | None = None,
-        write_concurrency: int = 8,
+        request_concurrency: int = 8,
+        requests: RequestPool | None = None,
         relist_records_seconds: float = 60.0,
     ) -> None:
+        """``requests`` runs a round's GETs and conditional writes side by
+        side (default: a pool of ``request_concurrency`` threads; 1: one
+        after another)."""
         if max_moves_per_round < 1:
             raise ValueError(f"max_moves_per_round must be >= 1, got {max_moves_per_round}")
         self._lease = lease
         self._max_moves = max_moves_per_round
-        self._relist_seconds = relist_records_seconds
         self._settled = False
-        """The last records listing found this node's share exactly its
-        own, with nothing to move, lose or read again: until the nodes or
-        the partitions change (or the listing is ``relist_records_seconds``
-        old), a round lists the nodes only. Cleared by anything that may
+        """The last refresh found this node's share exactly its own, with
+        nothing to move, lose or read again: until the nodes or the
+        partitions change (or the records are due to be read again, every
+        ``relist_records_seconds``), a round lists the nodes only. Cleared by anything that may
         have changed a record of ours."""
         self._monotonic = monotonic
-        self._writers = (
-            ThreadPoolExecutor(write_concurrency, thread_name_prefix="ownership-write")
-            if write_concurrency > 1
+        self._pool = (
+            ThreadPoolExecutor(request_concurrency, thread_name_prefix="ownership-request")
+            if requests is None and request_concurrency > 1
             else None
         )
-        """The round's requests in flight at once: its writes, and the
-        record reads of its refresh (a round reads, then writes)."""
+        self._requests = requests or self._pool
         self.view = ClusterView(
             store,
             root,
             lease.policy.ttl_seconds,
             monotonic,
-            now,
             assignments or AssignmentCache(),
-            readers=self._writers,
+            relist_records_seconds,
+            self._requests,
         )
         self._owners = OwnershipStore(store, root, now=now)
         self._unsettled: set[PartitionId] = set()
@@ -170,7 +173,7 @@ class NodeOwnership:
 
         Raises:
             StorageError: the store failed (outcome unknown: the next
-                listing shows it).
+                refresh reads it).
         """
         with self._writes:
             held = self._mine.get(pid)
@@ -183,7 +186,6 @@ class NodeOwnership:
                 self.totals["lost"] += 1
                 return None
             self._set(pid, raised)
-            self.view.remember(pid, raised)
             return raised.term
 
     def _set(self, pid: PartitionId, record: OwnerRecord) -> None:
@@ -226,7 +228,7 @@ class NodeOwnership:
     def run_round(self, partitions: Collection[PartitionId]) -> RoundReport:
         """One round: refresh, plan, write. Storage errors skip the round
         (logged); nothing is assumed about writes whose answer was lost
-        beyond what the next listing shows. Rounds, ``raise_term`` and
+        beyond what the next refresh reads. Rounds, ``raise_term`` and
         ``stop`` are serialized; ``owned`` and ``term`` never wait."""
         with self._writes:
             return self._run_round(partitions)
@@ -245,24 +247,22 @@ class NodeOwnership:
         me, incarnation = self._lease.node_id, self._incarnation
         parts = frozenset(partitions)
         quiet_pages = quiet_gets = 0
-        quiet: QuietCheck | None = None
+        listing = None
         try:
             if self._settled:
-                quiet = self.view.unchanged_since_listing(me, parts, self._relist_seconds)
+                quiet = self.view.unchanged_since_listing(me, parts)
                 if quiet.unchanged:
                     return RoundReport(
                         owned=len(self.owned()),
                         list_pages=quiet.list_pages,
                         gets=quiet.gets,
                         next_stale_at=quiet.next_stale_at,
-                        records_listed=False,
+                        records_read=False,
                     )
-                quiet_pages, quiet_gets = quiet.list_pages, quiet.gets
+                quiet_pages, quiet_gets, listing = quiet.list_pages, quiet.gets, quiet.nodes
             self._settled = False
-            # Nodes left: act on the last records listing first (takeovers
-            # must not wait for a listing of every record), list next round.
             state = self.view.refresh(
-                me, incarnation, parts, {*self._mine, *self._unsettled}, after=quiet
+                me, incarnation, parts, self._mine, self._unsettled, nodes=listing
             )
         except EpochGCError as err:
             log.warning("ownership round skipped: cluster state unreadable: %s", err)
@@ -273,7 +273,7 @@ class NodeOwnership:
         for pid in [p for p in self._mine if p not in partitions]:
             self._drop(pid)  # its topic incarnation is gone (the janitor deletes the record)
         for pid, held in list(self._mine.items()):
-            if state.listed.get(pid) != held.etag:
+            if pid in state.observed and state.etags.get(pid) != held.etag:
                 self._drop(pid)
                 lost += 1
                 log.warning("partition %s is no longer ours (its record changed)", pid)
@@ -298,10 +298,10 @@ class NodeOwnership:
         def write(m: Move) -> OwnerRecord | EpochGCError | None:
             return self._write(m, handing.get(m.pid), me, incarnation)
 
-        if self._writers is None or len(moves) <= 1:
+        if self._requests is None or len(moves) <= 1:
             results = [write(m) for m in moves]
         else:
-            results = list(self._writers.map(write, moves))
+            results = list(self._requests.map(write, moves))
         for move, result in zip(moves, results, strict=True):
             if isinstance(result, EpochGCError):
                 log.warning("ownership move %s of %s failed: %s", move.kind.value, move.pid, result)
@@ -317,8 +317,7 @@ class NodeOwnership:
         self.totals["lost"] += lost
         own_share = {p for p, n in state.desired.items() if n == me}
         self._settled = (
-            state.records_listed
-            and not plan.moves
+            not plan.moves
             and not plan.deferred
             and not lost
             and not self._unsettled
@@ -335,7 +334,7 @@ class NodeOwnership:
             list_pages=quiet_pages + state.list_pages,
             gets=quiet_gets + state.gets,
             next_stale_at=state.next_stale_at,
-            records_listed=state.records_listed,
+            read=state.read,
         )
 
     def _write(
@@ -354,7 +353,6 @@ class NodeOwnership:
             return err
 
     def _applied(self, move: Move, written: OwnerRecord) -> None:
-        self.view.remember(move.pid, written)
         if move.kind is MoveKind.HAND_BACK:
             return
         self._set(move.pid, written)

@@ -5,6 +5,13 @@ retries in exactly one layer, ``storage.s3``, where attempts are counted and
 the clock is injectable. Credentials come from the standard AWS chain unless
 the configuration names a static pair (for S3-compatible stores); they are
 never logged.
+
+Every client reads the timestamps in its responses with
+``storage.timestamps.parse_timestamp`` (a fast path for S3's UTC ISO times,
+botocore's own reader for the rest), installed on the client's own botocore
+session: the same ``response_parser_factory`` hook aws-cli uses, and never
+botocore's module-wide default, so clients other code builds in the same
+process are left as they were.
 """
 
 from __future__ import annotations
@@ -13,7 +20,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 import boto3
+import botocore.session
 from botocore.config import Config
+
+from epochgc.storage.timestamps import parse_timestamp
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -62,6 +72,23 @@ def make_s3_client(settings: ClientSettings) -> S3Client:
         aws_access_key_id=settings.access_key_id,
         aws_secret_access_key=settings.secret_access_key,
         region_name=settings.region,
+        botocore_session=botocore_session_with_fast_timestamps(),
     )
     client: S3Client = session.client("s3", endpoint_url=settings.endpoint_url, config=config)
     return client
+
+
+def botocore_session_with_fast_timestamps() -> botocore.session.Session:
+    """A new botocore session whose clients read timestamps with
+    ``storage.timestamps.parse_timestamp``.
+
+    Why on a session of our own: a LIST page of 1000 keys spent about half
+    its client CPU in botocore's dateutil-based reader (issue 28; see
+    ``bench/bench_list_parse.py``). The response parser factory is a
+    per-session component, read by every client the session builds, so
+    setting it here changes epochgc's clients and no one else's.
+    """
+    session = botocore.session.get_session()
+    factory = session.get_component("response_parser_factory")
+    factory.set_parser_defaults(timestamp_parser=parse_timestamp)
+    return session

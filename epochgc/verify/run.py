@@ -58,6 +58,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -360,16 +361,26 @@ class _Sample:
 
 
 def _sample_m(
-    store: S3ObjectStore, samples: list[_Sample], stop: threading.Event, folder: Path
+    store: S3ObjectStore,
+    samples: list[_Sample],
+    stop: threading.Event,
+    folder: Path,
+    clock: Callable[[], float] = time.time,
 ) -> None:
     """``M`` twice a second, published and logged (``truth.py``), each
     sample with the partitions that pinned them and the controller offset
     its view was at into ``sampled-m.jsonl`` (where a drop comes from, and
-    which entries the view had folded)."""
+    which entries the view had folded).
+
+    A sample is stamped *before* its reads: the logs' ``M`` it finds is then
+    at least the true ``M`` of its stamp (``M`` only grows), which is the
+    bound check (b) rests on. Stamped after them, a sample whose reads took
+    seconds could carry an ``M`` read before a deletion stamped earlier."""
     controller = Controller(store, ROOT)
     follower = LogFollower(store, ROOT)
     with (folder / "sampled-m.jsonl").open("a", encoding="utf-8") as out:
         while not stop.wait(0.5):
+            now = clock()
             try:
                 view = controller.snapshot()
                 reports, _skipped = read_reports(store, ROOT)
@@ -379,7 +390,6 @@ def _sample_m(
                 logged = logged_safe_epoch(view, follower.safe_epochs(view))
             except EpochGCError:
                 continue  # a store hiccup or a log mid-truncation: the next sample will do
-            now = time.time()
             samples.append(_Sample(now, published.safe_epoch, logged.safe_epoch))
             pinning = [
                 [w.topic, w.revision, w.partition, w.safe_epoch, w.node] for w in published.pinning

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -247,15 +246,16 @@ def test_a_record_taken_from_under_us_is_dropped(
     node = _settled_node(any_store, clock)
     assert len(node.owned()) == 2
     pid = _rewrite_owner(any_store, "z", "q")
-    # A settled node does not list the records while nothing it can see
-    # changed; the write shows at the next listing, within the relist age.
+    # A settled node does not read the records while nothing it can see
+    # changed; the write shows when it reads them all again, within
+    # RELIST seconds plus this node's offset (at most half of it).
     report = node.run_round(pids(2))
-    for _ in range(int(RELIST / ROUND)):
-        assert not report.records_listed and report.lost == 0
+    for _ in range(int(1.5 * RELIST / ROUND) + 1):
+        assert not report.records_read and report.lost == 0
         clock.advance(ROUND)
         node.lease.renew_if_due()
         report = node.run_round(pids(2))
-        if report.records_listed:
+        if report.records_read:
             break
     assert report.lost == 1
     # z has no node lease, so the same round takes the partition back, above z's term
@@ -263,15 +263,15 @@ def test_a_record_taken_from_under_us_is_dropped(
     assert node.term(pid) == 10
 
 
-def test_a_term_raise_that_finds_the_record_changed_lists_the_records_next_round(
+def test_a_term_raise_that_finds_the_record_changed_reads_the_records_next_round(
     any_store: ObjectStore, clock: VirtualClock
 ) -> None:
     node = _settled_node(any_store, clock)
-    assert not node.run_round(pids(2)).records_listed  # settled
+    assert not node.run_round(pids(2)).records_read  # settled
     pid = _rewrite_owner(any_store, "a", "old")
     assert node.raise_term(pid, 3) is None  # the record is not ours any more
     report = node.run_round(pids(2))
-    assert report.records_listed
+    assert report.records_read
     assert report.taken_over == 1 and node.term(pid) == 10
 
 
@@ -289,9 +289,11 @@ def test_a_node_without_a_valid_lease_owns_nothing(clock: VirtualClock) -> None:
 def test_a_settled_node_lists_only_the_nodes_until_the_records_are_due(
     clock: VirtualClock,
 ) -> None:
-    # The records are listed when the live nodes or the partitions change,
-    # while this node's share is not all its own, and every RELIST seconds:
-    # in steady state a round is one LIST page of nodes.
+    # Records are only ever read by key: a node reads every record it must
+    # judge at its first round, when the partitions change, and every
+    # RELIST seconds (plus the node's offset, up to half of it); when the
+    # live nodes change it reads only the records that became its own. In
+    # steady state a round is one LIST page of nodes and nothing else.
     store = MemoryStore(clock)
     cluster = Cluster(store, clock, pids(2500), max_moves=2000)
     for name in ("a", "b"):
@@ -299,22 +301,27 @@ def test_a_settled_node_lists_only_the_nodes_until_the_records_are_due(
     for _ in range(3):
         cluster.round()
     assert len(cluster.owners()) == 2500
+    assert store.count("ListObjectsV2", f"{ROOT}/meta/owners/") == 0
     store.reset_counts()
     cluster.round()
     assert store.count("ListObjectsV2", f"{ROOT}/meta/nodes/") == 2  # one page each
-    assert store.count("ListObjectsV2", f"{ROOT}/meta/owners/") == 0
     assert store.count("GetObject") == 0
     assert store.count("PutObject") == 2  # one renewal each (round = renew interval)
     store.reset_counts()
-    for _ in range(int(RELIST / ROUND)):
+    for _ in range(int(1.5 * RELIST / ROUND) + 1):
         cluster.round()
-    # once each in a relist age, ceil(2500/1000) pages
-    assert store.count("ListObjectsV2", f"{ROOT}/meta/owners/") == 2 * 3
-    assert store.count("GetObject") == 0
+    # once each in RELIST plus offset: one GET per record each node holds
+    assert store.count("ListObjectsV2", f"{ROOT}/meta/owners/") == 0
+    assert store.count("GetObject", f"{ROOT}/meta/owners/") == 2500
     store.reset_counts()
+    before = desired_assignment(["a", "b"], pids(2500))
+    after = desired_assignment(["a", "b", "c"], pids(2500))
     cluster.add("c")
-    cluster.round()  # a join: every node lists the records again
-    assert store.count("ListObjectsV2", f"{ROOT}/meta/owners/") == 3 * 3
+    cluster.round()  # a join: c reads its share, a and b what became theirs
+    assert store.count("ListObjectsV2", f"{ROOT}/meta/owners/") == 0
+    became = sum(1 for p, n in after.items() if n != "c" and before[p] != n)
+    share = sum(1 for n in after.values() if n == "c")
+    assert store.count("GetObject", f"{ROOT}/meta/owners/") == share + became
 
 
 def test_the_memory_store_answers_conditional_writes_as_s3_does(
@@ -563,146 +570,6 @@ def test_a_round_says_when_a_silent_node_would_be_judged_dead(clock: VirtualCloc
     assert late.next_stale_at is None  # nobody else left to watch
 
 
-def test_the_round_that_finds_a_node_dead_takes_over_before_listing_the_records(
-    clock: VirtualClock,
-) -> None:
-    # Found by bench_ownership's real half (20 node processes, 2,000
-    # partitions, one embedded server): every survivor listed every record
-    # in the round that found a node dead, all within seconds of each
-    # other, and a loaded store serves whole-page listings last: takeovers
-    # waited 5 to 13 s behind them, 30 s after the kill. That round acts on
-    # the listing the node has (the dead node wrote nothing since; a record
-    # someone else changed fails its conditional write) and lists the
-    # records at the next round.
-    store = MemoryStore(clock)
-    cluster = Cluster(store, clock, pids(2500), max_moves=2000)
-    a = cluster.add("a")
-    cluster.add("b")
-    for _ in range(3):
-        cluster.round()
-    victims = {p for p, n in cluster.owners().items() if n == "b"}
-    assert len(victims) == 1250
-    cluster.killed.add("b")
-    report = a.run_round(pids(2500))  # settled: it lists the nodes only
-    assert report.next_stale_at is not None
-    while clock.monotonic() < report.next_stale_at + 0.05:
-        clock.advance(1.0)  # a renews on, b stays silent
-        a.lease.renew_if_due()
-    store.reset_counts()
-    report = a.run_round(pids(2500))
-    assert report.taken_over == 1250 and a.owned() == set(pids(2500))
-    assert store.count("ListObjectsV2", f"{ROOT}/meta/owners/") == 0
-    assert store.count("ListObjectsV2", f"{ROOT}/meta/nodes/") == 1
-    clock.advance(ROUND)
-    a.lease.renew_if_due()
-    store.reset_counts()
-    after = a.run_round(pids(2500))  # the next round lists the records: nothing left unseen
-    assert store.count("ListObjectsV2", f"{ROOT}/meta/owners/") == 3
-    assert after.records_listed and not after.lost and len(a.owned()) == 2500
-
-
-def test_the_round_after_a_death_reads_records_its_last_listing_predates(
-    clock: VirtualClock,
-) -> None:
-    # Found by bench_ownership's real half: a node settles on a listing
-    # made before a peer that registered later took its share, then lists
-    # only the nodes for a minute; when that peer died, the listing showed
-    # no record for its partitions, the takes failed (the records exist)
-    # and the partitions waited a round more. The round after a death reads
-    # every record it may take, whatever that listing says.
-    store = MemoryStore(clock)
-    cluster = Cluster(store, clock, pids(40))
-    a = cluster.add("a")
-    b = cluster.add("b")
-    a.run_round(pids(40))  # takes its share
-    clock.advance(ROUND)
-    a.lease.renew_if_due()
-    b.lease.renew_if_due()
-    assert a.run_round(pids(40)).records_listed  # settles on a listing of its records only
-    b.run_round(pids(40))  # b takes its share after that listing
-    assert len(b.owned()) == 20
-    report = a.run_round(pids(40))
-    assert not report.records_listed and report.next_stale_at is not None
-    b.lease.stop(release=False)  # kill -9 of b
-    while clock.monotonic() < report.next_stale_at + 0.05:
-        clock.advance(1.0)
-        a.lease.renew_if_due()
-    late = a.run_round(pids(40))
-    assert (late.taken_over, late.conflicts) == (20, 0)
-    assert a.owned() == set(pids(40))
-
-
-class SlowRecordReads(StoreWrapper):
-    """Every GET of an ownership record takes a while; counts how many are
-    in flight at once."""
-
-    def __init__(self, store: ObjectStore, seconds: float) -> None:
-        super().__init__(store)
-        self.seconds = seconds
-        self.in_flight = self.most_in_flight = 0
-        self._lock = threading.Lock()
-
-    def get(self, key: str, **kwargs: object) -> object:
-        if not key.startswith(f"{ROOT}/meta/owners/"):
-            return self._store.get(key, **kwargs)
-        with self._lock:
-            self.in_flight += 1
-            self.most_in_flight = max(self.most_in_flight, self.in_flight)
-        try:
-            time.sleep(self.seconds)
-            return self._store.get(key, **kwargs)
-        finally:
-            with self._lock:
-                self.in_flight -= 1
-
-
-def test_the_round_after_a_death_reads_the_records_it_needs_side_by_side(
-    clock: VirtualClock,
-) -> None:
-    # Found by bench_ownership's real half: acting on its last listing, the
-    # round that found a node dead still read the ten-odd records it was to
-    # take over one after another, 0.3 s each from a store loaded by the
-    # other nodes' leaders: 2 to 5 s before the first takeover was written.
-    store = SlowRecordReads(MemoryStore(clock), seconds=0.02)
-    cluster = Cluster(store, clock, pids(60))  # type: ignore[arg-type]
-    a = cluster.add("a")
-    cluster.add("b")
-    for _ in range(3):
-        cluster.round()
-    cluster.killed.add("b")
-    report = a.run_round(pids(60))
-    assert report.next_stale_at is not None
-    while clock.monotonic() < report.next_stale_at + 0.05:
-        clock.advance(1.0)
-        a.lease.renew_if_due()
-    store.most_in_flight = 0
-    assert a.run_round(pids(60)).taken_over == 30
-    assert store.most_in_flight > 1
-
-
-def test_survivors_that_find_a_death_rounds_apart_act_on_their_listings_safely(
-    clock: VirtualClock,
-) -> None:
-    # c sees b's last renewal a round before a does (a ran before b renewed),
-    # so c finds b dead and takes its share a round earlier; a's round then
-    # acts on a listing older than c's writes: records it reads again or
-    # writes that fail, never two owners, and a balanced cluster after.
-    store = MemoryStore(clock)
-    cluster = Cluster(store, clock, pids(300), max_moves=300)
-    for name in ("a", "b", "c"):
-        cluster.add(name)
-    for _ in range(3):
-        cluster.round()
-    victims = {p for p, n in cluster.owners().items() if n == "b"}
-    cluster.killed.add("b")
-    for _ in range(6):
-        cluster.round()  # asserts a single owner at every step
-    owners = cluster.owners()
-    assert all(owners.get(p) in ("a", "c") for p in victims)
-    assert sorted(list(owners.values()).count(n) for n in "ac") == [150, 150]
-    assert cluster.nodes["a"].totals["lost"] == cluster.nodes["c"].totals["lost"] == 0
-
-
 def _old_release_lease(
     store: ObjectStore, clock: VirtualClock, node: str, *, released: bool
 ) -> None:
@@ -737,3 +604,91 @@ def test_a_cluster_computes_the_oldest_assignment_version_while_an_old_node_is_l
         cluster.round()
     assert cluster.owners() == desired_assignment(["a", "b"], pids(60), version=2)
     assert "computing ownership assignment version 2" in caplog.text
+
+
+class _SlowDownOnRecords(StoreWrapper):
+    """Answers SlowDown (after the store's retries) to reads of ownership
+    records while ``throttled``."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        super().__init__(store)
+        self.throttled = False
+
+    def _check(self, key: str) -> None:
+        if self.throttled and "/meta/owners/" in key:
+            raise TransientStorageError(f"SlowDown on {key}")
+
+    def get(self, key: str, **kwargs: object) -> object:
+        self._check(key)
+        return self._store.get(key, **kwargs)
+
+    def list_pages(self, prefix: str, **kwargs: object) -> object:
+        self._check(prefix)
+        return self._store.list_pages(prefix, **kwargs)
+
+
+def test_a_node_answered_slowdown_skips_rounds_and_keeps_its_lease(clock: VirtualClock) -> None:
+    store = _SlowDownOnRecords(MemoryStore(clock))
+    cluster = Cluster(store, clock, pids(40))  # type: ignore[arg-type]
+    node = cluster.add("a")
+    store.throttled = True
+    for _ in range(5):
+        report = node.run_round(pids(40))
+        assert report.skipped.startswith("SlowDown")
+        clock.advance(ROUND)
+        node.lease.renew_if_due()
+        assert node.lease.is_valid()
+    store.throttled = False
+    for _ in range(2):
+        cluster.round()
+    assert node.owned() == set(pids(40))
+
+
+class _PairedRecordReads(StoreWrapper):
+    """Each GET of an ownership record waits until another one is in flight
+    with it: GETs sent one after another break the barrier."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        super().__init__(store)
+        self.paired = threading.Barrier(2, timeout=10)
+
+    def get(self, key: str, **kwargs: object) -> object:
+        if "/meta/owners/" in key:
+            self.paired.wait()
+        return self._store.get(key, **kwargs)
+
+
+def test_a_round_reads_its_records_side_by_side(clock: VirtualClock) -> None:
+    """A hundred records read one after another at 20 ms are two seconds of
+    a five-second round: a node's first round sends its GETs together."""
+    store = _PairedRecordReads(MemoryStore(clock))
+    node = Cluster(store, clock, pids(8)).add("a")  # type: ignore[arg-type]
+    report = node.run_round(pids(8))
+    assert not report.skipped and report.gets == 8 and report.taken == 8
+
+
+def test_a_node_among_many_reads_few_lease_bodies_on_first_sight(clock: VirtualClock) -> None:
+    """A thousand nodes starting together must not each GET every other
+    node's lease: a refresh reads at most ``body_burst_limit // nodes`` bodies
+    of nodes new to it, but at once the body of a node that holds a record
+    it must judge (its incarnation decides whether the record is stale)."""
+    store = MemoryStore(clock)
+    others = [f"n{i:02d}" for i in range(30)]
+    for name in others:
+        assert make_lease(store, clock, name).try_acquire()
+    desired = desired_assignment(["a", *others], pids(62))
+    pid = next(p for p, n in desired.items() if n == "a")
+    holder = make_lease(store, clock, "n29")  # the same lease, read back
+    held_by = decode_node_lease(store.get(node_lease_key(ROOT, "n29")).body, "n29")
+    assert not holder.try_acquire()  # n29 is live: its record is protected
+    OwnershipStore(store, ROOT, now=clock.now).take(pid, None, "n29", held_by.incarnation)
+    node = Cluster(store, clock, pids(62)).add("a")
+    node.view.body_burst_limit = 31  # 31 nodes: one unseen body a refresh
+    store.reset_counts()
+    report = node.run_round(pids(62))
+    # n00 (the first unseen) and n29 (named by a record of a's share)
+    assert store.count("GetObject", f"{ROOT}/meta/nodes/") == 2
+    assert pid not in node.owned() and report.taken == len(node.owned()) > 0
+    store.reset_counts()
+    node.run_round(pids(62))
+    assert store.count("GetObject", f"{ROOT}/meta/nodes/") == 1  # the next unseen only

@@ -30,7 +30,6 @@ from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import lease_key
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
-from epochgc.watermarks import controller_codec
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.ticker import TICKER_LEASE, EpochTicker
 from epochgc.wiring.reconciler_process import run_reconciler
@@ -42,26 +41,6 @@ ROOT = "epochgc"
 INTERVAL = 0.3
 
 
-@pytest.fixture
-def distinct_ticks(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Give every entry a microsecond timestamp, so that every tick is a
-    distinct object.
-
-    Tick entries carry a second-precision ``ts``, and the conditional-append
-    log takes a slot holding bytes equal to ours as our own earlier write
-    (idempotent append). Two tickers racing within one second therefore
-    collapse into one entry, which would hide concurrent tickers in a test
-    with a sub-second interval (and does not happen with a 60 s interval
-    and tickers at random phases).
-    """
-
-    def format_time(moment: datetime) -> str:
-        return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-    monkeypatch.setattr(controller_codec, "format_time", format_time)
-
-
-@pytest.mark.usefixtures("distinct_ticks")
 def test_three_reconciler_nodes_tick_about_once_per_interval_not_three_times(
     store: S3ObjectStore,
 ) -> None:
@@ -144,7 +123,7 @@ Cluster = Callable[[int], tuple[list[Eligible], Ticks]]
 
 
 @pytest.fixture
-def cluster(store: S3ObjectStore, distinct_ticks: None) -> Iterator[Cluster]:
+def cluster(store: S3ObjectStore) -> Iterator[Cluster]:
     started: list[Eligible] = []
 
     def start(n: int) -> tuple[list[Eligible], Ticks]:

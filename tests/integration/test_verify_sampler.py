@@ -8,6 +8,7 @@ import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.verify.run import ROOT, _Sample, _sample_m
@@ -17,6 +18,7 @@ from epochgc.watermarks.safe_epoch.reports import (
     PartitionReport,
     publish_report,
 )
+from tests.support.wrapping import StoreWrapper
 
 
 def publish(store: S3ObjectStore, revision: int, safe_epoch: int) -> None:
@@ -54,3 +56,52 @@ def test_a_published_m_that_goes_down_is_recorded_as_it_is(
     published = [sample.published for sample in samples]
     assert published[0] == 6
     assert published[-1] == 4, published
+
+
+class _Recording(StoreWrapper):
+    """Notes every read in ``events``, after the sampler's clock readings."""
+
+    def __init__(self, store: S3ObjectStore, events: list[str]) -> None:
+        super().__init__(store)
+        self.events = events
+
+    def get(self, key: str, **kwargs: Any) -> Any:
+        self.events.append("read")
+        return self._store.get(key, **kwargs)
+
+    def list_pages(self, prefix: str, **kwargs: Any) -> Any:
+        self.events.append("read")
+        return self._store.list_pages(prefix, **kwargs)
+
+
+def test_a_sample_is_stamped_before_its_reads(store: S3ObjectStore, tmp_path: Path) -> None:
+    """Check (b) pairs a deletion with the first sample stamped after it and
+    trusts that sample's logged M to be at least the M of the deletion's
+    moment. Only a sample whose reads all come after its stamp gives that
+    bound: stamped after its reads (which take seconds on a loaded machine),
+    it could carry an M read before the deletion (seed 12 of a soak: 48
+    deletions flagged whose M the logs reached 0.7 s later)."""
+    controller = Controller(store, ROOT)
+    controller.tick()
+    revision = controller.create_topic("orders", 1).revision
+    publish(store, revision, 0)
+    events: list[str] = []
+
+    def clock() -> float:
+        events.append("clock")
+        return time.time()
+
+    samples: list[_Sample] = []
+    stop = threading.Event()
+    recording = _Recording(store, events)
+    sampler = threading.Thread(
+        target=_sample_m, args=(recording, samples, stop, tmp_path), kwargs={"clock": clock}
+    )
+    sampler.start()
+    try:
+        wait_for(samples, 2)
+    finally:
+        stop.set()
+        sampler.join()
+    first_clock = events.index("clock")
+    assert "read" not in events[:first_clock], events[: first_clock + 1]

@@ -102,7 +102,6 @@ def build_parts(
         janitor=Janitor(GuardedStore(store, guard, DeletingJob.JANITOR), root),
         janitor_interval_seconds=settings.maintenance_interval_seconds,
         monotonic=clocks.monotonic,
-        now=clocks.now,
         guard=guard,
         writer=settings.node_id,
         future_log=future_log,

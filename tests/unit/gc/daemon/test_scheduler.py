@@ -44,10 +44,6 @@ def test_a_daemon_on_a_clock_far_in_the_past_writes_that_time_everywhere() -> No
     finally:
         daemon.stop()
     assert status is not None and status.updated_at == PAST
-    # The round itself reads the daemon's clock too: its end and its run id.
-    assert status.last_round_at is not None
-    assert PAST <= status.last_round_at <= PAST + timedelta(minutes=1)
-    assert status.last_run_id is not None and status.last_run_id.startswith("20010102T030405Z")
     soon = PAST + SETTINGS.schedule.interval
     assert status.next_round_at is not None and PAST <= status.next_round_at <= soon
     assert [(p.role, p.started_at, p.updated_at) for p in presences] == [("leader", PAST, PAST)]
