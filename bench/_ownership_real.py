@@ -120,6 +120,14 @@ class FailoverRun:
     def label(self) -> str:
         return f"{self.scenario} {self.run}"
 
+    def past_ttl(self, ttl_seconds: float) -> float:
+        """Seconds from the end of the killed node's last TTL (its last
+        renewal plus the TTL, the earliest any survivor may judge it dead)
+        until its partitions were owned again: how late the survivors
+        first saw that renewal (they list the nodes once a round, so up to
+        a round) plus the takeover round's own requests."""
+        return self.seconds - (ttl_seconds - self.renewed_before_kill)
+
 
 @dataclass
 class RealResult:
@@ -520,10 +528,11 @@ def run_node_leases(s3: EmbeddedS3, args: argparse.Namespace, policy: LeasePolic
                     result.seconds_to_all_led = run.seconds_to_all_led
                 result.failovers.append(run)
                 log.info(
-                    "%s: failover %s (acknowledged %s, seen by %s), led again %s; "
-                    "%d logs with two owners%s",
+                    "%s: failover %s (%.1fs past the killed lease's TTL; acknowledged %s, "
+                    "seen by %s), led again %s; %d logs with two owners%s",
                     run.label,
                     _secs(run.seconds),
+                    run.past_ttl(args.real_ttl),
                     _secs(run.acknowledged_seconds),
                     _secs(run.seen_seconds),
                     _secs(run.led_seconds),
