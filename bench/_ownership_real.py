@@ -143,6 +143,10 @@ class RealResult:
     loads: tuple[int, int] = (0, 0)
     requests_per_node_second: float = 0.0
     busiest_node_requests_per_second: float = 0.0
+    busiest_node_without_gets_per_second: float = 0.0
+    """The busiest node's requests other than GETs (liveness, listings,
+    reports): what the issue 16 budget covers. A settled epochgc node's
+    GETs are its periodic read of its records by key."""
     failover_seconds: float = math.inf
     """The slowest failover of all runs."""
     failover_led_seconds: float = math.inf
@@ -609,6 +613,14 @@ def _steady_rates(
     counts = [sum(a.values()) - sum(b.values()) for a, b in zip(after, before, strict=True)]
     result.requests_per_node_second = sum(counts) / len(counts) / seconds
     result.busiest_node_requests_per_second = max(counts) / seconds
+    result.busiest_node_without_gets_per_second = (
+        max(
+            sum(v for op, v in a.items() if op != "GetObject")
+            - sum(v for op, v in b.items() if op != "GetObject")
+            for a, b in zip(after, before, strict=True)
+        )
+        / seconds
+    )
     ops = {op for a in after for op in a}
     result.steady_by_operation = {
         op: sum(a.get(op, 0) - b.get(op, 0) for a, b in zip(after, before, strict=True))

