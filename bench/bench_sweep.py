@@ -113,11 +113,13 @@ from bench.peers import (
 )
 from epochgc.storage.embedded import EMBEDDED_ACCESS_KEY, EMBEDDED_SECRET_KEY, EmbeddedS3
 from epochgc.storage.keys import encode_l0_key, parse_l0_key
-from tests.support.moto_seed import drop_bucket, seed_objects, stored_keys
+from tests.support.moto_seed import drop_bucket, seed_objects, stored_bytes, stored_keys
 
 ROOT = "epochgc"
 TARGET_FRACTION = 0.8
 TARGET_REQUESTS_PER_1000 = 2.1
+TARGET_RECORD_OVERHEAD = 0.01
+"""The deletion record may add at most 1% to a sweep's requests (issue 29)."""
 RUN_TIMEOUT_SECONDS = 900
 SLOW_PEERS = frozenset({"aws", "rclone"})
 """Peers that delete one key per request: minutes per run, so run once."""
@@ -141,6 +143,8 @@ class Outcome:
     retried_5xx: int = 0
     skipped: str = ""
     failed: str = ""
+    record_bytes: int = 0
+    """Bytes of the deletion record it left (``epochgc-record``)."""
 
     @property
     def rate(self) -> float:
@@ -298,6 +302,7 @@ class Bench:
         outcome.deleted = len(gone & self.eligible)
         outcome.wrongly_deleted = len(gone - self.eligible)
         outcome.eligible_left = len(self.eligible & left)
+        outcome.record_bytes = stored_bytes(bucket, f"{ROOT}/gc/runs/")
         drop_bucket(bucket)
         print(outcome.line(0.0), flush=True)
         return outcome
@@ -394,7 +399,11 @@ def main() -> int:
             f"ceiling-{n}": functools.partial(ceiling_command, clients=n, slices=slices)
             for n in (int(c) for c in args.ceiling_clients.split(","))
         }
-        commands |= {"epochgc": epochgc_command, "boto3": boto3_command}
+        commands |= {
+            "epochgc": epochgc_command,
+            "epochgc-record": functools.partial(epochgc_command, record=True),
+            "boto3": boto3_command,
+        }
         commands |= {p: PEER_COMMANDS[p] for p in peers if p not in skipped}
         # The fast ones (the ceiling's last point, epochgc, boto3, s3cmd)
         # run --repeat times, in alternating order, and keep their best
@@ -420,10 +429,29 @@ def main() -> int:
                 Outcome(peer, skipped=skipped[peer]) if peer in skipped else best[peer]
             )
         bench.close()
-    return report(curve, contenders, len(bench.eligible))
+    audit_ok = record_overhead(best["epochgc"], best["epochgc-record"])
+    return report(curve, contenders, len(bench.eligible), audit_ok)
 
 
-def report(curve: list[Outcome], contenders: list[Outcome], eligible: int) -> int:
+def record_overhead(plain: Outcome, recorded: Outcome) -> bool:
+    """Print what the deletion record adds per million keys deleted (the
+    same sweep with and without it); whether it is within its target."""
+    if not plain.deleted or not recorded.deleted or recorded.failed:
+        print(f"deletion record: not measured ({recorded.failed or 'nothing deleted'})")
+        return False
+    per_key, base = recorded.requests / recorded.deleted, plain.requests / plain.deleted
+    share = per_key / base - 1
+    megabytes = recorded.record_bytes / recorded.deleted  # bytes a key = MB a million keys
+    print(
+        f"deletion record: {recorded.by_kind.get('PUT', 0)} PUT, {recorded.record_bytes} bytes "
+        f"for {recorded.deleted} keys; per million keys deleted +{(per_key - base) * 1e6:.0f} "
+        f"requests (+{share:.2%}; target <= {TARGET_RECORD_OVERHEAD:.0%}) and "
+        f"+{megabytes:.1f} MB stored until the run's retention"
+    )
+    return share <= TARGET_RECORD_OVERHEAD
+
+
+def report(curve: list[Outcome], contenders: list[Outcome], eligible: int, audit_ok: bool) -> int:
     ceiling = max(c.rate for c in curve)
     print("the store's ceiling (N clients listing and deleting their own slices):")
     for point in curve:
@@ -445,7 +473,8 @@ def report(curve: list[Outcome], contenders: list[Outcome], eligible: int) -> in
     wrong = sum(c.wrongly_deleted for c in curve + contenders)
     ahead = all(epochgc.rate > p.rate for p in ran)
     passed = (
-        not problems
+        audit_ok
+        and not problems
         and wrong == 0
         and fraction >= TARGET_FRACTION
         and ahead

@@ -57,6 +57,8 @@ IN_FLIGHT = 16
 ``max_concurrent_requests``, default 10; rclone: ``--checkers`` and
 ``--transfers``, default 8 and 4): as many as epochgc's shard listers."""
 PEER_TOOLS = {"s3cmd": "s3cmd", "aws": "aws", "rclone": "rclone"}
+RECORD_RUN_ID = "20260101T000000Z-bench000"
+"""The run id the ``epochgc-record`` contender files its record under."""
 """Contender name -> the executable it needs."""
 
 
@@ -116,10 +118,19 @@ def _credentials_env(target: Target, workdir: Path) -> dict[str, str]:
     return env
 
 
-def epochgc_command(target: Target, workdir: Path) -> Command:
+def epochgc_command(target: Target, workdir: Path, *, record: bool = False) -> Command:
+    """epochgc's sweep; ``record``: with the deletion record a collection
+    round writes (``gc.record_deletions``, uploaded when the sweep ends)."""
     return Command(
-        "epochgc",
-        [sys.executable, "-m", "bench.peers", "epochgc", *target.args()],
+        "epochgc-record" if record else "epochgc",
+        [
+            sys.executable,
+            "-m",
+            "bench.peers",
+            "epochgc",
+            *target.args(),
+            *(["--record"] if record else []),
+        ],
         _credentials_env(target, workdir),
     )
 
@@ -294,9 +305,19 @@ def run_epochgc(args: argparse.Namespace) -> dict[str, Any]:
             delete_concurrency=args.delete_concurrency,
         ),
     )
-    result = sweeper.sweep(
-        range(args.shards), args.safe_epoch, datetime.now(UTC) + timedelta(hours=1)
-    )
+    from epochgc.gc.deletion_record import DeletionRecord  # noqa: PLC0415
+    from epochgc.storage.keys import gc_run_deleted_key  # noqa: PLC0415
+
+    with DeletionRecord(args.root, args.safe_epoch) as record:
+        result = sweeper.sweep(
+            range(args.shards),
+            args.safe_epoch,
+            datetime.now(UTC) + timedelta(hours=1),
+            deleted_sink=record.add if args.record else None,
+        )
+        if args.record and record.rows:
+            key = gc_run_deleted_key(args.root, RECORD_RUN_ID, 0)
+            record.upload(S3ObjectStore(client, args.bucket), key)
     return {"deleted": result.deleted, "errors": result.errors, "samples": result.error_samples}
 
 
@@ -403,6 +424,9 @@ def main() -> int:
     parser.add_argument("--slices", help="ceiling: JSON file of (prefix, StartAfter) slices")
     parser.add_argument("--shard-concurrency", type=int, default=16)
     parser.add_argument("--delete-concurrency", type=int, default=8)
+    parser.add_argument(
+        "--record", action="store_true", help="epochgc: write the run's deletion record"
+    )
     args = parser.parse_args()
     runner = {"epochgc": run_epochgc, "boto3": run_boto3, "ceiling": run_ceiling}[args.mode]
     started = time.perf_counter()

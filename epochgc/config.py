@@ -335,7 +335,12 @@ class GcConfig(_Section):
     """How often the GC leader deletes reports of gone nodes (when that
     costs M nothing) and expired run summaries."""
     runs_retention_days: float = _check(_at_least(0.0), default=30.0)
-    """Run summaries (and dry-run plans) older than this are deleted."""
+    """Run summaries (with their dry-run plans and deletion records) older
+    than this are deleted."""
+    record_deletions: bool = True
+    """Every deleting run writes the keys it deleted (Parquet, beside its
+    summary), for ``gc explain`` and ``gc runs --deleted``: one PUT per run
+    (per Spark task) and about 40 bytes a key."""
     max_lag_seconds: float = _check(_at_least(1.0), default=3600.0)
     """The longest an eligible L0 object waits for its shard to be listed
     (while rounds run): the bound of the cost-aware schedule. Shorter costs

@@ -114,6 +114,11 @@ class StoreCapabilityError(StorageError):
         self.table = table
 
 
+class BucketSettingsError(EpochGCError):
+    """The bucket is set up so that a collector cannot reclaim anything
+    (object lock): refused before any round."""
+
+
 class InvariantViolation(EpochGCError):
     """A safety invariant would be broken by the requested change."""
 

@@ -1,8 +1,8 @@
 """Optional dependencies, imported only by the commands that need them.
 
-The base install (boto3, APScheduler, prometheus-client) is what the daemon
-and the CLI need; moto (the embedded S3) and pyspark/pyarrow (the Spark job,
-inventories, dry-run plan files) are extras. ``require`` turns a missing one
+The base install (boto3, APScheduler, prometheus-client, pyarrow) is what
+the daemon and the CLI need; moto (the embedded S3) and pyspark (the Spark
+job) are extras. ``require`` turns a missing one
 into a one-line error naming the extra to install, before any work starts.
 """
 
@@ -13,6 +13,8 @@ from types import ModuleType
 
 from epochgc.errors import MissingExtraError
 
+BASE = ""
+"""Not an extra: a module of the base install (a broken install lacks it)."""
 EMBEDDED = "embedded"
 SPARK = "spark"
 
@@ -26,6 +28,11 @@ def require(module: str, extra: str, needed_by: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as err:
+        if not extra:
+            raise MissingExtraError(
+                f"{needed_by} needs {module!r}, part of epochgc's base install: "
+                "pip install --force-reinstall epochgc"
+            ) from err
         raise MissingExtraError(
             f"{needed_by} needs the '{extra}' extra: pip install 'epochgc[{extra}]' "
             f"(missing module {err.name or module!r})"

@@ -6,6 +6,8 @@ daemon``, the scheduled collector. ``gc spark`` is in ``spark_commands``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import socket
 import sys
 from datetime import UTC, datetime
@@ -14,6 +16,7 @@ from epochgc.cli.arguments import add_command, add_noun, add_process_options
 from epochgc.cli.output import EXIT_FAILED, EXIT_OK, SubParsers, dollars, emit, operator, print_run
 from epochgc.cli.spark_commands import add_gc_spark
 from epochgc.config import Config
+from epochgc.errors import InvalidArgumentError
 from epochgc.gc.collection_round import collect_once
 from epochgc.gc.control import (
     CollectorPausedError,
@@ -25,12 +28,15 @@ from epochgc.gc.control import (
     resume,
 )
 from epochgc.gc.daemon.scheduler import GC_LEASE
+from epochgc.gc.deletion_record import deleted_keys
 from epochgc.gc.explain import explain, explanation_view, read_explain_inputs
 from epochgc.gc.presence import read_presences
-from epochgc.gc.run_report import recent_runs, run_figures
+from epochgc.gc.run_report import recent_runs, run_figures, run_is_kept
 from epochgc.gc.status import StatusInputs, epoch_info_view, read_epoch_info, status_view
 from epochgc.leases.role_leases import LeaseManager
 from epochgc.metrics.push import COLLECT_JOB, push_run
+from epochgc.storage.bucket_settings import ensure_bucket_fit_for_collector
+from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.ticker import TICKER_LEASE
 from epochgc.wiring.daemon_process import run_daemon
 from epochgc.wiring.settings import collect_settings_of, prices_of
@@ -87,8 +93,19 @@ def register(sub: SubParsers, reporting: argparse.ArgumentParser) -> None:
     explained.add_argument(
         "--top", type=int, default=10, metavar="K", help="pinning partitions considered (10)"
     )
-    runs = add_command(gc_sub, "runs", _cmd_gc_runs, reporting, "recent run summaries")
+    runs = add_command(
+        gc_sub,
+        "runs",
+        _cmd_gc_runs,
+        reporting,
+        "recent run summaries, or with --deleted the keys one run deleted",
+    )
     runs.add_argument("--limit", type=int, default=20)
+    runs.add_argument(
+        "--deleted",
+        metavar="RUN",
+        help="list the keys run RUN deleted (its deletion record: key, size, epoch, shard, M)",
+    )
     add_command(
         gc_sub,
         "status",
@@ -196,6 +213,8 @@ def _cmd_gc_explain(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_gc_runs(config: Config, args: argparse.Namespace) -> int:
+    if args.deleted is not None:
+        return _cmd_gc_runs_deleted(config, args)
     prices = prices_of(config)
     with open_store(config, writes=False) as handle:
         rows = recent_runs(handle.store, config.layout.root, prices, args.limit)
@@ -212,6 +231,37 @@ def _cmd_gc_runs(config: Config, args: argparse.Namespace) -> int:
         f"{'cost $':>10} {'$/GB':>10}  outcome"
     )
     emit(rows, args, "\n".join([header, *lines]) if lines else "no runs yet")
+    return EXIT_OK
+
+
+def _cmd_gc_runs_deleted(config: Config, args: argparse.Namespace) -> int:
+    """The keys one run deleted, streamed part by part (``--json``: one
+    object per line, so a million keys never sit in memory)."""
+    run_id = args.deleted
+    shown = 0
+    with open_store(config, writes=False) as handle:
+        try:
+            kept = run_is_kept(handle.store, config.layout.root, run_id)
+        except ValueError as err:
+            raise InvalidArgumentError(f"--deleted: {err}") from err
+        if not kept:
+            raise InvalidArgumentError(
+                f"no run {run_id!r} under {config.layout.root}/gc/runs/ (`epochgc gc runs` "
+                "lists them; runs older than gc.runs_retention_days are deleted)"
+            )
+        for row in deleted_keys(handle.store, config.layout.root, run_id):
+            if args.json:
+                print(json.dumps(dataclasses.asdict(row)))
+            else:
+                if shown == 0:
+                    print(f"{'key':64} {'size':>10} {'epoch':>8} {'shard':>5} {'M':>8}")
+                print(f"{row.key:64} {row.size:>10} {row.epoch:>8} {row.shard:>5} {row.m:>8}")
+            shown += 1
+    if shown == 0 and not args.json:
+        print(
+            f"run {run_id} has no deletion record (it deleted nothing, was a dry run, or "
+            "ran with gc.record_deletions = false)"
+        )
     return EXIT_OK
 
 
@@ -282,7 +332,10 @@ def _cmd_gc_reset(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_daemon(config: Config, args: argparse.Namespace) -> int:
-    with open_store(config) as handle:
+    def check_bucket(store: S3ObjectStore) -> None:
+        ensure_bucket_fit_for_collector(store, config.layout.root)
+
+    with open_store(config, before_writes=check_bucket) as handle:
         daemon = run_daemon(
             config,
             handle.store,

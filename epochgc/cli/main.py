@@ -14,6 +14,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+import epochgc
 from epochgc.cli import (
     controller_commands,
     epoch_commands,
@@ -53,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="epochgc",
         description="Epoch-watermark garbage collector for temporary L0 objects in S3.",
     )
+    parser.add_argument("--version", action="version", version=f"epochgc {epochgc.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     # In the order `epochgc --help` lists them.
     store_commands.register(sub, common, reporting)

@@ -12,7 +12,7 @@ from pathlib import Path
 from epochgc.cli.arguments import add_command, add_noun
 from epochgc.cli.output import EXIT_OK, SubParsers, emit, print_run
 from epochgc.config import SPARK_LOG_LEVELS, Config
-from epochgc.extras import SPARK, require
+from epochgc.extras import BASE, SPARK, require
 from epochgc.gc.control import DeletingJob
 from epochgc.gc.pause import PauseGuard
 from epochgc.wiring.store import open_store
@@ -88,7 +88,7 @@ def register(sub: SubParsers, reporting: argparse.ArgumentParser) -> None:
 def _cmd_gc_spark(config: Config, args: argparse.Namespace) -> int:
     # Imported here: only these commands need Spark (an extra).
     require("pyspark", SPARK, "epochgc gc spark")
-    require("pyarrow", SPARK, "epochgc gc spark")
+    require("pyarrow", BASE, "epochgc gc spark")
     from epochgc.gc.spark.conf import merged_conf, parse_conf_args  # noqa: PLC0415
     from epochgc.gc.spark.job import SparkRunOptions, run_spark_gc  # noqa: PLC0415
     from epochgc.gc.spark.session import build_spark_session, package_to_ship  # noqa: PLC0415

@@ -13,7 +13,13 @@ import threading
 from epochgc.cli.arguments import add_command, add_noun
 from epochgc.cli.output import EXIT_FAILED, EXIT_OK, SubParsers, emit
 from epochgc.config import Config
-from epochgc.extras import SPARK, require
+from epochgc.extras import BASE, require
+from epochgc.storage.bucket_settings import (
+    Severity,
+    assess_bucket_settings,
+    format_findings,
+    read_bucket_settings,
+)
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.probe import format_probe_table, run_probes
 from epochgc.watermarks.layout import LAYOUT
@@ -31,7 +37,8 @@ def register(
         "check-store",
         _cmd_check_store,
         reporting,
-        "probe the bucket for conditional writes, batch deletes and list order",
+        "probe the bucket for conditional writes, batch deletes and list order, and "
+        "check the settings that defeat a collector (versioning, lifecycle, object lock)",
     )
     add_command(
         sub,
@@ -84,17 +91,25 @@ def _cmd_check_store(config: Config, args: argparse.Namespace) -> int:
             config.layout.root,
             detect_if_match_form=config.store.if_match_form == "auto",
         )
+        settings = read_bucket_settings(handle.store, config.layout.root)
+    findings = assess_bucket_settings(settings, config.layout.root)
+    ok = all(r.passed for r in results) and all(f.severity is not Severity.ERROR for f in findings)
     emit(
         {
             "bucket": config.store.bucket,
-            "ok": all(r.passed for r in results),
+            "ok": ok,
             "if_match_form": handle.store.if_match_form,
             "probes": [{"name": r.name, "passed": r.passed, "detail": r.detail} for r in results],
+            "bucket_settings": [
+                {"name": f.name, "severity": f.severity.value, "detail": f.detail} for f in findings
+            ],
         },
         args,
-        format_probe_table(results, config.store.bucket),
+        format_probe_table(results, config.store.bucket)
+        + "\nbucket settings:\n"
+        + format_findings(findings),
     )
-    return EXIT_OK if all(r.passed for r in results) else EXIT_FAILED
+    return EXIT_OK if ok else EXIT_FAILED
 
 
 def _cmd_migrate(config: Config, args: argparse.Namespace) -> int:
@@ -137,7 +152,7 @@ def _cmd_embedded_s3(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_inventory_build(config: Config, args: argparse.Namespace) -> int:
-    require("pyarrow", SPARK, "epochgc inventory build")
+    require("pyarrow", BASE, "epochgc inventory build")
     from epochgc.storage.inventory import build_inventory, store_for_bucket  # noqa: PLC0415
     from epochgc.wiring.settings import inventory_location  # noqa: PLC0415
 

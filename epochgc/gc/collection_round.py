@@ -54,12 +54,14 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from epochgc.errors import EpochGCError
 from epochgc.gc.control import CollectorPausedError, DeletingJob
+from epochgc.gc.deletion_record import DeletionRecord
 from epochgc.gc.future_times import FutureTimeLog
 from epochgc.gc.janitor import Janitor, JanitorResult
 from epochgc.gc.listing.cost import Prices
@@ -75,8 +77,8 @@ from epochgc.gc.listing.shards import discover_shards, load_knowledge, save_know
 from epochgc.gc.pause import GuardedStore, PauseGuard
 from epochgc.gc.plan_file import PlanWriter
 from epochgc.gc.run_report import RunShards, RunSummary, new_run_id, write_summary
-from epochgc.gc.sweeper import Sweeper, SweepPolicy, SweepResult
-from epochgc.storage.keys import gc_run_prefix
+from epochgc.gc.sweeper import PlanSink, Sweeper, SweepPolicy, SweepResult
+from epochgc.storage.keys import gc_run_deleted_key, gc_run_prefix
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.stored_time import DEFAULT_MARGIN_SECONDS
@@ -108,6 +110,8 @@ class CollectSettings:
     clock_skew_margin_seconds: float = DEFAULT_MARGIN_SECONDS
     """A stored time ahead of this collector's clock by more than this is
     unknown (``epochgc.storage.stored_time``; ``gc.clock_skew_margin_seconds``)."""
+    record_deletions: bool = True
+    """Write the keys deleted beside the summary (``gc.deletion_record``)."""
 
 
 @dataclass(frozen=True)
@@ -393,20 +397,40 @@ def _sweep(ctx: _RoundContext, shards: tuple[int, ...]) -> _Swept:
             plan_key = plan.upload(ctx.store, key)
         if ctx.guarded:
             stopped = _why_guard_stops(ctx, result)
-    elif ctx.guarded:
-        result, stopped = _count_then_delete(ctx, shards)
-        if stopped is not None:
-            log.warning("gc run %s stopped: %s", ctx.run_id, stopped)
     else:
-        ctx.guard.check(DeletingJob.L0)
-        result = ctx.sweeper.sweep(shards, safe.safe_epoch, started, stop=stop)
+        with _deletion_record(ctx) as record:
+            if ctx.guarded:
+                result, stopped = _count_then_delete(ctx, shards, record)
+                if stopped is not None:
+                    log.warning("gc run %s stopped: %s", ctx.run_id, stopped)
+            else:
+                ctx.guard.check(DeletingJob.L0)
+                result = ctx.sweeper.sweep(
+                    shards, safe.safe_epoch, started, stop=stop, deleted_sink=_sink(record)
+                )
+            if record is not None and record.rows:
+                record.upload(ctx.store, gc_run_deleted_key(ctx.root, ctx.run_id, 0))
     if result.paused is not None:
         log.warning("gc run %s: deleting stopped mid-pass: %s", ctx.run_id, result.paused)
     return _Swept(result, stopped, plan_key)
 
 
+@contextmanager
+def _deletion_record(ctx: _RoundContext) -> Iterator[DeletionRecord | None]:
+    """The run's deletion record, when ``record_deletions`` is on."""
+    if not ctx.settings.record_deletions:
+        yield None
+        return
+    with DeletionRecord(ctx.root, ctx.safe.safe_epoch) as record:
+        yield record
+
+
+def _sink(record: DeletionRecord | None) -> PlanSink | None:
+    return None if record is None else record.add
+
+
 def _count_then_delete(
-    ctx: _RoundContext, shards: tuple[int, ...]
+    ctx: _RoundContext, shards: tuple[int, ...], record: DeletionRecord | None
 ) -> tuple[SweepResult, str | None]:
     """A guarded round: a counting pass, then (within ``max_delete_fraction``)
     a deleting pass; the pause is read before each. Returns the result and
@@ -419,7 +443,12 @@ def _count_then_delete(
         return counted, stopped
     ctx.guard.check(DeletingJob.L0)  # a pause may have come during the count
     deleted = sweeper.sweep(
-        shards, safe_epoch, started, expected_deletes=counted.eligible, stop=stop
+        shards,
+        safe_epoch,
+        started,
+        expected_deletes=counted.eligible,
+        stop=stop,
+        deleted_sink=_sink(record),
     )
     return _counted_then_deleted(counted, deleted), None
 

@@ -21,8 +21,10 @@ from datetime import datetime, timedelta
 
 from epochgc.errors import EpochGCError
 from epochgc.gc.control import read_control
+from epochgc.gc.deletion_record import DeletionSearch, find_deletion
 from epochgc.gc.eligibility import Verdict, judge
 from epochgc.leases.ownership_store import read_owner
+from epochgc.storage import documents
 from epochgc.storage.keys import PartitionId, parse_l0_key
 from epochgc.storage.object_store import ObjectStore, head_or_none
 from epochgc.watermarks.partition.replica import PartitionReplica
@@ -67,6 +69,8 @@ class ExplainInputs:
     paused_by: str = ""
     paused_reason: str = ""
     max_delete_fraction: float = 1.0
+    deletion: DeletionSearch | None = None
+    """For a missing L0 key: what the kept deletion records say."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +115,9 @@ def read_explain_inputs(
     """
     info = head_or_none(store, key)
     last_modified = info.last_modified if info is not None else None
+    deletion = None
+    if info is None and parse_l0_key(key, root) is not None:
+        deletion = find_deletion(store, root, key)
     safe, _untrusted = compute_safe_epoch_once(store, root, pinning=pinning)
     control, _etag = read_control(store, root)
     parsed = parse_l0_key(key, root)
@@ -131,6 +138,7 @@ def read_explain_inputs(
         paused_by=control.updated_by,
         paused_reason=control.reason,
         max_delete_fraction=max_delete_fraction,
+        deletion=deletion,
     )
 
 
@@ -192,7 +200,7 @@ def explain(inputs: ExplainInputs) -> Explanation:
             )
         )
     elif inputs.last_modified is None:
-        reasons.append(Reason("missing", "no such object (already deleted, or never written)"))
+        reasons.append(_missing(inputs.deletion))
     if parsed is not None and inputs.safe_epoch is not None:
         if parsed.epoch > inputs.safe_epoch:
             pinning = tuple(p for p in inputs.pinning if p.safe_epoch < parsed.epoch)
@@ -247,6 +255,31 @@ def explain(inputs: ExplainInputs) -> Explanation:
             ),
         )
     return Explanation(deletable, epoch, inputs.safe_epoch, tuple(reasons), pinning)
+
+
+def _missing(search: DeletionSearch | None) -> Reason:
+    """Why a key is not there: the run that deleted it, or what was searched."""
+    found = None if search is None else search.found
+    if found is not None:
+        when = (
+            "at an unknown time"
+            if found.finished_at is None
+            else (f"in the run that ended {documents.format_time(found.finished_at)}")
+        )
+        return Reason(
+            "deleted",
+            f"deleted by run {found.run_id} {when}, at M {found.m} (epoch {found.epoch}, "
+            f"shard {found.shard}, {found.size} bytes; `epochgc gc runs --deleted "
+            f"{found.run_id}`)",
+        )
+    searched = (
+        ""
+        if search is None
+        else f"; no kept deletion record has it ({search.runs_searched} of "
+        f"{search.runs_kept} runs with records searched; records go with their run "
+        "after gc.runs_retention_days, and none are written with gc.record_deletions = false)"
+    )
+    return Reason("missing", f"no such object (already deleted, or never written){searched}")
 
 
 def explanation_view(key: str, result: Explanation) -> tuple[dict[str, object], list[str]]:

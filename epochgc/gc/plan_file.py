@@ -1,28 +1,97 @@
-"""A dry run's plan, written as Parquet while the sweep runs.
+"""Parquet files a run streams beside its summary: a dry run's plan, and
+a deleting run's record of the keys it deleted (``deletion_record``).
 
-Eligible objects arrive in batches (``Sweeper``'s ``PlanSink``) and go
-straight into a Parquet writer on a local temporary file, one row group per
-batch; nothing is kept per key in Python. At the end the file is uploaded
-as one object. Its columns: ``key``, ``size``, and (local engine) the
-``last_modified`` time (docs/contract.md, "Bucket layout (layout 2)").
+Rows arrive in batches and go straight into a Parquet writer on a local
+temporary file, one row group per batch; nothing is kept per key in Python.
+At the end the file is uploaded as one object. A plan's columns: ``key``,
+``size``, and (local engine) the ``last_modified`` time (docs/contract.md,
+"Bucket layout (layout 2)").
 
-pyarrow is imported lazily: only dry runs write a plan, and pyarrow (with
-its allocator's background thread) has no business in every daemon.
+pyarrow is imported lazily: only runs that write such a file load it (with
+its allocator's background thread).
 """
 
 from __future__ import annotations
 
 import tempfile
+import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Self
 
-from epochgc.extras import SPARK, require
+from epochgc.extras import BASE, require
 from epochgc.storage.object_store import ObjectInfo, ObjectStore
 
 
-class PlanWriter:
-    """Streams plan batches to a temporary Parquet file; ``upload`` puts it
-    at ``key``.
+class ParquetStream:
+    """Rows in batches to a temporary Parquet file; ``upload`` puts it at a
+    key. ``fields`` are ``(name, pyarrow type name)`` pairs (``string``,
+    ``int64``, ``int32``, ``timestamp_ms``). Batches may come from several
+    threads."""
+
+    def __init__(self, fields: Sequence[tuple[str, str]], needed_by: str) -> None:
+        pa = require("pyarrow", BASE, needed_by)
+        pq = require("pyarrow.parquet", BASE, needed_by)
+        self._pa = pa
+        types = {
+            "string": pa.string(),
+            "int64": pa.int64(),
+            "int32": pa.int32(),
+            "timestamp_ms": pa.timestamp("ms", tz="UTC"),
+        }
+        self._schema = pa.schema([(name, types[kind]) for name, kind in fields])
+        self._file = tempfile.TemporaryFile(prefix="epochgc-parquet-")  # noqa: SIM115 - closed by __exit__
+        self._writer: Any = pq.ParquetWriter(self._file, self._schema)
+        self._lock = threading.Lock()
+        self.rows = 0
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._schema.names)
+
+    def write(self, columns: Sequence[Sequence[Any]]) -> None:
+        """Append one batch: one sequence per field, in the fields' order."""
+        pa = self._pa
+        arrays = [
+            pa.array(list(values), field.type)
+            for values, field in zip(columns, self._schema, strict=True)
+        ]
+        batch = pa.RecordBatch.from_arrays(arrays, schema=self._schema)
+        with self._lock:
+            self._writer.write_batch(batch)
+            self.rows += batch.num_rows
+
+    def write_table(self, table: Any) -> None:
+        """Append Arrow rows (selected and cast to this file's fields),
+        without turning them into Python objects."""
+        with self._lock:
+            self._writer.write_table(table.select(self.names).cast(self._schema))
+            self.rows += table.num_rows
+
+    def upload(self, store: ObjectStore, key: str) -> str:
+        """Finish the file and put it at ``key`` (the one moment the
+        compressed file is in memory, as the body of a PUT).
+
+        Raises:
+            StorageError: the PUT failed.
+        """
+        with self._lock:
+            self._writer.close()
+        self._file.seek(0)
+        store.put(key, self._file.read())
+        return key
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._writer.is_open:
+            self._writer.close()
+        self._file.close()
+
+
+class PlanWriter(ParquetStream):
+    """A dry run's plan: ``key``, ``size`` and (local engine)
+    ``last_modified`` of every object it would delete.
 
     Example::
 
@@ -32,55 +101,19 @@ class PlanWriter:
     """
 
     def __init__(self, *, with_last_modified: bool) -> None:
-        pa = require("pyarrow", SPARK, "a dry run's plan file (plan.parquet)")
-        pq = require("pyarrow.parquet", SPARK, "a dry run's plan file (plan.parquet)")
-
-        self._pa = pa
-        fields = [("key", pa.string()), ("size", pa.int64())]
+        fields = [("key", "string"), ("size", "int64")]
         if with_last_modified:
-            fields.append(("last_modified", pa.timestamp("ms", tz="UTC")))
-        self._schema = pa.schema(fields)
-        self._file = tempfile.TemporaryFile(prefix="epochgc-plan-")  # noqa: SIM115 - closed by __exit__
-        self._writer: Any = pq.ParquetWriter(self._file, self._schema)
-        self.rows = 0
+            fields.append(("last_modified", "timestamp_ms"))
+        super().__init__(fields, "a dry run's plan file (plan.parquet)")
 
     def add(self, batch: Sequence[ObjectInfo]) -> None:
-        """Append one batch of planned objects (not thread-safe: the sweeper
-        calls its sink one batch at a time)."""
-        pa = self._pa
-        columns: list[Any] = [
-            pa.array([o.key for o in batch], pa.string()),
-            pa.array([o.size for o in batch], pa.int64()),
-        ]
-        if len(self._schema) == 3:
-            columns.append(pa.array([o.last_modified for o in batch], pa.timestamp("ms", tz="UTC")))
-        self._writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=self._schema))
-        self.rows += len(batch)
+        """Append one batch of planned objects."""
+        columns: list[list[Any]] = [[o.key for o in batch], [o.size for o in batch]]
+        if len(self.names) == 3:
+            columns.append([o.last_modified for o in batch])
+        self.write(columns)
 
     def add_table(self, table: Any) -> None:
-        """Append Arrow rows (an inventory task's eligible rows: ``key``,
-        ``size``, and ``last_modified`` when this plan has it), without
-        turning them into Python objects."""
-        names = self._schema.names
-        self._writer.write_table(table.select(names).cast(self._schema))
-        self.rows += table.num_rows
-
-    def upload(self, store: ObjectStore, key: str) -> str:
-        """Finish the file and put it at ``key`` (the one moment the
-        compressed plan is in memory, as the body of a PUT).
-
-        Raises:
-            StorageError: the PUT failed.
-        """
-        self._writer.close()
-        self._file.seek(0)
-        store.put(key, self._file.read())
-        return key
-
-    def __enter__(self) -> PlanWriter:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self._writer.is_open:
-            self._writer.close()
-        self._file.close()
+        """Append an inventory task's eligible rows (``key``, ``size``, and
+        ``last_modified`` when this plan has it)."""
+        self.write_table(table)

@@ -21,7 +21,7 @@ from epochgc.gc.janitor import JanitorResult
 from epochgc.gc.listing.cost import Prices, cost_per_gb
 from epochgc.gc.sweeper import SweepResult
 from epochgc.storage import documents
-from epochgc.storage.keys import gc_run_summary_key
+from epochgc.storage.keys import gc_run_prefix, gc_run_summary_key
 from epochgc.storage.object_store import ObjectInfo, ObjectStore
 from epochgc.storage.stored_time import DEFAULT_MARGIN_SECONDS, find_future, stored_age_seconds
 
@@ -278,7 +278,8 @@ def write_summary(store: ObjectStore, root: str, summary: RunSummary) -> str:
     return key
 
 
-def _run_files(store: ObjectStore, root: str) -> dict[str, list[ObjectInfo]]:
+def run_files(store: ObjectStore, root: str) -> dict[str, list[ObjectInfo]]:
+    """Run id -> the files of that run (summary, plan, deletion record parts)."""
     prefix = f"{root}/gc/runs/"
     runs: dict[str, list[ObjectInfo]] = {}
     for info in store.list_objects(prefix):
@@ -334,7 +335,7 @@ def delete_expired_runs(
     ``retention`` ago (oldest first); return how many runs went. Store
     timestamps ahead of ``now`` go to ``future_log`` (this clock is behind
     the store's)."""
-    files = _run_files(store, root)
+    files = run_files(store, root)
     stored_at = {run_id: max(i.last_modified for i in infos) for run_id, infos in files.items()}
     if future_log is not None:
         future_log.note(
@@ -349,9 +350,18 @@ def delete_expired_runs(
     return len(victims)
 
 
+def run_is_kept(store: ObjectStore, root: str, run_id: str) -> bool:
+    """Whether any file of ``run_id`` is in the bucket (one LIST).
+
+    Raises:
+        ValueError: ``run_id`` is not a run id.
+    """
+    return next(iter(store.list_objects(gc_run_prefix(root, run_id))), None) is not None
+
+
 def list_runs(store: ObjectStore, root: str, limit: int = 20) -> list[str]:
     """The newest ``limit`` run ids (oldest first)."""
-    return sorted(_run_files(store, root))[-limit:]
+    return sorted(run_files(store, root))[-limit:]
 
 
 def recent_runs(

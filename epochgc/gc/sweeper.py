@@ -144,6 +144,7 @@ class Sweeper:
         plan_sink: PlanSink | None = None,
         expected_deletes: int | None = None,
         stop: threading.Event | None = None,
+        deleted_sink: PlanSink | None = None,
     ) -> SweepResult:
         """One sweep over ``shards`` with ``M = safe_epoch``.
 
@@ -156,11 +157,14 @@ class Sweeper:
             expected_deletes: how many deletions to expect (from a counting
                 sweep): the progress line then counts objects, with an ETA.
             stop: once set, the sweep ends after the batches in flight.
+            deleted_sink: gets the objects each DeleteObjects confirmed, from
+                the deleting threads (the run's deletion record).
         """
         shard_list = list(shards)
         run = _SweepRun(self, safe_epoch, now, dry_run, stop or threading.Event())
         run.full_listing = full_listing
         run.plan_sink = plan_sink
+        run.deleted_sink = deleted_sink
         verb = "delete" if not dry_run else "plan" if plan_sink is not None else "count"
         if expected_deletes is not None and not dry_run:
             run.progress = ProgressLog(
@@ -181,12 +185,14 @@ class Sweeper:
         safe_epoch: int,
         *,
         stop: threading.Event | None = None,
+        deleted_sink: PlanSink | None = None,
     ) -> SweepResult:
         """Delete ``objects``, already judged eligible against ``safe_epoch``
         by the caller (an inventory task's vectorised filter), through the
         same batches, limits and error counting as a sweep. ``objects`` is
         consumed lazily: pass a generator to keep memory bounded."""
         run = _SweepRun(self, safe_epoch, datetime.now(UTC), False, stop or threading.Event())
+        run.deleted_sink = deleted_sink
 
         def feed(_listers: ThreadPoolExecutor) -> list[Future[None]]:
             for info in objects:
@@ -239,6 +245,7 @@ class _SweepRun:
         self.slots = threading.Semaphore(sweeper._policy.delete_concurrency * 2)
         self.full_listing = False
         self.plan_sink: PlanSink | None = None
+        self.deleted_sink: PlanSink | None = None
         self.sink_lock = threading.Lock()
         self.progress: ProgressLog | None = None
         self.progress_by_objects = False
@@ -364,6 +371,9 @@ class _SweepRun:
             self.slots.release()
         sizes = {info.key: info.size for info in batch}
         size = sum(sizes.get(k, 0) for k in outcome.deleted)
+        if self.deleted_sink is not None and outcome.deleted:
+            confirmed = set(outcome.deleted)
+            self.deleted_sink([info for info in batch if info.key in confirmed])
         with self.lock:
             self.result.deleted += len(outcome.deleted)
             self.result.bytes_deleted += size

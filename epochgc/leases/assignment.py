@@ -101,15 +101,15 @@ def desired_assignment(
         ValueError: a version this code does not compute.
     """
     node_list = sorted(set(nodes))
-    pids = sorted(set(partitions), key=_sort_key)
+    unique = set(partitions)
     if version not in (1, 2):
         raise ValueError(f"unknown assignment version {version}")
     if not node_list:
         return {}
-    quotas = _quotas(node_list, len(pids))
+    quotas = _quotas(node_list, len(unique))
     if version == 1:
-        return _rendezvous_assignment(node_list, pids, quotas)
-    return _ring_assignment(node_list, pids, quotas)
+        return _rendezvous_assignment(node_list, sorted(unique, key=_sort_key), quotas)
+    return _ring_assignment(node_list, unique, quotas)
 
 
 def _quotas(node_list: list[str], count: int) -> dict[str, int]:
@@ -162,23 +162,29 @@ class _Ring:
 
 
 def _ring_assignment(
-    node_list: list[str], pids: list[PartitionId], quotas: Mapping[str, int]
+    node_list: list[str], pids: Iterable[PartitionId], quotas: Mapping[str, int]
 ) -> dict[PartitionId, str]:
-    """Version 2: consistent hashing with bounded (exact) loads."""
+    """Version 2: consistent hashing with bounded (exact) loads.
+
+    Partitions are placed in the order of their 128-bit digest (on a
+    BLAKE2 collision, partition order), each at the ring position its last
+    8 bytes name. One integer carries both, so the sort compares
+    integers."""
     room = [quotas[node] for node in node_list]
     ring = _Ring(node_list, RING_POINTS_PER_NODE)
     for index, left in enumerate(room):
         if left <= 0:
             ring.close(index)
-    work = []
-    for pid in pids:
-        digest = hashlib.blake2b(_partition_bytes(pid), digest_size=16).digest()
-        order, position = int.from_bytes(digest[:8], "big"), int.from_bytes(digest[8:], "big")
-        work.append((order, _sort_key(pid), position, pid))
+    blake2b, from_bytes = hashlib.blake2b, int.from_bytes
+    work = [
+        (from_bytes(blake2b(_partition_bytes(pid), digest_size=16).digest(), "big"), pid)
+        for pid in pids
+    ]
     work.sort()
+    low = (1 << 64) - 1
     out: dict[PartitionId, str] = {}
-    for _order, _key, position, pid in work:
-        index = ring.owner[ring.first_open(position)]
+    for digest, pid in work:
+        index = ring.owner[ring.first_open(digest & low)]
         room[index] -= 1
         if room[index] == 0:
             ring.close(index)

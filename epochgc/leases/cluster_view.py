@@ -27,7 +27,8 @@ one more reading, store times only (see ``_long_expired``). A node lease's
 body is read when a record this node must judge names that node and the
 ETag changed since its body was read (the node may have restarted with
 another incarnation), when its size changed since it was read (a release
-adds the ``released`` field), and otherwise on first sight, a bounded
+adds the ``released`` field; also for a node whose body was never read,
+against its size in the last listing), and otherwise on first sight, a bounded
 number a refresh (``BODY_BURST_LIMIT``): a thousand nodes starting together
 would otherwise send a million GETs to one prefix. Missing a body can only delay
 a takeover, never cause one.
@@ -177,6 +178,10 @@ class ClusterView:
     _watch: VersionWatch = field(init=False)
     _node_bodies: dict[str, tuple[str, int, NodeLeaseDocument]] = field(default_factory=dict)
     """Node id -> (ETag, size, body) of the last body read."""
+    _listed_sizes: dict[str, int] = field(default_factory=dict)
+    """Node id -> the lease's size in the last node listing that judged
+    it: a change is a release (or a restart) even of a node whose body
+    this node has not read yet."""
     _unreadable: set[str] = field(default_factory=set)
     _listed_key: tuple[frozenset[str], frozenset[str], int, frozenset[PartitionId]] | None = None
     """Live nodes, assigned nodes, assignment version and partitions at the
@@ -232,6 +237,7 @@ class ClusterView:
         self._watch.observe({n: info.etag for n, info in node_infos.items()}, now)
         for gone in [n for n in self._node_bodies if n not in node_infos]:
             del self._node_bodies[gone]
+        self._listed_sizes = {n: info.size for n, info in node_infos.items()}
         released = {
             n
             for n, (etag, _size, doc) in self._node_bodies.items()
@@ -253,16 +259,19 @@ class ClusterView:
     ) -> None:
         """Read the node lease bodies this refresh needs (see the module
         docstring): those of ``named`` nodes whose ETag changed since their
-        body was read (or never read), of nodes whose size changed, and
-        with ``first_sight`` a bounded number of nodes never read."""
+        body was read (or never read), of nodes whose size changed since
+        their body was read or their lease last listed, and with
+        ``first_sight`` a bounded number of nodes never read."""
         needed: list[str] = []
         unseen: list[str] = []
         for node, info in node_infos.items():
             cached = self._node_bodies.get(node)
+            listed_size = self._listed_sizes.get(node, info.size)
             if node == me:
                 continue
             if cached is None:
-                (needed if node in named else unseen).append(node)
+                resized = listed_size != info.size
+                (needed if node in named or resized else unseen).append(node)
             elif cached[0] != info.etag and (cached[1] != info.size or node in named):
                 needed.append(node)
         if first_sight:

@@ -127,11 +127,26 @@ class EmbeddedS3:
         return process, f"http://{self._host}:{port}"
 
     def create_bucket(self, bucket: str) -> None:
-        """Create ``bucket`` if it does not exist yet."""
+        """Create ``bucket`` if it does not exist yet, set up as
+        docs/operating.md ("Bucket settings") recommends: unversioned, with
+        a rule that aborts incomplete multipart uploads."""
         client = make_s3_client(self.client_settings())
         existing = {b["Name"] for b in client.list_buckets().get("Buckets", [])}
         if bucket not in existing:
             client.create_bucket(Bucket=bucket)
+            client.put_bucket_lifecycle_configuration(
+                Bucket=bucket,
+                LifecycleConfiguration={
+                    "Rules": [
+                        {
+                            "ID": "abort-incomplete-uploads",
+                            "Status": "Enabled",
+                            "Filter": {"Prefix": ""},
+                            "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1},
+                        }
+                    ]
+                },
+            )
 
     def stop(self) -> None:
         """Stop the server; safe to call more than once."""

@@ -408,6 +408,14 @@ def gc_run_prefix(root: str, run_id: str) -> str:
     return f"{root}/gc/runs/{run_id}/"
 
 
+def gc_run_deleted_key(root: str, run_id: str, part: int, attempt: str = "") -> str:
+    """Key of one part of a GC run's deletion record (the keys it deleted);
+    a Spark task's part names its attempt, so a rerun adds a part of its
+    own instead of replacing what the first attempt recorded."""
+    suffix = f"-{attempt}" if attempt else ""
+    return f"{gc_run_prefix(root, run_id)}deleted/part-{part:05d}{suffix}.parquet"
+
+
 def gc_run_summary_key(root: str, run_id: str) -> str:
     """Key of one GC run's ``summary.json``."""
     return f"{gc_run_prefix(root, run_id)}summary.json"

@@ -89,6 +89,7 @@ def collect_settings_of(config: Config) -> CollectSettings:
         ),
         prices=prices,
         clock_skew_margin_seconds=g.clock_skew_margin_seconds,
+        record_deletions=g.record_deletions,
     )
 
 
@@ -202,6 +203,7 @@ def spark_gc_settings_of(config: Config) -> SparkGcSettings:
         credentials=config.spark.credentials,
         inventory=inventory_location(config),
         pushgateway=config.metrics.pushgateway,
+        record_deletions=g.record_deletions,
     )
 
 

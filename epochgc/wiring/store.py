@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -113,6 +113,7 @@ def open_store(
     check_layout: bool = True,
     writes: bool = True,
     capabilities: CapabilityCache = PROCESS_CAPABILITIES,
+    before_writes: Callable[[S3ObjectStore], object] | None = None,
 ) -> Iterator[StoreHandle]:
     """Yield a ready store; start (and finally stop) the embedded S3 if configured.
 
@@ -126,6 +127,9 @@ def open_store(
             rejects conditional writes could let two writers win one log
             slot, or leave leases that can never be renewed or released.
         capabilities: where verdicts are cached.
+        before_writes: a check that runs before the capability probes
+            write anything (the daemon's bucket settings check: on a bucket
+            with object lock the probes' writes fail too, and this names why).
 
     Raises:
         LayoutMismatchError: the root was written by an older epochgc.
@@ -143,6 +147,8 @@ def open_store(
         store, stats = store_from_settings(config, settings)
         endpoint = settings.endpoint_url or f"aws:{settings.region}"
         log.debug("object store: bucket=%s endpoint=%s", config.store.bucket, endpoint)
+        if before_writes is not None:
+            before_writes(store)
         if writes:
             capabilities.ensure(
                 store, config.layout.root, endpoint, if_match_form=config.store.if_match_form

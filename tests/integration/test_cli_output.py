@@ -3,12 +3,15 @@ wherever a command prints data."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
+import re
 from pathlib import Path
 
+import epochgc
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.s3 import S3ObjectStore
-from tests.support.cli import run_cli
+from tests.support.cli import REPO, run_cli
 from tests.support.config_files import write_server_config
 
 
@@ -46,3 +49,15 @@ def test_one_partition_is_singular_and_gc_runs_has_a_header(
     header, first = runs.stdout.splitlines()[:2]
     assert header.split()[:3] == ["run", "engine", "M"], header
     assert first.split()[1] == "local"
+
+
+def test_version_prints_the_one_version_and_touches_no_store() -> None:
+    """The version lives in ``epochgc/__init__.py`` only: the package
+    metadata (pyproject's dynamic version) and ``--version`` read it."""
+    done = run_cli("--version", env={"EPOCHGC_STORE__ENDPOINT_URL": "http://127.0.0.1:9"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"epochgc {epochgc.__version__}"
+    assert importlib.metadata.version("epochgc") == epochgc.__version__
+    pyproject = (REPO / "pyproject.toml").read_text()
+    assert 'dynamic = ["version"]' in pyproject
+    assert not re.search(r'^version\s*=\s*"', pyproject, re.M), "a second version"

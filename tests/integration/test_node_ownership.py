@@ -692,3 +692,31 @@ def test_a_node_among_many_reads_few_lease_bodies_on_first_sight(clock: VirtualC
     store.reset_counts()
     node.run_round(pids(62))
     assert store.count("GetObject", f"{ROOT}/meta/nodes/") == 1  # the next unseen only
+
+
+def test_a_release_shows_at_once_even_from_a_node_whose_lease_was_never_read(
+    clock: VirtualClock,
+) -> None:
+    """At a thousand nodes a node has read few peers' lease bodies: a clean
+    stop must still count at its next round (the lease's size changed in
+    the listing), not a TTL later, or a leave of ten takes five rounds."""
+    store = MemoryStore(clock)
+    others = [f"n{i:02d}" for i in range(30)]
+    leases = {name: make_lease(store, clock, name) for name in others}
+    for lease in leases.values():
+        assert lease.try_acquire()
+    node = Cluster(store, clock, pids(62)).add("a")
+    node.view.body_burst_limit = 31  # one unseen body a refresh: n00 first
+    node.run_round(pids(62))
+
+    def share(nodes: list[str]) -> set[PartitionId]:
+        return {p for p, n in desired_assignment(["a", *nodes], pids(62)).items() if n == "a"}
+
+    before = share(others)
+    assert node.owned() == before
+    # a leaver whose share a inherits, and whose body a has not read (n00 was read)
+    leaver = next(n for n in others[1:] if share([o for o in others if o != n]) != before)
+    leases[leaver].release()
+    report = node.run_round(pids(62))
+    after = share([o for o in others if o != leaver])
+    assert node.owned() == after and report.taken == len(after - before) > 0

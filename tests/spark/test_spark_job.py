@@ -21,6 +21,7 @@ from epochgc.config import Config
 from epochgc.errors import EpochGCError, InvalidArgumentError
 from epochgc.gc.collection_round import CollectSettings, SafetyBlockedError, collect_once
 from epochgc.gc.control import pause
+from epochgc.gc.deletion_record import deleted_keys
 from epochgc.gc.run_report import decode_summary
 from epochgc.gc.spark.job import SparkOutcome
 from epochgc.storage.embedded import EmbeddedS3
@@ -133,6 +134,12 @@ def test_listing_mode_deletes_exactly_the_eligible(job: Job, world: World) -> No
     assert outcome.tasks == 3
     stored = decode_summary(job.store.get(outcome.summary_key).body)
     assert stored.deleted == len(world.eligible) and stored.skipped["unparseable"] == 1
+    # each task recorded what it deleted, in a part of its own
+    recorded = list(deleted_keys(job.store, ROOT, s.run_id))
+    assert sorted(r.key for r in recorded) == sorted(world.eligible)
+    assert {r.m for r in recorded} == {M}
+    parts = list(job.store.list_objects(f"{ROOT}/gc/runs/{s.run_id}/deleted/"))
+    assert 1 < len(parts) <= 3
 
 
 @pytest.mark.parametrize("file_format", ["CSV", "Parquet"])
@@ -146,6 +153,8 @@ def test_inventory_mode_deletes_exactly_the_eligible(
     assert s.engine == "spark-inventory" and s.deleted == len(world.eligible) and s.errors == 0
     assert s.skipped["outside_root"] >= 2 and s.skipped["unparseable"] == 1
     assert outcome.tasks > 1
+    recorded = list(deleted_keys(job.store, ROOT, s.run_id))
+    assert sorted(r.key for r in recorded) == sorted(world.eligible)
 
 
 def test_a_stale_inventory_is_still_safe(job: Job, world: World) -> None:

@@ -33,6 +33,14 @@ def stored_keys(bucket: str) -> set[str]:
     return set(s3_backends[MOTO_ACCOUNT_ID]["aws"].get_bucket(bucket).keys.keys())
 
 
+def stored_bytes(bucket: str, prefix: str) -> int:
+    """Bytes of the objects under ``prefix`` in ``bucket``, from the backend."""
+    from moto.s3.models import s3_backends  # noqa: PLC0415 - only with moto running
+
+    keys = s3_backends[MOTO_ACCOUNT_ID]["aws"].get_bucket(bucket).keys
+    return sum(keys[k].size for k in keys if k.startswith(prefix))
+
+
 def drop_bucket(bucket: str) -> None:
     """Delete ``bucket`` and everything in it (frees a benchmark's memory).
 

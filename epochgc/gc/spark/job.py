@@ -378,6 +378,7 @@ class _Job:
             delete_concurrency=settings.delete_concurrency,
             shard_concurrency=settings.shard_concurrency,
             client_hook=client_hook,
+            record_deletions=settings.record_deletions,
         )
         if options.mode == "inventory":
             location = settings.inventory

@@ -32,3 +32,5 @@ class SparkGcSettings:
     """``driver`` or ``executor`` (``gc/spark/credentials.py``)."""
     inventory: InventoryLocation
     pushgateway: str = ""
+    record_deletions: bool = True
+    """Each deleting task writes the keys it deleted (``gc.deletion_record``)."""

@@ -40,6 +40,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -48,6 +49,7 @@ import pyarrow as pa
 
 from epochgc.errors import EpochGCError
 from epochgc.gc.control import paused_message, read_control
+from epochgc.gc.deletion_record import DeletionRecord
 from epochgc.gc.eligibility import Verdict
 from epochgc.gc.plan_file import PlanWriter
 from epochgc.gc.spark.inventory_filter import select_eligible
@@ -59,7 +61,7 @@ from epochgc.storage.inventory import (
     download_data_file,
     iter_data_batches,
 )
-from epochgc.storage.keys import gc_run_prefix
+from epochgc.storage.keys import gc_run_deleted_key, gc_run_prefix
 from epochgc.storage.object_store import MAX_KEYS_PER_DELETE, DeleteOutcome, ObjectInfo
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.retry import RetryPolicy
@@ -96,6 +98,8 @@ class TaskSpec:
     no limit; SlowDown still halves the rate)."""
     phase: str = "delete"
     """``count``, ``plan`` or ``delete``: names the task records."""
+    record_deletions: bool = True
+    """A deleting task writes the keys it deleted (``gc.deletion_record``)."""
 
 
 @dataclass
@@ -158,7 +162,7 @@ def listing_task(spec: TaskSpec, task: int, shards: list[int]) -> TaskResult:
         sweeper = attempt.sweeper()
         planning = spec.dry_run or spec.count_only
         plan_key = f"{gc_run_prefix(spec.root, spec.run_id)}plan/part-{task:05d}.parquet"
-        with PlanWriter(with_last_modified=False) as plan:
+        with PlanWriter(with_last_modified=False) as plan, _deletion_record(attempt) as record:
             sweep = sweeper.sweep(
                 shards,
                 spec.safe_epoch,
@@ -167,8 +171,10 @@ def listing_task(spec: TaskSpec, task: int, shards: list[int]) -> TaskResult:
                 full_listing=spec.count_only,
                 plan_sink=plan.add if spec.dry_run and not spec.count_only else None,
                 stop=attempt.stop,
+                deleted_sink=None if record is None else record.add,
             )
             attempt.take_sweep(sweep)
+            _upload_record(attempt, record)
             if spec.dry_run and not spec.count_only:
                 try:
                     attempt.result.plan_key = plan.upload(store, plan_key)
@@ -255,12 +261,43 @@ def _delete_batches(attempt: _Attempt, batches: Iterator[pa.Table]) -> None:
                 for key, size in zip(keys, sizes, strict=True):
                     yield ObjectInfo(key, size or 0, "", now)
 
-    done = attempt.sweeper().delete_objects(rows(), attempt.spec.safe_epoch, stop=attempt.stop)
+    with _deletion_record(attempt) as record:
+        done = attempt.sweeper().delete_objects(
+            rows(),
+            attempt.spec.safe_epoch,
+            stop=attempt.stop,
+            deleted_sink=None if record is None else record.add,
+        )
+        _upload_record(attempt, record)
     result = attempt.result
     result.deleted += done.deleted
     result.bytes_deleted += done.bytes_deleted
     result.errors += done.errors
     result.error_samples += done.error_samples
+
+
+@contextmanager
+def _deletion_record(attempt: _Attempt) -> Iterator[DeletionRecord | None]:
+    """This attempt's part of the run's deletion record, when it deletes."""
+    spec = attempt.spec
+    if spec.dry_run or spec.count_only or not spec.record_deletions:
+        yield None
+        return
+    with DeletionRecord(spec.root, spec.safe_epoch) as record:
+        yield record
+
+
+def _upload_record(attempt: _Attempt, record: DeletionRecord | None) -> None:
+    """Put this attempt's part (when it deleted anything); a failure is the
+    task's error, the deletions stand."""
+    if record is None or not record.rows:
+        return
+    spec, result = attempt.spec, attempt.result
+    key = gc_run_deleted_key(spec.root, spec.run_id, result.task, result.attempt)
+    try:
+        record.upload(attempt.store, key)
+    except EpochGCError as err:
+        attempt.error(f"{key}: {err}")
 
 
 def _write_plan_part(attempt: _Attempt, batches: Iterator[pa.Table]) -> None:

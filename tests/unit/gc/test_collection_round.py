@@ -41,7 +41,7 @@ class RecordingStore(MemoryStore):
         for operation, key in self.log:
             if key.startswith((f"{ROOT}/l0/", f"{ROOT}/gc/")):
                 run_file = key.startswith(f"{ROOT}/gc/runs/")
-                shown = f"{ROOT}/gc/runs/*/{key.rsplit('/', 1)[1]}" if run_file else key
+                shown = f"{ROOT}/gc/runs/*/{key.split('/', 4)[4]}" if run_file else key
                 seen.append(f"{operation} {shown}")
         return seen
 
@@ -84,6 +84,7 @@ def test_a_first_round_reads_the_knowledge_lists_every_shard_and_saves_what_it_l
         *FIRST_LISTINGS,
         f"GetObject {ROOT}/gc/control.json",
         f"DeleteObjects {ROOT}/l0/000/000000000000000001/00000000-0000-0000-0000-000000000001",
+        f"PutObject {ROOT}/gc/runs/*/deleted/part-00000.parquet",  # the keys it deleted
         f"PutObject {ROOT}/gc/shards/state",
         f"PutObject {ROOT}/gc/runs/*/summary.json",
     ]

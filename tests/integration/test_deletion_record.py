@@ -1,0 +1,127 @@
+"""The record of every key a run deleted: written beside the summary by a
+deleting round, listed by `gc runs --deleted`, found by `gc explain` for a
+key that is gone, and deleted with its run."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from epochgc.gc.collection_round import CollectSettings, collect_once
+from epochgc.gc.deletion_record import deleted_keys, find_deletion
+from epochgc.gc.run_report import delete_expired_runs
+from epochgc.storage.embedded import EmbeddedS3
+from epochgc.storage.keys import encode_l0_key, parse_l0_key
+from epochgc.storage.request_stats import RequestStats
+from epochgc.storage.s3 import S3ObjectStore
+from epochgc.watermarks.controller import Controller
+from epochgc.watermarks.safe_epoch.reports import NodeReport, PartitionReport, publish_report
+from tests.support.cli import run_cli
+from tests.support.config_files import write_gc_config
+from tests.support.moto_seed import seed_objects
+
+ROOT = "epochgc"
+
+
+def seed(store: S3ObjectStore, bucket: str, m: int) -> list[str]:
+    """A controller at epoch 10, one partition reporting ``M(p) = m``, and
+    40 L0 objects over 2 shards and epochs 1..10 (4 per shard and epoch)."""
+    controller = Controller(store, ROOT)
+    controller.create_topic("orders", 1)
+    while controller.current_epoch() < 10:
+        controller.tick()
+    publish_report(
+        store,
+        ROOT,
+        NodeReport("node-1", datetime.now(UTC), (PartitionReport("orders", 1, 0, 1, m, 0, 7, 7),)),
+    )
+    keys = [
+        encode_l0_key(ROOT, s, e, str(uuid.uuid4()))
+        for s in range(2)
+        for e in range(1, 11)
+        for _ in range(2)
+    ]
+    seed_objects(bucket, keys)
+    return keys
+
+
+def collect(store: S3ObjectStore, *, record: bool = True) -> str:
+    stats = RequestStats()
+    stats.attach(store.client)
+    settings = CollectSettings(
+        min_object_age=timedelta(0), max_delete_fraction=1.0, record_deletions=record
+    )
+    return collect_once(store, stats, ROOT, settings).summary.run_id
+
+
+def test_a_deleting_round_records_exactly_the_keys_it_deleted(
+    store: S3ObjectStore, bucket: str
+) -> None:
+    keys = seed(store, bucket, m=6)
+    run_id = collect(store)
+    rows = list(deleted_keys(store, ROOT, run_id))
+    expected = {k for k in keys if parse_l0_key(k, ROOT).epoch <= 6}  # type: ignore[union-attr]
+    assert {r.key for r in rows} == expected and len(rows) == len(expected) == 24
+    for row in rows:
+        parsed = parse_l0_key(row.key, ROOT)
+        assert parsed is not None
+        assert (row.epoch, row.shard, row.m, row.size) == (parsed.epoch, parsed.shard, 6, 1)
+    left = {o.key for o in store.list_objects(f"{ROOT}/l0/")}
+    assert left == set(keys) - expected
+
+
+def test_explain_names_the_run_that_deleted_a_key_and_runs_lists_it(
+    tmp_path: Path, s3_server: EmbeddedS3, bucket: str, store: S3ObjectStore
+) -> None:
+    keys = seed(store, bucket, m=3)
+    first = collect(store)  # deletes epochs 1..3
+    publish_report(
+        store,
+        ROOT,
+        NodeReport("node-1", datetime.now(UTC), (PartitionReport("orders", 1, 0, 1, 6, 0, 7, 7),)),
+    )
+    second = collect(store)  # then 4..6
+    assert first != second
+    config = write_gc_config(tmp_path / "gc.toml", s3_server.endpoint_url, bucket)
+    gone = next(k for k in keys if parse_l0_key(k, ROOT).epoch == 5)  # type: ignore[union-attr]
+    done = run_cli("gc", "explain", gone, "--config", str(config), "--json")
+    assert done.returncode == 0, done.stderr
+    (reason,) = [r for r in json.loads(done.stdout)["reasons"] if r["code"] == "deleted"]
+    assert f"deleted by run {second}" in reason["text"] and "at M 6" in reason["text"]
+    assert "epoch 5" in reason["text"] and "in the run that ended 20" in reason["text"]
+
+    never = encode_l0_key(ROOT, 0, 2, str(uuid.uuid4()))
+    missing = json.loads(run_cli("gc", "explain", never, "--config", str(config), "--json").stdout)
+    (reason,) = [r for r in missing["reasons"] if r["code"] == "missing"]
+    assert "no kept deletion record has it" in reason["text"]
+
+    listed = run_cli("gc", "runs", "--deleted", first, "--config", str(config), "--json")
+    rows = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert {r["epoch"] for r in rows} == {1, 2, 3} and len(rows) == 12
+    assert {r["m"] for r in rows} == {3} and {r["run_id"] for r in rows} == {first}
+    human = run_cli("gc", "runs", "--deleted", first, "--config", str(config))
+    assert human.returncode == 0 and len(human.stdout.splitlines()) == 13  # header + 12
+    unknown = run_cli(
+        "gc", "runs", "--deleted", "20260101T000000Z-00000000", "--config", str(config)
+    )
+    assert unknown.returncode != 0 and "no run" in unknown.stderr
+    assert "Traceback" not in unknown.stderr
+
+
+def test_no_record_when_turned_off_and_a_record_goes_with_its_run(
+    store: S3ObjectStore, bucket: str
+) -> None:
+    keys = seed(store, bucket, m=6)
+    off = collect(store, record=False)
+    assert list(deleted_keys(store, ROOT, off)) == []
+    assert find_deletion(store, ROOT, keys[0]).found is None
+    assert not list(store.list_objects(f"{ROOT}/gc/runs/{off}/deleted/"))
+
+    seed_objects(bucket, keys)  # the same keys again: a second round deletes them again
+    on = collect(store)
+    assert find_deletion(store, ROOT, keys[0]).found is not None
+    later = datetime.now(UTC) + timedelta(days=31)
+    assert delete_expired_runs(store, ROOT, later, timedelta(days=30)) == 2
+    assert not list(store.list_objects(f"{ROOT}/gc/runs/{on}/"))
