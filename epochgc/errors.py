@@ -132,6 +132,13 @@ class RetriesExhaustedError(TransientStorageError):
         self.last_error = last_error
 
 
+class StoreUnreachableError(RetriesExhaustedError):
+    """No connection to the endpoint could be made in any attempt. Still
+    transient for a long-running process (the store may come back); a
+    command's capability probes report it in one line instead of a table
+    of failed probes."""
+
+
 class RecordError(EpochGCError):
     """A stored JSON document (log entry, snapshot, report, lease) cannot be
     used as it is. Never guessed at."""

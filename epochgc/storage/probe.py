@@ -40,6 +40,7 @@ from epochgc.errors import (
     PermanentStorageError,
     PreconditionFailedError,
     StoreCapabilityError,
+    StoreUnreachableError,
 )
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.s3 import IfMatchForm
@@ -91,6 +92,7 @@ def run_probes(
     Raises:
         PermanentStorageError: the bucket cannot be used at all (missing,
             access denied, credentials): that is not a missing feature.
+        StoreUnreachableError: nothing answers at the endpoint.
     """
     base = f"{root}/meta/probe/{uuid.uuid4()}/"
     probes: list[tuple[str, Callable[[], str]]] = [
@@ -110,7 +112,7 @@ def run_probes(
             results.append(ProbeResult(name, True, probe()))
         except _ProbeFailedError as failure:
             results.append(ProbeResult(name, False, str(failure)))
-        except PermanentStorageError:
+        except (PermanentStorageError, StoreUnreachableError):
             raise
         except EpochGCError as err:
             results.append(ProbeResult(name, False, f"{type(err).__name__}: {err}"))

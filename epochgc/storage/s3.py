@@ -42,6 +42,7 @@ from epochgc.errors import (
     PreconditionFailedError,
     RetriesExhaustedError,
     StorageError,
+    StoreUnreachableError,
     TransientStorageError,
 )
 from epochgc.storage.object_store import (
@@ -382,6 +383,13 @@ class S3ObjectStore:
                 if self.on_throttle is not None and _error_code(raw) in THROTTLING_ERROR_CODES:
                     self.on_throttle()
                 if not self._policy.can_retry(attempt):
+                    if isinstance(raw, EndpointConnectionError):
+                        raise StoreUnreachableError(
+                            f"cannot reach the store at {self._endpoint or 'aws'}: "
+                            f"{_connection_failure(raw)} ({attempt} attempts, {operation}): "
+                            "check store.endpoint_url and that the store is running",
+                            raw,
+                        ) from raw
                     raise RetriesExhaustedError(
                         f"{operation} failed after {attempt} attempts key={key!r}: {err}", raw
                     ) from raw
@@ -447,6 +455,18 @@ def translate_error(
         )
     # Other BotoCoreErrors: connection refused/reset, timeouts, incomplete reads.
     return TransientStorageError(f"{operation} key={key!r}: {type(raw).__name__}: {raw}")
+
+
+def _connection_failure(raw: EndpointConnectionError) -> str:
+    """What the socket said, in a few words."""
+    cause: BaseException | None = raw.kwargs.get("error")
+    while cause is not None:
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(cause, TimeoutError):
+            return "connection timed out"
+        cause = cause.__cause__ or cause.__context__
+    return f"cannot connect ({raw.kwargs.get('error') or raw})"
 
 
 def _error_code(raw: BaseException | None) -> str | None:

@@ -10,6 +10,7 @@ only the bare ETag in If-Match (Ceph RGW 16) is used in that form."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import uuid
 from pathlib import Path
@@ -143,3 +144,24 @@ def test_commands_that_write_work_on_a_store_that_takes_only_the_bare_etag(
             done = run_cli(*command, "--config", config)
             assert done.returncode == 0, done.stderr
             assert error_lines(done) == []
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.parametrize("command", [("check-store",), ("gc", "collect")])
+def test_an_unreachable_endpoint_is_one_line_not_a_table_of_failed_probes(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    endpoint = f"http://127.0.0.1:{closed_port()}"
+    config = write_server_config(tmp_path / "c.toml", endpoint, "bucket", FAST)
+    done = run_cli(*command, "--config", str(config))
+    assert done.returncode == 1
+    [line] = error_lines(done)
+    assert f"cannot reach the store at {endpoint}: connection refused" in line
+    assert "store.endpoint_url" in line
+    assert "FAIL" not in done.stdout + done.stderr, "no probe table"
