@@ -603,9 +603,11 @@ def _merge_file(path: Path, raw: dict[str, dict[str, tuple[Any, str]]]) -> None:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as err:
-        raise ConfigError(source, "-", "file not found") from err
+        raise ConfigError(
+            source, "", "file not found (run from the folder it is in, or give its path)"
+        ) from err
     except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(source, "-", f"cannot read: {err}") from err
+        raise ConfigError(source, "", f"cannot read: {err}") from err
     except tomllib.TOMLDecodeError as err:
         where, reason = _toml_error_position(str(err))
         raise ConfigError(source, where, f"invalid TOML: {reason}") from err

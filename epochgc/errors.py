@@ -23,7 +23,8 @@ class ConfigError(EpochGCError):
     """
 
     def __init__(self, source: str, key: str, reason: str) -> None:
-        super().__init__(f"{source}: {key}: {reason}")
+        """``key`` empty: the source as a whole (a file not found)."""
+        super().__init__(f"{source}: {key}: {reason}" if key else f"{source}: {reason}")
         self.source = source
         self.key = key
         self.reason = reason

@@ -32,7 +32,7 @@ def add_command(
     """A command (or a noun's action) that runs ``handler``, taking
     ``parent``'s options; returns its parser for its own arguments."""
     parser = sub.add_parser(name, parents=[parent], help=summary)
-    parser.set_defaults(handler=handler)
+    parser.set_defaults(handler=handler, command_parser=parser)
     return parser
 
 

@@ -74,7 +74,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``epochgc`` console script."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # with the command's own usage, not the top level's
+        command_parser: argparse.ArgumentParser = getattr(args, "command_parser", parser)
+        command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         config = load_config(args.config)
     except ConfigError as err:

@@ -12,7 +12,7 @@ import argparse
 import getpass
 import json
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TypeAlias
 
 from epochgc.config import Config
@@ -46,6 +46,12 @@ def dollars(value: object) -> str:
     return f"{value:.6f}" if isinstance(value, float | int) else "-"
 
 
+def _skipped(skipped: Mapping[str, int]) -> str:
+    """``3 too young, 1 unparseable`` (the reasons with a count), or ``none``."""
+    named = [f"{n} {reason.replace('_', ' ')}" for reason, n in skipped.items() if n]
+    return ", ".join(named) or "none"
+
+
 def print_run(
     s: RunSummary,
     args: argparse.Namespace,
@@ -60,7 +66,7 @@ def print_run(
         f"run {s.run_id} ({s.engine}{', dry run' if s.dry_run else ''}{details}): "
         f"M={s.safe_epoch} (controller offset {s.controller_offset}); listed {s.listed}, "
         f"eligible {s.eligible}, deleted {s.deleted} ({s.bytes_deleted} bytes), "
-        f"errors {s.errors}; skipped {dict(s.skipped)}"
+        f"errors {s.errors}; skipped: {_skipped(s.skipped)}"
     )
     if plan:
         human += f"\nplan: {plan}"

@@ -136,6 +136,8 @@ def wait_until_reachable(
     Raises:
         StoreUnreachableError: still nothing answers after ``seconds``.
     """
+    if seconds <= 0:
+        return  # the probes' first request finds out
     deadline = monotonic() + seconds
     while True:
         try:

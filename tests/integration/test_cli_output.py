@@ -61,3 +61,30 @@ def test_version_prints_the_one_version_and_touches_no_store() -> None:
     pyproject = (REPO / "pyproject.toml").read_text()
     assert 'dynamic = ["version"]' in pyproject
     assert not re.search(r'^version\s*=\s*"', pyproject, re.M), "a second version"
+
+
+def test_a_missing_config_file_names_the_file_and_where_to_look() -> None:
+    done = run_cli("gc", "status", "--config", "nope.toml")
+    assert done.returncode == 2
+    line = done.stderr.strip()
+    assert line.endswith(
+        "nope.toml: file not found (run from the folder it is in, or give its path)"
+    )
+    assert ": -:" not in line
+
+
+def test_an_unknown_option_shows_the_subcommands_usage_not_the_top_level() -> None:
+    done = run_cli("gc", "collect", "--dryrun", "--config", "config/local.toml")
+    assert done.returncode == 2
+    assert done.stderr.startswith("usage: epochgc gc collect"), done.stderr
+    assert "unrecognized arguments: --dryrun" in done.stderr
+
+
+def test_a_run_line_lists_the_skip_reasons_as_words_not_a_python_dict(
+    tmp_path: Path, s3_server: EmbeddedS3, bucket: str, store: S3ObjectStore
+) -> None:
+    config = write_server_config(tmp_path / "c.toml", s3_server.endpoint_url, bucket)
+    done = run_cli("gc", "collect", "--config", str(config))
+    assert done.returncode == 0, done.stderr
+    assert "{" not in done.stdout and "'" not in done.stdout, done.stdout
+    assert "skipped: none" in done.stdout  # an empty bucket: nothing listed, nothing kept
