@@ -223,7 +223,10 @@ def find_newest_manifest(store: ObjectStore, location: InventoryLocation) -> str
     if newest is None:
         raise InventoryError(
             f"no inventory manifest under s3://{location.bucket}/{base} "
-            "(expected {timestamp}/manifest.json)"
+            "(expected {timestamp}/manifest.json): S3 Inventory writes one a day or a week "
+            "once the bucket has an inventory configuration delivering there, and "
+            "`epochgc inventory build` writes one now from a live listing; "
+            "or use --mode listing"
         )
     return newest
 

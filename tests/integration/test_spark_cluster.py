@@ -150,15 +150,17 @@ def test_the_spark_submit_recipe_deletes_exactly_the_eligible_keys_on_bare_worke
         seeded.tmp_path / "gc.toml", seeded.s3.endpoint_url, seeded.bucket, GC
     )
     env = _driver_env()
-    built = _run(_cli("inventory", "build", "--config", str(config)), env)
-    assert built.returncode == 0, built.stderr
     replace = {
         "spark://spark-master:7077": seeded.cluster.master_url,
         "dist/spark": str(seeded.package_dir),
         "gc.toml": str(config),
     }
-    package, submit = _recipe(REPO / "docs" / "spark.md")
-    package, submit = ([_substitute(word, replace) for word in c] for c in (package, submit))
+    build, package, submit = (
+        [_substitute(word, replace) for word in command]
+        for command in _recipe(REPO / "docs" / "spark.md")
+    )
+    built = _run(build, env)
+    assert built.returncode == 0, built.stderr
     made = _run(package, env)
     assert made.returncode == 0, made.stderr
     done = _run([*submit, "--json"], env)

@@ -16,9 +16,11 @@ from epochgc.storage.inventory import (
     PARQUET_SCHEMA,
     InventoryError,
     InventoryFile,
+    InventoryLocation,
     _csv_bytes,
     _parquet_bytes,
     download_data_file,
+    find_newest_manifest,
     parse_file_schema,
     parse_manifest,
     store_for_bucket,
@@ -27,7 +29,7 @@ from epochgc.storage.inventory import (
 from epochgc.storage.object_store import ObjectInfo
 from epochgc.storage.s3 import S3ObjectStore
 from tests.support.inventory_files import read_data_file
-from tests.support.memory_store import MemoryStore
+from tests.support.memory_store import MemoryStore, VirtualClock
 
 WHEN = datetime(2026, 11, 22, 3, 4, 5, 678000, tzinfo=UTC)
 OBJECTS = [
@@ -148,3 +150,15 @@ def test_another_bucket_is_reached_on_the_same_client_and_the_same_bucket_is_the
     assert (other.bucket, other.client) == ("inventories", collected.client)
     memory = MemoryStore()
     assert store_for_bucket(memory, "inventories") is memory, "a memory store is every bucket"
+
+
+def test_no_manifest_says_what_writes_one() -> None:
+    """Run verbatim, docs' inventory recipe failed after a minute with only
+    'no inventory manifest under ...': the error now says what produces one."""
+    location = InventoryLocation("inv-bucket", "inventory", "data-bucket", "epochgc-l0")
+    store = MemoryStore(VirtualClock())
+    with pytest.raises(InventoryError) as refused:
+        find_newest_manifest(store, location)
+    message = str(refused.value)
+    assert "s3://inv-bucket/inventory/data-bucket/epochgc-l0/" in message
+    assert "S3 Inventory" in message and "epochgc inventory build" in message
