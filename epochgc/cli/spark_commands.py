@@ -7,6 +7,8 @@ command, so the base install runs every other command.
 from __future__ import annotations
 
 import argparse
+import shlex
+import sys
 from pathlib import Path
 
 from epochgc.cli.arguments import add_command, add_noun
@@ -83,6 +85,9 @@ def register(sub: SubParsers, reporting: argparse.ArgumentParser) -> None:
         action="store_true",
         help="build the environment archive again even if it exists",
     )
+    package.add_argument(
+        "--master", help="the master the printed spark-submit line names (default: [spark] master)"
+    )
 
 
 def _cmd_gc_spark(config: Config, args: argparse.Namespace) -> int:
@@ -148,23 +153,28 @@ def _cmd_spark_package(config: Config, args: argparse.Namespace) -> int:
     require("pyspark", SPARK, "epochgc spark package")
     from epochgc.gc.spark.package import EXECUTOR_PYTHON, default_package_dir, ensure_package  # noqa: PLC0415
 
-    out = Path(args.out or config.spark.package_dir or default_package_dir())
+    out = Path(args.out or config.spark.package_dir or default_package_dir()).absolute()
     package = ensure_package(out, rebuild_environment=args.rebuild_environment)
-    flags = (
-        f"--py-files {package.code_zip} --archives {package.archives_entry} "
-        f"--conf spark.pyspark.python={EXECUTOR_PYTHON}"
+    config_file = str(Path(args.config).absolute()) if args.config else "FILE"
+    command = package.submit_command(
+        args.master or config.spark.master, sys.executable, config_file
     )
+    flags = command[3:-3]  # between the master and the entry script
     emit(
         {
             "code_zip": str(package.code_zip),
             "environment": str(package.environment),
+            "entry_script": str(package.entry_script),
             "archives": package.archives_entry,
             "executor_python": EXECUTOR_PYTHON,
-            "spark_submit_flags": flags,
+            "spark_submit_flags": shlex.join(flags),
+            "spark_submit": shlex.join(command),
         },
         args,
         f"executors' package in {out}:\n  {package.code_zip.name} (epochgc, for --py-files)\n"
         f"  {package.environment.name} (boto3 + pyarrow, for --archives)\n"
-        f"spark-submit {flags} scripts/spark_gc.py --config FILE",
+        f"  {package.entry_script.name} (what spark-submit runs)\n"
+        f"run the job (client mode; add gc spark's options, e.g. --mode inventory):\n"
+        f"{shlex.join(command)}",
     )
     return EXIT_OK

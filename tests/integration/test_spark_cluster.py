@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -170,6 +171,30 @@ def test_the_spark_submit_recipe_deletes_exactly_the_eligible_keys_on_bare_worke
         "spark-inventory",
         len(seeded.keys) - len(seeded.stay),
     )
+    assert seeded.left() == seeded.stay
+
+
+def test_the_command_spark_package_prints_runs_as_printed(seeded: Seeded) -> None:
+    """The last line of ``epochgc spark package --master M --config F`` is
+    a spark-submit command; run exactly as printed, it deletes the eligible
+    keys. (The printed line used to lack spark.pyspark.driver.python, and
+    Spark then looked for ./environment/bin/python on the driver.)"""
+    config = write_server_config(
+        seeded.tmp_path / "printed.toml", seeded.s3.endpoint_url, seeded.bucket, GC
+    )
+    env = _driver_env()
+    out = seeded.tmp_path / "printed-package"
+    shutil.copytree(seeded.package_dir, out)  # the environment is built once per session
+    made = _run(
+        _cli("spark", "package", "--out", str(out), "--master", seeded.cluster.master_url,
+             "--config", str(config)),
+        env,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    printed = made.stdout.strip().splitlines()[-1]
+    assert printed.startswith("spark-submit ") and "spark.pyspark.driver.python=" in printed
+    done = _run(shlex.split(printed), env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert seeded.left() == seeded.stay
 
 

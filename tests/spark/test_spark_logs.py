@@ -11,11 +11,11 @@ import sys
 import uuid
 from pathlib import Path
 
+from epochgc.gc.spark.package import write_entry_script
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import encode_l0_key
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
-from tests.support.cli import REPO
 from tests.support.config_files import write_gc_config
 from tests.support.moto_seed import seed_objects
 
@@ -26,12 +26,14 @@ STARTUP = re.compile(r"INFO SparkContext: (Running Spark version|OS info|Java ve
 
 
 def submit(config: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """The job under spark-submit, run by the entry script ``spark
+    package`` writes (into the config's folder)."""
     return subprocess.run(
         [
             str(Path(sys.executable).parent / "spark-submit"),
             "--master",
             "local[2]",
-            str(REPO / "scripts" / "spark_gc.py"),
+            str(write_entry_script(config.parent)),
             "--config",
             str(config),
             "--dry-run",

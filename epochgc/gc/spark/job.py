@@ -1,5 +1,5 @@
 """The Spark deletion job: ``epochgc gc spark`` (and ``spark-submit
-scripts/spark_gc.py``).
+spark_gc.py``).
 
 The driver computes ``M`` (or takes ``--max-epoch``: above the computed
 ``M`` only with ``--allow-max-epoch-above-m``, never above the controller

@@ -2,7 +2,8 @@
 machine (``epochgc spark package``, ``make spark-package``, and
 ``epochgc gc spark`` on a non-local master when the files are missing).
 
-Two files, because they change at different speeds:
+Two files, because they change at different speeds (and a third, the
+job's entry script for ``spark-submit``, ``spark_gc.py``):
 
 * ``epochgc.zip``: the ``epochgc`` package alone, for ``--py-files`` /
   ``SparkContext.addPyFile``. A zip and not a wheel: PySpark puts only
@@ -75,11 +76,36 @@ class SparkPackage:
 
     code_zip: Path
     environment: Path
+    entry_script: Path
+    """``spark_gc.py``: what ``spark-submit`` runs (``epochgc gc spark``'s
+    options after it)."""
 
     @property
     def archives_entry(self) -> str:
         """The ``--archives`` / ``spark.archives`` value."""
         return f"{self.environment}#{ENVIRONMENT_ALIAS}"
+
+    def submit_command(self, master: str, driver_python: str, config: str) -> list[str]:
+        """The ``spark-submit`` command line that runs the job with these
+        files in client mode: executors use the shipped environment, the
+        driver ``driver_python`` (a Python with ``epochgc[spark]``; without
+        it Spark would start the driver with the executors' relative path)."""
+        return [
+            "spark-submit",
+            "--master",
+            master,
+            "--py-files",
+            str(self.code_zip),
+            "--archives",
+            self.archives_entry,
+            "--conf",
+            f"spark.pyspark.python={EXECUTOR_PYTHON}",
+            "--conf",
+            f"spark.pyspark.driver.python={driver_python}",
+            str(self.entry_script),
+            "--config",
+            config,
+        ]
 
 
 def default_package_dir() -> Path:
@@ -138,7 +164,35 @@ def ensure_package(out_dir: Path, *, rebuild_environment: bool = False) -> Spark
     if rebuild_environment or not environment.exists() or current != pins:
         build_environment(environment)
         stamp.write_text(pins + "\n")
-    return SparkPackage(code, environment)
+    return SparkPackage(code, environment, write_entry_script(out_dir))
+
+
+ENTRY_SCRIPT = "spark_gc.py"
+_ENTRY_SOURCE = '''"""spark-submit entry point of the epochgc deletion job (written by
+``epochgc spark package``; docs/spark.md). Takes the options of ``epochgc gc
+spark`` but ``--master`` and ``--conf``, which the submit decides."""
+
+import sys
+
+from epochgc.cli.main import main
+
+if __name__ == "__main__":
+    sys.exit(main(["gc", "spark", *sys.argv[1:]]))
+'''
+
+
+def write_entry_script(out_dir: Path) -> Path:
+    """``out_dir/spark_gc.py``, the script ``spark-submit`` runs.
+
+    Raises:
+        SparkPackageError: the file cannot be written.
+    """
+    target = out_dir / ENTRY_SCRIPT
+    try:
+        target.write_text(_ENTRY_SOURCE)
+    except OSError as err:
+        raise SparkPackageError(f"cannot write {target}: {err.strerror}") from err
+    return target
 
 
 def build_code_zip(out_dir: Path) -> Path:

@@ -18,7 +18,9 @@ def built(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
 
     def ensure_package(out_dir: Path) -> SparkPackage:
         into.append(out_dir)
-        return SparkPackage(out_dir / "epochgc.zip", out_dir / "epochgc-env.tar.gz")
+        return SparkPackage(
+            out_dir / "epochgc.zip", out_dir / "epochgc-env.tar.gz", out_dir / "spark_gc.py"
+        )
 
     monkeypatch.setattr(session, "ensure_package", ensure_package)
     return into
