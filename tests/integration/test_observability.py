@@ -263,3 +263,86 @@ def test_the_test_pushgateway_keeps_its_state_in_the_test_folder(tmp_path: Path)
             assert answer.status in (200, 202)
     persisted = tmp_path / "pushgateway.data"
     assert persisted.exists() and b"persistence-probe" in persisted.read_bytes()
+
+
+PRODUCER_ROW = "Your producers (if they export these)"
+
+
+def _rows(dashboard: dict[str, object]) -> dict[str, list[str]]:
+    """Row title -> the expressions of the panels under it."""
+    rows: dict[str, list[str]] = {}
+    current = ""
+    for panel in dashboard["panels"]:  # type: ignore[attr-defined]
+        if panel["type"] == "row":
+            current = panel["title"]
+            rows[current] = []
+        else:
+            rows.setdefault(current, []).extend(t["expr"] for t in panel.get("targets", []))
+    return rows
+
+
+def _scrape_names(url: str) -> set[str]:
+    """Every name a /metrics page exposes: samples, and the families it
+    declares without a series yet (a labelled counter before its first
+    increment)."""
+    text = urllib.request.urlopen(url, timeout=5).read().decode()
+    families = list(text_string_to_metric_families(text))
+    names = {sample.name for family in families for sample in family.samples}
+    for family in families:
+        names.add(family.name)
+        if family.type == "counter":
+            names.add(family.name + "_total")
+    return names
+
+
+def test_every_dashboard_panel_but_the_producers_row_reads_what_shipped_processes_export(
+    tmp_path: Path, s3_server: EmbeddedS3, bucket: str, store: S3ObjectStore
+) -> None:
+    """The daemon and the reconciler are what an adopter runs; a panel whose
+    metric only the demo's in-process producers export would stay empty.
+    Those panels live in their own row, which names only producer metrics."""
+    Controller(store, ROOT).create_topic("orders", 2)
+    daemon_port, node_port = free_port(), free_port()
+    processes = []
+    for command, port in (("daemon", daemon_port), ("reconciler", node_port)):
+        config = write_server_config(
+            tmp_path / f"{command}.toml",
+            s3_server.endpoint_url,
+            bucket,
+            f'[metrics]\nlisten = "127.0.0.1:{port}"\n',
+        )
+        processes.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "epochgc.cli", command, "--duration", "20"]
+                + ["--config", str(config)],
+                cwd=REPO,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+    try:
+        exported: set[str] = set()
+        for port in (daemon_port, node_port):
+            url = f"http://127.0.0.1:{port}/metrics"
+
+            def answers(url: str = url) -> bool:
+                try:
+                    urllib.request.urlopen(url, timeout=2)
+                    return True
+                except OSError:
+                    return False
+
+            wait_for(answers, what=url)
+            exported |= _scrape_names(url)
+    finally:
+        for proc in processes:
+            proc.terminate()
+            proc.wait(timeout=30)
+    pushed = generate_latest(run_registry("spark-listing", dict.fromkeys(RUN_GAUGES, 1), {"x": 1}))
+    available = exported | metric_names(pushed.decode())
+    rows = _rows(json.loads((DASHBOARDS / "epochgc.json").read_text()))
+    producers = used_names(" ".join(rows.pop(PRODUCER_ROW)))
+    assert producers and all(n.startswith("epochgc_producer_") for n in producers)
+    shipped = used_names(" ".join(e for exprs in rows.values() for e in exprs))
+    assert not shipped - available, f"panels no shipped process feeds: {sorted(shipped - available)}"
+    assert not {n for n in shipped if n.startswith("epochgc_producer_")}
