@@ -29,6 +29,7 @@ from epochgc.cli import (
 from epochgc.cli.arguments import LOG_LEVELS
 from epochgc.cli.output import EXIT_CONFIG, EXIT_FAILED, Command
 from epochgc.config import load_config, log_level_of
+from epochgc.config_examples import example_path
 from epochgc.errors import ConfigError, EpochGCError, StoreCapabilityError
 from epochgc.logging_setup import setup_logging
 
@@ -79,8 +80,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:  # with the command's own usage, not the top level's
         command_parser: argparse.ArgumentParser = getattr(args, "command_parser", parser)
         command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    # A command may run on a shipped example when no --config is given
+    # (``epochgc demo``: its demo timings, from any folder).
+    default = getattr(args, "default_config", None)
     try:
-        config = load_config(args.config)
+        config = load_config(args.config or (example_path(default) if default else None))
     except ConfigError as err:
         print(f"epochgc: configuration error: {err}", file=sys.stderr)
         return EXIT_CONFIG

@@ -9,10 +9,12 @@ import dataclasses
 import json
 import signal
 import threading
+from pathlib import Path
 
 from epochgc.cli.arguments import add_command, add_noun
 from epochgc.cli.output import EXIT_FAILED, EXIT_OK, SubParsers, emit
 from epochgc.config import Config
+from epochgc.config_examples import EXAMPLES, write_examples
 from epochgc.extras import BASE, require
 from epochgc.storage.bucket_settings import (
     Severity,
@@ -63,6 +65,17 @@ def register(
         reporting,
         "print the effective configuration (secrets masked)",
     )
+    example = add_command(
+        config_sub,
+        "example",
+        _cmd_config_example,
+        reporting,
+        "write the example configurations (demo, quickstart, AWS, every default)",
+    )
+    example.add_argument(
+        "--out", default="epochgc-config", metavar="DIR", help="folder (default: epochgc-config)"
+    )
+    example.add_argument("--force", action="store_true", help="replace files already there")
     serve = add_command(
         sub,
         "embedded-s3",
@@ -145,6 +158,16 @@ def _cmd_config_show(config: Config, args: argparse.Namespace) -> int:
         lines += [f"{key} = {json.dumps(value)}" for key, value in values.items()]
         lines.append("")
     emit(described, args, "\n".join(lines).rstrip())
+    return EXIT_OK
+
+
+def _cmd_config_example(_config: Config, args: argparse.Namespace) -> int:
+    written = write_examples(Path(args.out), overwrite=args.force)
+    emit(
+        {"written": [str(p) for p in written]},
+        args,
+        "\n".join(f"{p}  ({EXAMPLES[p.name]})" for p in written),
+    )
     return EXIT_OK
 
 

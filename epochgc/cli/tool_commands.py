@@ -13,6 +13,7 @@ from pathlib import Path
 from epochgc.cli.arguments import LOG_LEVELS, add_command
 from epochgc.cli.output import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, SubParsers
 from epochgc.config import Config
+from epochgc.config_examples import DEMO
 from epochgc.logging_setup import setup_logging
 from epochgc.wiring.store import open_store
 
@@ -60,6 +61,7 @@ def register(sub: SubParsers, common: argparse.ArgumentParser) -> None:
         "producers, reconcilers and the GC daemon on the embedded S3, then a check",
     )
     demo.add_argument("--duration", type=float, default=60.0, help="seconds of workload")
+    demo.set_defaults(default_config=DEMO)
     demo.add_argument("--seed", type=int, default=1, help="the workload's random seed")
 
 
@@ -100,15 +102,16 @@ def _cmd_demo(config: Config, args: argparse.Namespace) -> int:
 
     if not config.store.embedded:
         print(
-            "epochgc: the demo runs on the embedded S3 only: use --config config/local.toml "
-            "(or set EPOCHGC_STORE__EMBEDDED=true)",
+            "epochgc: the demo runs on the embedded S3 only: run it without --config "
+            "(built-in demo settings), or set EPOCHGC_STORE__EMBEDDED=true",
             file=sys.stderr,
         )
         return EXIT_CONFIG
     if config.gc.min_object_age_seconds > args.duration / 4:
         print(
             f"epochgc: [gc] min_object_age_seconds={config.gc.min_object_age_seconds:g} is too "
-            f"long for a {args.duration:g}s demo (nothing would age in): use config/local.toml",
+            f"long for a {args.duration:g}s demo (nothing would age in): run it without "
+            "--config (built-in demo settings)",
             file=sys.stderr,
         )
         return EXIT_CONFIG

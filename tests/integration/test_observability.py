@@ -39,7 +39,8 @@ from tests.support.waiting import wait_for as wait_for_condition
 
 ROOT = "epochgc"
 DASHBOARDS = REPO / "dashboards"
-DEMO = (sys.executable, "-m", "epochgc.cli", "demo")
+CLI = (sys.executable, "-m", "epochgc.cli")
+DEMO = (*CLI, "demo")
 
 
 # Prometheus scrapes every second: wait longer, poll less often.
@@ -313,8 +314,7 @@ def test_every_dashboard_panel_but_the_producers_row_reads_what_shipped_processe
         )
         processes.append(
             subprocess.Popen(
-                [sys.executable, "-m", "epochgc.cli", command, "--duration", "20"]
-                + ["--config", str(config)],
+                [*CLI, command, "--duration", "20", "--config", str(config)],
                 cwd=REPO,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -344,5 +344,7 @@ def test_every_dashboard_panel_but_the_producers_row_reads_what_shipped_processe
     producers = used_names(" ".join(rows.pop(PRODUCER_ROW)))
     assert producers and all(n.startswith("epochgc_producer_") for n in producers)
     shipped = used_names(" ".join(e for exprs in rows.values() for e in exprs))
-    assert not shipped - available, f"panels no shipped process feeds: {sorted(shipped - available)}"
+    assert not shipped - available, (
+        f"panels no shipped process feeds: {sorted(shipped - available)}"
+    )
     assert not {n for n in shipped if n.startswith("epochgc_producer_")}

@@ -6,7 +6,7 @@ import each other through any chain, and no two modules share a file name.
 Layers, lowest first::
 
     foundations   epochgc (the package), errors, extras, wording, periodic,
-                  progress, logging_setup: each other only
+                  progress, logging_setup, config_examples: each other only
     storage       foundations
     leases        storage
     watermarks    leases, storage
@@ -36,7 +36,15 @@ PACKAGE = REPO / "epochgc"
 
 FOUNDATIONS = frozenset(
     f"epochgc.{name}"
-    for name in ("errors", "extras", "wording", "periodic", "progress", "logging_setup")
+    for name in (
+        "errors",
+        "extras",
+        "wording",
+        "periodic",
+        "progress",
+        "logging_setup",
+        "config_examples",
+    )
 ) | {"epochgc"}
 SUBSYSTEMS = ("ingest", "reconciler", "gc")
 TOPS = ("cli", "demo", "verify")
