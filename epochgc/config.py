@@ -513,7 +513,10 @@ class CostConfig(_Section):
 class LoggingConfig(_Section):
     """Log output; ``--log-level`` on the command line wins."""
 
-    level: str = _check(_one_of(_LOG_LEVELS), default="INFO")
+    level: str = _check(_one_of(("", *_LOG_LEVELS)), default="")
+    """Empty: INFO for long-running processes (daemon, reconciler,
+    embedded-s3), and for one-shot commands only warnings and progress
+    lines unless ``-v``."""
 
 
 @dataclass(frozen=True)
@@ -726,5 +729,6 @@ def _build_section(name: str, cls: type[Any], values: dict[str, tuple[Any, str]]
 
 
 def log_level_of(config: Config) -> int:
-    """The configured log level as a ``logging`` constant."""
-    return int(getattr(logging, config.logging.level))
+    """The configured log level as a ``logging`` constant (INFO when left
+    to the command)."""
+    return int(getattr(logging, config.logging.level or "INFO"))

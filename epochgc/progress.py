@@ -13,6 +13,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from epochgc.logging_setup import SHOWN
+
 
 class ProgressLog:
     """Logs ``label: done/total unit (rate/s, ETA)`` at most every
@@ -81,7 +83,9 @@ class ProgressLog:
         rate = done / elapsed if elapsed > 0 else 0.0
         extra = "".join(f", {name} {value}" for name, value in self._extra.items())
         if self._total is None:
-            self._log.info("%s: %d%s (%.0f/s%s)", self._label, done, self._unit, rate, extra)
+            self._log.info(
+                "%s: %d%s (%.0f/s%s)", self._label, done, self._unit, rate, extra, extra=SHOWN
+            )
             return
         left = self._total - done
         eta = (
@@ -96,4 +100,5 @@ class ProgressLog:
             rate,
             eta,
             extra,
+            extra=SHOWN,
         )

@@ -46,6 +46,7 @@ def add_partition_arguments(parser: argparse.ArgumentParser) -> None:
 def add_process_options(parser: argparse.ArgumentParser, section: str, runs: str) -> None:
     """``--node-id`` (over ``[section] node_id``) and ``--duration`` of a
     long-running process; ``runs`` says how long it runs without one."""
+    parser.set_defaults(long_running=True)
     parser.add_argument("--node-id", help=f"overrides [{section}] node_id")
     parser.add_argument(
         "--duration", type=float, help=f"stop after this many seconds (default: {runs})"

@@ -8,6 +8,7 @@ import logging
 from epochgc.cli.arguments import add_command, add_noun
 from epochgc.cli.output import EXIT_OK, SubParsers, emit
 from epochgc.config import Config
+from epochgc.logging_setup import SHOWN
 from epochgc.progress import ProgressLog
 from epochgc.watermarks.controller import Controller
 from epochgc.wiring.store import open_store
@@ -57,6 +58,7 @@ def _cmd_epoch_advance(config: Config, args: argparse.Namespace) -> int:
             current,
             target,
             steps,
+            extra=SHOWN,
         )
         progress.append(ProgressLog(log, "epoch advance", steps, unit="ticks"))
 

@@ -49,6 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=LOG_LEVELS,
         help="overrides [logging] level",
     )
+    common.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="a one-shot command logs at INFO (it shows only warnings and progress by default)",
+    )
     reporting = argparse.ArgumentParser(add_help=False, parents=[common])
     reporting.add_argument("--json", action="store_true", help="machine-readable output")
     parser = argparse.ArgumentParser(
@@ -88,7 +94,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as err:
         print(f"epochgc: configuration error: {err}", file=sys.stderr)
         return EXIT_CONFIG
-    setup_logging(args.log_level or log_level_of(config))
+    explicit = args.log_level or config.logging.level or ("INFO" if args.verbose else "")
+    quiet = not explicit and not getattr(args, "long_running", False)
+    setup_logging(explicit or log_level_of(config), quiet=quiet)
     handler: Command = args.handler
     try:
         return handler(config, args)

@@ -83,6 +83,7 @@ def register(
         common,
         "serve an in-memory S3 (moto) for local runs until SIGTERM",
     )
+    serve.set_defaults(long_running=True)
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
     serve.add_argument("--port", type=int, default=9000, help="port (0 picks a free one)")
 

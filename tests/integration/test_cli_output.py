@@ -88,3 +88,16 @@ def test_a_run_line_lists_the_skip_reasons_as_words_not_a_python_dict(
     assert done.returncode == 0, done.stderr
     assert "{" not in done.stdout and "'" not in done.stdout, done.stdout
     assert "skipped: none" in done.stdout  # an empty bucket: nothing listed, nothing kept
+
+
+def test_a_one_shot_command_shows_warnings_and_progress_only_unless_verbose() -> None:
+    """The quickstart's one-shot commands printed about ten INFO lines each
+    (the embedded server, leases, the store); they now print what they did
+    and nothing else unless -v; long-running processes keep INFO."""
+    quiet = run_cli("topic", "list", "--config", "config/local.toml")
+    assert quiet.returncode == 0, quiet.stderr
+    assert " INFO " not in quiet.stderr, quiet.stderr
+    loud = run_cli("topic", "list", "-v", "--config", "config/local.toml")
+    assert loud.returncode == 0 and "INFO    epochgc.storage.embedded" in loud.stderr
+    chosen = run_cli("topic", "list", "--config", "config/local.toml", "--log-level", "INFO")
+    assert "INFO    epochgc.storage.embedded" in chosen.stderr

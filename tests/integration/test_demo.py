@@ -14,6 +14,7 @@ def test_demo_runs_the_lifecycle_and_verifies_it() -> None:
 
 
 def test_demo_refuses_a_real_bucket() -> None:
-    refused = run_cli("demo", "--duration", "8", env={"EPOCHGC_STORE__BUCKET": "some-bucket"})
+    real = {"EPOCHGC_STORE__EMBEDDED": "false", "EPOCHGC_STORE__BUCKET": "some-bucket"}
+    refused = run_cli("demo", "--duration", "8", env=real)
     assert refused.returncode == 2
     assert "embedded S3 only" in refused.stderr
