@@ -55,7 +55,8 @@ test: lint typecheck unit unit-newest
 # Ceph's RADOS Gateway from Debian on this machine (scripts/ceph_rgw.sh: one
 # monitor, one memstore OSD, radosgw on 127.0.0.1; the packages install when
 # missing, as root or with sudo), then tests/rgw/ (check-store and the
-# quickstart's produce / reconcile / collect there) and DeleteObjects
+# quickstart's produce / reconcile / collect there, and again with each
+# process under its own user and docs/policies/ as the bucket policy) and DeleteObjects
 # measured there beside moto. Not part of `make test`; stops the gateway.
 RGW_DIR ?= /tmp/epochgc-ceph-rgw
 RGW_BENCH_KEYS ?= 10000

@@ -76,9 +76,15 @@ class BucketMissingError(PermanentStorageError):
     must not succeed on a bucket that is not there."""
 
 
+LEAST_PRIVILEGE_SECTION = 'docs/operating.md, "Least privilege (IAM per process)"'
+"""Where the policy of each process kind is documented: an access-denied
+message sends the operator there."""
+
+
 class AccessDeniedError(PermanentStorageError):
     """AccessDenied (403): the credentials are valid but not allowed this
-    request (check the IAM policy or bucket policy)."""
+    request (check the IAM policy or bucket policy against
+    ``LEAST_PRIVILEGE_SECTION``)."""
 
 
 class CredentialsError(PermanentStorageError):

@@ -11,7 +11,8 @@
 # DIR defaults to $CEPH_RGW_DIR, else /tmp/epochgc-ceph-rgw. Ports come from
 # CEPH_RGW_PORT (default 7480) and CEPH_MON_PORT (default 6789). The env
 # lines (EPOCHGC_RGW_ENDPOINT, EPOCHGC_RGW_ACCESS_KEY_ID,
-# EPOCHGC_RGW_SECRET_ACCESS_KEY) are what tests/rgw/ reads.
+# EPOCHGC_RGW_SECRET_ACCESS_KEY, and EPOCHGC_RGW_CEPH_CONF for the
+# radosgw-admin that makes one user per role) are what tests/rgw/ reads.
 set -euo pipefail
 
 cmd="${1:-}"
@@ -54,6 +55,7 @@ print_env() {
     echo "EPOCHGC_RGW_ENDPOINT=http://127.0.0.1:$rgw_port"
     echo "EPOCHGC_RGW_ACCESS_KEY_ID=$access_key"
     echo "EPOCHGC_RGW_SECRET_ACCESS_KEY=$secret_key"
+    echo "EPOCHGC_RGW_CEPH_CONF=$conf"
 }
 
 # Wait until "$@" succeeds, at most $1 seconds.

@@ -33,6 +33,7 @@ from botocore.exceptions import (
 from urllib3.exceptions import NameResolutionError
 
 from epochgc.errors import (
+    LEAST_PRIVILEGE_SECTION,
     AccessDeniedError,
     BucketMissingError,
     ConflictError,
@@ -434,7 +435,7 @@ def translate_error(
         if code in ACCESS_DENIED_CODES or (code is None and status == 403):
             return AccessDeniedError(
                 f"access denied (code={code}) to {at} for {operation} key={key!r}: check "
-                "the IAM and bucket policy of these credentials"
+                f"the IAM and bucket policy of these credentials against {LEAST_PRIVILEGE_SECTION}"
             )
         if code in _NOT_FOUND_CODES or status == 404:
             return NotFoundError(f"not found: {where}")

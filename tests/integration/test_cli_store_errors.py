@@ -13,6 +13,7 @@ import json
 import socket
 import subprocess
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -165,3 +166,29 @@ def test_an_unreachable_endpoint_is_one_line_not_a_table_of_failed_probes(
     assert f"cannot reach the store at {endpoint}: connection refused" in line
     assert "store.endpoint_url" in line
     assert "FAIL" not in done.stdout + done.stderr, "no probe table"
+
+
+def deny_pause_writes(
+    method: str, path: str, _headers: Mapping[str, str]
+) -> tuple[int, str] | None:
+    """A bucket policy that lets these credentials probe the store but not
+    write the GC control document (a read-only operator's)."""
+    if method == "PUT" and path.split("?", maxsplit=1)[0].endswith("/gc/control.json"):
+        return 403, "AccessDenied"
+    return None
+
+
+def test_a_refused_write_is_one_line_naming_operation_key_and_policy_section(
+    s3_server: EmbeddedS3, bucket: str, tmp_path: Path
+) -> None:
+    with s3_fault_proxy(s3_server.endpoint_url, deny_pause_writes) as proxy:
+        config = write_server_config(tmp_path / "denied.toml", proxy.endpoint, bucket, FAST)
+        done = run_cli("gc", "pause", "--reason", "x", "--config", str(config))
+    assert done.returncode == 1, done.stdout
+    [line] = error_lines(done)
+    told = [ln for ln in done.stderr.splitlines() if ln.strip() and " INFO " not in ln]
+    assert told == [line], done.stderr
+    assert "AccessDeniedError" in line and "PutObject" in line
+    assert "key='epochgc/gc/control.json'" in line
+    assert 'docs/operating.md, "Least privilege (IAM per process)"' in line
+    assert proxy.answered == 1, "access denied is not retried"

@@ -7,7 +7,10 @@ the same logic through a proxy that behaves like RGW)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import shutil
+import subprocess
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,6 +18,7 @@ from dataclasses import dataclass
 import pytest
 
 from epochgc.storage.client import ClientSettings, make_s3_client
+from tests.support.policies import ROLES
 
 ENV_KEYS = ("EPOCHGC_RGW_ENDPOINT", "EPOCHGC_RGW_ACCESS_KEY_ID", "EPOCHGC_RGW_SECRET_ACCESS_KEY")
 SKIP_REASON = (
@@ -47,6 +51,63 @@ class Gateway:
             "EPOCHGC_STORE__ACCESS_KEY_ID": self.settings.access_key_id or "",
             "EPOCHGC_STORE__SECRET_ACCESS_KEY": self.settings.secret_access_key or "",
         }
+
+    def env_as(self, user: RoleUser) -> dict[str, str]:
+        """``env()`` with ``user``'s keys instead of the bucket owner's."""
+        return {
+            **self.env(),
+            "EPOCHGC_STORE__ACCESS_KEY_ID": user.access_key_id,
+            "EPOCHGC_STORE__SECRET_ACCESS_KEY": user.secret_access_key,
+        }
+
+    def settings_as(self, user: RoleUser) -> ClientSettings:
+        return dataclasses.replace(
+            self.settings,
+            access_key_id=user.access_key_id,
+            secret_access_key=user.secret_access_key,
+        )
+
+
+@dataclass(frozen=True)
+class RoleUser:
+    """An RGW user made for one role of docs/policies/."""
+
+    role: str
+    uid: str
+    access_key_id: str
+    secret_access_key: str
+
+
+@pytest.fixture(scope="session")
+def role_users() -> dict[str, RoleUser]:
+    """One RGW user per documented role (made with radosgw-admin, owning no
+    bucket: its rights come from the bucket policy a test applies)."""
+    conf = os.environ.get("EPOCHGC_RGW_CEPH_CONF", "")
+    if not conf or shutil.which("radosgw-admin") is None:
+        pytest.skip(
+            "needs radosgw-admin and EPOCHGC_RGW_CEPH_CONF (printed by scripts/ceph_rgw.sh)"
+        )
+    users = {}
+    for role in ROLES:
+        user = RoleUser(role, f"epochgc-{role}", f"epochgc-{role}-access", f"epochgc-{role}-secret")
+        admin = ["radosgw-admin", "-c", conf, "user"]
+        if subprocess.run(
+            [*admin, "info", f"--uid={user.uid}"], capture_output=True, check=False
+        ).returncode:
+            subprocess.run(
+                [
+                    *admin,
+                    "create",
+                    f"--uid={user.uid}",
+                    f"--display-name={user.uid}",
+                    f"--access-key={user.access_key_id}",
+                    f"--secret={user.secret_access_key}",
+                ],
+                capture_output=True,
+                check=True,
+            )
+        users[role] = user
+    return users
 
 
 @pytest.fixture(scope="session")
