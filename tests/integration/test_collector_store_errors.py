@@ -105,4 +105,4 @@ def test_an_unparseable_controller_entry_blocks_and_says_why(
 def test_a_refused_connection_fails_rounds_and_never_blocks() -> None:
     settings = embedded_keys_at("http://127.0.0.1:1")
     store = S3ObjectStore(make_s3_client(settings), "b-refused", retry_policy=FAST_RETRIES)
-    _fails_rounds_naming(_collector(store), "EndpointConnectionError")
+    _fails_rounds_naming(_collector(store), "cannot reach the store at http://127.0.0.1:1")

@@ -214,7 +214,7 @@ def test_the_dashboard_takes_its_datasource_as_a_variable() -> None:
         "Errors and SlowDowns",
         "Pinning partitions",
     } <= rows
-    assert {"Fencing", "Reconciler", "Leases and ingest"} <= rows
+    assert {"Fencing", "Reconciler", "Leases and reconciler errors", PRODUCER_ROW} <= rows
 
 
 def promtool(*args: str) -> subprocess.CompletedProcess[str]:
