@@ -38,6 +38,17 @@ def test_every_policy_block_shown_equals_its_file() -> None:
         assert json.loads(block) == json.loads((POLICIES / name).read_text()), name
 
 
+OBJECT_ACTIONS = {"s3:ListBucket", "s3:GetObject", "s3:PutObject", "s3:DeleteObject"}
+BUCKET_SETTINGS_ACTIONS = {
+    "s3:GetBucketVersioning",
+    "s3:GetLifecycleConfiguration",
+    "s3:GetBucketObjectLockConfiguration",
+    "s3:ListBucketVersions",
+}
+"""What check-store and the daemon's start read of the bucket's settings
+(docs/operating.md, "Bucket settings")."""
+
+
 @pytest.mark.parametrize("role", ROLES)
 def test_a_policy_is_well_formed_with_only_the_documented_placeholders(role: str) -> None:
     text = policy_text(role)
@@ -50,7 +61,9 @@ def test_a_policy_is_well_formed_with_only_the_documented_placeholders(role: str
         assert statement["Effect"] == "Allow" and "Principal" not in statement
         actions = statement["Action"]
         for action in [actions] if isinstance(actions, str) else actions:
-            assert action in {"s3:ListBucket", "s3:GetObject", "s3:PutObject", "s3:DeleteObject"}
+            assert action in OBJECT_ACTIONS | BUCKET_SETTINGS_ACTIONS
+            if action in BUCKET_SETTINGS_ACTIONS:  # read on the bucket, never on objects
+                assert statement["Resource"] == "arn:aws:s3:::b"
 
 
 def test_the_daemon_has_every_right_of_the_collector() -> None:
