@@ -78,6 +78,13 @@ def test_the_readme_quickstart_runs_as_written() -> None:
         l0 = s3.list_objects_v2(Bucket=bucket, Prefix="epochgc/l0/").get("KeyCount", 0)
         runs = outputs["epochgc gc runs"].stdout
         assert "dry-run" in runs, runs
+        # What each line prints is what the README says it does.
+        produced = outputs["epochgc produce orders 0 --count 100"].stdout
+        assert "100 records acknowledged" in produced and "read back identically" in produced
+        assert "0 records reconciled" in outputs["epochgc reconciler --duration 15"].stdout
+        for line, done in outputs.items():
+            if not line.startswith("epochgc reconciler"):  # one-shot: no INFO bookkeeping
+                assert " INFO " not in done.stderr, f"{line}:\n{done.stderr}"
         deleted = [int(n) for n in re.findall(r"local\s+\d+\s+(\d+)", runs)]
         assert max(deleted) > 0, f"the walkthrough deleted nothing:\n{runs}"
         assert l0 == 0, f"{l0} L0 objects left after gc collect"
