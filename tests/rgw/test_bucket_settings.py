@@ -40,6 +40,7 @@ def test_a_versioned_gateway_bucket_warns_until_a_rule_expires_noncurrent_versio
     versioned: tuple[Gateway, Any],
 ) -> None:
     rgw, s3 = versioned
+    s3.delete_bucket_lifecycle(Bucket=rgw.bucket)  # no rules at all to begin with
     keys = [encode_l0_key("epochgc", 0, 1, str(uuid.uuid4())) for _ in range(2)]
     for key in keys:
         s3.put_object(Bucket=rgw.bucket, Key=key, Body=b"x" * 100)
