@@ -27,7 +27,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -36,7 +36,19 @@ from epochgc.storage.keys import l0_prefix
 from epochgc.storage.s3 import S3ObjectStore, translate_error
 from epochgc.wording import counted, human_bytes
 
+if TYPE_CHECKING:
+    from mypy_boto3_s3.type_defs import LifecycleRuleTypeDef
+
 log = logging.getLogger("epochgc.storage.bucket_settings")
+
+ABORT_INCOMPLETE_UPLOADS: LifecycleRuleTypeDef = {
+    "ID": "abort-incomplete-uploads",
+    "Status": "Enabled",
+    "Filter": {"Prefix": ""},
+    "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1},
+}
+"""The lifecycle rule every bucket should have (the embedded S3's buckets
+have it): an incomplete multipart upload is aborted after a day."""
 
 DOCS = "docs/operating.md, 'Bucket settings'"
 """Where a finding sends the operator (docs/operating.md, "Bucket settings")."""

@@ -19,6 +19,7 @@ from typing import Any
 
 from epochgc.errors import EmbeddedServerError
 from epochgc.extras import EMBEDDED, require
+from epochgc.storage.bucket_settings import ABORT_INCOMPLETE_UPLOADS
 from epochgc.storage.client import ClientSettings, make_s3_client
 
 log = logging.getLogger("epochgc.storage.embedded")
@@ -159,16 +160,7 @@ class EmbeddedS3:
             client.create_bucket(Bucket=bucket)
             client.put_bucket_lifecycle_configuration(
                 Bucket=bucket,
-                LifecycleConfiguration={
-                    "Rules": [
-                        {
-                            "ID": "abort-incomplete-uploads",
-                            "Status": "Enabled",
-                            "Filter": {"Prefix": ""},
-                            "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1},
-                        }
-                    ]
-                },
+                LifecycleConfiguration={"Rules": [ABORT_INCOMPLETE_UPLOADS]},
             )
 
     def stop(self) -> None:

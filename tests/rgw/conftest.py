@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from epochgc.storage.bucket_settings import ABORT_INCOMPLETE_UPLOADS
 from epochgc.storage.client import ClientSettings, make_s3_client
 from tests.support.policies import ROLES
 
@@ -128,17 +129,7 @@ def rgw(rgw_settings: ClientSettings) -> Iterator[Gateway]:
     # Set up as docs/operating.md ("Bucket settings") recommends, so that
     # check-store and the daemon's start find nothing to warn about.
     client.put_bucket_lifecycle_configuration(
-        Bucket=name,
-        LifecycleConfiguration={
-            "Rules": [
-                {
-                    "ID": "abort-incomplete-uploads",
-                    "Status": "Enabled",
-                    "Filter": {"Prefix": ""},
-                    "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1},
-                }
-            ]
-        },
+        Bucket=name, LifecycleConfiguration={"Rules": [ABORT_INCOMPLETE_UPLOADS]}
     )
     yield Gateway(rgw_settings, name)
     paginator = client.get_paginator("list_objects_v2")
