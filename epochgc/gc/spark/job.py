@@ -64,6 +64,7 @@ from epochgc.gc.spark.tasks import (
     task_records_prefix,
 )
 from epochgc.gc.sweeper import SweepResult
+from epochgc.logging_setup import SHOWN
 from epochgc.metrics.push import push_run
 from epochgc.progress import ProgressLog
 from epochgc.storage.client import ClientSettings
@@ -582,6 +583,7 @@ class _JobRunner:
                 r.counts(),
                 r.peak_rss_bytes // 2**20,
                 f"; {r.cause}" if r.cause else "",
+                extra=SHOWN,  # progress: shown by a one-shot gc spark too
             )
             for line in r.log_lines:
                 log.warning("task %d: %s", r.task + 1, line)
