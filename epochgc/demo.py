@@ -64,6 +64,8 @@ class DemoResult:
     cluster_epoch: int = 0
     l0_left: int = 0
     problems: list[str] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+    """Where the time went: ``start``, ``produce``, ``quiesce``, ``verify``."""
 
     @property
     def ok(self) -> bool:
@@ -197,6 +199,7 @@ async def run_demo(
     emit: Callable[[str], None] = print,
 ) -> DemoResult:
     """Run the demo (see the module docstring) and return its result."""
+    began = time.monotonic()
     store, root = handle.store, config.layout.root
     controller = Controller(store, root)
     revisions = await _create_topics(controller)
@@ -228,6 +231,7 @@ async def run_demo(
     workload = _Workload(producer, seed)
     result = DemoResult()
     started = time.monotonic()
+    result.seconds["start"] = started - began
 
     async def show(phase: str) -> Snapshot:
         row = await asyncio.to_thread(
@@ -245,7 +249,9 @@ async def run_demo(
         workload.stop.set()
         await asyncio.gather(*tasks)
         await producer.close()
-        deadline = time.monotonic() + quiesce_timeout_seconds
+        result.seconds["produce"] = time.monotonic() - started
+        quiescing = time.monotonic()
+        deadline = quiescing + quiesce_timeout_seconds
         while True:
             await asyncio.sleep(refresh_seconds / 2)
             row = await show("quiesce")
@@ -260,7 +266,10 @@ async def run_demo(
     finally:
         workload.stop.set()
         await cluster.stop()
+    verifying = time.monotonic()
+    result.seconds["quiesce"] = verifying - started - result.seconds.get("produce", 0.0)
     await asyncio.to_thread(_verify, store, root, cluster, workload, result)
+    result.seconds["verify"] = time.monotonic() - verifying
     return result
 
 
@@ -345,6 +354,14 @@ def _verify(
         )
 
 
+WHY = {
+    "start": "topics, nodes, daemon",
+    "produce": "the --duration of workload",
+    "quiesce": "until every record is reconciled and every L0 object collected",
+    "verify": "reading every acknowledged record back",
+}
+
+
 def summary_lines(result: DemoResult) -> list[str]:
     """The closing report."""
     lines = [
@@ -358,6 +375,15 @@ def summary_lines(result: DemoResult) -> list[str]:
         lines.append("FAILED: no record was acknowledged")
     if result.deleted == 0:
         lines.append("FAILED: the collector deleted nothing")
+    if result.seconds:
+        lines.append(
+            "time: "
+            + ", ".join(
+                f"{what} {seconds:.0f}s ({WHY[what]})"
+                for what, seconds in result.seconds.items()
+                if what in WHY
+            )
+        )
     lines += [f"FAILED: {p}" for p in result.problems]
     if result.ok:
         lines.append("demo OK: every acknowledged record reads back; every L0 object <= M is gone")

@@ -256,7 +256,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--region", default="us-east-1")
     parser.add_argument("--topic", default="foreign-orders")
     parser.add_argument("--partitions", type=int, default=2)
-    parser.add_argument("--node-id", default="foreign-writer-1")
+    parser.add_argument(
+        "--node-id",
+        help="the report's node id (default: foreign-writer-TOPIC, so that runs for "
+        "different topics keep one report each: a node's report replaces its last one)",
+    )
     parser.add_argument("--shards", type=int, default=16, help="write into shards 0..N-1 (1..1000)")
     parser.add_argument("--epochs", type=int, default=4, help="epochs to write objects at")
     parser.add_argument("--reconciled", type=int, default=2, help="how many of them are done")
@@ -293,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     # revision - 1: nothing of this topic may go.)
     epochs = sorted(written)
     safe_epoch = epochs[args.reconciled - 1] if args.reconciled else revision - 1
+    if args.node_id is None:
+        args.node_id = f"foreign-writer-{args.topic}"
     report_key = f"{args.root}/meta/reports/{args.node_id}"
     s3.put_object(
         Bucket=args.bucket,

@@ -178,6 +178,7 @@ def _cmd_gc_collect(config: Config, args: argparse.Namespace) -> int:
         {"summary_key": outcome.summary_key, "plan_key": outcome.plan_key},
         plan=outcome.plan_key,
         stopped=outcome.stopped_by_guard,
+        listed_up_to_m=args.force or config.gc.max_delete_fraction >= 1.0,
     )
 
 

@@ -60,11 +60,17 @@ def print_run(
     plan: str | None = None,
     stopped: str | None = None,
     details: str = "",
+    listed_up_to_m: bool = False,
 ) -> int:
-    """A run summary as a table line (or JSON); exit 0 only if it succeeded."""
+    """A run summary as a table line (or JSON); exit 0 only if it succeeded.
+
+    ``listed_up_to_m``: each shard's listing stopped at its first key above
+    ``M`` (the guard off or forced), so ``listed`` is not every L0 object
+    there; the line says so."""
+    up_to = " (each shard up to its first key above M)" if listed_up_to_m else ""
     human = (
         f"run {s.run_id} ({s.engine}{', dry run' if s.dry_run else ''}{details}): "
-        f"M={s.safe_epoch} (controller offset {s.controller_offset}); listed {s.listed}, "
+        f"M={s.safe_epoch} (controller offset {s.controller_offset}); listed {s.listed}{up_to}, "
         f"eligible {s.eligible}, deleted {s.deleted} ({s.bytes_deleted} bytes), "
         f"errors {s.errors}; skipped: {_skipped(s.skipped)}"
     )

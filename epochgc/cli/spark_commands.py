@@ -144,6 +144,8 @@ def _cmd_gc_spark(config: Config, args: argparse.Namespace) -> int:
         },
         plan=f"{outcome.plan_prefix}part-*.parquet" if outcome.plan_prefix else None,
         stopped=outcome.stopped_by_guard,
+        listed_up_to_m=options.mode == "listing"
+        and (args.force or config.gc.max_delete_fraction >= 1.0),
         details=f", {outcome.tasks} tasks"
         + (f", inventory {outcome.manifest_key}" if outcome.manifest_key else ""),
     )

@@ -12,7 +12,7 @@ import epochgc
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.s3 import S3ObjectStore
 from tests.support.cli import REPO, run_cli
-from tests.support.config_files import write_server_config
+from tests.support.config_files import write_gc_config, write_server_config
 
 
 def test_config_show_takes_json(tmp_path: Path) -> None:
@@ -101,3 +101,18 @@ def test_a_one_shot_command_shows_warnings_and_progress_only_unless_verbose() ->
     assert loud.returncode == 0 and "INFO    epochgc.storage.embedded" in loud.stderr
     chosen = run_cli("topic", "list", "--config", "config/local.toml", "--log-level", "INFO")
     assert "INFO    epochgc.storage.embedded" in chosen.stderr
+
+
+def test_a_run_line_says_when_listed_stops_short_of_every_object(
+    tmp_path: Path, s3_server: EmbeddedS3, bucket: str, store: S3ObjectStore
+) -> None:
+    """'listed 11' with 12 objects in the bucket read as a bug: with the
+    guard off each shard's listing stops at its first key above M, and the
+    line now says so; a guarded round counts every object and does not."""
+    note = "(each shard up to its first key above M)"
+    unguarded = write_gc_config(tmp_path / "off.toml", s3_server.endpoint_url, bucket)
+    done = run_cli("gc", "collect", "--config", str(unguarded))
+    assert done.returncode == 0 and note in done.stdout, done.stdout + done.stderr
+    guarded = write_server_config(tmp_path / "on.toml", s3_server.endpoint_url, bucket)
+    counted = run_cli("gc", "collect", "--config", str(guarded))
+    assert counted.returncode == 0 and note not in counted.stdout, counted.stdout

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from tests.support.cli import run_cli
 
 
@@ -11,6 +13,12 @@ def test_demo_runs_the_lifecycle_and_verifies_it() -> None:
     assert "time phase" in done.stdout  # the live table
     assert "demo OK" in done.stdout
     assert "records read back:" in done.stdout
+    # A run longer than --duration says where the rest went.
+    spent = re.search(
+        r"time: start (\d+)s .*produce (\d+)s .*quiesce (\d+)s .*verify (\d+)s", done.stdout
+    )
+    assert spent, done.stdout
+    assert int(spent.group(2)) >= 8
 
 
 def test_demo_refuses_a_real_bucket() -> None:

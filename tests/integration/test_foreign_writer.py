@@ -103,3 +103,19 @@ def test_a_second_writer_cannot_create_the_same_topic(
     second = run_example(s3_server.endpoint_url, bucket, "--epochs", "1", "--reconciled", "0")
     assert second.returncode != 0
     assert "already exists" in second.stderr
+
+
+def test_two_topics_with_the_default_node_id_keep_both_reports(
+    s3_server: EmbeddedS3, bucket: str, store: S3ObjectStore
+) -> None:
+    """Run twice for two topics without --node-id: each run's report must
+    stay (the first used to be overwritten, dropping M to 0)."""
+    for topic in ("foreign-a", "foreign-b"):
+        done = run_example(s3_server.endpoint_url, bucket, "--topic", topic, "--epochs", "2")
+        assert done.returncode == 0, done.stderr
+    reports = {i.key for i in store.list_objects(f"{ROOT}/meta/reports/")}
+    assert len(reports) == 2, reports
+    assert {json.loads(store.get(k).body)["partitions"][0]["topic"] for k in reports} == {
+        "foreign-a",
+        "foreign-b",
+    }

@@ -184,3 +184,30 @@ def test_every_path_in_the_docs_names_a_file_of_the_repository() -> None:
     }
     stale = sorted(f"{place} ({why})" for place, why in found.items())
     assert not stale, "paths in the docs that name no file:\n" + "\n".join(stale)
+
+
+def outline(text: str) -> list[str]:
+    """The ``##`` and ``###`` headings outside code blocks, as the contents
+    list links them."""
+    lines, fenced = [], False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+            continue
+        found = None if fenced else re.match(r"^(##|###) (.+)$", line)
+        if found:
+            title = found.group(2).strip()
+            slug = re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
+            lines.append(f"{'' if found.group(1) == '##' else '  '}* [{title}](#{slug})")
+    return lines
+
+
+def test_operating_md_lists_its_sections_first() -> None:
+    """A 1,300-line page needs a way in: its contents list is every section
+    and subsection, in order, each linking its heading."""
+    text = (REPO / "docs" / "operating.md").read_text()
+    block = re.search(
+        r"<!-- contents -->\n\*\*Contents\*\*\n\n(.*?)\n<!-- /contents -->", text, re.S
+    )
+    assert block, "docs/operating.md has no contents list"
+    assert block.group(1).splitlines() == outline(text)
