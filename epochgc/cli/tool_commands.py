@@ -110,8 +110,8 @@ def _cmd_demo(config: Config, args: argparse.Namespace) -> int:
     if config.gc.min_object_age_seconds > args.duration / 4:
         print(
             f"epochgc: [gc] min_object_age_seconds={config.gc.min_object_age_seconds:g} is too "
-            f"long for a {args.duration:g}s demo (nothing would age in): run it without "
-            "--config (built-in demo settings)",
+            f"long for a {args.duration:g}s demo (nothing would age in): give --duration "
+            f"{4 * config.gc.min_object_age_seconds:g} or more",
             file=sys.stderr,
         )
         return EXIT_CONFIG
