@@ -7,6 +7,7 @@ environment (no package index needed): only epochgc itself is the wheel's."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -15,11 +16,25 @@ from pathlib import Path
 import epochgc
 from tests.support.cli import REPO
 
+NOT_COPIED = (
+    ".git",
+    ".venv*",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    ".*_cache",
+    ".hypothesis",
+)
+
 
 def test_the_wheel_installs_and_runs_outside_the_repository(tmp_path: Path) -> None:
+    # Built from a copy: setuptools leaves build/ and *.egg-info where it builds.
+    source = tmp_path / "source"
+    shutil.copytree(REPO, source, symlinks=True, ignore=shutil.ignore_patterns(*NOT_COPIED))
     built = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(tmp_path / "dist"), str(REPO)],
+         "-w", str(tmp_path / "dist"), str(source)],
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert built.returncode == 0, built.stderr[-2000:]
