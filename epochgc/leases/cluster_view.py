@@ -69,6 +69,7 @@ from epochgc.storage.object_store import ObjectInfo, ObjectStore, StoredObject, 
 
 log = logging.getLogger("epochgc.watermarks.cluster_view")
 
+A = TypeVar("A")
 T = TypeVar("T")
 
 
@@ -417,7 +418,7 @@ class ClusterView:
             StorageError: a GET failed (the first failure, once all ended).
         """
         counters.gets += len(keys)
-        return _map(self.requests, lambda key: get_or_none(self.store, key), keys)
+        return side_by_side(self.requests, lambda key: get_or_none(self.store, key), keys)
 
     def _incarnation(self, node: str) -> str:
         """The incarnation last read for ``node``; unknown (its body could
@@ -443,9 +444,10 @@ class ClusterView:
             log.warning("ignoring unreadable ownership object %s: %s", key, err)
 
 
-def _map(pool: RequestPool | None, fn: Callable[[str], T], items: Iterable[str]) -> list[T]:
-    """``fn`` over ``items``: through ``pool`` when given and there is more
-    than one, else in this thread."""
+def side_by_side(pool: RequestPool | None, fn: Callable[[A], T], items: Iterable[A]) -> list[T]:
+    """``fn`` over ``items``, results in order: through ``pool`` when given
+    and there is more than one, else in this thread (a round's GETs here,
+    its conditional writes in ``NodeOwnership``)."""
     items = list(items)
     if pool is None or len(items) <= 1:
         return [fn(item) for item in items]

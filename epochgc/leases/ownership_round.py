@@ -34,7 +34,7 @@ from epochgc.leases.assignment import (
     is_owned_by,
     plan_round,
 )
-from epochgc.leases.cluster_view import ClusterView, RequestPool
+from epochgc.leases.cluster_view import ClusterView, RequestPool, side_by_side
 from epochgc.leases.node_lease import NodeLease
 from epochgc.leases.ownership_store import OwnershipStore
 from epochgc.storage.keys import PartitionId
@@ -112,12 +112,11 @@ class NodeOwnership:
         ``relist_records_seconds``), a round lists the nodes only. Cleared by anything that may
         have changed a record of ours."""
         self._monotonic = monotonic
-        self._pool = (
+        self._requests = requests or (
             ThreadPoolExecutor(request_concurrency, thread_name_prefix="ownership-request")
-            if requests is None and request_concurrency > 1
+            if request_concurrency > 1
             else None
         )
-        self._requests = requests or self._pool
         self.view = ClusterView(
             store,
             root,
@@ -298,10 +297,7 @@ class NodeOwnership:
         def write(m: Move) -> OwnerRecord | EpochGCError | None:
             return self._write(m, handing.get(m.pid), me, incarnation)
 
-        if self._requests is None or len(moves) <= 1:
-            results = [write(m) for m in moves]
-        else:
-            results = list(self._requests.map(write, moves))
+        results = side_by_side(self._requests, write, moves)
         for move, result in zip(moves, results, strict=True):
             if isinstance(result, EpochGCError):
                 log.warning("ownership move %s of %s failed: %s", move.kind.value, move.pid, result)
