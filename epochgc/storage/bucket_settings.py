@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
-from epochgc.errors import AccessDeniedError, BucketSettingsError
+from epochgc.errors import AccessDeniedError, BucketSettingsError, NotFoundError, StorageError
 from epochgc.storage.keys import l0_prefix
-from epochgc.storage.s3 import S3ObjectStore, translate_error
+from epochgc.storage.s3 import S3ObjectStore
 from epochgc.wording import counted, human_bytes
 
 if TYPE_CHECKING:
@@ -226,39 +226,33 @@ def read_bucket_settings(store: S3ObjectStore, root: str) -> BucketSettings:
     client, bucket = store.client, store.bucket
     unreadable: dict[str, str] = {}
 
-    def read(
-        name: str, operation: str, fn: Callable[[], Mapping[str, Any]], absent: str | None
-    ) -> dict[str, Any]:
+    def read(name: str, operation: str, fn: Callable[[], Mapping[str, Any]]) -> dict[str, Any]:
         try:
-            return dict(fn())
-        except ClientError as raw:
-            if absent is not None and _code(raw) == absent:
+            return dict(store.bucket_request(operation, fn))
+        except NotFoundError:
+            return {}  # 404: the bucket has no such configuration
+        except StorageError as err:
+            raw = err.__cause__
+            code = _code(raw) if isinstance(raw, ClientError) else ""
+            if isinstance(err, AccessDeniedError) or code == "NotImplemented":
+                unreadable[name] = f"{operation}: {code or 'refused'}"
                 return {}
-            err = translate_error(raw, operation, "", bucket=bucket, endpoint=_endpoint(store))
-            if isinstance(err, AccessDeniedError) or _code(raw) == "NotImplemented":
-                unreadable[name] = f"{operation}: {_code(raw) or 'refused'}"
-                return {}
-            raise err from raw
-        except BotoCoreError as raw:
-            raise translate_error(raw, operation, "", bucket=bucket) from raw
+            raise
 
     versioning = read(
         "versioning",
         "GetBucketVersioning",
         lambda: client.get_bucket_versioning(Bucket=bucket),
-        absent=None,
     )
     lifecycle = read(
         "lifecycle",
         "GetBucketLifecycleConfiguration",
         lambda: client.get_bucket_lifecycle_configuration(Bucket=bucket),
-        absent="NoSuchLifecycleConfiguration",
     )
     lock = read(
         "object lock",
         "GetObjectLockConfiguration",
         lambda: client.get_object_lock_configuration(Bucket=bucket),
-        absent="ObjectLockConfigurationNotFoundError",
     )
     state = None if "versioning" in unreadable else str(versioning.get("Status", ""))
     noncurrent = None
@@ -267,7 +261,6 @@ def read_bucket_settings(store: S3ObjectStore, root: str) -> BucketSettings:
             "noncurrent versions",
             "ListObjectVersions",
             lambda: client.list_object_versions(Bucket=bucket, Prefix=l0_prefix(root)),
-            absent=None,
         )
         if "noncurrent versions" not in unreadable:
             old = [v for v in page.get("Versions", []) if not v.get("IsLatest")]
@@ -289,10 +282,6 @@ def read_bucket_settings(store: S3ObjectStore, root: str) -> BucketSettings:
 
 def _code(raw: ClientError) -> str:
     return str(raw.response.get("Error", {}).get("Code", ""))
-
-
-def _endpoint(store: S3ObjectStore) -> str:
-    return str(store.client.meta.endpoint_url or "")
 
 
 def format_findings(findings: Sequence[Finding]) -> str:

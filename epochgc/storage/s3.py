@@ -358,6 +358,11 @@ class S3ObjectStore:
         ) as pool:
             return DeleteOutcome.merge(pool.map(self.delete_batch, batches))
 
+    def bucket_request(self, operation: str, fn: Callable[[], T]) -> T:
+        """One request about the bucket itself (its settings) through the
+        same retries and error classification as every object request."""
+        return self._call(operation, "", fn)
+
     # --- the retry layer --------------------------------------------------
 
     def _call(self, operation: str, key: str, fn: Callable[[], T]) -> T:
