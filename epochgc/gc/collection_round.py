@@ -54,14 +54,13 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from epochgc.errors import EpochGCError
 from epochgc.gc.control import CollectorPausedError, DeletingJob
-from epochgc.gc.deletion_record import DeletionRecord
+from epochgc.gc.deletion_record import DeletionRecord, open_record, sink_of
 from epochgc.gc.future_times import FutureTimeLog
 from epochgc.gc.janitor import Janitor, JanitorResult
 from epochgc.gc.listing.cost import Prices
@@ -77,7 +76,7 @@ from epochgc.gc.listing.shards import discover_shards, load_knowledge, save_know
 from epochgc.gc.pause import GuardedStore, PauseGuard
 from epochgc.gc.plan_file import PlanWriter
 from epochgc.gc.run_report import RunShards, RunSummary, new_run_id, write_summary
-from epochgc.gc.sweeper import PlanSink, Sweeper, SweepPolicy, SweepResult
+from epochgc.gc.sweeper import Sweeper, SweepPolicy, SweepResult
 from epochgc.storage.keys import gc_run_deleted_key, gc_run_prefix
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
@@ -398,7 +397,8 @@ def _sweep(ctx: _RoundContext, shards: tuple[int, ...]) -> _Swept:
         if ctx.guarded:
             stopped = _why_guard_stops(ctx, result)
     else:
-        with _deletion_record(ctx) as record:
+        on = ctx.settings.record_deletions
+        with open_record(ctx.root, safe.safe_epoch, on=on) as record:
             if ctx.guarded:
                 result, stopped = _count_then_delete(ctx, shards, record)
                 if stopped is not None:
@@ -406,27 +406,13 @@ def _sweep(ctx: _RoundContext, shards: tuple[int, ...]) -> _Swept:
             else:
                 ctx.guard.check(DeletingJob.L0)
                 result = ctx.sweeper.sweep(
-                    shards, safe.safe_epoch, started, stop=stop, deleted_sink=_sink(record)
+                    shards, safe.safe_epoch, started, stop=stop, deleted_sink=sink_of(record)
                 )
             if record is not None and record.rows:
                 record.upload(ctx.store, gc_run_deleted_key(ctx.root, ctx.run_id, 0))
     if result.paused is not None:
         log.warning("gc run %s: deleting stopped mid-pass: %s", ctx.run_id, result.paused)
     return _Swept(result, stopped, plan_key)
-
-
-@contextmanager
-def _deletion_record(ctx: _RoundContext) -> Iterator[DeletionRecord | None]:
-    """The run's deletion record, when ``record_deletions`` is on."""
-    if not ctx.settings.record_deletions:
-        yield None
-        return
-    with DeletionRecord(ctx.root, ctx.safe.safe_epoch) as record:
-        yield record
-
-
-def _sink(record: DeletionRecord | None) -> PlanSink | None:
-    return None if record is None else record.add
 
 
 def _count_then_delete(
@@ -448,7 +434,7 @@ def _count_then_delete(
         started,
         expected_deletes=counted.eligible,
         stop=stop,
-        deleted_sink=_sink(record),
+        deleted_sink=sink_of(record),
     )
     return _counted_then_deleted(counted, deleted), None
 

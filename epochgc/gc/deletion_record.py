@@ -23,6 +23,7 @@ from __future__ import annotations
 import io
 import logging
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -30,6 +31,7 @@ from epochgc.errors import EpochGCError
 from epochgc.extras import BASE, require
 from epochgc.gc.plan_file import ParquetStream
 from epochgc.gc.run_report import decode_summary, run_files
+from epochgc.gc.sweeper import PlanSink
 from epochgc.storage.keys import gc_run_deleted_key, gc_run_summary_key, parse_l0_key
 from epochgc.storage.object_store import ObjectInfo, ObjectStore
 
@@ -80,6 +82,22 @@ class DeletionRecord(ParquetStream):
                 [self._m] * len(batch),
             ]
         )
+
+
+@contextmanager
+def open_record(root: str, safe_epoch: int, *, on: bool) -> Iterator[DeletionRecord | None]:
+    """A run's (or a Spark task's) deletion record to feed, or ``None``
+    when ``on`` is false (records off, or a pass that deletes nothing)."""
+    if not on:
+        yield None
+        return
+    with DeletionRecord(root, safe_epoch) as record:
+        yield record
+
+
+def sink_of(record: DeletionRecord | None) -> PlanSink | None:
+    """The sweeper's ``deleted_sink`` for ``record``."""
+    return None if record is None else record.add
 
 
 @dataclass(frozen=True)

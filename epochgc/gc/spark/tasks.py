@@ -40,7 +40,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -49,7 +49,7 @@ import pyarrow as pa
 
 from epochgc.errors import EpochGCError
 from epochgc.gc.control import paused_message, read_control
-from epochgc.gc.deletion_record import DeletionRecord
+from epochgc.gc.deletion_record import DeletionRecord, open_record, sink_of
 from epochgc.gc.eligibility import Verdict
 from epochgc.gc.plan_file import PlanWriter
 from epochgc.gc.spark.inventory_filter import select_eligible
@@ -162,7 +162,7 @@ def listing_task(spec: TaskSpec, task: int, shards: list[int]) -> TaskResult:
         sweeper = attempt.sweeper()
         planning = spec.dry_run or spec.count_only
         plan_key = f"{gc_run_prefix(spec.root, spec.run_id)}plan/part-{task:05d}.parquet"
-        with PlanWriter(with_last_modified=False) as plan, _deletion_record(attempt) as record:
+        with PlanWriter(with_last_modified=False) as plan, _task_record(attempt) as record:
             sweep = sweeper.sweep(
                 shards,
                 spec.safe_epoch,
@@ -171,7 +171,7 @@ def listing_task(spec: TaskSpec, task: int, shards: list[int]) -> TaskResult:
                 full_listing=spec.count_only,
                 plan_sink=plan.add if spec.dry_run and not spec.count_only else None,
                 stop=attempt.stop,
-                deleted_sink=None if record is None else record.add,
+                deleted_sink=sink_of(record),
             )
             attempt.take_sweep(sweep)
             _upload_record(attempt, record)
@@ -261,12 +261,12 @@ def _delete_batches(attempt: _Attempt, batches: Iterator[pa.Table]) -> None:
                 for key, size in zip(keys, sizes, strict=True):
                     yield ObjectInfo(key, size or 0, "", now)
 
-    with _deletion_record(attempt) as record:
+    with _task_record(attempt) as record:
         done = attempt.sweeper().delete_objects(
             rows(),
             attempt.spec.safe_epoch,
             stop=attempt.stop,
-            deleted_sink=None if record is None else record.add,
+            deleted_sink=sink_of(record),
         )
         _upload_record(attempt, record)
     result = attempt.result
@@ -276,15 +276,11 @@ def _delete_batches(attempt: _Attempt, batches: Iterator[pa.Table]) -> None:
     result.error_samples += done.error_samples
 
 
-@contextmanager
-def _deletion_record(attempt: _Attempt) -> Iterator[DeletionRecord | None]:
+def _task_record(attempt: _Attempt) -> AbstractContextManager[DeletionRecord | None]:
     """This attempt's part of the run's deletion record, when it deletes."""
     spec = attempt.spec
-    if spec.dry_run or spec.count_only or not spec.record_deletions:
-        yield None
-        return
-    with DeletionRecord(spec.root, spec.safe_epoch) as record:
-        yield record
+    deletes = not (spec.dry_run or spec.count_only)
+    return open_record(spec.root, spec.safe_epoch, on=deletes and spec.record_deletions)
 
 
 def _upload_record(attempt: _Attempt, record: DeletionRecord | None) -> None:
