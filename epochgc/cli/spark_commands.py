@@ -161,7 +161,6 @@ def _cmd_spark_package(config: Config, args: argparse.Namespace) -> int:
     command = package.submit_command(
         args.master or config.spark.master, sys.executable, config_file
     )
-    flags = command[3:-3]  # between the master and the entry script
     emit(
         {
             "code_zip": str(package.code_zip),
@@ -169,7 +168,7 @@ def _cmd_spark_package(config: Config, args: argparse.Namespace) -> int:
             "entry_script": str(package.entry_script),
             "archives": package.archives_entry,
             "executor_python": EXECUTOR_PYTHON,
-            "spark_submit_flags": shlex.join(flags),
+            "spark_submit_flags": shlex.join(package.submit_flags(sys.executable)),
             "spark_submit": shlex.join(command),
         },
         args,

@@ -112,8 +112,3 @@ class PlanWriter(ParquetStream):
         if len(self.names) == 3:
             columns.append([o.last_modified for o in batch])
         self.write(columns)
-
-    def add_table(self, table: Any) -> None:
-        """Append an inventory task's eligible rows (``key``, ``size``, and
-        ``last_modified`` when this plan has it)."""
-        self.write_table(table)

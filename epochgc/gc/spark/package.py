@@ -87,13 +87,23 @@ class SparkPackage:
 
     def submit_command(self, master: str, driver_python: str, config: str) -> list[str]:
         """The ``spark-submit`` command line that runs the job with these
-        files in client mode: executors use the shipped environment, the
-        driver ``driver_python`` (a Python with ``epochgc[spark]``; without
-        it Spark would start the driver with the executors' relative path)."""
+        files in client mode."""
         return [
             "spark-submit",
             "--master",
             master,
+            *self.submit_flags(driver_python),
+            str(self.entry_script),
+            "--config",
+            config,
+        ]
+
+    def submit_flags(self, driver_python: str) -> list[str]:
+        """The options that ship these files: executors use the shipped
+        environment, the driver ``driver_python`` (a Python with
+        ``epochgc[spark]``; without it Spark would start the driver with the
+        executors' relative path)."""
+        return [
             "--py-files",
             str(self.code_zip),
             "--archives",
@@ -102,9 +112,6 @@ class SparkPackage:
             f"spark.pyspark.python={EXECUTOR_PYTHON}",
             "--conf",
             f"spark.pyspark.driver.python={driver_python}",
-            str(self.entry_script),
-            "--config",
-            config,
         ]
 
 

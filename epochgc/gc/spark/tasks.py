@@ -303,7 +303,7 @@ def _write_plan_part(attempt: _Attempt, batches: Iterator[pa.Table]) -> None:
     key = f"{gc_run_prefix(spec.root, spec.run_id)}plan/part-{attempt.result.task:05d}.parquet"
     with PlanWriter(with_last_modified=False) as plan:
         for table in batches:
-            plan.add_table(table)
+            plan.write_table(table)  # the eligible rows, as Arrow
         try:
             attempt.result.plan_key = plan.upload(attempt.store, key)
         except EpochGCError as err:
