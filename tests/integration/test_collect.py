@@ -23,13 +23,9 @@ from epochgc.storage.keys import encode_l0_key, parse_l0_key
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.safe_epoch.reports import (
-    NodeReport,
-    PartitionReport,
-    publish_report,
-)
 from tests.support.cli import run_cli
 from tests.support.config_files import write_gc_config
+from tests.support.l0_world import l0_keys, report_safe_epoch
 from tests.support.moto_seed import seed_objects
 from tests.support.pausing import PauseAfterFirstControlRead
 from tests.support.peak_rss import peak_rss_growth
@@ -53,17 +49,8 @@ def world(store: S3ObjectStore, bucket: str) -> list[str]:
     controller.create_topic("orders", 1)
     while controller.current_epoch() < 10:
         controller.tick()
-    publish_report(
-        store,
-        ROOT,
-        NodeReport("node-1", datetime.now(UTC), (PartitionReport("orders", 3, 0, 1, 6, 0, 7, 7),)),
-    )
-    keys = [
-        encode_l0_key(ROOT, s, e, str(uuid.uuid4()))
-        for s in range(4)
-        for e in range(1, 11)
-        for _ in range(5)
-    ]
+    report_safe_epoch(store, ROOT, "orders", 3, 6)
+    keys = l0_keys(ROOT, 4, range(1, 11), 5)
     seed_objects(bucket, keys)
     return keys
 

@@ -17,9 +17,9 @@ from epochgc.storage.keys import encode_l0_key, parse_l0_key
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.safe_epoch.reports import NodeReport, PartitionReport, publish_report
 from tests.support.cli import run_cli
 from tests.support.config_files import write_gc_config
+from tests.support.l0_world import l0_keys, report_safe_epoch
 from tests.support.moto_seed import seed_objects
 
 ROOT = "epochgc"
@@ -32,17 +32,8 @@ def seed(store: S3ObjectStore, bucket: str, m: int) -> list[str]:
     controller.create_topic("orders", 1)
     while controller.current_epoch() < 10:
         controller.tick()
-    publish_report(
-        store,
-        ROOT,
-        NodeReport("node-1", datetime.now(UTC), (PartitionReport("orders", 1, 0, 1, m, 0, 7, 7),)),
-    )
-    keys = [
-        encode_l0_key(ROOT, s, e, str(uuid.uuid4()))
-        for s in range(2)
-        for e in range(1, 11)
-        for _ in range(2)
-    ]
+    report_safe_epoch(store, ROOT, "orders", 1, m)
+    keys = l0_keys(ROOT, 2, range(1, 11), 2)
     seed_objects(bucket, keys)
     return keys
 
@@ -77,11 +68,7 @@ def test_explain_names_the_run_that_deleted_a_key_and_runs_lists_it(
 ) -> None:
     keys = seed(store, bucket, m=3)
     first = collect(store)  # deletes epochs 1..3
-    publish_report(
-        store,
-        ROOT,
-        NodeReport("node-1", datetime.now(UTC), (PartitionReport("orders", 1, 0, 1, 6, 0, 7, 7),)),
-    )
+    report_safe_epoch(store, ROOT, "orders", 1, 6)
     second = collect(store)  # then 4..6
     assert first != second
     config = write_gc_config(tmp_path / "gc.toml", s3_server.endpoint_url, bucket)
