@@ -243,18 +243,22 @@ async def produce_and_verify(
     records: list[bytes],
     *,
     node_id: str | None = None,
+    producer_store: ObjectStore | None = None,
 ) -> tuple[list[int], bool]:
     """Smoke test of the write path in one process: lead the topic's
     partitions, produce ``records`` to one partition through a real L0
     object, reconcile, and read them back. Returns the offsets and whether
-    every record read back identically."""
+    every record read back identically. ``producer_store``: the producer
+    writes (and reads the controller) with credentials of its own, as a
+    producer embedded in another system does (default: ``store``)."""
     # Imported here: the write path is only needed by this command.
     from epochgc.ingest.producer import Producer  # noqa: PLC0415
     from epochgc.reconciler.reader import PartitionReader  # noqa: PLC0415
     from epochgc.watermarks.epoch import EpochCache  # noqa: PLC0415
 
     root = config.layout.root
-    controller = Controller(store, root)
+    writer_store = store if producer_store is None else producer_store
+    controller = Controller(writer_store, root)
     revision = (await asyncio.to_thread(controller.topic, topic)).revision
     directory = LeaderDirectory()
     node, ownership = build_node(config, store, node_id, directory, one_shot=True)
@@ -265,7 +269,7 @@ async def produce_and_verify(
             pid = PartitionId(topic, revision, partition)
             raise await asyncio.to_thread(_not_led_here, store, root, pid)
         producer = Producer(
-            store,
+            writer_store,
             root,
             directory,
             EpochCache(controller.current_epoch, ttl_seconds=config.epoch.cache_ttl_seconds),

@@ -27,15 +27,9 @@ import pytest
 
 from epochgc.config import Config, load_config
 from epochgc.errors import LEAST_PRIVILEGE_SECTION, AccessDeniedError, NotFoundError
-from epochgc.ingest.producer import Producer
-from epochgc.reconciler.reader import PartitionReader
 from epochgc.storage.client import make_s3_client
-from epochgc.storage.keys import PartitionId
 from epochgc.storage.s3 import S3ObjectStore
-from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.epoch import EpochCache
-from epochgc.watermarks.partition.directory import LeaderDirectory
-from epochgc.wiring.reconciler_process import build_node
+from epochgc.wiring.reconciler_process import produce_and_verify
 from epochgc.wiring.settings import client_settings_of
 from epochgc.wiring.store import open_store, store_from_settings
 from tests.rgw.conftest import Gateway, RoleUser
@@ -101,43 +95,21 @@ def produce(roles: Roles, topic: str, partition: int, count: int) -> list[int]:
     records = [f"{topic}-{partition}-{i}".encode() for i in range(count)]
     node_config = roles.config("reconciler", EPOCHGC_RECONCILER__NODE_ID=NODE_ID)
     producer_config = roles.config("producer")
-
-    async def run(node_store: S3ObjectStore) -> list[int]:
-        producer_store = store_from_settings(producer_config, client_settings_of(producer_config))[
-            0
-        ]
-        controller = Controller(producer_store, ROOT)
-        revision = (await asyncio.to_thread(controller.topic, topic)).revision
-        directory = LeaderDirectory()
-        node, ownership = build_node(node_config, node_store, NODE_ID, directory, one_shot=True)
-        ownership.start()
-        try:
-            await node.run_round()
-            assert directory.current(topic, partition) is not None, "the node leads no partition"
-            producer = Producer(
-                producer_store,
-                ROOT,
-                directory,
-                EpochCache(controller.current_epoch, ttl_seconds=1.0),
-                lambda _topic: revision,
-                shards=node_config.layout.l0_shards,
-            )
-            offsets = await producer.produce(topic, partition, records)
-            await producer.close()
-            await node.run_round()
-        finally:
-            await node.stop()
-        pid = PartitionId(topic, revision, partition)
-        rows = dict(
-            await asyncio.to_thread(
-                PartitionReader(node_store, ROOT).read_partition, pid, offsets[0]
+    producer_store = store_from_settings(producer_config, client_settings_of(producer_config))[0]
+    with open_store(node_config) as handle:
+        offsets, ok = asyncio.run(
+            produce_and_verify(
+                node_config,
+                handle.store,
+                topic,
+                partition,
+                records,
+                node_id=NODE_ID,
+                producer_store=producer_store,
             )
         )
-        assert [rows.get(o) for o in offsets] == records
-        return offsets
-
-    with open_store(node_config) as handle:
-        return asyncio.run(run(handle.store))
+    assert ok, "the records did not read back"
+    return offsets
 
 
 def l0_count(roles: Roles) -> int:
