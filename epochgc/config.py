@@ -246,9 +246,9 @@ class OwnershipConfig(_Section):
     round_interval_seconds: float = _check(_at_least(0.1), default=5.0)
     """How often a node reads cluster state (one LIST page per 1000
     ownership records plus one per 1000 nodes) and moves partitions.
-    Failover after a crash takes about the lease TTL plus one round; a
-    node that starts takes nothing for one interval, so the peers starting
-    with it register first."""
+    Failover after a crash takes about the lease TTL (see
+    ``use_store_timestamps``); a node that starts takes nothing for one
+    interval, so the peers starting with it register first."""
     relist_records_seconds: float = _check(_at_least(0.0), default=60.0)
     """A node that owns exactly its share, with nothing to move, lists only
     the nodes (one page) in a round; it lists the ownership records again
@@ -257,6 +257,15 @@ class OwnershipConfig(_Section):
     this bounds is how late a record changed by someone outside the protocol
     (an operator's hand edit) is noticed; partition terms keep any such
     change safe meanwhile."""
+    use_store_timestamps: bool = _check(_no_check, default=True)
+    """Judge when a peer's lease was last written from the store's
+    LastModified stamps too (against this node's own lease in the same
+    listing), not only from when this node first saw it: a dead node is
+    then called gone a TTL after its last renewal, not up to a round later.
+    It assumes the store stamps writes from clocks that agree within a
+    second (plus the lease skew margin); turn it off for a store whose
+    gateways' clocks may not (stamps found contradicting what a node saw
+    turn it off by themselves, with a warning)."""
 
 
 def _node_id_or_empty(value: str) -> str | None:

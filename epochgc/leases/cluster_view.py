@@ -22,8 +22,14 @@ the 5,500 reads a second S3 serves on a prefix. A refresh reads
 
 Liveness never trusts a body's times: a node is live until its lease's
 ETag was seen unchanged for a TTL on this process's monotonic clock
-(``lease_timing.VersionWatch``), or its body says released. Balance uses
-one more reading, store times only (see ``_long_expired``). A node lease's
+(``lease_timing.VersionWatch``), or its body says released. When this
+node saw a lease change between two listings, the watch of the new version
+starts no later than the store's stamps allow (``timing.written_by``: the
+lease's LastModified against this node's own in the same listing), so a
+renewal first seen a round after it was written does not put a round on
+the failover; stamps that contradict what this node saw turn that off for
+good (``timing.stamps_contradict``). Balance uses one more reading, store
+times only (see ``_long_expired``). A node lease's
 body is read when a record this node must judge names that node and the
 ETag changed since its body was read (the node may have restarted with
 another incarnation), when its size changed since it was read (a release
@@ -57,7 +63,7 @@ from epochgc.leases.assignment import (
     OwnerRecord,
 )
 from epochgc.leases.holder_codec import NodeLeaseDocument, decode_node_lease, decode_owner
-from epochgc.leases.timing import VersionWatch
+from epochgc.leases.timing import VersionWatch, stamps_contradict, written_by
 from epochgc.storage.keys import (
     PartitionId,
     node_lease_key,
@@ -176,6 +182,11 @@ class ClusterView:
     another). A hundred GETs at 20 ms are two seconds in sequence."""
     body_burst_limit: int = BODY_BURST_LIMIT
     """See ``BODY_BURST_LIMIT``."""
+    answered_at: Callable[[str], float | None] | None = None
+    """When the answer to this node's own lease write with a given ETag
+    arrived, on ``monotonic`` (``NodeLease.answered_at``): the reference
+    the store's stamps are read against. ``None``: liveness from sightings
+    only (``[ownership] use_store_timestamps = false``)."""
     _watch: VersionWatch = field(init=False)
     _node_bodies: dict[str, tuple[str, int, NodeLeaseDocument]] = field(default_factory=dict)
     """Node id -> (ETag, size, body) of the last body read."""
@@ -190,6 +201,12 @@ class ClusterView:
     _full_read_at: float | None = None
     """Monotonic time the last read of everything began."""
     _full_read_partitions: frozenset[PartitionId] = frozenset()
+    _listing_started: float | None = None
+    """Monotonic time the last node listing began."""
+    _judged_listing_started: float | None = None
+    """When the last node listing judged began: it showed every version the
+    watch holds."""
+    _stamps_inconsistent: bool = False
 
     def __post_init__(self) -> None:
         self._watch = VersionWatch(self.ttl_seconds)
@@ -235,7 +252,9 @@ class ClusterView:
         the ones the desired assignment is computed from, and the version
         it is computed with."""
         now = self.monotonic()
-        self._watch.observe({n: info.etag for n, info in node_infos.items()}, now)
+        bounds = self._written_by(me, node_infos)
+        self._watch.observe({n: info.etag for n, info in node_infos.items()}, now, bounds)
+        self._judged_listing_started = self._listing_started
         for gone in [n for n in self._node_bodies if n not in node_infos]:
             del self._node_bodies[gone]
         self._listed_sizes = {n: info.size for n, info in node_infos.items()}
@@ -248,6 +267,38 @@ class ClusterView:
         live_ids.add(me)
         assigned = frozenset(live_ids - self._long_expired(me, node_infos))
         return frozenset(live_ids), assigned, self._assignment_version(assigned)
+
+    def _written_by(self, me: str, node_infos: Mapping[str, ObjectInfo]) -> dict[str, float]:
+        """For each other node whose lease changed since the last listing
+        judged, the latest time its new version can have been written, from
+        the store's stamps against this node's own lease (empty when this
+        listing shows no write of ours whose answer we timed, or when the
+        stamps were found inconsistent)."""
+        mine = node_infos.get(me)
+        if self.answered_at is None or self._stamps_inconsistent or mine is None:
+            return {}
+        answered = self.answered_at(mine.etag)
+        if answered is None:
+            return {}
+        bounds: dict[str, float] = {}
+        for node, info in node_infos.items():
+            previous = self._watch.etag(node)
+            if node == me or previous is None or previous == info.etag:
+                continue
+            bound = written_by(answered, mine.last_modified, info.last_modified)
+            seen_at = self._judged_listing_started
+            if seen_at is not None and stamps_contradict(bound, seen_at):
+                self._stamps_inconsistent = True
+                log.warning(
+                    "the store's LastModified stamps put node %s's lease write %.1f s before a "
+                    "listing that still showed its previous version: not using the store's "
+                    "stamps for failover from now on (a store whose gateways' clocks disagree?)",
+                    node,
+                    seen_at - bound,
+                )
+                return {}
+            bounds[node] = bound
+        return bounds
 
     def _read_node_bodies(
         self,
@@ -401,6 +452,7 @@ class ClusterView:
     def _list_nodes(self, counters: _Counters) -> dict[str, ObjectInfo]:
         infos: dict[str, ObjectInfo] = {}
         pages = 0
+        self._listing_started = self.monotonic()
         for page in self.store.list_pages(nodes_prefix(self.root)):
             pages += 1
             for info in page:

@@ -122,6 +122,9 @@ class Written:
     """What the next CAS names."""
     sent: float
     """Monotonic time the request was sent."""
+    answered: float
+    """Monotonic time the answer arrived: the store stamped the write
+    between ``sent`` and this (``timing.written_by``)."""
     valid_until: float
     """Monotonic time after which the holder must not act any more."""
 
@@ -304,7 +307,7 @@ class CasLease(Generic[D]):
             self._unanswered = []
 
     def _written(self, etag: str, sent: float) -> Written:
-        return Written(etag, sent, self.policy.valid_until(sent))
+        return Written(etag, sent, self._monotonic(), self.policy.valid_until(sent))
 
     def _refused(self, etag: str | None, *, taking: bool) -> Refused:
         return explain_refusal(

@@ -104,6 +104,10 @@ class NodeLease:
         self._lease = CasLease(store, self.key, self.policy, decode_node_lease, monotonic)
         self._grant: Written | None = None
         """Our last write that landed, while held."""
+        self._recent: tuple[Written, ...] = ()
+        """Our last two writes that landed (newest first), replaced whole so
+        that other threads read it without a lock: a node listing made
+        while a renewal was in flight shows the one before."""
         self.stats: dict[str, int] = {
             "acquired": 0,
             "renewals": 0,
@@ -167,6 +171,15 @@ class NodeLease:
         grant = self._grant
         return grant.valid_until if grant is not None else float("-inf")
 
+    def answered_at(self, etag: str) -> float | None:
+        """When the answer to our write that produced ``etag`` arrived
+        (monotonic), if it is one of our last two; the store stamped that
+        write no later (``timing.written_by``)."""
+        for written in self._recent:
+            if written.etag == etag:
+                return written.answered
+        return None
+
     @property
     def etag(self) -> str | None:
         """The ETag of our last write, while held."""
@@ -208,7 +221,7 @@ class NodeLease:
             log.log(outcome.level, "node lease %s not taken: %s", self.node_id, outcome.why)
             self._grant = None
             return False
-        self._grant = outcome
+        self._granted(outcome)
         self.stats["acquired"] += 1
         log.info("node lease %s acquired (incarnation %s)", self.node_id, self.incarnation)
         return True
@@ -257,7 +270,7 @@ class NodeLease:
         outcome = self._lease.renew(grant.etag, self._body(released=False))
         if isinstance(outcome, Refused):
             self._lose(f"renewal not applied: {outcome.why}")
-        self._grant = outcome
+        self._granted(outcome)
         self.stats["renewals"] += 1
         self.last_renew_seconds = self._monotonic() - outcome.sent
 
@@ -284,6 +297,10 @@ class NodeLease:
         log.info("node lease %s released (incarnation %s)", self.node_id, self.incarnation)
 
     # --- helpers ---------------------------------------------------------------------------
+
+    def _granted(self, written: Written) -> None:
+        self._grant = written
+        self._recent = (written, *self._recent[:1])
 
     def _body(self, *, released: bool) -> bytes:
         at = self._now()

@@ -97,10 +97,13 @@ class NodeOwnership:
         request_concurrency: int = 8,
         requests: RequestPool | None = None,
         relist_records_seconds: float = 60.0,
+        use_store_timestamps: bool = True,
     ) -> None:
         """``requests`` runs a round's GETs and conditional writes side by
         side (default: a pool of ``request_concurrency`` threads; 1: one
-        after another)."""
+        after another). ``use_store_timestamps``: judge when a peer's lease
+        was written from the store's stamps too (``ClusterView.answered_at``;
+        ``monotonic`` must be the lease's clock)."""
         if max_moves_per_round < 1:
             raise ValueError(f"max_moves_per_round must be >= 1, got {max_moves_per_round}")
         self._lease = lease
@@ -125,6 +128,7 @@ class NodeOwnership:
             assignments or AssignmentCache(),
             relist_records_seconds,
             self._requests,
+            answered_at=lease.answered_at if use_store_timestamps else None,
         )
         self._owners = OwnershipStore(store, root, now=now)
         self._unsettled: set[PartitionId] = set()

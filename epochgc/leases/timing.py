@@ -14,7 +14,17 @@ DynamoDB lock client):
   clock (``VersionWatch``): every renewal changes the ETag and restarts the
   watch, and the watch starts after the holder's request was sent, so the
   holder has stopped before anyone takes over;
-* a released lease is free at once (the caller knows from the body).
+* a released lease is free at once (the caller knows from the body);
+* a watcher that saw a lease's *previous* version may start the watch of
+  the new one earlier than it first saw it, at the latest time the store's
+  own stamps allow for the write (``written_by``): the difference of two
+  LastModified stamps of one listing (the other node's lease and this
+  node's own, whose write this process timed), plus the stamps' one-second
+  resolution. Only the store's clock is read, and only as a difference;
+  its consistency between two stamps is the one assumption, and what the
+  skew margin absorbs beyond the resolution (``[ownership]
+  use_store_timestamps`` turns it off). Without it a survivor that lists
+  once a round calls a dead node gone up to a round late.
 
 The "stored bytes are ours" rule for conditional writes lives in
 ``storage/conditional_put.py``.
@@ -24,6 +34,18 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from datetime import datetime
+
+STAMP_RESOLUTION_SECONDS = 1.0
+"""How coarse the store's LastModified stamps may be: S3 lists them in
+whole seconds (truncated or rounded, either way two stamps' difference is
+off by less than this)."""
+
+STAMP_TOLERANCE_SECONDS = 2.0
+"""How far before a listing that still showed a lease's previous version
+the stamps may put the new version's write (the resolution, plus the time
+a write spends at the store between its stamp and its commit) before they
+are called inconsistent (``stamps_contradict``)."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +82,30 @@ class LeasePolicy:
         return sent + self.ttl_seconds - self.skew_margin_seconds
 
 
+def written_by(own_answered: float, own_stamp: datetime, other_stamp: datetime) -> float:
+    """The latest time, on this process's monotonic clock, at which the
+    write the store stamped ``other_stamp`` can have been sent, given this
+    process's own write stamped ``own_stamp`` in the same listing, whose
+    answer arrived at ``own_answered``.
+
+    The store stamped our write between our sending and the answer, so
+    store time ``own_stamp`` is no later than ``own_answered`` here; the
+    other write was sent before the store stamped it; the stamps'
+    difference is exact to ``STAMP_RESOLUTION_SECONDS``. Pure.
+    """
+    lag = (other_stamp - own_stamp).total_seconds()
+    return own_answered + lag + STAMP_RESOLUTION_SECONDS
+
+
+def stamps_contradict(written: float, previous_seen_at: float) -> bool:
+    """Whether ``written`` (from ``written_by``) puts a new version's write
+    too long before ``previous_seen_at``, when a listing that began then
+    still showed the previous version: the store's stamps are not
+    consistent with each other (for example gateways with clocks apart)
+    and must not be used. Pure."""
+    return written < previous_seen_at - STAMP_TOLERANCE_SECONDS
+
+
 class VersionWatch:
     """How long each watched lease object has shown the same ETag, on the
     watcher's monotonic clock.
@@ -72,34 +118,47 @@ class VersionWatch:
         watch.is_stale("node-a", now=116.0)      # True: its holder has stopped
 
     First sight counts as a change, so a watcher that just started waits a
-    TTL before calling anyone gone. Not thread-safe: one per caller, or
-    under the caller's lock.
+    TTL before calling anyone gone. A sighting may carry ``written_by``, an
+    upper bound of when the version was written (see ``written_by``): the
+    watch of that version then starts at the earlier of the two, each a
+    time the write cannot have been sent after. Not thread-safe: one per
+    caller, or under the caller's lock.
     """
 
     def __init__(self, ttl_seconds: float) -> None:
         self._ttl = ttl_seconds
         self._seen: dict[str, tuple[str, float]] = {}
 
-    def see(self, key: str, etag: str | None, now: float) -> float | None:
+    def see(
+        self, key: str, etag: str | None, now: float, written_by: float | None = None
+    ) -> float | None:
         """Record one sighting of ``key`` (``None``: the object is gone);
         return how long ``etag`` has been seen unchanged, or ``None`` when
-        it is new to us (or gone)."""
+        it is new to us (or gone). ``written_by``: the latest time this
+        version can have been written, when known."""
         if etag is None:
             self._seen.pop(key, None)
             return None
         seen = self._seen.get(key)
+        since = now if written_by is None else min(now, written_by)
         if seen is None or seen[0] != etag:
-            self._seen[key] = (etag, now)
+            self._seen[key] = (etag, since)
             return None
-        return now - seen[1]
+        if since < seen[1]:
+            self._seen[key] = (etag, since)
+        return now - min(since, seen[1])
 
-    def observe(self, etags: Mapping[str, str], now: float) -> None:
-        """Record one listing: key -> ETag. Keys absent from the listing are
-        forgotten (their object is gone)."""
+    def observe(
+        self, etags: Mapping[str, str], now: float, written_by: Mapping[str, float] | None = None
+    ) -> None:
+        """Record one listing: key -> ETag (and, for some keys, the latest
+        time their version can have been written). Keys absent from the
+        listing are forgotten (their object is gone)."""
         for key in [k for k in self._seen if k not in etags]:
             del self._seen[key]
+        bounds = written_by or {}
         for key, etag in etags.items():
-            self.see(key, etag, now)
+            self.see(key, etag, now, bounds.get(key))
 
     def forget(self, key: str) -> None:
         """Stop watching ``key`` (e.g. we hold it now)."""

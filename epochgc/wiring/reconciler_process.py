@@ -82,6 +82,7 @@ def build_node(
         max_moves_per_round=config.ownership.max_moves_per_round,
         now=now,
         relist_records_seconds=config.ownership.relist_records_seconds,
+        use_store_timestamps=config.ownership.use_store_timestamps,
     )
     node = ReconcilerNode(
         store,

@@ -4,9 +4,11 @@ virtual clock: nothing sleeps."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
 
@@ -16,9 +18,9 @@ from epochgc.leases.holder_codec import decode_node_lease, decode_owner
 from epochgc.leases.node_lease import NodeLease
 from epochgc.leases.ownership_round import NodeOwnership
 from epochgc.leases.ownership_store import OwnershipStore
-from epochgc.leases.timing import LeasePolicy
+from epochgc.leases.timing import STAMP_RESOLUTION_SECONDS, LeasePolicy
 from epochgc.storage.keys import PartitionId, node_lease_key, owner_key
-from epochgc.storage.object_store import ObjectStore
+from epochgc.storage.object_store import ObjectInfo, ObjectStore
 from epochgc.storage.s3 import S3ObjectStore
 from tests.support.faults import HookedStore, TimesOutAfterApplyingStore
 from tests.support.memory_store import MemoryStore, VirtualClock
@@ -57,8 +59,11 @@ class Cluster:
         clock: VirtualClock,
         partitions: list[PartitionId],
         max_moves: int = 64,
+        *,
+        store_timestamps: bool = True,
     ) -> None:
         self.max_moves = max_moves
+        self.store_timestamps = store_timestamps
         self.store = store
         self.clock = clock
         self.partitions = partitions
@@ -77,6 +82,11 @@ class Cluster:
             now=self.clock.now,
             monotonic=self.clock.monotonic,
             assignments=self.cache,
+            # The embedded S3 stamps objects from the real clock, which a
+            # virtual clock's rounds do not move: its stamps say nothing of
+            # the virtual time between two writes.
+            use_store_timestamps=self.store_timestamps
+            and not isinstance(self.store, S3ObjectStore),
         )
         return self.nodes[node]
 
@@ -720,3 +730,89 @@ def test_a_release_shows_at_once_even_from_a_node_whose_lease_was_never_read(
     report = node.run_round(pids(62))
     after = share([o for o in others if o != leaver])
     assert node.owned() == after and report.taken == len(after - before) > 0
+
+
+class _ListedStamps(StoreWrapper):
+    """Lists LastModified as S3 does, in whole seconds (truncated), and
+    shifts the stamps of the nodes in ``shifted`` (a store whose gateways'
+    clocks disagree)."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        super().__init__(store)
+        self.shifted: dict[str, float] = {}
+
+    def _listed(self, info: ObjectInfo) -> ObjectInfo:
+        shift = next((s for n, s in self.shifted.items() if info.key.endswith(f"/{n}")), 0.0)
+        stamp = info.last_modified + timedelta(seconds=shift)
+        return dataclasses.replace(info, last_modified=stamp.replace(microsecond=0))
+
+    def list_pages(self, prefix: str, **kwargs: object) -> Iterator[list[ObjectInfo]]:
+        for page in self._store.list_pages(prefix, **kwargs):  # type: ignore[arg-type]
+            yield [self._listed(info) for info in page]
+
+
+def _renewal_then_kill(
+    clock: VirtualClock, cluster: Cluster
+) -> tuple[NodeOwnership, NodeOwnership, float]:
+    """a and b settle; both renew, b is killed at once, and a first sees
+    b's last renewal almost a round later. Returns a, b and when b's last
+    renewal was sent."""
+    a, b = cluster.add("a"), cluster.add("b")
+    clock.advance(0.3)  # off whole seconds: the stamps are truncated
+    a.run_round(pids(4))
+    b.run_round(pids(4))  # a has seen b's first version
+    clock.advance(POLICY.renew_interval_seconds)
+    assert a.lease.renew_if_due() and b.lease.renew_if_due()
+    renewed = clock.monotonic()
+    cluster.killed.add("b")
+    clock.advance(ROUND - 0.1)
+    return a, b, renewed
+
+
+def test_a_dead_node_is_judged_a_ttl_after_its_last_renewal_not_after_it_was_seen(
+    clock: VirtualClock,
+) -> None:
+    """A survivor lists the nodes once a round, so it may first see a
+    renewal a round after it was written: the store's stamps (b's lease
+    against a's own, in one listing) start the watch at the renewal, give or
+    take their one-second resolution, so failover is the TTL, not the TTL
+    plus a round."""
+    store = _ListedStamps(MemoryStore(clock))
+    cluster = Cluster(store, clock, pids(4))  # type: ignore[arg-type]
+    a, b, renewed = _renewal_then_kill(clock, cluster)
+    report = a.run_round(pids(4))
+    assert report.next_stale_at is not None
+    assert report.next_stale_at <= renewed + POLICY.ttl_seconds + STAMP_RESOLUTION_SECONDS
+    while clock.monotonic() < report.next_stale_at - 0.05:  # a keeps its own lease
+        clock.advance(min(1.0, report.next_stale_at - 0.05 - clock.monotonic()))
+        a.lease.renew_if_due()
+    assert a.run_round(pids(4)).taken_over == 0  # not a moment before
+    clock.advance(0.05)
+    late = a.run_round(pids(4))
+    assert late.taken_over == 2 and len(a.owned()) == 4
+    assert clock.monotonic() > b.lease.valid_until  # b had stopped acting
+    assert clock.monotonic() - renewed <= POLICY.ttl_seconds + STAMP_RESOLUTION_SECONDS
+
+
+def test_without_store_timestamps_the_watch_starts_at_first_sight(clock: VirtualClock) -> None:
+    store = _ListedStamps(MemoryStore(clock))
+    cluster = Cluster(store, clock, pids(4), store_timestamps=False)  # type: ignore[arg-type]
+    a, _b, renewed = _renewal_then_kill(clock, cluster)
+    report = a.run_round(pids(4))
+    assert report.next_stale_at == renewed + ROUND - 0.1 + POLICY.ttl_seconds
+
+
+def test_stamps_that_contradict_a_listing_are_not_used_again(
+    clock: VirtualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """b's gateway stamps ten seconds slow: its renewal would look older
+    than the listing that still showed its previous version. The survivor
+    says so once and falls back to when it saw the renewal."""
+    store = _ListedStamps(MemoryStore(clock))
+    cluster = Cluster(store, clock, pids(4))  # type: ignore[arg-type]
+    store.shifted["b"] = -10.0
+    a, _b, renewed = _renewal_then_kill(clock, cluster)
+    report = a.run_round(pids(4))
+    assert report.next_stale_at == renewed + ROUND - 0.1 + POLICY.ttl_seconds
+    assert "not using the store's stamps for failover" in caplog.text
+    assert "node b's lease write" in caplog.text

@@ -5,11 +5,21 @@ and ``next_stale_at`` property are in ``test_assignment.py``."""
 
 from __future__ import annotations
 
+import math
+from datetime import UTC, datetime, timedelta
+
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from epochgc.leases.timing import LeasePolicy, VersionWatch
+from epochgc.leases.timing import (
+    STAMP_RESOLUTION_SECONDS,
+    STAMP_TOLERANCE_SECONDS,
+    LeasePolicy,
+    VersionWatch,
+    stamps_contradict,
+    written_by,
+)
 
 TTL = 15.0
 times = st.floats(min_value=0.0, max_value=1e6, allow_nan=False)
@@ -164,3 +174,100 @@ def test_live_keys_are_sorted_and_exactly_those_neither_stale_nor_released(
     live = watch.live(now, released=released)
     assert live == sorted(live)
     assert set(live) == {k for k, at in first_seen.items() if k not in released and now - at < TTL}
+
+
+# --- the store's stamps (written_by, stamps_contradict) -------------------------------
+
+
+def _listed(store_seconds: float, *, rounded: bool) -> datetime:
+    """A stamp as a listing shows it: whole seconds, truncated or rounded."""
+    whole = round(store_seconds) if rounded else math.floor(store_seconds)
+    return datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=whole)
+
+
+@given(
+    own_sent=st.floats(min_value=0.0, max_value=1e5),
+    own_stamped_after=st.floats(min_value=0.0, max_value=5.0),
+    own_answered_after=st.floats(min_value=0.0, max_value=5.0),
+    other_sent=st.floats(min_value=0.0, max_value=1e5),
+    other_stamped_after=st.floats(min_value=0.0, max_value=5.0),
+    monotonic_offset=st.floats(min_value=-1e6, max_value=1e6),
+    store_offset=st.floats(min_value=0.0, max_value=1e7),
+    rounded=st.booleans(),
+)
+@example(0.0, 0.0, 0.0, 0.999, 0.0, 0.0, 0.0, False)
+@example(0.0, 0.999, 0.0, 0.0, 0.0, 0.0, 0.5, True)
+def test_the_store_stamps_never_put_a_write_later_than_it_can_have_been_sent(
+    own_sent: float,
+    own_stamped_after: float,
+    own_answered_after: float,
+    other_sent: float,
+    other_stamped_after: float,
+    monotonic_offset: float,
+    store_offset: float,
+    rounded: bool,
+) -> None:
+    """Real time, this process's monotonic clock and the store's clock each
+    run from their own origin: a watch started at ``written_by`` starts no
+    earlier than the other write was sent, whatever the latencies, the
+    origins and the stamps' truncation or rounding."""
+    own_stamp = own_sent + own_stamped_after
+    own_answered = own_stamp + own_answered_after
+    other_stamp = other_sent + other_stamped_after
+    bound = written_by(
+        own_answered + monotonic_offset,
+        _listed(own_stamp + store_offset, rounded=rounded),
+        _listed(other_stamp + store_offset, rounded=rounded),
+    )
+    assert bound >= other_sent + monotonic_offset - 1e-6
+
+
+@given(
+    previous_seen=st.floats(min_value=0.0, max_value=1e5),
+    written_after=st.floats(min_value=0.0, max_value=10.0),
+    at_store=st.floats(min_value=0.0, max_value=1.0),
+    stamp_error=st.floats(min_value=-1.0, max_value=1.0, exclude_min=True, exclude_max=True),
+)
+def test_consistent_stamps_never_look_contradictory(
+    previous_seen: float, written_after: float, at_store: float, stamp_error: float
+) -> None:
+    """A write committed after a listing that began at ``previous_seen``
+    showed the previous version: stamped at most a second (its time at the
+    store) before its commit and off by less than the resolution, the bound
+    derived from it is not taken for a contradiction."""
+    committed = previous_seen + written_after
+    bound = committed - at_store + stamp_error + STAMP_RESOLUTION_SECONDS
+    assert not stamps_contradict(bound, previous_seen)
+
+
+def test_stamps_far_older_than_a_listing_that_showed_the_previous_version_contradict() -> None:
+    assert stamps_contradict(100.0 - STAMP_TOLERANCE_SECONDS - 0.01, 100.0)
+    assert not stamps_contradict(100.0 - STAMP_TOLERANCE_SECONDS, 100.0)
+
+
+def test_a_watch_starts_a_version_at_the_earlier_of_sight_and_written_by() -> None:
+    watch = VersionWatch(TTL)
+    watch.see("a", '"e1"', now=100.0)
+    assert watch.see("a", '"e2"', now=110.0, written_by=106.0) is None
+    assert watch.unchanged_for("a", now=110.0) == 4.0
+    assert not watch.is_stale("a", now=120.9) and watch.is_stale("a", now=121.0)
+    assert watch.next_stale_at(now=110.0) == 121.0
+    # a later, looser bound never moves the start later; a tighter one does
+    assert watch.see("a", '"e2"', now=112.0, written_by=109.0) == 6.0
+    assert watch.see("a", '"e2"', now=113.0, written_by=105.5) == 7.5
+    # a bound after the sighting counts as the sighting
+    watch.see("b", '"f1"', now=50.0, written_by=80.0)
+    assert watch.unchanged_for("b", now=60.0) == 10.0
+
+
+@given(times, durations, durations, st.floats(min_value=-100.0, max_value=100.0))
+def test_a_watch_never_calls_a_version_stale_a_ttl_before_its_write_or_sighting(
+    seen: float, after: float, later: float, bound_shift: float
+) -> None:
+    watch = VersionWatch(TTL)
+    watch.see("a", '"e0"', now=seen)
+    bound = seen + after + bound_shift
+    watch.see("a", '"e1"', now=seen + after, written_by=bound)
+    now = seen + after + later
+    if watch.is_stale("a", now):
+        assert now - min(seen + after, bound) >= TTL
