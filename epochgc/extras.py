@@ -3,7 +3,11 @@
 The base install (boto3, APScheduler, prometheus-client, pyarrow) is what
 the daemon and the CLI need; moto (the embedded S3) and pyspark (the Spark
 job) are extras. ``require`` turns a missing one
-into a one-line error naming the extra to install, before any work starts.
+into a one-line error naming the extra to install. A command calls it
+before its first request to the store, even for a module it needs only
+later (the plan a round writes at its end): the capability probes write,
+and a command that fails after them has done work the README says it
+does not do.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ def require(module: str, extra: str, needed_by: str) -> ModuleType:
     except ModuleNotFoundError as err:
         if not extra:
             raise MissingExtraError(
-                f"{needed_by} needs {module!r}, part of epochgc's base install: "
+                f"{needed_by} needs {err.name or module!r}, part of epochgc's base install: "
                 "pip install --force-reinstall epochgc"
             ) from err
         raise MissingExtraError(

@@ -17,6 +17,7 @@ from epochgc.cli.output import EXIT_FAILED, EXIT_OK, SubParsers, dollars, emit, 
 from epochgc.cli.spark_commands import add_gc_spark
 from epochgc.config import Config
 from epochgc.errors import InvalidArgumentError
+from epochgc.extras import BASE, require
 from epochgc.gc.collection_round import collect_once
 from epochgc.gc.control import (
     CollectorPausedError,
@@ -144,7 +145,20 @@ def register_daemon(sub: SubParsers, common: argparse.ArgumentParser) -> None:
     add_process_options(daemon, "daemon", "until SIGTERM")
 
 
+PARQUET = "pyarrow.parquet"
+"""What plans and deletion records are written and read with (base install)."""
+
+
+def _require_parquet(needed_by: str) -> None:
+    """Fail before the store is touched when the round could not write its
+    plan or its deletion record: not after the probes have written, M has
+    been read and (a dry run) every shard listed."""
+    require(PARQUET, BASE, needed_by)
+
+
 def _cmd_gc_collect(config: Config, args: argparse.Namespace) -> int:
+    if args.dry_run or config.gc.record_deletions:
+        _require_parquet("epochgc gc collect")
     with open_store(config) as handle:
         outcome = collect_once(
             handle.store,
@@ -196,6 +210,7 @@ def _cmd_gc_epoch_info(config: Config, args: argparse.Namespace) -> int:
 def _cmd_gc_explain(config: Config, args: argparse.Namespace) -> int:
     """Say whether one object is deletable now and why. Exit 0 whatever the
     verdict (it is a question); 1 only when the inputs cannot be read."""
+    _require_parquet("epochgc gc explain")  # a missing key is looked up in deletion records
     settings = collect_settings_of(config)
     now = datetime.now(UTC)
     with open_store(config, writes=False) as handle:
@@ -238,6 +253,7 @@ def _cmd_gc_runs(config: Config, args: argparse.Namespace) -> int:
 def _cmd_gc_runs_deleted(config: Config, args: argparse.Namespace) -> int:
     """The keys one run deleted, streamed part by part (``--json``: one
     object per line, so a million keys never sit in memory)."""
+    _require_parquet("epochgc gc runs --deleted")
     run_id = args.deleted
     shown = 0
     with open_store(config, writes=False) as handle:
@@ -333,6 +349,10 @@ def _cmd_gc_reset(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_daemon(config: Config, args: argparse.Namespace) -> int:
+    if config.gc.record_deletions:
+        # Otherwise it runs on, every round failing as it opens its record.
+        _require_parquet("epochgc daemon")
+
     def check_bucket(store: S3ObjectStore) -> None:
         ensure_bucket_fit_for_collector(store, config.layout.root)
 

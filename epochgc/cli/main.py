@@ -2,7 +2,8 @@
 
 Each sub-command loads and validates the configuration before doing any
 work (a bad value exits 2 with file, key and reason), sets up logging once,
-and exits non-zero on failure; an ``EpochGCError`` is logged in one line.
+and exits non-zero on failure; an ``EpochGCError`` that ends a command is
+one bare line on stderr (``fatal_line``), not a log record.
 The commands themselves are in one module per noun, each with its
 ``register``. Nothing imports this module but the entry points.
 """
@@ -79,6 +80,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def fatal_line(err: EpochGCError) -> str:
+    """The one line a command ends with on ``err``, as the README shows it:
+    a person reads it, so no timestamp, logger or class name (the messages
+    name the cause and what to do); a configuration value found unusable
+    while running (a metrics port in use) reads like one found at load."""
+    if isinstance(err, ConfigError):
+        return f"epochgc: configuration error: {err}"
+    return f"epochgc: {err}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``epochgc`` console script."""
     parser = build_parser()
@@ -92,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = load_config(args.config or (example_path(default) if default else None))
     except ConfigError as err:
-        print(f"epochgc: configuration error: {err}", file=sys.stderr)
+        print(fatal_line(err), file=sys.stderr)
         return EXIT_CONFIG
     explicit = args.log_level or config.logging.level or ("INFO" if args.verbose else "")
     quiet = not explicit and not getattr(args, "long_running", False)
@@ -101,7 +112,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(config, args)
     except EpochGCError as err:
-        log.error("%s: %s", type(err).__name__, err)
+        # The traceback (the botocore cause) for whoever runs at DEBUG.
+        log.debug("%s ended the command", type(err).__name__, exc_info=True)
+        print(fatal_line(err), file=sys.stderr)
         if isinstance(err, StoreCapabilityError) and err.table:
             print(err.table, file=sys.stderr)
         return EXIT_FAILED

@@ -14,6 +14,7 @@ from epochgc.cli.arguments import LOG_LEVELS, add_command
 from epochgc.cli.output import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, SubParsers
 from epochgc.config import Config
 from epochgc.config_examples import DEMO
+from epochgc.extras import EMBEDDED, SPARK, require
 from epochgc.logging_setup import setup_logging
 from epochgc.wiring.store import open_store
 
@@ -71,6 +72,11 @@ def _cmd_verify(config: Config, args: argparse.Namespace) -> int:
 
     from epochgc.verify.run import run_verify, summary  # noqa: PLC0415
 
+    # Before the run, not when its embedded S3 starts or its Spark job half-way
+    # through fails (a run without its Spark job would still pass).
+    require("moto.server", EMBEDDED, "epochgc verify")
+    if args.spark:
+        require("pyspark", SPARK, "epochgc verify --spark")
     if args.log_level is None:
         setup_logging("WARNING")
     failed = []

@@ -23,7 +23,7 @@ from epochgc.storage.keys import encode_l0_key, parse_l0_key
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
-from tests.support.cli import run_cli
+from tests.support.cli import fatal_lines, run_cli
 from tests.support.config_files import write_gc_config
 from tests.support.l0_world import l0_keys, report_safe_epoch
 from tests.support.moto_seed import seed_objects
@@ -189,9 +189,9 @@ def test_cli_collect_refuses_while_paused(
     assert "`gc collect` and `gc spark` refuse to delete" in paused.stdout
     refused = run_cli("gc", "collect", "--force", "--config", str(config))
     assert refused.returncode == 1 and refused.stdout == ""
-    errors = [line for line in refused.stderr.splitlines() if " ERROR " in line]
-    assert len(errors) == 1 and "Traceback" not in refused.stderr, refused.stderr
-    assert errors[0].endswith(": disk swap") and "paused by " in errors[0]
+    errors = fatal_lines(refused)
+    assert refused.stderr.splitlines() == errors and len(errors) == 1, refused.stderr
+    assert errors[0].endswith(": disk swap") and errors[0].startswith("epochgc: paused by ")
     assert l0_count(store) == 200
     dry = run_cli("gc", "collect", "--dry-run", "--config", str(config))
     assert dry.returncode == 0, dry.stderr

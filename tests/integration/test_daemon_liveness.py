@@ -36,7 +36,7 @@ from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.safe_epoch.reports import NodeReport, encode_report
 from tests.conftest import FAST_RETRIES
 from tests.integration.test_daemon import ROOT, settings
-from tests.support.cli import REPO, run_cli
+from tests.support.cli import REPO, fatal_lines, run_cli
 from tests.support.config_files import write_server_config
 from tests.support.faults import inject_http_errors
 from tests.support.servers import free_port
@@ -93,7 +93,8 @@ def test_a_metrics_port_in_use_is_one_line_naming_metrics_listen(
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr, proc.stderr
     errors = [line for line in proc.stderr.splitlines() if "metrics.listen" in line]
-    assert len(errors) == 1, proc.stderr
+    assert errors == fatal_lines(proc) and len(errors) == 1, proc.stderr
+    assert errors[0].startswith("epochgc: configuration error: "), errors
     assert f"127.0.0.1:{busy_port}" in errors[0], errors
 
 
@@ -202,8 +203,9 @@ def test_gc_status_on_a_missing_bucket_exits_1_in_one_line(
     status = gc_status(config)
     assert status.returncode == 1, status.stdout
     assert "Traceback" not in status.stderr
-    errors = [line for line in status.stderr.splitlines() if "ERROR" in line]
-    assert len(errors) == 1 and "NoSuchBucket" in errors[0], status.stderr
+    assert status.stderr.splitlines() == fatal_lines(status), status.stderr
+    [error] = fatal_lines(status)
+    assert "NoSuchBucket" in error, status.stderr
 
 
 def test_gc_status_says_a_crashed_holder_no_longer_holds_the_lease_and_how_old_m_is(

@@ -1,13 +1,15 @@
 """A base install (no extras) runs the daemon and the CLI; a command that
-needs an extra says which one in one line.
+needs an extra says which one in one bare line, before it contacts the store.
 
 A base install is emulated in a subprocess by an import hook that refuses
-the extras' packages (moto, pyspark) the way a missing package does; CI
-also installs and tests the package on another Python version."""
+the extras' packages (moto, pyspark) the way a missing package does; a
+broken base install (pyarrow missing) the same way. CI also installs and
+tests the package on another Python version."""
 
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -15,13 +17,17 @@ import pytest
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.s3 import S3ObjectStore
 from tests.support.cli import run_python
-from tests.support.config_files import write_server_config
+from tests.support.config_files import write_gc_config, write_server_config
+from tests.support.s3_proxy import s3_fault_proxy
+
+EXTRAS = ("moto", "pyspark")
+"""The top-level packages of the extras: what a base install lacks."""
 
 BLOCKER = """
 import sys, importlib.abc
 class Missing(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
-        if name.split(".")[0] in {"moto", "pyspark"}:
+        if name.split(".")[0] in MISSING:
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
         return None
 sys.meta_path.insert(0, Missing())
@@ -30,26 +36,110 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def run_base(*args: str) -> subprocess.CompletedProcess[str]:
-    return run_python("-c", BLOCKER, *args)
+def blocker(missing: tuple[str, ...]) -> str:
+    """A ``-c`` program: the command line with ``missing`` not importable."""
+    return f"MISSING = {set(missing)!r}\n" + BLOCKER
+
+
+def run_base(*args: str, missing: tuple[str, ...] = EXTRAS) -> subprocess.CompletedProcess[str]:
+    """The command line as a base install runs it (``missing`` not installed)."""
+    return run_python("-c", blocker(missing), *args)
 
 
 @pytest.mark.parametrize(
-    ("args", "extra"),
+    ("args", "needed_by", "extra", "module"),
     [
-        (("demo", "--duration", "20", "--config", "config/local.toml"), "embedded"),
-        (("embedded-s3", "--port", "0"), "embedded"),
-        (("gc", "spark", "--config", "config/local.toml"), "spark"),
+        (
+            ("demo", "--duration", "20", "--config", "config/local.toml"),
+            "the embedded S3",
+            "embedded",
+            "moto",
+        ),
+        (("embedded-s3", "--port", "0"), "the embedded S3", "embedded", "moto"),
+        # The quickstart's config (store.embedded): no store exists before moto.
+        (
+            ("gc", "collect", "--dry-run", "--config", "config/local.toml"),
+            "the embedded S3",
+            "embedded",
+            "moto",
+        ),
+        (("gc", "spark", "--config", "config/local.toml"), "epochgc gc spark", "spark", "pyspark"),
+        (("verify", "--seed", "1"), "epochgc verify", "embedded", "moto"),
     ],
 )
-def test_a_command_that_needs_an_extra_names_it_in_one_line(
-    args: tuple[str, ...], extra: str
+def test_a_command_that_needs_an_extra_says_so_in_one_bare_line(
+    args: tuple[str, ...], needed_by: str, extra: str, module: str
 ) -> None:
     done = run_base(*args)
     assert done.returncode == 1, done.stderr
-    assert "Traceback" not in done.stderr
-    assert f"pip install 'epochgc[{extra}]'" in done.stderr, done.stderr
-    assert len([line for line in done.stderr.splitlines() if "epochgc[" in line]) == 1
+    assert done.stderr.splitlines() == [
+        f"epochgc: {needed_by} needs the '{extra}' extra: pip install 'epochgc[{extra}]' "
+        f"(missing module '{module}')"
+    ], done.stderr
+
+
+def test_verify_with_spark_stops_before_its_run_without_the_spark_extra(tmp_path: Path) -> None:
+    """Its Spark job starts half-way through a run: the extra is checked
+    before the run's embedded S3 and workers start, not when the job fails."""
+    folder = tmp_path / "runs"
+    done = run_base(
+        *("verify", "--seed", "1", "--duration", "2", "--quiesce-timeout", "5", "--spark"),
+        *("--folder", str(folder)),
+        missing=("pyspark",),
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr.splitlines() == [
+        "epochgc: epochgc verify --spark needs the 'spark' extra: "
+        "pip install 'epochgc[spark]' (missing module 'pyspark')"
+    ], done.stderr
+    assert not folder.exists(), "nothing ran"
+
+
+@pytest.mark.parametrize(
+    ("args", "needed_by"),
+    [
+        (("gc", "collect", "--dry-run"), "epochgc gc collect"),
+        (("gc", "collect"), "epochgc gc collect"),
+        (("daemon", "--duration", "5"), "epochgc daemon"),
+        (
+            (
+                "gc",
+                "explain",
+                "epochgc/l0/000/000000000000000001/b64a0017-4ab1-42ca-85bb-56e6eda925c7",
+            ),
+            "epochgc gc explain",
+        ),
+        (("gc", "runs", "--deleted", "20260101T000000Z-00000000"), "epochgc gc runs --deleted"),
+    ],
+)
+def test_a_command_that_writes_or_reads_parquet_checks_pyarrow_before_the_store(
+    tmp_path: Path,
+    s3_server: EmbeddedS3,
+    bucket: str,
+    store: S3ObjectStore,
+    args: tuple[str, ...],
+    needed_by: str,
+) -> None:
+    """A broken base install (pyarrow missing, as it was before pyarrow
+    joined the base install): the command stops before its first request,
+    not after the capability probes (which write) or a round's listing."""
+    requests: list[tuple[str, str]] = []
+
+    def record(method: str, path: str, _headers: Mapping[str, str]) -> None:
+        requests.append((method, path))
+
+    with s3_fault_proxy(s3_server.endpoint_url, record) as proxy:
+        config = write_gc_config(
+            tmp_path / "c.toml", proxy.endpoint, bucket, '[metrics]\nlisten = ""\n'
+        )
+        done = run_base(*args, "--config", str(config), missing=("pyarrow",))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr.splitlines() == [
+        f"epochgc: {needed_by} needs 'pyarrow', part of epochgc's base install: "
+        "pip install --force-reinstall epochgc"
+    ], done.stderr
+    assert requests == [], "no request reached the store"
+    assert list(store.list_objects("")) == []
 
 
 def test_the_base_install_writes_plans_and_deletion_records(
@@ -70,7 +160,7 @@ def test_the_base_install_needs_no_extra_for_the_cli_and_the_daemon(tmp_path: Pa
     # The daemon's modules import without any extra.
     probe = run_python(
         "-c",
-        BLOCKER.split("from epochgc.cli", maxsplit=1)[0]
+        blocker(EXTRAS).split("from epochgc.cli", maxsplit=1)[0]
         + "import epochgc.gc.daemon.scheduler, epochgc.wiring.daemon_process,"
         + " epochgc.wiring.reconciler_process\n",
         timeout=60,

@@ -13,7 +13,7 @@ from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.layout import layout_marker_key
-from tests.support.cli import run_cli
+from tests.support.cli import fatal_lines, run_cli
 from tests.support.config_files import write_gc_config, write_server_config
 from tests.support.nodes import QUICK_POLICY, node_and_producer
 
@@ -62,8 +62,8 @@ def test_an_old_bucket_is_refused_then_migrated(
         refused = run_cli(*command, "--config", str(config))
         assert refused.returncode == 1, refused
         assert "epochgc migrate" in refused.stderr and "Traceback" not in refused.stderr
-        errors = [line for line in refused.stderr.splitlines() if "ERROR" in line]
-        assert len(errors) == 1 and "LayoutMismatchError" in errors[0], refused.stderr
+        errors = fatal_lines(refused)
+        assert refused.stderr.splitlines() == errors and len(errors) == 1, refused.stderr
     assert sorted(o.key for o in store.list_objects(f"{ROOT}/l0/")) == l0_before
 
     migrated = run_cli("migrate", "--config", str(config))

@@ -30,3 +30,14 @@ def run_python(
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return run_python("-m", "epochgc.cli", *args, env=env)
+
+
+FATAL_PREFIX = "epochgc: "
+"""How the line a command ends with on an error starts (``main``)."""
+
+
+def fatal_lines(done: subprocess.CompletedProcess[str]) -> list[str]:
+    """The lines of ``done``'s stderr that say why the command failed:
+    main's bare ``epochgc: ...`` lines, never a traceback."""
+    assert "Traceback" not in done.stderr, done.stderr
+    return [line for line in done.stderr.splitlines() if line.startswith(FATAL_PREFIX)]
