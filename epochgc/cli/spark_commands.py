@@ -83,7 +83,8 @@ def register(sub: SubParsers, reporting: argparse.ArgumentParser) -> None:
     package.add_argument(
         "--rebuild-environment",
         action="store_true",
-        help="build the environment archive again even if it exists",
+        help="build the environment archive again even if it is up to date (the shared "
+        "cached one: other package folders get the new one when next packaged or shipped)",
     )
     package.add_argument(
         "--master", help="the master the printed spark-submit line names (default: [spark] master)"
@@ -157,6 +158,7 @@ def _cmd_spark_package(config: Config, args: argparse.Namespace) -> int:
 
     out = Path(args.out or config.spark.package_dir or default_package_dir()).absolute()
     package = ensure_package(out, rebuild_environment=args.rebuild_environment)
+    step = package.environment_step.value if package.environment_step else "up to date"
     config_file = str(Path(args.config).absolute()) if args.config else "FILE"
     command = package.submit_command(
         args.master or config.spark.master, sys.executable, config_file
@@ -165,6 +167,7 @@ def _cmd_spark_package(config: Config, args: argparse.Namespace) -> int:
         {
             "code_zip": str(package.code_zip),
             "environment": str(package.environment),
+            "environment_step": step,
             "entry_script": str(package.entry_script),
             "archives": package.archives_entry,
             "executor_python": EXECUTOR_PYTHON,
@@ -173,7 +176,7 @@ def _cmd_spark_package(config: Config, args: argparse.Namespace) -> int:
         },
         args,
         f"executors' package in {out}:\n  {package.code_zip.name} (epochgc, for --py-files)\n"
-        f"  {package.environment.name} (boto3 + pyarrow, for --archives)\n"
+        f"  {package.environment.name} (boto3 + pyarrow, for --archives; {step})\n"
         f"  {package.entry_script.name} (what spark-submit runs)\n"
         f"run the job (client mode; add gc spark's options, e.g. --mode inventory):\n"
         f"{shlex.join(command)}",
