@@ -10,6 +10,7 @@ import argparse
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from epochgc.cli.arguments import add_command, add_noun
 from epochgc.cli.output import EXIT_OK, SubParsers, emit, print_run
@@ -18,6 +19,10 @@ from epochgc.extras import BASE, SPARK, require
 from epochgc.gc.control import DeletingJob
 from epochgc.gc.pause import PauseGuard
 from epochgc.wiring.store import open_store
+
+if TYPE_CHECKING:
+    from epochgc.gc.spark.package import SparkPackage
+    from epochgc.gc.spark.phase_times import PhaseTimes
 
 
 def add_gc_spark(gc_sub: SubParsers, reporting: argparse.ArgumentParser) -> None:
@@ -97,9 +102,11 @@ def _cmd_gc_spark(config: Config, args: argparse.Namespace) -> int:
     require("pyarrow", BASE, "epochgc gc spark")
     from epochgc.gc.spark.conf import merged_conf, parse_conf_args  # noqa: PLC0415
     from epochgc.gc.spark.job import SparkRunOptions, run_spark_gc  # noqa: PLC0415
-    from epochgc.gc.spark.session import build_spark_session, package_to_ship  # noqa: PLC0415
+    from epochgc.gc.spark.phase_times import PhaseTimes  # noqa: PLC0415
+    from epochgc.gc.spark.session import build_spark_session  # noqa: PLC0415
     from epochgc.wiring.settings import spark_gc_settings_of  # noqa: PLC0415
 
+    times = PhaseTimes()
     spark_conf = merged_conf(config.spark.conf, parse_conf_args(args.conf))
     master = args.master or config.spark.master
     options = SparkRunOptions(
@@ -114,14 +121,14 @@ def _cmd_gc_spark(config: Config, args: argparse.Namespace) -> int:
         if not args.dry_run:
             # Refuse before starting Spark (the driver checks again itself).
             PauseGuard(handle.store, config.layout.root).check(DeletingJob.L0)
-        spark = build_spark_session(
-            master,
-            conf=spark_conf,
-            package=package_to_ship(
-                master, ship=config.spark.ship, package_dir=config.spark.package_dir
-            ),
-            log_level=args.spark_log_level or config.spark.log_level,
-        )
+        package = _package_step(config, master, times)
+        with times.phase("spark_start"):
+            spark = build_spark_session(
+                master,
+                conf=spark_conf,
+                package=package,
+                log_level=args.spark_log_level or config.spark.log_level,
+            )
         try:
             outcome = run_spark_gc(
                 spark,
@@ -130,9 +137,11 @@ def _cmd_gc_spark(config: Config, args: argparse.Namespace) -> int:
                 handle.stats,
                 handle.client_settings,
                 options,
+                times=times,
             )
         finally:
-            spark.stop()
+            with times.phase("spark_stop"):
+                spark.stop()
     s = outcome.summary
     return print_run(
         s,
@@ -142,6 +151,10 @@ def _cmd_gc_spark(config: Config, args: argparse.Namespace) -> int:
             "plan_prefix": outcome.plan_prefix,
             "manifest": outcome.manifest_key,
             "tasks": outcome.tasks,
+            "environment": package.environment_step.value
+            if package and package.environment_step
+            else None,
+            "seconds": times.as_json(),
         },
         plan=f"{outcome.plan_prefix}part-*.parquet" if outcome.plan_prefix else None,
         stopped=outcome.stopped_by_guard,
@@ -149,7 +162,25 @@ def _cmd_gc_spark(config: Config, args: argparse.Namespace) -> int:
         and (args.force or config.gc.max_delete_fraction >= 1.0),
         details=f", {outcome.tasks} tasks"
         + (f", inventory {outcome.manifest_key}" if outcome.manifest_key else ""),
+        timing=times.line(),
     )
+
+
+def _package_step(config: Config, master: str, times: PhaseTimes) -> SparkPackage | None:
+    """The executors' package when this run ships one (``package_to_ship``),
+    timed as the ``package`` phase with how the environment came to be
+    current (built, or reused: the build is what takes long)."""
+    from epochgc.gc.spark.session import package_to_ship, ships_package  # noqa: PLC0415
+
+    if not ships_package(master, ship=config.spark.ship):
+        return None
+    with times.phase("package"):
+        package = package_to_ship(
+            master, ship=config.spark.ship, package_dir=config.spark.package_dir
+        )
+    if package is not None and package.environment_step is not None:
+        times.note("package", f"environment {package.environment_step.value}")
+    return package
 
 
 def _cmd_spark_package(config: Config, args: argparse.Namespace) -> int:
