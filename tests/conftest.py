@@ -4,12 +4,9 @@ stores that talk to it over HTTP through boto3."""
 
 from __future__ import annotations
 
-import fcntl
-import os
 import tempfile
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -56,21 +53,37 @@ def store(s3_client, bucket: str) -> S3ObjectStore:  # type: ignore[no-untyped-d
     return S3ObjectStore(s3_client, bucket, retry_policy=FAST_RETRIES)
 
 
-@pytest.fixture(scope="session")
-def spark_package_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A folder with this session's executors' package (``epochgc spark
-    package``): the code zip is built fresh; the packed environment (boto3 +
-    pyarrow, about 10 s to build) is built once into a cache shared by test
-    runs and hard-linked in."""
-    from epochgc.gc.spark.package import ENVIRONMENT_ARCHIVE, ENVIRONMENT_PINS, ensure_package  # noqa: PLC0415
+SPARK_CACHE_HOME = Path(tempfile.gettempdir()) / "epochgc-tests-cache-home"
+"""The ``XDG_CACHE_HOME`` of the Spark package tests: its shared environment
+cache (boto3 + pyarrow, about 10-25 s to build) outlives a test run, so the
+environment is built once per machine, not once per run."""
 
-    cache = Path(tempfile.gettempdir()) / "epochgc-tests-spark-env"
-    with _file_lock(cache.with_suffix(".lock")):
-        ensure_package(cache)
+
+@pytest.fixture(scope="session")
+def spark_cache_home() -> Path:
+    """``SPARK_CACHE_HOME``, whose cache holds an up-to-date executors'
+    environment: ``epochgc spark package`` and ``gc spark`` build into and
+    reuse from ``$XDG_CACHE_HOME/epochgc/`` (give it to a subprocess as
+    ``XDG_CACHE_HOME``)."""
+    from epochgc.gc.spark.package import default_package_dir, ensure_package  # noqa: PLC0415
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(SPARK_CACHE_HOME))
+        ensure_package(default_package_dir())
+    return SPARK_CACHE_HOME
+
+
+@pytest.fixture(scope="session")
+def spark_package_dir(tmp_path_factory: pytest.TempPathFactory, spark_cache_home: Path) -> Path:
+    """A folder with this session's executors' package (``epochgc spark
+    package``): the code zip is built fresh, the packed environment comes
+    from ``spark_cache_home``'s cache."""
+    from epochgc.gc.spark.package import ensure_package  # noqa: PLC0415
+
     folder = tmp_path_factory.mktemp("spark-package")
-    for name in (ENVIRONMENT_ARCHIVE, ENVIRONMENT_PINS):
-        os.link(cache / name, folder / name)
-    ensure_package(folder)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(spark_cache_home))
+        ensure_package(folder)
     return folder
 
 
@@ -93,15 +106,3 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalo
         yield cluster
     finally:
         cluster.stop()
-
-
-@contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    """Serialise test sessions building the shared environment cache."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)

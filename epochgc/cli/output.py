@@ -61,12 +61,14 @@ def print_run(
     stopped: str | None = None,
     details: str = "",
     listed_up_to_m: bool = False,
+    timing: str = "",
 ) -> int:
     """A run summary as a table line (or JSON); exit 0 only if it succeeded.
 
     ``listed_up_to_m``: each shard's listing stopped at its first key above
     ``M`` (the guard off or forced), so ``listed`` is not every L0 object
-    there; the line says so."""
+    there; the line says so. ``timing``: a last line saying where the
+    run's time went."""
     up_to = " (each shard up to its first key above M)" if listed_up_to_m else ""
     human = (
         f"run {s.run_id} ({s.engine}{', dry run' if s.dry_run else ''}{details}): "
@@ -78,5 +80,7 @@ def print_run(
         human += f"\nplan: {plan}"
     if stopped:
         human += f"\nSTOPPED: {stopped}"
+    if timing:
+        human += f"\n{timing}"
     emit({**json.loads(encode_summary(s)), **extra, "stopped": stopped}, args, human)
     return EXIT_OK if s.success else EXIT_FAILED

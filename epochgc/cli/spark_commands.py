@@ -10,6 +10,7 @@ import argparse
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from epochgc.cli.arguments import add_command, add_noun
 from epochgc.cli.output import EXIT_OK, SubParsers, emit, print_run
@@ -18,6 +19,10 @@ from epochgc.extras import BASE, SPARK, require
 from epochgc.gc.control import DeletingJob
 from epochgc.gc.pause import PauseGuard
 from epochgc.wiring.store import open_store
+
+if TYPE_CHECKING:
+    from epochgc.gc.spark.package import SparkPackage
+    from epochgc.gc.spark.phase_times import PhaseTimes
 
 
 def add_gc_spark(gc_sub: SubParsers, reporting: argparse.ArgumentParser) -> None:
@@ -83,7 +88,8 @@ def register(sub: SubParsers, reporting: argparse.ArgumentParser) -> None:
     package.add_argument(
         "--rebuild-environment",
         action="store_true",
-        help="build the environment archive again even if it exists",
+        help="build the environment archive again even if it is up to date (the shared "
+        "cached one: other package folders get the new one when next packaged or shipped)",
     )
     package.add_argument(
         "--master", help="the master the printed spark-submit line names (default: [spark] master)"
@@ -96,9 +102,11 @@ def _cmd_gc_spark(config: Config, args: argparse.Namespace) -> int:
     require("pyarrow", BASE, "epochgc gc spark")
     from epochgc.gc.spark.conf import merged_conf, parse_conf_args  # noqa: PLC0415
     from epochgc.gc.spark.job import SparkRunOptions, run_spark_gc  # noqa: PLC0415
-    from epochgc.gc.spark.session import build_spark_session, package_to_ship  # noqa: PLC0415
+    from epochgc.gc.spark.phase_times import PhaseTimes  # noqa: PLC0415
+    from epochgc.gc.spark.session import build_spark_session  # noqa: PLC0415
     from epochgc.wiring.settings import spark_gc_settings_of  # noqa: PLC0415
 
+    times = PhaseTimes()
     spark_conf = merged_conf(config.spark.conf, parse_conf_args(args.conf))
     master = args.master or config.spark.master
     options = SparkRunOptions(
@@ -113,14 +121,14 @@ def _cmd_gc_spark(config: Config, args: argparse.Namespace) -> int:
         if not args.dry_run:
             # Refuse before starting Spark (the driver checks again itself).
             PauseGuard(handle.store, config.layout.root).check(DeletingJob.L0)
-        spark = build_spark_session(
-            master,
-            conf=spark_conf,
-            package=package_to_ship(
-                master, ship=config.spark.ship, package_dir=config.spark.package_dir
-            ),
-            log_level=args.spark_log_level or config.spark.log_level,
-        )
+        package = _package_step(config, master, times)
+        with times.phase("spark_start"):
+            spark = build_spark_session(
+                master,
+                conf=spark_conf,
+                package=package,
+                log_level=args.spark_log_level or config.spark.log_level,
+            )
         try:
             outcome = run_spark_gc(
                 spark,
@@ -129,9 +137,11 @@ def _cmd_gc_spark(config: Config, args: argparse.Namespace) -> int:
                 handle.stats,
                 handle.client_settings,
                 options,
+                times=times,
             )
         finally:
-            spark.stop()
+            with times.phase("spark_stop"):
+                spark.stop()
     s = outcome.summary
     return print_run(
         s,
@@ -141,6 +151,10 @@ def _cmd_gc_spark(config: Config, args: argparse.Namespace) -> int:
             "plan_prefix": outcome.plan_prefix,
             "manifest": outcome.manifest_key,
             "tasks": outcome.tasks,
+            "environment": package.environment_step.value
+            if package and package.environment_step
+            else None,
+            "seconds": times.as_json(),
         },
         plan=f"{outcome.plan_prefix}part-*.parquet" if outcome.plan_prefix else None,
         stopped=outcome.stopped_by_guard,
@@ -148,7 +162,25 @@ def _cmd_gc_spark(config: Config, args: argparse.Namespace) -> int:
         and (args.force or config.gc.max_delete_fraction >= 1.0),
         details=f", {outcome.tasks} tasks"
         + (f", inventory {outcome.manifest_key}" if outcome.manifest_key else ""),
+        timing=times.line(),
     )
+
+
+def _package_step(config: Config, master: str, times: PhaseTimes) -> SparkPackage | None:
+    """The executors' package when this run ships one (``package_to_ship``),
+    timed as the ``package`` phase with how the environment came to be
+    current (built, or reused: the build is what takes long)."""
+    from epochgc.gc.spark.session import package_to_ship, ships_package  # noqa: PLC0415
+
+    if not ships_package(master, ship=config.spark.ship):
+        return None
+    with times.phase("package"):
+        package = package_to_ship(
+            master, ship=config.spark.ship, package_dir=config.spark.package_dir
+        )
+    if package is not None and package.environment_step is not None:
+        times.note("package", f"environment {package.environment_step.value}")
+    return package
 
 
 def _cmd_spark_package(config: Config, args: argparse.Namespace) -> int:
@@ -157,6 +189,7 @@ def _cmd_spark_package(config: Config, args: argparse.Namespace) -> int:
 
     out = Path(args.out or config.spark.package_dir or default_package_dir()).absolute()
     package = ensure_package(out, rebuild_environment=args.rebuild_environment)
+    step = package.environment_step.value if package.environment_step else "up to date"
     config_file = str(Path(args.config).absolute()) if args.config else "FILE"
     command = package.submit_command(
         args.master or config.spark.master, sys.executable, config_file
@@ -165,6 +198,7 @@ def _cmd_spark_package(config: Config, args: argparse.Namespace) -> int:
         {
             "code_zip": str(package.code_zip),
             "environment": str(package.environment),
+            "environment_step": step,
             "entry_script": str(package.entry_script),
             "archives": package.archives_entry,
             "executor_python": EXECUTOR_PYTHON,
@@ -173,7 +207,7 @@ def _cmd_spark_package(config: Config, args: argparse.Namespace) -> int:
         },
         args,
         f"executors' package in {out}:\n  {package.code_zip.name} (epochgc, for --py-files)\n"
-        f"  {package.environment.name} (boto3 + pyarrow, for --archives)\n"
+        f"  {package.environment.name} (boto3 + pyarrow, for --archives; {step})\n"
         f"  {package.entry_script.name} (what spark-submit runs)\n"
         f"run the job (client mode; add gc spark's options, e.g. --mode inventory):\n"
         f"{shlex.join(command)}",

@@ -74,10 +74,14 @@ def seeded(
     tmp_path: Path,
     spark_cluster: StandaloneCluster,
     spark_package_dir: Path,
+    spark_cache_home: Path,
     s3_server: EmbeddedS3,
     store: S3ObjectStore,
     bucket: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> Seeded:
+    # The drivers' shared environment cache is the tests' (not ~/.cache).
+    monkeypatch.setenv("XDG_CACHE_HOME", str(spark_cache_home))
     Controller(store, "epochgc").advance_to(5)
     keys = {
         encode_l0_key("epochgc", shard, epoch, str(uuid.uuid4()))
@@ -221,6 +225,8 @@ def test_credentials_only_in_the_drivers_environment_reach_the_tasks(seeded: See
     assert (summary["deleted"], summary["errors"]) == (len(seeded.keys) - len(seeded.stay), 0)
     assert seeded.left() == seeded.stay
     assert EMBEDDED_SECRET_KEY not in done.stdout + done.stderr, "no secret in the output"
+    assert summary["environment"] == "up to date", "the package folder's archive is the cache's"
+    assert list(summary["seconds"])[:2] == ["package", "spark_start"]
 
 
 def _slow_deletes(method: str, path: str, _headers: Mapping[str, str]) -> None:

@@ -4,6 +4,7 @@ them (separate processes, their own Spark driver)."""
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from pathlib import Path
 
@@ -44,6 +45,17 @@ def test_build_an_inventory_then_delete_from_it(
     summary = json.loads(done.stdout)
     assert summary["engine"] == "spark-inventory" and summary["deleted"] == 8
     assert summary["manifest"] == manifest
+    seconds = summary["seconds"]
+    assert list(seconds) == [
+        "spark_start",
+        "safe_epoch",
+        "plan",
+        "delete",
+        "summary",
+        "spark_stop",
+        "total",
+    ], "where the time went, in order (no package step on a local master)"
+    assert sum(v for k, v in seconds.items() if k != "total") <= seconds["total"]
     assert "spark task 0" in done.stderr, "each task logs a line when it finishes"
     left = {o.key for o in store.list_objects("epochgc/l0/")}
     assert left == {k for k in keys if "/000000000000000006/" in k}
@@ -73,9 +85,15 @@ def test_gc_spark_refuses_while_paused_and_takes_m_above_the_computed_only_by_it
         "local[1]",
         "--config",
         str(config),
-        "--json",
     )
     assert dry.returncode == 0, dry.stderr
-    summary = json.loads(dry.stdout)
-    assert (summary["safe_epoch"], summary["eligible"], summary["deleted"]) == (6, 4, 0)
+    line, plan, time = dry.stdout.strip().splitlines()
+    assert "dry run" in line and "M=6 " in line and "eligible 4, deleted 0 " in line, line
+    assert plan.startswith("plan: ")
+    assert re.fullmatch(
+        r"time: spark start \d+\.\ds, safe epoch \d+\.\ds \(M=6\), "
+        r"plan \d+\.\ds \(2 L0 shards in \d groups\), dry run \d+\.\ds \(.+\), "
+        r"summary \d+\.\ds, spark stop \d+\.\ds; total \d+\.\ds",
+        time,
+    ), time
     assert {o.key for o in store.list_objects("epochgc/l0/")} == set(keys)

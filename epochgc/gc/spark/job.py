@@ -52,6 +52,7 @@ from epochgc.gc.run_report import (
     write_summary,
 )
 from epochgc.gc.spark.credentials import hand_over, without_secrets
+from epochgc.gc.spark.phase_times import PhaseTimes
 from epochgc.gc.spark.run_settings import SparkGcSettings
 from epochgc.gc.spark.tasks import (
     ResultList,
@@ -177,9 +178,12 @@ def run_spark_gc(
     *,
     now: datetime | None = None,
     client_hook: Callable[[Any], None] | None = None,
+    times: PhaseTimes | None = None,
 ) -> SparkOutcome:
     """Run the job (see the module docstring). ``client_hook`` is applied to
-    every task's boto3 client (benchmarks and fault injection).
+    every task's boto3 client (benchmarks and fault injection). The time of
+    each phase (``safe_epoch``, ``plan``, ``count``, ``delete`` or
+    ``dry_run``, ``summary``) is added to ``times``.
 
     Once the job starts (``M`` known, the collector not paused), the run
     summary is written whatever happens (``finally``): a failed or aborted
@@ -200,22 +204,25 @@ def run_spark_gc(
         raise InvalidArgumentError(f"mode must be one of {MODES}, got {options.mode!r}")
     started = now or datetime.now(UTC)
     clock = time.perf_counter()
+    times = times if times is not None else PhaseTimes()
     root = settings.root
     run_id = new_run_id(started)
-    tracker = SafeEpochTracker(blocked_after=1)
-    safe = compute_safe_epoch(Controller(store, root), store, root, tracker)
-    if safe is None:
-        raise SafetyBlockedError(untrusted_inputs_message(tracker))
-    safe_epoch = choose_safe_epoch(
-        safe.safe_epoch,
-        safe.controller_offset,
-        options.max_epoch,
-        allow_above_m=options.allow_above_m,
-    )
+    with times.phase("safe_epoch"):
+        tracker = SafeEpochTracker(blocked_after=1)
+        safe = compute_safe_epoch(Controller(store, root), store, root, tracker)
+        if safe is None:
+            raise SafetyBlockedError(untrusted_inputs_message(tracker))
+        safe_epoch = choose_safe_epoch(
+            safe.safe_epoch,
+            safe.controller_offset,
+            options.max_epoch,
+            allow_above_m=options.allow_above_m,
+        )
+    times.note("safe_epoch", f"M={safe_epoch}")
     if not options.dry_run:
         PauseGuard(store, root).check(DeletingJob.L0)
     engine = f"spark-{options.mode}"
-    job = _Job(spark, store, run_id, options)
+    job = _Job(spark, store, run_id, options, times)
     failure: BaseException | None = None
     try:
         job.run(settings, store, client, safe_epoch, started, client_hook, safe.controller_offset)
@@ -223,6 +230,7 @@ def run_spark_gc(
         failure = err
         raise _as_one_line(err, run_id) from err
     finally:
+        summarising = time.perf_counter()
         summary = summarise(
             job.results + job.lost_attempts(),
             run_id=run_id,
@@ -254,6 +262,7 @@ def run_spark_gc(
             log.warning("gc spark %s error: %s", run_id, sample)
         if settings.pushgateway and failure is None:
             push_run(settings.pushgateway, engine, run_figures(summary, seconds), summary.skipped)
+        times.seconds["summary"] = time.perf_counter() - summarising
     if job.paused is not None:
         raise CollectorPausedError(f"{job.paused} (mid-job; run {run_id}, summary {key})")
     plan_prefix = f"{gc_run_prefix(root, run_id)}plan/" if options.dry_run else None
@@ -338,8 +347,16 @@ class _Job:
     what the tasks reported (kept here so the driver's ``finally`` can sum
     it whatever happened)."""
 
-    def __init__(self, spark: Any, store: ObjectStore, run_id: str, options: SparkRunOptions):
+    def __init__(
+        self,
+        spark: Any,
+        store: ObjectStore,
+        run_id: str,
+        options: SparkRunOptions,
+        times: PhaseTimes,
+    ) -> None:
         self._spark = spark
+        self._times = times
         self._store = store
         self._run_id = run_id
         self._options = options
@@ -362,6 +379,22 @@ class _Job:
         client_hook: Callable[[Any], None] | None,
         controller_offset: int,
     ) -> None:
+        with self._times.phase("plan"):
+            run, spec = self._plan(settings, store, client, safe_epoch, started, client_hook)
+        self._times.note("plan", run.what)
+        self._run_jobs(run, spec, settings, store, safe_epoch, controller_offset)
+
+    def _plan(
+        self,
+        settings: SparkGcSettings,
+        store: ObjectStore,
+        client: ClientSettings,
+        safe_epoch: int,
+        started: datetime,
+        client_hook: Callable[[Any], None] | None,
+    ) -> tuple[_JobRunner, TaskSpec]:
+        """The tasks' spec and units: the credentials handed over, the
+        inventory manifest read or the shards found."""
         options = self._options
         root = self._root = settings.root
         # The tasks carry no secret: the executors' environment does (spark_credentials).
@@ -399,7 +432,22 @@ class _Job:
         run = self._runner = _JobRunner(self._spark, spec, options, shards)
         self.task_count = run.task_count
         share = task_rate_share(settings.rate_limit_keys_per_second, run.task_count, run.slots)
-        spec = dataclasses.replace(spec, rate_limit_keys_per_second=share)
+        return run, dataclasses.replace(spec, rate_limit_keys_per_second=share)
+
+    def _run_jobs(
+        self,
+        run: _JobRunner,
+        spec: TaskSpec,
+        settings: SparkGcSettings,
+        store: ObjectStore,
+        safe_epoch: int,
+        controller_offset: int,
+    ) -> None:
+        """The counting job (the guard on), then the deleting (or dry-run)
+        job, each timed as its own phase."""
+        options = self._options
+        root = self._root
+        share = spec.rate_limit_keys_per_second
         log.info(
             "gc spark %s (spark-%s%s): M=%d (controller offset %d), %d tasks%s",
             self._run_id,
@@ -415,9 +463,10 @@ class _Job:
         guard_on = settings.max_delete_fraction < 1.0 and not options.force and not options.dry_run
         if guard_on:
             self._phase = "count"
-            counted = run.run(
-                dataclasses.replace(spec, count_only=True, phase="count"), "count what would go"
-            )
+            with self._times.phase("count", f"{run.task_count} tasks counting what would go"):
+                counted = run.run(
+                    dataclasses.replace(spec, count_only=True, phase="count"), "count what would go"
+                )
             self.results = counted
             self.stopped = guard_message(
                 sum(r.eligible for r in counted),
@@ -431,11 +480,17 @@ class _Job:
             PauseGuard(store, root).check(DeletingJob.L0)  # a pause may have come during the count
         self._phase = "plan" if options.dry_run else "delete"
         self.results = []
-        self.results = run.run(
-            dataclasses.replace(spec, phase=self._phase),
-            "plan (dry run)" if options.dry_run else "delete",
-            sink=self.results,
-        )
+        reading = "the inventory" if options.mode == "inventory" else "their shards"
+        with self._times.phase(
+            "dry_run" if options.dry_run else "delete",
+            f"{run.task_count} tasks reading {reading} and "
+            + ("writing the plan" if options.dry_run else "deleting"),
+        ):
+            self.results = run.run(
+                dataclasses.replace(spec, phase=self._phase),
+                "plan (dry run)" if options.dry_run else "delete",
+                sink=self.results,
+            )
         self.paused = next((r.paused for r in self.results if r.paused), None)
 
     def lost_attempts(self) -> list[TaskResult]:
@@ -492,6 +547,11 @@ class _JobRunner:
     @property
     def task_count(self) -> int:
         return len(self._units)
+
+    @property
+    def what(self) -> str:
+        """What the tasks work through (``3 L0 shards in 2 groups``)."""
+        return self._what
 
     @property
     def slots(self) -> int:

@@ -14,13 +14,21 @@ job's entry script for ``spark-submit``, ``spark_gc.py``):
   driver's versions (not pyspark, which Spark puts on the workers' path
   itself, and not moto), packed by venv-pack, for ``--archives
   epochgc-env.tar.gz#environment`` with
-  ``spark.pyspark.python=./environment/bin/python``. Built when missing or
-  when ``epochgc-env.pins`` (the Python version and the pinned versions)
-  no longer matches the driver's (about ten seconds; needs the package
-  index). venv-pack does not copy the interpreter: ``bin/python`` links to
-  the Python that built it, so workers need the same Python version at the
-  same path (true of nodes built from one image; docs/spark.md gives the
-  alternatives).
+  ``spark.pyspark.python=./environment/bin/python``. venv-pack does not
+  copy the interpreter: ``bin/python`` links to the Python that built it,
+  so workers need the same Python version at the same path (true of nodes
+  built from one image; docs/spark.md gives the alternatives).
+
+Building the environment takes 10-25 s and needs the package index, so it
+is built once per set of pins (``environment_pins``: the Python version and
+the pinned versions) into a cache shared by every package folder,
+``$XDG_CACHE_HOME/epochgc/spark-environments/<key>/``, and each folder
+gets a hard link to it (a copy across file systems), with
+``epochgc-env.pins`` beside it. ``make spark-package`` into ``dist/spark``
+and ``gc spark``'s own package folder then hold one file built once; a
+change of pins builds one new archive for all. Builders of one key take a
+lock, so concurrent ones build once; every file is written under a
+temporary name and renamed, so no reader ever sees half an archive.
 
 The names are stable so that a deployment recipe can name the files.
 
@@ -33,19 +41,26 @@ launch path).
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import importlib.metadata
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import venv
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 
 import epochgc
 from epochgc.errors import EpochGCError
+from epochgc.logging_setup import SHOWN
 
 log = logging.getLogger("epochgc.gc.spark.package")
 
@@ -64,6 +79,18 @@ class SparkPackageError(EpochGCError):
     """The executors' package could not be built (pip, venv-pack, disk)."""
 
 
+class EnvironmentStep(Enum):
+    """What making a folder's environment archive up to date took (the
+    value is how ``gc spark``'s time breakdown and ``spark package`` say it)."""
+
+    KEPT = "up to date"
+    """The folder already held the current archive."""
+    LINKED = "reused from the cache"
+    """Linked (or copied) from the shared cache: no build."""
+    BUILT = "built"
+    """Built into the shared cache (missing, new pins, or asked to)."""
+
+
 @dataclass(frozen=True)
 class SparkPackage:
     """The two files executors need.
@@ -79,6 +106,8 @@ class SparkPackage:
     entry_script: Path
     """``spark_gc.py``: what ``spark-submit`` runs (``epochgc gc spark``'s
     options after it)."""
+    environment_step: EnvironmentStep | None = None
+    """How ``environment`` came to be up to date (``None``: not said)."""
 
     @property
     def archives_entry(self) -> str:
@@ -115,10 +144,19 @@ class SparkPackage:
         ]
 
 
+def _cache_home() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache"))
+
+
 def default_package_dir() -> Path:
     """``$XDG_CACHE_HOME/epochgc/spark`` (``~/.cache/epochgc/spark``)."""
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "epochgc" / "spark"
+    return _cache_home() / "epochgc" / "spark"
+
+
+def environment_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/epochgc/spark-environments``: the environment
+    archives every package folder links to, one folder per set of pins."""
+    return _cache_home() / "epochgc" / "spark-environments"
 
 
 NOT_SHIPPED = (
@@ -152,26 +190,160 @@ def environment_pins() -> str:
 
 
 def ensure_package(out_dir: Path, *, rebuild_environment: bool = False) -> SparkPackage:
-    """Build the code zip (always) and the environment (when missing, out
-    of date, or asked to) into ``out_dir``.
+    """Build the code zip (always) into ``out_dir`` and make its
+    environment archive the current one (``ensure_environment``).
 
     Raises:
-        SparkPackageError: pip or venv-pack failed, or ``out_dir`` is not
-            writable.
+        SparkPackageError: pip or venv-pack failed, or ``out_dir`` or the
+            cache is not writable.
     """
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise SparkPackageError(f"cannot create {out_dir}: {err.strerror}") from err
     code = build_code_zip(out_dir)
-    environment = out_dir / ENVIRONMENT_ARCHIVE
-    stamp = out_dir / ENVIRONMENT_PINS
+    step = ensure_environment(out_dir, rebuild=rebuild_environment)
+    return SparkPackage(
+        code, out_dir / ENVIRONMENT_ARCHIVE, write_entry_script(out_dir), environment_step=step
+    )
+
+
+def environment_key(pins: str) -> str:
+    """The cache folder name of an environment with these pins. Pure."""
+    return hashlib.sha256(pins.encode()).hexdigest()[:16]
+
+
+def environment_step(
+    *, rebuild: bool, cache_current: bool, folder_current: bool, folder_is_cache: bool
+) -> EnvironmentStep:
+    """What making a folder's archive current takes. Pure.
+
+    The cache is the one source: a folder whose archive is current but
+    not the cache's file (built before the cache existed, or before a
+    ``--rebuild-environment``) gets the cache's; a folder current with no
+    cache entry is kept (and seeds the cache). ``rebuild`` always builds:
+    the new archive replaces the cache's, and other folders get it the
+    next time they are packaged or shipped.
+    """
+    if rebuild:
+        return EnvironmentStep.BUILT
+    if cache_current:
+        if folder_current and folder_is_cache:
+            return EnvironmentStep.KEPT
+        return EnvironmentStep.LINKED
+    return EnvironmentStep.KEPT if folder_current else EnvironmentStep.BUILT
+
+
+def ensure_environment(out_dir: Path, *, rebuild: bool = False) -> EnvironmentStep:
+    """Make ``out_dir/epochgc-env.tar.gz`` (and its pins) the current
+    environment archive, building it only when the shared cache has none
+    for the current pins (or ``rebuild``): see ``environment_step``.
+
+    Raises:
+        SparkPackageError: building failed, or a folder is not writable.
+    """
     pins = environment_pins()
-    current = stamp.read_text().strip() if stamp.exists() else ""
-    if rebuild_environment or not environment.exists() or current != pins:
-        build_environment(environment)
-        stamp.write_text(pins + "\n")
-    return SparkPackage(code, environment, write_entry_script(out_dir))
+    cache = environment_cache_dir() / environment_key(pins)
+    step = environment_step(
+        rebuild=rebuild,
+        cache_current=_is_current(cache, pins),
+        folder_current=_is_current(out_dir, pins),
+        folder_is_cache=_same_file(out_dir / ENVIRONMENT_ARCHIVE, cache / ENVIRONMENT_ARCHIVE),
+    )
+    if step is EnvironmentStep.KEPT:
+        if not _is_current(cache, pins):
+            _publish(out_dir, cache)  # seed the cache: the next folder links it
+        return step
+    if step is EnvironmentStep.BUILT:
+        step = _build_into_cache(cache, pins, rebuild=rebuild)
+    if not _same_file(out_dir / ENVIRONMENT_ARCHIVE, cache / ENVIRONMENT_ARCHIVE):
+        _publish(cache, out_dir)
+    log.info("executors' environment %s: %s (%s)", out_dir / ENVIRONMENT_ARCHIVE, step.value, cache)
+    return step
+
+
+def _build_into_cache(cache: Path, pins: str, *, rebuild: bool) -> EnvironmentStep:
+    """Build the archive into ``cache`` under the key's lock; a builder
+    that waited for another finds it built and does not build again
+    (unless asked to rebuild)."""
+    with _lock(cache.with_suffix(".lock")):
+        if not rebuild and _is_current(cache, pins):
+            return EnvironmentStep.LINKED
+        try:
+            cache.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise SparkPackageError(f"cannot create {cache}: {err.strerror}") from err
+        build_environment(cache / ENVIRONMENT_ARCHIVE)
+        _write_atomically(cache / ENVIRONMENT_PINS, pins + "\n")
+    return EnvironmentStep.BUILT
+
+
+def _is_current(folder: Path, pins: str) -> bool:
+    """``folder`` holds an archive whose pins file says ``pins``."""
+    stamp = folder / ENVIRONMENT_PINS
+    try:
+        return (folder / ENVIRONMENT_ARCHIVE).is_file() and stamp.read_text().strip() == pins
+    except OSError:
+        return False
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.samefile(b)
+    except OSError:
+        return False
+
+
+def _publish(source: Path, folder: Path) -> None:
+    """Put ``source``'s archive and pins into ``folder``: a hard link (no
+    space, no time), else a copy (another file system); each under a
+    temporary name, then renamed, the pins last, so a reader sees the old
+    pair, or the new archive with the old pins (and rebuilds nothing that
+    is not out of date), never half a file.
+
+    Raises:
+        SparkPackageError: ``folder`` is not writable.
+    """
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in (ENVIRONMENT_ARCHIVE, ENVIRONMENT_PINS):
+            temporary = folder / f".{name}.{os.getpid()}.tmp"
+            temporary.unlink(missing_ok=True)
+            try:
+                os.link(source / name, temporary)
+            except OSError:
+                shutil.copy2(source / name, temporary)
+            os.replace(temporary, folder / name)
+    except OSError as err:
+        raise SparkPackageError(
+            f"cannot put the environment archive into {folder}: {err.strerror or err}"
+        ) from err
+
+
+def _write_atomically(target: Path, text: str) -> None:
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_text(text)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, target)
+    except OSError as err:
+        raise SparkPackageError(f"cannot write {target}: {err.strerror}") from err
+
+
+@contextmanager
+def _lock(path: Path) -> Iterator[None]:
+    """An exclusive lock on ``path`` (created), held for the block."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = path.open("a")
+    except OSError as err:
+        raise SparkPackageError(f"cannot create {path}: {err.strerror}") from err
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 ENTRY_SCRIPT = "spark_gc.py"
@@ -243,7 +415,12 @@ def build_environment(target: Path) -> None:
             "venv-pack is not installed: pip install 'epochgc[spark]' (or venv-pack)"
         ) from err
     pins = [f"{name}=={_installed_version(name)}" for name in ENVIRONMENT_PACKAGES]
-    log.info("building the executors' environment %s (%s)", target.name, ", ".join(pins))
+    log.info(
+        "building the executors' environment %s (%s; 10-25 s, once for these versions)",
+        target,
+        ", ".join(pins),
+        extra=SHOWN,  # long work: shown by a one-shot command too
+    )
     with tempfile.TemporaryDirectory(prefix="epochgc-env-", dir=target.parent) as work:
         prefix = Path(work) / "env"
         venv.EnvBuilder(with_pip=True, symlinks=True).create(prefix)

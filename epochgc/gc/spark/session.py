@@ -58,6 +58,14 @@ def is_local_master(master: str) -> bool:
     return master == "local" or master.startswith("local[")
 
 
+def ships_package(master: str, *, ship: bool) -> bool:
+    """Whether ``gc spark`` on ``master`` ships the executors' package
+    itself: not to a local master (its workers run this interpreter), not
+    under spark-submit (its command line names what ships), not with
+    ``[spark] ship = false`` (the cluster provides the executors' Python)."""
+    return ship and not is_local_master(master) and not under_spark_submit()
+
+
 def package_to_ship(master: str, *, ship: bool, package_dir: str | None) -> SparkPackage | None:
     """The executors' package for ``master``, built into ``package_dir``
     (default: ``default_package_dir``) when missing or out of date; or
@@ -68,7 +76,7 @@ def package_to_ship(master: str, *, ship: bool, package_dir: str | None) -> Spar
     Raises:
         SparkPackageError: building the package failed.
     """
-    if not ship or is_local_master(master) or under_spark_submit():
+    if not ships_package(master, ship=ship):
         return None
     return ensure_package(Path(package_dir or default_package_dir()))
 
