@@ -431,7 +431,9 @@ class NodeOwnershipSim:
         self.policy = policy
         self.clock = VirtualClock()
         self.lanes = Timelines(self.clock)
-        self.memory = MemoryStore(self.clock)
+        # Stamped at the writing lane's time, in whole seconds, as S3 lists
+        # them: the nodes judge failover from stamps' differences.
+        self.memory = MemoryStore(self.lanes, whole_second_stamps=True)
         self.store = RateLimitedStore(
             self.memory,
             self.lanes,

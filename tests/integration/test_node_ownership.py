@@ -732,10 +732,9 @@ def test_a_release_shows_at_once_even_from_a_node_whose_lease_was_never_read(
     assert node.owned() == after and report.taken == len(after - before) > 0
 
 
-class _ListedStamps(StoreWrapper):
-    """Lists LastModified as S3 does, in whole seconds (truncated), and
-    shifts the stamps of the nodes in ``shifted`` (a store whose gateways'
-    clocks disagree)."""
+class _ShiftedStamps(StoreWrapper):
+    """Lists the LastModified of the node leases in ``shifted`` moved by
+    that many seconds: a store whose gateways' clocks disagree."""
 
     def __init__(self, store: ObjectStore) -> None:
         super().__init__(store)
@@ -743,8 +742,9 @@ class _ListedStamps(StoreWrapper):
 
     def _listed(self, info: ObjectInfo) -> ObjectInfo:
         shift = next((s for n, s in self.shifted.items() if info.key.endswith(f"/{n}")), 0.0)
-        stamp = info.last_modified + timedelta(seconds=shift)
-        return dataclasses.replace(info, last_modified=stamp.replace(microsecond=0))
+        return dataclasses.replace(
+            info, last_modified=info.last_modified + timedelta(seconds=shift)
+        )
 
     def list_pages(self, prefix: str, **kwargs: object) -> Iterator[list[ObjectInfo]]:
         for page in self._store.list_pages(prefix, **kwargs):  # type: ignore[arg-type]
@@ -777,7 +777,7 @@ def test_a_dead_node_is_judged_a_ttl_after_its_last_renewal_not_after_it_was_see
     against a's own, in one listing) start the watch at the renewal, give or
     take their one-second resolution, so failover is the TTL, not the TTL
     plus a round."""
-    store = _ListedStamps(MemoryStore(clock))
+    store = _ShiftedStamps(MemoryStore(clock, whole_second_stamps=True))
     cluster = Cluster(store, clock, pids(4))  # type: ignore[arg-type]
     a, b, renewed = _renewal_then_kill(clock, cluster)
     report = a.run_round(pids(4))
@@ -795,7 +795,7 @@ def test_a_dead_node_is_judged_a_ttl_after_its_last_renewal_not_after_it_was_see
 
 
 def test_without_store_timestamps_the_watch_starts_at_first_sight(clock: VirtualClock) -> None:
-    store = _ListedStamps(MemoryStore(clock))
+    store = _ShiftedStamps(MemoryStore(clock, whole_second_stamps=True))
     cluster = Cluster(store, clock, pids(4), store_timestamps=False)  # type: ignore[arg-type]
     a, _b, renewed = _renewal_then_kill(clock, cluster)
     report = a.run_round(pids(4))
@@ -808,7 +808,7 @@ def test_stamps_that_contradict_a_listing_are_not_used_again(
     """b's gateway stamps ten seconds slow: its renewal would look older
     than the listing that still showed its previous version. The survivor
     says so once and falls back to when it saw the renewal."""
-    store = _ListedStamps(MemoryStore(clock))
+    store = _ShiftedStamps(MemoryStore(clock, whole_second_stamps=True))
     cluster = Cluster(store, clock, pids(4))  # type: ignore[arg-type]
     store.shifted["b"] = -10.0
     a, _b, renewed = _renewal_then_kill(clock, cluster)

@@ -24,6 +24,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
+from typing import Protocol
 
 from epochgc.errors import NotFoundError, PreconditionFailedError
 from epochgc.storage.object_store import (
@@ -56,6 +57,13 @@ class VirtualClock:
         self._seconds += seconds
 
 
+class WallClock(Protocol):
+    """What stamps LastModified: a ``VirtualClock``, or a simulation's
+    per-caller clock (a write is stamped at its caller's time)."""
+
+    def now(self) -> datetime: ...
+
+
 class MemoryStore:
     """Test helper: an ``ObjectStore`` held in a dict, with request counts.
 
@@ -67,10 +75,18 @@ class MemoryStore:
     """
 
     def __init__(
-        self, clock: VirtualClock | None = None, bucket: str = "memory", prefix_depth: int = 3
+        self,
+        clock: WallClock | None = None,
+        bucket: str = "memory",
+        prefix_depth: int = 3,
+        *,
+        whole_second_stamps: bool = False,
     ) -> None:
+        """``whole_second_stamps``: LastModified truncated to the second, as
+        S3 shows it (the lease rules read stamps' differences)."""
         self._bucket = bucket
-        self._clock = clock or VirtualClock()
+        self._whole_seconds = whole_second_stamps
+        self._clock: WallClock = clock or VirtualClock()
         self._depth = prefix_depth
         self._lock = threading.Lock()
         self._objects: dict[str, StoredObject] = {}
@@ -186,7 +202,10 @@ class MemoryStore:
 
     def _store(self, key: str, body: bytes, metadata: Mapping[str, str] | None) -> str:
         etag = f'"{hashlib.md5(body).hexdigest()}"'  # S3's ETag, not security
-        stored = StoredObject(key, body, etag, self._clock.now(), dict(metadata or {}))
+        stamp = self._clock.now()
+        if self._whole_seconds:
+            stamp = stamp.replace(microsecond=0)
+        stored = StoredObject(key, body, etag, stamp, dict(metadata or {}))
         info = ObjectInfo(key, len(body), etag, stored.last_modified)
         index = bisect.bisect_left(self._keys, key)
         if key in self._objects:
