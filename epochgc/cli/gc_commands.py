@@ -158,7 +158,7 @@ def _require_parquet(needed_by: str) -> None:
 
 def _cmd_gc_collect(config: Config, args: argparse.Namespace) -> int:
     if args.dry_run or config.gc.record_deletions:
-        _require_parquet("epochgc gc collect")
+        _require_parquet("gc collect")
     with open_store(config) as handle:
         outcome = collect_once(
             handle.store,
@@ -210,7 +210,7 @@ def _cmd_gc_epoch_info(config: Config, args: argparse.Namespace) -> int:
 def _cmd_gc_explain(config: Config, args: argparse.Namespace) -> int:
     """Say whether one object is deletable now and why. Exit 0 whatever the
     verdict (it is a question); 1 only when the inputs cannot be read."""
-    _require_parquet("epochgc gc explain")  # a missing key is looked up in deletion records
+    _require_parquet("gc explain")  # a missing key is looked up in deletion records
     settings = collect_settings_of(config)
     now = datetime.now(UTC)
     with open_store(config, writes=False) as handle:
@@ -253,7 +253,7 @@ def _cmd_gc_runs(config: Config, args: argparse.Namespace) -> int:
 def _cmd_gc_runs_deleted(config: Config, args: argparse.Namespace) -> int:
     """The keys one run deleted, streamed part by part (``--json``: one
     object per line, so a million keys never sit in memory)."""
-    _require_parquet("epochgc gc runs --deleted")
+    _require_parquet("gc runs --deleted")
     run_id = args.deleted
     shown = 0
     with open_store(config, writes=False) as handle:
@@ -351,7 +351,7 @@ def _cmd_gc_reset(config: Config, args: argparse.Namespace) -> int:
 def _cmd_daemon(config: Config, args: argparse.Namespace) -> int:
     if config.gc.record_deletions:
         # Otherwise it runs on, every round failing as it opens its record.
-        _require_parquet("epochgc daemon")
+        _require_parquet("daemon")
 
     def check_bucket(store: S3ObjectStore) -> None:
         ensure_bucket_fit_for_collector(store, config.layout.root)

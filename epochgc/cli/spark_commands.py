@@ -98,8 +98,14 @@ def register(sub: SubParsers, reporting: argparse.ArgumentParser) -> None:
 
 def _cmd_gc_spark(config: Config, args: argparse.Namespace) -> int:
     # Imported here: only these commands need Spark (an extra).
-    require("pyspark", SPARK, "epochgc gc spark")
-    require("pyarrow", BASE, "epochgc gc spark")
+    require("pyspark", SPARK, "gc spark")
+    require("pyarrow", BASE, "gc spark")
+    from epochgc.gc.spark.session import ships_package  # noqa: PLC0415
+
+    master = args.master or config.spark.master
+    if ships_package(master, ship=config.spark.ship):
+        # It may have to build the executors' environment, after the probes.
+        require("venv_pack", SPARK, f"gc spark on {master}")
     from epochgc.gc.spark.conf import merged_conf, parse_conf_args  # noqa: PLC0415
     from epochgc.gc.spark.job import SparkRunOptions, run_spark_gc  # noqa: PLC0415
     from epochgc.gc.spark.phase_times import PhaseTimes  # noqa: PLC0415
@@ -108,7 +114,6 @@ def _cmd_gc_spark(config: Config, args: argparse.Namespace) -> int:
 
     times = PhaseTimes()
     spark_conf = merged_conf(config.spark.conf, parse_conf_args(args.conf))
-    master = args.master or config.spark.master
     options = SparkRunOptions(
         mode=args.mode,
         dry_run=args.dry_run,
@@ -184,7 +189,7 @@ def _package_step(config: Config, master: str, times: PhaseTimes) -> SparkPackag
 
 
 def _cmd_spark_package(config: Config, args: argparse.Namespace) -> int:
-    require("pyspark", SPARK, "epochgc spark package")
+    require("pyspark", SPARK, "spark package")
     from epochgc.gc.spark.package import EXECUTOR_PYTHON, default_package_dir, ensure_package  # noqa: PLC0415
 
     out = Path(args.out or config.spark.package_dir or default_package_dir()).absolute()

@@ -184,7 +184,7 @@ def _cmd_embedded_s3(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_inventory_build(config: Config, args: argparse.Namespace) -> int:
-    require("pyarrow", BASE, "epochgc inventory build")
+    require("pyarrow", BASE, "inventory build")
     from epochgc.storage.inventory import build_inventory, store_for_bucket  # noqa: PLC0415
     from epochgc.wiring.settings import inventory_location  # noqa: PLC0415
 

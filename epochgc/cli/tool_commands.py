@@ -74,9 +74,9 @@ def _cmd_verify(config: Config, args: argparse.Namespace) -> int:
 
     # Before the run, not when its embedded S3 starts or its Spark job half-way
     # through fails (a run without its Spark job would still pass).
-    require("moto.server", EMBEDDED, "epochgc verify")
+    require("moto.server", EMBEDDED, "verify")
     if args.spark:
-        require("pyspark", SPARK, "epochgc verify --spark")
+        require("pyspark", SPARK, "verify --spark")
     if args.log_level is None:
         setup_logging("WARNING")
     failed = []

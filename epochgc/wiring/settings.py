@@ -30,7 +30,7 @@ from epochgc.storage.client import ClientSettings
 from epochgc.storage.retry import RetryPolicy
 from epochgc.watermarks.controller import CompactionPolicy
 
-if TYPE_CHECKING:  # storage.inventory imports pyarrow (the spark extra)
+if TYPE_CHECKING:  # storage.inventory imports pyarrow: only inventory readers load it
     from epochgc.storage.inventory import InventoryLocation
 
 

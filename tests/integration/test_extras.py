@@ -41,9 +41,11 @@ def blocker(missing: tuple[str, ...]) -> str:
     return f"MISSING = {set(missing)!r}\n" + BLOCKER
 
 
-def run_base(*args: str, missing: tuple[str, ...] = EXTRAS) -> subprocess.CompletedProcess[str]:
+def run_base(
+    *args: str, missing: tuple[str, ...] = EXTRAS, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """The command line as a base install runs it (``missing`` not installed)."""
-    return run_python("-c", blocker(missing), *args)
+    return run_python("-c", blocker(missing), *args, env=env)
 
 
 @pytest.mark.parametrize(
@@ -63,8 +65,8 @@ def run_base(*args: str, missing: tuple[str, ...] = EXTRAS) -> subprocess.Comple
             "embedded",
             "moto",
         ),
-        (("gc", "spark", "--config", "config/local.toml"), "epochgc gc spark", "spark", "pyspark"),
-        (("verify", "--seed", "1"), "epochgc verify", "embedded", "moto"),
+        (("gc", "spark", "--config", "config/local.toml"), "gc spark", "spark", "pyspark"),
+        (("verify", "--seed", "1"), "verify", "embedded", "moto"),
     ],
 )
 def test_a_command_that_needs_an_extra_says_so_in_one_bare_line(
@@ -89,7 +91,7 @@ def test_verify_with_spark_stops_before_its_run_without_the_spark_extra(tmp_path
     )
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stderr.splitlines() == [
-        "epochgc: epochgc verify --spark needs the 'spark' extra: "
+        "epochgc: verify --spark needs the 'spark' extra: "
         "pip install 'epochgc[spark]' (missing module 'pyspark')"
     ], done.stderr
     assert not folder.exists(), "nothing ran"
@@ -98,18 +100,18 @@ def test_verify_with_spark_stops_before_its_run_without_the_spark_extra(tmp_path
 @pytest.mark.parametrize(
     ("args", "needed_by"),
     [
-        (("gc", "collect", "--dry-run"), "epochgc gc collect"),
-        (("gc", "collect"), "epochgc gc collect"),
-        (("daemon", "--duration", "5"), "epochgc daemon"),
+        (("gc", "collect", "--dry-run"), "gc collect"),
+        (("gc", "collect"), "gc collect"),
+        (("daemon", "--duration", "5"), "daemon"),
         (
             (
                 "gc",
                 "explain",
                 "epochgc/l0/000/000000000000000001/b64a0017-4ab1-42ca-85bb-56e6eda925c7",
             ),
-            "epochgc gc explain",
+            "gc explain",
         ),
-        (("gc", "runs", "--deleted", "20260101T000000Z-00000000"), "epochgc gc runs --deleted"),
+        (("gc", "runs", "--deleted", "20260101T000000Z-00000000"), "gc runs --deleted"),
     ],
 )
 def test_a_command_that_writes_or_reads_parquet_checks_pyarrow_before_the_store(
@@ -166,3 +168,32 @@ def test_the_base_install_needs_no_extra_for_the_cli_and_the_daemon(tmp_path: Pa
         timeout=60,
     )
     assert probe.returncode == 0, probe.stderr
+
+
+def test_gc_spark_on_a_cluster_without_venv_pack_stops_before_the_store(
+    tmp_path: Path, s3_server: EmbeddedS3, bucket: str
+) -> None:
+    """A partial spark extra (pyspark, no venv-pack) and no environment
+    built yet: ``gc spark`` on a cluster master would build one after the
+    capability probes (which write). It stops before them."""
+    requests: list[tuple[str, str]] = []
+
+    def record(method: str, path: str, _headers: Mapping[str, str]) -> None:
+        requests.append((method, path))
+
+    master = "spark://127.0.0.1:9"
+    with s3_fault_proxy(s3_server.endpoint_url, record) as proxy:
+        config = write_gc_config(
+            tmp_path / "c.toml", proxy.endpoint, bucket, '[metrics]\nlisten = ""\n'
+        )
+        done = run_base(
+            *("gc", "spark", "--master", master, "--config", str(config)),
+            missing=("venv_pack",),
+            env={"XDG_CACHE_HOME": str(tmp_path / "cache")},  # nothing built yet
+        )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr.splitlines() == [
+        f"epochgc: gc spark on {master} needs the 'spark' extra: "
+        "pip install 'epochgc[spark]' (missing module 'venv_pack')"
+    ], done.stderr
+    assert requests == [], "no request reached the store"
