@@ -27,7 +27,7 @@ every change is measured from a balanced cluster.
   Each node has two lanes, as in the product: its ownership rounds, paced
   as the reconciler node paces them (the next one a round interval after
   the last ended, earlier when a silent node is about to turn stale:
-  ``reconciler/node.ownership_wait``), and its lease heartbeat (every
+  ``reconciler/ownership_pacing``), and its lease heartbeat (every
   quarter renew interval, like ``PeriodicThread``). The GETs and the
   writes of a round go up to ``--request-concurrency`` (8, the product's
   default) at a time, each in a lane of its own, as the product's request
@@ -100,7 +100,7 @@ from epochgc.leases.assignment import AssignmentCache, desired_assignment
 from epochgc.leases.node_lease import NodeLease
 from epochgc.leases.ownership_round import NodeOwnership
 from epochgc.leases.timing import LeasePolicy
-from epochgc.reconciler.node import ownership_wait
+from epochgc.reconciler.ownership_pacing import OwnershipPacing, stale_look_fraction
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import PartitionId
 from tests.support.memory_store import MemoryStore, VirtualClock
@@ -446,6 +446,8 @@ class NodeOwnershipSim:
         self.caches: dict[str, AssignmentCache] = {}
         self.nodes: dict[str, NodeOwnership] = {}
         self.leases: dict[str, NodeLease] = {}
+        self.pacing: dict[str, OwnershipPacing] = {}
+        """Node -> when its next round runs, as the reconciler node paces it."""
         self.sched = Scheduler(
             self.clock,
             args.round_seconds,
@@ -492,6 +494,7 @@ class NodeOwnershipSim:
             requests=LaneExecutor(self.lanes, f"{name}/requests", concurrency),
             request_concurrency=concurrency,
         )
+        self.pacing[name] = OwnershipPacing(self.args.round_seconds, stale_look_fraction(name))
         self.sched.schedule(name, first_round_at)
         self.sched.schedule(name, self.sched.elapsed() + self.sched.periods[HEARTBEAT], HEARTBEAT)
 
@@ -530,7 +533,7 @@ class NodeOwnershipSim:
         self.skipped += bool(report.skipped)
         for phase, longest in self.longest_round.items():
             self.longest_round[phase] = max(longest, ended - started)
-        wait = ownership_wait(self.args.round_seconds, ended, report.next_stale_at)
+        wait = self.pacing[name].after_round(ended, report.next_stale_at, report.nodes)
         return ended - CLOCK_ORIGIN + wait  # the reconciler node's pacing
 
     def run_until(self, t: float) -> None:

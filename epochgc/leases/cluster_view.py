@@ -149,9 +149,12 @@ class _Counters:
     gets: int = 0
 
 
-def _digest_fraction(node: str) -> float:
-    """A stable number in [0, 1) for ``node``: its offset in the re-reads."""
-    digest = hashlib.blake2b(b"relist\0" + node.encode(), digest_size=8).digest()
+def node_fraction(node: str, purpose: str) -> float:
+    """A stable number in [0, 1) for ``node``, different per ``purpose``:
+    where in a shared window this node acts, so that a thousand nodes that
+    would all act at one moment spread over it (the periodic re-reads; the
+    early look at a silent lease, ``reconciler/ownership_pacing``)."""
+    digest = hashlib.blake2b(f"{purpose}\0{node}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") / 2**64
 
 
@@ -207,6 +210,8 @@ class ClusterView:
     """When the last node listing judged began: it showed every version the
     watch holds."""
     _stamps_inconsistent: bool = False
+    _released: frozenset[str] = frozenset()
+    """Nodes whose lease the last listing judged showed released."""
 
     def __post_init__(self) -> None:
         self._watch = VersionWatch(self.ttl_seconds)
@@ -237,13 +242,20 @@ class ClusterView:
     def _full_read_due(self, me: str, partitions: frozenset[PartitionId]) -> bool:
         if self._full_read_at is None or partitions != self._full_read_partitions:
             return True
-        offset = _digest_fraction(me) * self.relist_seconds / 2
+        offset = node_fraction(me, "relist") * self.relist_seconds / 2
         return self.monotonic() - self._full_read_at >= self.relist_seconds + offset
+
+    @property
+    def listed_nodes(self) -> int:
+        """Node leases in the last node listing judged."""
+        return len(self._listed_sizes)
 
     def next_stale_at(self, me: str) -> float | None:
         """When the first other node still live would be judged dead if its
-        lease stays unchanged (monotonic; ``None``: no other node)."""
-        return self._watch.next_stale_at(self.monotonic(), exclude=(me,))
+        lease stays unchanged (monotonic; ``None``: no other node). A
+        released lease is not waited for: it counts as gone already, and a
+        thousand nodes would otherwise all look again at its one moment."""
+        return self._watch.next_stale_at(self.monotonic(), exclude={me, *self._released})
 
     def _judge_nodes(
         self, me: str, node_infos: dict[str, ObjectInfo]
@@ -263,6 +275,7 @@ class ClusterView:
             for n, (etag, _size, doc) in self._node_bodies.items()
             if doc.released and self._watch.etag(n) == etag
         }
+        self._released = frozenset(released)
         live_ids = set(self._watch.live(now, released))
         live_ids.add(me)
         assigned = frozenset(live_ids - self._long_expired(me, node_infos))

@@ -63,6 +63,9 @@ class RoundReport:
     dead: the caller runs its next round then if that comes before the
     regular one, so a killed node's partitions wait for the TTL, not for
     the TTL plus the rest of a round."""
+    nodes: int = 0
+    """Node leases in the round's listing: how many peers may look again at
+    the same ``next_stale_at`` (``reconciler/ownership_pacing``)."""
     records_read: bool = True
     """False: a settled round that listed the nodes only (nothing it could
     see changed since the records were read)."""
@@ -260,6 +263,7 @@ class NodeOwnership:
                         list_pages=quiet.list_pages,
                         gets=quiet.gets,
                         next_stale_at=quiet.next_stale_at,
+                        nodes=self.view.listed_nodes,
                         records_read=False,
                     )
                 quiet_pages, quiet_gets, listing = quiet.list_pages, quiet.gets, quiet.nodes
@@ -334,6 +338,7 @@ class NodeOwnership:
             list_pages=quiet_pages + state.list_pages,
             gets=quiet_gets + state.gets,
             next_stale_at=state.next_stale_at,
+            nodes=self.view.listed_nodes,
             read=state.read,
         )
 

@@ -88,6 +88,7 @@ from typing import TypeVar
 from epochgc.errors import EpochGCError, LeaseLostError, RecordError, StorageError
 from epochgc.leases.ownership_round import NodeOwnership, RoundReport
 from epochgc.reconciler.fetch import L0UnreadableError
+from epochgc.reconciler.ownership_pacing import OwnershipPacing, stale_look_fraction
 from epochgc.reconciler.reconcile import Reconciler
 from epochgc.reconciler.retention import RetentionTargets, update_retention_hint
 from epochgc.reconciler.topics import epochgc_topics
@@ -133,22 +134,6 @@ class LoopStoppedError(EpochGCError):
     def __init__(self, message: str, stall: LoopStall) -> None:
         super().__init__(message)
         self.stall = stall
-
-
-STALE_LOOK_DELAY = 0.05
-"""How long after another node's lease would turn stale the early round
-looks: the judgement needs it unchanged for a whole TTL."""
-
-
-def ownership_wait(interval: float, now: float, next_stale_at: float | None) -> float:
-    """Seconds until the next ownership round: the regular ``interval``, or
-    less when another node, silent since, would be judged dead before then
-    (``RoundReport.next_stale_at``): the round runs just after that moment,
-    so a killed node's partitions are taken over a TTL after its silence
-    was first seen, not up to a round later."""
-    if next_stale_at is None:
-        return interval
-    return max(STALE_LOOK_DELAY, min(interval, next_stale_at - now + STALE_LOOK_DELAY))
 
 
 @dataclass(frozen=True)
@@ -465,6 +450,7 @@ class ReconcilerNode:
         await self._view_ready.wait()
         interval = max(0.05, self._settings.ownership_interval_seconds)
         self._watchdog.watch(OWNERSHIP_LOOP, self._monotonic(), allowance_seconds=interval)
+        pacing = OwnershipPacing(interval, stale_look_fraction(self.node_id))
         while not stop.is_set():
             report = None
             try:
@@ -473,7 +459,8 @@ class ReconcilerNode:
                 log.warning("%s: ownership round failed: %s", self.node_id, err)
             self._watchdog.completed(OWNERSHIP_LOOP, self._monotonic())
             stale_at = None if report is None else report.next_stale_at
-            wait = ownership_wait(interval, self._monotonic(), stale_at)
+            nodes = 0 if report is None else report.nodes
+            wait = pacing.after_round(self._monotonic(), stale_at, nodes)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), wait)
 

@@ -816,3 +816,19 @@ def test_stamps_that_contradict_a_listing_are_not_used_again(
     assert report.next_stale_at == renewed + ROUND - 0.1 + POLICY.ttl_seconds
     assert "not using the store's stamps for failover" in caplog.text
     assert "node b's lease write" in caplog.text
+
+
+def test_a_released_lease_is_not_waited_for(clock: VirtualClock) -> None:
+    """A node that left cleanly is gone at once: its lease is no silent
+    node to look at again when it would turn stale (a thousand nodes would
+    all look at that one moment)."""
+    store = MemoryStore(clock, whole_second_stamps=True)
+    cluster = Cluster(store, clock, pids(4))
+    a, b = cluster.add("a"), cluster.add("b")
+    cluster.round()
+    assert a.run_round(pids(4)).next_stale_at is not None  # b is watched
+    b.stop()
+    cluster.killed.add("b")
+    clock.advance(1.0)
+    report = a.run_round(pids(4))
+    assert report.next_stale_at is None and len(a.owned()) == 4
