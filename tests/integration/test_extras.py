@@ -48,6 +48,29 @@ def run_base(
     return run_python("-c", blocker(missing), *args, env=env)
 
 
+def run_base_on_store(
+    tmp_path: Path,
+    s3_server: EmbeddedS3,
+    bucket: str,
+    *args: str,
+    missing: tuple[str, ...],
+    env: dict[str, str] | None = None,
+) -> tuple[subprocess.CompletedProcess[str], list[tuple[str, str]]]:
+    """``run_base`` on a configuration naming ``bucket`` through a proxy
+    that records every request the command sends (method, path)."""
+    requests: list[tuple[str, str]] = []
+
+    def record(method: str, path: str, _headers: Mapping[str, str]) -> None:
+        requests.append((method, path))
+
+    with s3_fault_proxy(s3_server.endpoint_url, record) as proxy:
+        config = write_gc_config(
+            tmp_path / "c.toml", proxy.endpoint, bucket, '[metrics]\nlisten = ""\n'
+        )
+        done = run_base(*args, "--config", str(config), missing=missing, env=env)
+    return done, requests
+
+
 @pytest.mark.parametrize(
     ("args", "needed_by", "extra", "module"),
     [
@@ -125,16 +148,7 @@ def test_a_command_that_writes_or_reads_parquet_checks_pyarrow_before_the_store(
     """A broken base install (pyarrow missing, as it was before pyarrow
     joined the base install): the command stops before its first request,
     not after the capability probes (which write) or a round's listing."""
-    requests: list[tuple[str, str]] = []
-
-    def record(method: str, path: str, _headers: Mapping[str, str]) -> None:
-        requests.append((method, path))
-
-    with s3_fault_proxy(s3_server.endpoint_url, record) as proxy:
-        config = write_gc_config(
-            tmp_path / "c.toml", proxy.endpoint, bucket, '[metrics]\nlisten = ""\n'
-        )
-        done = run_base(*args, "--config", str(config), missing=("pyarrow",))
+    done, requests = run_base_on_store(tmp_path, s3_server, bucket, *args, missing=("pyarrow",))
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stderr.splitlines() == [
         f"epochgc: {needed_by} needs 'pyarrow', part of epochgc's base install: "
@@ -176,21 +190,15 @@ def test_gc_spark_on_a_cluster_without_venv_pack_stops_before_the_store(
     """A partial spark extra (pyspark, no venv-pack) and no environment
     built yet: ``gc spark`` on a cluster master would build one after the
     capability probes (which write). It stops before them."""
-    requests: list[tuple[str, str]] = []
-
-    def record(method: str, path: str, _headers: Mapping[str, str]) -> None:
-        requests.append((method, path))
-
     master = "spark://127.0.0.1:9"
-    with s3_fault_proxy(s3_server.endpoint_url, record) as proxy:
-        config = write_gc_config(
-            tmp_path / "c.toml", proxy.endpoint, bucket, '[metrics]\nlisten = ""\n'
-        )
-        done = run_base(
-            *("gc", "spark", "--master", master, "--config", str(config)),
-            missing=("venv_pack",),
-            env={"XDG_CACHE_HOME": str(tmp_path / "cache")},  # nothing built yet
-        )
+    done, requests = run_base_on_store(
+        tmp_path,
+        s3_server,
+        bucket,
+        *("gc", "spark", "--master", master),
+        missing=("venv_pack",),
+        env={"XDG_CACHE_HOME": str(tmp_path / "cache")},  # nothing built yet
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stderr.splitlines() == [
         f"epochgc: gc spark on {master} needs the 'spark' extra: "
