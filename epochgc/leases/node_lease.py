@@ -272,7 +272,7 @@ class NodeLease:
             self._lose(f"renewal not applied: {outcome.why}")
         self._granted(outcome)
         self.stats["renewals"] += 1
-        self.last_renew_seconds = self._monotonic() - outcome.sent
+        self.last_renew_seconds = outcome.answered - outcome.sent
 
     def release(self) -> None:
         """Give the lease up (``released: true``): other nodes drop this one
