@@ -71,6 +71,16 @@ def run_base_on_store(
     return done, requests
 
 
+def assert_stopped_before_the_store(
+    done: subprocess.CompletedProcess[str], requests: list[tuple[str, str]], line: str
+) -> None:
+    """The command exited 1 with ``line`` as all of its stderr, and sent no
+    request to the store."""
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr.splitlines() == [line], done.stderr
+    assert requests == [], "no request reached the store"
+
+
 @pytest.mark.parametrize(
     ("args", "needed_by", "extra", "module"),
     [
@@ -149,12 +159,12 @@ def test_a_command_that_writes_or_reads_parquet_checks_pyarrow_before_the_store(
     joined the base install): the command stops before its first request,
     not after the capability probes (which write) or a round's listing."""
     done, requests = run_base_on_store(tmp_path, s3_server, bucket, *args, missing=("pyarrow",))
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert done.stderr.splitlines() == [
+    assert_stopped_before_the_store(
+        done,
+        requests,
         f"epochgc: {needed_by} needs 'pyarrow', part of epochgc's base install: "
-        "pip install --force-reinstall epochgc"
-    ], done.stderr
-    assert requests == [], "no request reached the store"
+        "pip install --force-reinstall epochgc",
+    )
     assert list(store.list_objects("")) == []
 
 
@@ -199,9 +209,9 @@ def test_gc_spark_on_a_cluster_without_venv_pack_stops_before_the_store(
         missing=("venv_pack",),
         env={"XDG_CACHE_HOME": str(tmp_path / "cache")},  # nothing built yet
     )
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert done.stderr.splitlines() == [
+    assert_stopped_before_the_store(
+        done,
+        requests,
         f"epochgc: gc spark on {master} needs the 'spark' extra: "
-        "pip install 'epochgc[spark]' (missing module 'venv_pack')"
-    ], done.stderr
-    assert requests == [], "no request reached the store"
+        "pip install 'epochgc[spark]' (missing module 'venv_pack')",
+    )
