@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
+from collections.abc import Sequence
 
 from epochgc.progress import ProgressLog
 
@@ -23,6 +25,18 @@ class Progress(ProgressLog):
 
     def __init__(self, label: str, total: int, every_seconds: float = 5.0) -> None:
         super().__init__(log, label, total, every_seconds=every_seconds)
+
+
+def balanced(loads: Sequence[int], total: int) -> bool:
+    """Every node within 10% of the fair share ``total / len(loads)``, or
+    as close as whole partitions allow: the assignment gives each node the
+    floor or the ceiling of the fair share, and at a small size (120
+    partitions over 21 nodes: 5 or 6 against 5.71) one partition is more
+    than 10%."""
+    fair = total / len(loads)
+    return max(loads) <= max(fair * 1.1, math.ceil(fair)) and min(loads) >= min(
+        fair * 0.9, math.floor(fair)
+    )
 
 
 def figures(epochgc: str, baseline: str, ratio: str) -> None:

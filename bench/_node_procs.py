@@ -12,7 +12,10 @@ Each node runs ``python -m epochgc.cli reconciler --node-id ID --config
 FILE --duration CAP`` with this checkout on ``PYTHONPATH`` (not an
 installed ``epochgc``), its ``/metrics`` on a port of its own
 (``EPOCHGC_METRICS__LISTEN``: the exact S3 request counts of the node,
-``epochgc_s3_requests_total``) and its log in a file of its own. The
+``epochgc_s3_requests_total``) and its log in a file of its own. The node
+binds port 0 and the bench reads the port it got from the node's log: a
+port picked by the bench and bound later by the node could be taken by
+another process in between (it was, once: "Address already in use"). The
 ``--duration`` is a backstop: a node outlives a bench that was itself
 killed by at most that long.
 
@@ -31,7 +34,6 @@ import logging
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -46,6 +48,9 @@ log = logging.getLogger("epochgc.bench")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 """This checkout: the nodes import its ``epochgc``, whatever is installed."""
+
+_SERVING = re.compile(r"serving /metrics and /healthz at http://[^ ]*:(?P<port>[0-9]+)")
+"""The node's log line naming where its metrics server listens."""
 
 _REQUESTS = re.compile(
     r'^epochgc_s3_requests_total\{operation="(?P<op>[^"]+)",status="(?P<status>[^"]*)"\} '
@@ -130,14 +135,34 @@ level = "INFO"
 
 @dataclass
 class NodeProcess:
-    """One node: its id, process, metrics port and log file."""
+    """One node: its id, process, log file and (once it has said so in
+    its log) metrics port."""
 
     node_id: str
     process: subprocess.Popen[bytes]
-    metrics_port: int
     log_path: Path
     killed_at: float | None = None
     """Wall time (``time.time()``) of our SIGKILL, if we sent one."""
+    _metrics_port: int | None = None
+
+    @property
+    def metrics_port(self) -> int:
+        """The port the node's metrics server bound, from its log.
+
+        Raises:
+            ConnectionRefusedError: the node has not logged it yet (an
+                ``OSError``, as a port not yet listening would give).
+        """
+        if self._metrics_port is None:
+            try:
+                text = self.log_path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                text = ""
+            found = _SERVING.search(text)
+            if found is None:
+                raise ConnectionRefusedError(f"{self.node_id} has not logged its metrics port")
+            self._metrics_port = int(found.group("port"))
+        return self._metrics_port
 
     @property
     def pid(self) -> int:
@@ -206,10 +231,9 @@ class NodeProcesses:
         base["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(REPO_ROOT), base.get("PYTHONPATH", "")) if p
         )
+        base["EPOCHGC_METRICS__LISTEN"] = "127.0.0.1:0"  # the node logs the port it got
         for node_id in node_ids:
-            port = free_port()
             log_path = self.workdir / f"{node_id}.log"
-            node_env = {**base, "EPOCHGC_METRICS__LISTEN": f"127.0.0.1:{port}"}
             with log_path.open("wb") as out:
                 process = subprocess.Popen(
                     [
@@ -224,14 +248,14 @@ class NodeProcesses:
                         "--duration",
                         f"{self.duration_seconds:g}",
                     ],
-                    env=node_env,
+                    env=base,
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=subprocess.STDOUT,
                     cwd=self.workdir,
                     start_new_session=True,  # a Ctrl-C reaches the bench, which stops them
                 )
-            self.nodes[node_id] = NodeProcess(node_id, process, port, log_path)
+            self.nodes[node_id] = NodeProcess(node_id, process, log_path)
 
     def live(self) -> list[NodeProcess]:
         """Nodes whose process runs (a node we killed is not live)."""
@@ -247,21 +271,6 @@ class NodeProcesses:
         node.killed_at = time.time()
         node.process.wait(timeout=10)
         return node.killed_at
-
-    def metrics_ready(self, timeout_seconds: float) -> bool:
-        """Every live node answers on its metrics port (it has started)."""
-        deadline = time.monotonic() + timeout_seconds
-        waiting = {n.node_id for n in self.live()}
-        while waiting and time.monotonic() < deadline:
-            for node_id in sorted(waiting):
-                try:
-                    self.nodes[node_id].requests(timeout=1.0)
-                except OSError:
-                    continue
-                waiting.discard(node_id)
-            if waiting:
-                time.sleep(0.2)
-        return not waiting
 
     def requests(self) -> dict[str, dict[str, int]]:
         """Every live node's request counts by operation."""
@@ -308,12 +317,6 @@ class NodeProcesses:
                 log.warning("node %s did not stop on SIGTERM: SIGKILL", node.node_id)
                 node.process.kill()
                 node.process.wait(timeout=10)
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def _in_main_thread() -> bool:

@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench._failover import RealTime, kill_busiest
+from bench._harness import balanced
 from bench._node_procs import NodeConfig, NodeProcess, NodeProcesses
 from bench._store_watch import StoreWatch
 from epochgc.errors import EpochGCError
@@ -140,7 +141,9 @@ class RealResult:
     written): the reconciler's work on top of ownership."""
     seconds_to_all_registered: float = math.inf
     """Until every node's lease object exists (processes started)."""
-    loads: tuple[int, int] = (0, 0)
+    loads: list[int] | None = None
+    """Partitions per node once balanced; ``None``: not measured (only
+    the "leading" scenario ran, whose kill comes before that)."""
     requests_per_node_second: float = 0.0
     busiest_node_requests_per_second: float = 0.0
     busiest_node_without_gets_per_second: float = 0.0
@@ -354,20 +357,15 @@ class _ClusterRun:
     def _balance_and_steady(self, procs: NodeProcesses) -> None:
         a, watch, result = self.a, self.watch, self.result
         assert result is not None
-        fair = len(self.pids) / len(self.names)
         progress = _Progress(f"{self.run.label}: balance")
 
-        def balanced() -> bool:
+        def settled() -> bool:
             watch.poll_records()
             loads = list(watch.loads(self.names).values())
             progress.maybe(lambda: f"max/min {max(loads)}/{min(loads)}")
-            return (
-                max(loads) <= fair * 1.1
-                and min(loads) >= fair * 0.9
-                and sum(loads) == len(self.pids)
-            )
+            return sum(loads) == len(self.pids) and balanced(loads, len(self.pids))
 
-        if not _wait(procs, balanced, a.real_poll, a.real_start_cap):
+        if not _wait(procs, settled, a.real_poll, a.real_start_cap):
             result.notes.append(f"not balanced within {a.real_start_cap:g}s")
         time.sleep(2 * a.real_round)
         log.info("%s: steady state for %gs (no reads by the bench)", self.run.label, a.real_steady)
@@ -380,14 +378,15 @@ class _ClusterRun:
         _steady_rates(result, [before[n] for n in nodes], [after[n] for n in nodes], seconds)
         watch.poll_records()
         loads = list(watch.loads(self.names).values())
-        result.loads = (max(loads), min(loads))
+        result.loads = loads
         log.info(
             "%s: steady %.2f requests/node/s (busiest node %.2f; %s), loads max/min %d/%d",
             self.run.label,
             result.requests_per_node_second,
             result.busiest_node_requests_per_second,
             ", ".join(f"{op} {r:.2f}" for op, r in result.steady_by_operation.items() if r),
-            *result.loads,
+            max(loads),
+            min(loads),
         )
 
     def _failover(self, procs: NodeProcesses) -> None:
@@ -700,7 +699,7 @@ def run_partition_leases(
             break
     if math.isinf(result.seconds_to_all_owned):
         result.notes.append(f"not every partition owned within {a.real_start_cap:g}s")
-    result.loads = (max(len(n.led()) for n in nodes), min(len(n.led()) for n in nodes))
+    result.loads = [len(n.led()) for n in nodes]
     _steady(result, [n.stats for n in nodes], a.real_steady)
     failover = kill_busiest(nodes, _OldNode.led, _kill, RealTime(0.2))
     result.victim_partitions = len(failover.partitions)
