@@ -30,9 +30,10 @@ renewal first seen a round after it was written does not put a round on
 the failover; stamps that contradict what this node saw turn that off for
 good (``timing.stamps_contradict``). Balance uses one more reading, store
 times only (see ``_long_expired``). A node lease's
-body is read when a record this node must judge names that node and the
+body is read when a record this node must judge names that node, the
 ETag changed since its body was read (the node may have restarted with
-another incarnation), when its size changed since it was read (a release
+another incarnation) and that ETag is not one already watched stale (a
+dead node's incarnation does not matter), when its size changed since it was read (a release
 adds the ``released`` field; also for a node whose body was never read,
 against its size in the last listing), and otherwise on first sight, a bounded
 number a refresh (``BODY_BURST_LIMIT``): a thousand nodes starting together
@@ -313,6 +314,22 @@ class ClusterView:
             bounds[node] = bound
         return bounds
 
+    def _not_dead(self, named: Collection[str], node_infos: Mapping[str, ObjectInfo]) -> set[str]:
+        """The ``named`` nodes not already dead at the version ``node_infos``
+        lists: a lease watched unchanged for a TTL at that very ETag is
+        judged stale whatever its body says (its holder is dead in every
+        incarnation), so its body is not read. In a takeover that read
+        would be one more request in sequence before the dead node's
+        partitions are owned again."""
+        now = self.monotonic()
+        return {
+            n
+            for n in named
+            if n not in node_infos
+            or self._watch.etag(n) != node_infos[n].etag
+            or not self._watch.is_stale(n, now)
+        }
+
     def _read_node_bodies(
         self,
         me: str,
@@ -421,7 +438,9 @@ class ClusterView:
             # The nodes again, after the records: the owners they name are
             # judged by a listing that can only be newer than the records.
             nodes = self._list_nodes(counters)
-            self._read_node_bodies(me, nodes, named, counters, first_sight=False)
+            self._read_node_bodies(
+                me, nodes, self._not_dead(named, nodes), counters, first_sight=False
+            )
             live_ids, _assigned, _version = self._judge_nodes(me, nodes)
         if full:
             self._full_read_at = started

@@ -19,7 +19,7 @@ from epochgc.leases.node_lease import NodeLease
 from epochgc.leases.ownership_round import NodeOwnership
 from epochgc.leases.ownership_store import OwnershipStore
 from epochgc.leases.timing import STAMP_RESOLUTION_SECONDS, LeasePolicy
-from epochgc.storage.keys import PartitionId, node_lease_key, owner_key
+from epochgc.storage.keys import PartitionId, node_lease_key, nodes_prefix, owner_key
 from epochgc.storage.object_store import ObjectInfo, ObjectStore
 from epochgc.storage.s3 import S3ObjectStore
 from tests.support.faults import HookedStore, TimesOutAfterApplyingStore
@@ -792,6 +792,37 @@ def test_a_dead_node_is_judged_a_ttl_after_its_last_renewal_not_after_it_was_see
     assert late.taken_over == 2 and len(a.owned()) == 4
     assert clock.monotonic() > b.lease.valid_until  # b had stopped acting
     assert clock.monotonic() - renewed <= POLICY.ttl_seconds + STAMP_RESOLUTION_SECONDS
+
+
+class _RecordedGets(StoreWrapper):
+    """Records the key of every GET."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        super().__init__(store)
+        self.keys: list[str] = []
+
+    def get(self, key: str, **kwargs: object) -> object:
+        self.keys.append(key)
+        return self._store.get(key, **kwargs)
+
+
+def test_the_takeover_round_does_not_read_the_dead_nodes_lease_body(clock: VirtualClock) -> None:
+    """Each request of a takeover round is one more step in sequence before
+    the dead node's partitions are owned again. The body of a lease this
+    node has watched stale, at the version listed, cannot change the
+    decision: that node is dead whatever incarnation its body names."""
+    recorded = _RecordedGets(_ShiftedStamps(MemoryStore(clock, whole_second_stamps=True)))
+    cluster = Cluster(recorded, clock, pids(4))  # type: ignore[arg-type]
+    a, _b, _renewed = _renewal_then_kill(clock, cluster)
+    stale_at = a.run_round(pids(4)).next_stale_at
+    assert stale_at is not None
+    while clock.monotonic() < stale_at:
+        clock.advance(min(1.0, stale_at - clock.monotonic()))
+        a.lease.renew_if_due()
+    recorded.keys.clear()
+    takeover = a.run_round(pids(4))
+    assert takeover.taken_over == 2
+    assert [k for k in recorded.keys if k.startswith(nodes_prefix(ROOT))] == []
 
 
 def test_without_store_timestamps_the_watch_starts_at_first_sight(clock: VirtualClock) -> None:
