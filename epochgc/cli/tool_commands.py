@@ -71,6 +71,7 @@ def _cmd_verify(config: Config, args: argparse.Namespace) -> int:
     import tempfile  # noqa: PLC0415
 
     from epochgc.verify.run import run_verify, summary  # noqa: PLC0415
+    from epochgc.verify.run_folder import check_run_folder  # noqa: PLC0415
 
     # Before the run, not when its embedded S3 starts or its Spark job half-way
     # through fails (a run without its Spark job would still pass).
@@ -79,9 +80,12 @@ def _cmd_verify(config: Config, args: argparse.Namespace) -> int:
         require("pyspark", SPARK, "verify --spark")
     if args.log_level is None:
         setup_logging("WARNING")
+    folders = {seed: Path(args.folder) / f"seed-{seed}" for seed in args.seed if args.folder}
+    for seed_folder in folders.values():
+        check_run_folder(seed_folder)  # before the first run, not after ten
     failed = []
     for seed in args.seed:
-        folder = Path(args.folder) / f"seed-{seed}" if args.folder else None
+        folder = folders.get(seed)
         with tempfile.TemporaryDirectory(prefix=f"epochgc-verify-{seed}-") as tmp:
             result = run_verify(
                 seed,

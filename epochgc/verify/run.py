@@ -79,6 +79,7 @@ from epochgc.storage.keys import (
 )
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.verify.faults import HeldWrites
+from epochgc.verify.run_folder import fresh_run_folder
 from epochgc.verify.truth import LogFollower, logged_safe_epoch
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.partition.replica import PartitionReplica
@@ -284,7 +285,7 @@ def run_verify(
     """One run (see the module docstring); the worker processes log at
     ``worker_log_level`` into ``folder``."""
     rng = random.Random(seed)
-    folder.mkdir(parents=True, exist_ok=True)
+    fresh_run_folder(folder)
     result = VerifyResult(seed)
     bucket = f"{BUCKET}-{seed}-{uuid.uuid4().hex[:8]}"  # moto's state outlives a server
     with EmbeddedS3(bucket=bucket) as s3:

@@ -4,10 +4,12 @@ is caught. ``make soak`` runs the long version."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
+from pathlib import Path
 
-from tests.support.cli import run_python
+from tests.support.cli import fatal_lines, run_python
 
 
 def verify(*args: str) -> subprocess.CompletedProcess[str]:
@@ -47,3 +49,37 @@ def test_an_unsafe_build_is_caught() -> None:
     assert "VIOLATION (b) the published M ran ahead of the partition logs" in done.stdout, (
         done.stdout[-4000:]
     )
+
+
+def test_a_folder_an_earlier_run_left_is_started_afresh(tmp_path: Path) -> None:
+    """Seen running ``make soak`` a second time into its folder: every
+    seed failed, "read back 0" of records its store never had (the first
+    run's acknowledgements) and the first run's quiesce switches held from
+    the start (few faults, no producing)."""
+    earlier = tmp_path / "runs" / "seed-11"
+    earlier.mkdir(parents=True)
+    (earlier / "verify.toml").write_text("# an earlier run's settings\n")
+    (earlier / "faults-off").touch()
+    (earlier / "producers-off").touch()
+    ack = {"t": "orders", "rv": 1, "p": 0, "o": 0, "r": "node-1.99@1:0"}  # seed 99's
+    (earlier / "acks-node-1.jsonl").write_text(json.dumps(ack) + "\n")
+    done = verify("--seed", "11", "--duration", "10", "--folder", str(tmp_path / "runs"))
+    assert done.returncode == 0, done.stdout[-4000:]
+    assert "VIOLATION" not in done.stdout
+    read_back = re.search(r"read back (\d+)", done.stdout)
+    assert read_back is not None and int(read_back.group(1)) > 0, done.stdout[-4000:]
+    assert "node-1.99@" not in (earlier / "acks-node-1.jsonl").read_text()
+
+
+def test_a_folder_of_other_files_is_refused_before_any_run(tmp_path: Path) -> None:
+    mine = tmp_path / "runs" / "seed-11"
+    mine.mkdir(parents=True)
+    (mine / "notes.txt").write_text("not a verify run\n")
+    done = verify("--seed", "11", "--duration", "10", "--folder", str(tmp_path / "runs"))
+    assert done.returncode == 1
+    assert fatal_lines(done) == [
+        f"epochgc: verify --folder: {mine} holds files but no earlier verify run "
+        "(no verify.toml): give an empty or new folder"
+    ]
+    assert done.stdout == ""
+    assert (mine / "notes.txt").read_text() == "not a verify run\n"
