@@ -80,6 +80,7 @@ from epochgc.storage.keys import (
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.verify.faults import HeldWrites
 from epochgc.verify.run_folder import fresh_run_folder
+from epochgc.verify.switches import set_stall_switch, stall_switch
 from epochgc.verify.truth import LogFollower, logged_safe_epoch
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.partition.replica import PartitionReplica
@@ -574,7 +575,7 @@ class _LoopStalls:
         mode, loop = self._rng.choice(["hang", "fail"]), self._rng.choice(["rounds", "ownership"])
         if procs.procs[ident].poll() is not None:
             return
-        (self._folder / f"stall-{ident}").write_text(f"{mode} {loop}")
+        set_stall_switch(self._folder, ident, f"{mode} {loop}")
         self._pending.append((ident, procs.procs[ident], time.monotonic(), f"{mode} {loop}"))
         self._result.process_faults[f"{mode}_{loop}_loop_node"] += 1
 
@@ -587,7 +588,7 @@ class _LoopStalls:
             if procs.procs.get(ident) is not proc:
                 # Killed or stopped and restarted meanwhile: nothing to judge.
                 self._pending.remove(item)
-                (self._folder / f"stall-{ident}").unlink(missing_ok=True)
+                stall_switch(self._folder, ident).unlink(missing_ok=True)
                 continue
             deadline = since + STALL_EXIT_SECONDS
             if wait:

@@ -62,6 +62,7 @@ from epochgc.storage.keys import (
     partitions_prefix,
 )
 from epochgc.verify.faults import FaultPlan, FaultyStore
+from epochgc.verify.switches import take_stall_switch
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
 from epochgc.watermarks.partition.directory import LeaderDirectory
@@ -104,15 +105,11 @@ def stall_of(spec: str, root: str) -> tuple[str, Callable[[str, str], bool]]:
 
 
 def _watch(folder: Path, store: FaultyStore, ident: str, root: str, stop: threading.Event) -> None:
-    """Follow the switches and publish the fault counts. A ``stall-{id}``
-    switch is taken once (removed), so the process restarted after the
-    stall it caused runs clean."""
+    """Follow the switches and publish the fault counts."""
     faults_path = folder / f"faults-{ident}.json"
-    stall_switch = folder / f"stall-{ident}"
     while not stop.wait(0.2):
-        if stall_switch.exists():
-            spec = stall_switch.read_text().strip()
-            stall_switch.unlink()
+        spec = take_stall_switch(folder, ident)
+        if spec is not None:
             log.warning("%s: injecting a stalled loop: %s", ident, spec)
             store.stall = stall_of(spec, root)
         if (folder / "faults-off").exists():
