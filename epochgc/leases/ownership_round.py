@@ -172,27 +172,47 @@ class NodeOwnership:
         """
         return self._lease.try_acquire()
 
-    def raise_term(self, pid: PartitionId, above: int) -> int | None:
+    def raise_term(self, pid: PartitionId, above: int, *, wait_seconds: float = -1.0) -> int | None:
         """Move our record of ``pid`` to a term above ``above`` (the highest
         term its partition log holds); the new term, or ``None`` when the
-        partition is not ours any more.
+        partition is not ours any more, or when an ownership round has held
+        the records for ``wait_seconds`` (negative: as long as it takes).
+
+        The caller is the node's other loop (leading what it owns): a round
+        hung in the store must not hang that loop too, or the node's
+        watchdog would name the wrong loop. ``None`` there means "not now";
+        the partition stays unled until the caller tries again.
 
         Raises:
             StorageError: the store failed (outcome unknown: the next
                 refresh reads it).
         """
-        with self._writes:
-            held = self._mine.get(pid)
-            if held is None or pid not in self.owned():
-                return None
-            raised = self._owners.raise_term(pid, held, max(above, held.term) + 1)
-            if raised is None:
-                self._settled = False  # the record changed: the next round lists them
-                self._drop(pid)
-                self.totals["lost"] += 1
-                return None
-            self._set(pid, raised)
-            return raised.term
+        if not self._writes.acquire(timeout=wait_seconds):
+            log.info(
+                "%s: an ownership round has held the records for %gs; raising the term of %s "
+                "waits for a later try",
+                self.node_id,
+                wait_seconds,
+                pid,
+            )
+            return None
+        try:
+            return self._raise_term(pid, above)
+        finally:
+            self._writes.release()
+
+    def _raise_term(self, pid: PartitionId, above: int) -> int | None:
+        held = self._mine.get(pid)
+        if held is None or pid not in self.owned():
+            return None
+        raised = self._owners.raise_term(pid, held, max(above, held.term) + 1)
+        if raised is None:
+            self._settled = False  # the record changed: the next round lists them
+            self._drop(pid)
+            self.totals["lost"] += 1
+            return None
+        self._set(pid, raised)
+        return raised.term
 
     def _set(self, pid: PartitionId, record: OwnerRecord) -> None:
         mine = dict(self._mine)

@@ -123,6 +123,11 @@ OWNERSHIP_LOOP = "ownership"
 """The loop that takes and hands back partitions."""
 DEFAULT_BOUND_TTLS = 4.0
 """``max_round_seconds`` 0 means this many lease TTLs."""
+RAISE_TERM_WAIT_SHARE = 0.25
+"""The rounds loop waits at most this share of ``max_round_seconds`` for
+the ownership loop's round to let it raise a record's term: a hung
+ownership round then leaves the rounds loop completing rounds, and the
+watchdog names the loop that hung."""
 
 
 class LoopStoppedError(EpochGCError):
@@ -576,9 +581,18 @@ class ReconcilerNode:
             await asyncio.to_thread(replica.open)
             if replica.state.term >= term:
                 # The log holds our term or a higher one (an old leader's, a
-                # spent term of ours): start above it so it is fenced.
+                # spent term of ours): start above it so it is fenced. The
+                # records are the ownership loop's too: a round of it hung
+                # in the store must not hang this loop (its watchdog would
+                # name this loop), so the wait is bounded; the next round
+                # tries again.
                 raised = await asyncio.to_thread(
-                    self._ownership.raise_term, pid, replica.state.term
+                    functools.partial(
+                        self._ownership.raise_term,
+                        pid,
+                        replica.state.term,
+                        wait_seconds=self._watchdog.bound_seconds * RAISE_TERM_WAIT_SHARE,
+                    )
                 )
                 if raised is None:
                     return

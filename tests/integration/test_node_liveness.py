@@ -29,10 +29,16 @@ from epochgc.leases.ownership_round import NodeOwnership
 from epochgc.leases.timing import LeasePolicy
 from epochgc.reconciler.node import NodeSettings, ReconcilerNode
 from epochgc.storage.embedded import EmbeddedS3
-from epochgc.storage.keys import controller_log_prefix, node_lease_key, nodes_prefix
+from epochgc.storage.keys import (
+    controller_log_prefix,
+    node_lease_key,
+    nodes_prefix,
+    partition_meta_prefix,
+)
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.partition.directory import LeaderDirectory
+from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
 from tests.support.cli import run_python
 from tests.support.config_files import write_server_config
 from tests.support.faults import StallingStore
@@ -190,6 +196,56 @@ async def _takeover(store: S3ObjectStore) -> None:
         assert time.monotonic() - armed <= budget + slack
         with pytest.raises(EpochGCError, match="node node-a: loop ownership stopped"):
             await asyncio.wait_for(asyncio.shield(a_task), POLICY.ttl_seconds + 2)
+
+
+def test_a_hung_ownership_round_is_named_though_the_rounds_loop_needs_its_records(
+    store: S3ObjectStore,
+) -> None:
+    # Found by the soak (seed 2 of session 14, seed 16 of session 13): the
+    # ownership loop hung in the store, and the node stopped naming the
+    # rounds loop. Leading a partition whose log holds a term at or above
+    # the record's raises the record's term (``raise_term``), which waited
+    # for the records' lock the hung round held; the rounds loop, whose
+    # bound comes first, stopped completing rounds too.
+    asyncio.run(_raise_term_behind_a_hung_round(store))
+
+
+async def _raise_term_behind_a_hung_round(store: S3ObjectStore) -> None:
+    bound = 2.0  # room for the rounds loop's wait below on a busy machine
+    settings = NodeSettings(
+        idle_interval_seconds=1e9,
+        report_interval_seconds=0.2,
+        ownership_interval_seconds=OWNERSHIP_SECONDS,
+        max_round_seconds=bound,
+    )
+    (pid,) = Controller(store, ROOT).create_topic("orders", 1).partition_ids()
+    earlier = PartitionReplica(store, ROOT, pid)
+    earlier.open()
+    PartitionLeader(earlier, 5).start()  # an earlier leader's term, above the record's
+    # Opening the partition's log stalls first (the rounds loop waits in
+    # ``_try_lead``), then the ownership round hangs, then the log opens:
+    # the rounds loop asks for the term while the round holds the records.
+    log_trap = StallingStore(store, partition_meta_prefix(ROOT, pid), ("get", "list_pages"))
+    trap = _trap(log_trap, "ownership")  # type: ignore[arg-type]
+    log_trap.hang()
+    node, owns = reconciler_node(
+        trap,  # type: ignore[arg-type]
+        ROOT,
+        "node-a",
+        LeaderDirectory(),
+        settings=settings,
+        policy=POLICY,
+    )
+    async with running(node, owns, trap, log_trap) as task:
+        await eventually(lambda: log_trap.hits >= 1, 10, "the node to open the partition")
+        trap.hang()
+        await eventually(lambda: trap.hits >= 1, 10, "the ownership round to hang")
+        log_trap.release()
+        with pytest.raises(EpochGCError) as stopped:
+            await asyncio.wait_for(asyncio.shield(task), bound + 6)
+        assert str(stopped.value).startswith("node node-a: loop ownership stopped: "), str(
+            stopped.value
+        )
 
 
 def test_healthz_names_the_loop_that_stopped(store: S3ObjectStore) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -22,7 +23,7 @@ from epochgc.leases.timing import STAMP_RESOLUTION_SECONDS, LeasePolicy
 from epochgc.storage.keys import PartitionId, node_lease_key, nodes_prefix, owner_key
 from epochgc.storage.object_store import ObjectInfo, ObjectStore
 from epochgc.storage.s3 import S3ObjectStore
-from tests.support.faults import HookedStore, TimesOutAfterApplyingStore
+from tests.support.faults import HookedStore, StallingStore, TimesOutAfterApplyingStore
 from tests.support.memory_store import MemoryStore, VirtualClock
 from tests.support.wrapping import StoreWrapper
 
@@ -283,6 +284,33 @@ def test_a_term_raise_that_finds_the_record_changed_reads_the_records_next_round
     report = node.run_round(pids(2))
     assert report.records_read
     assert report.taken_over == 1 and node.term(pid) == 10
+
+
+def test_a_term_raise_waits_for_a_hung_round_no_longer_than_asked(clock: VirtualClock) -> None:
+    # The node's rounds loop raises terms while its ownership loop runs
+    # rounds; a round hung in the store held the records' lock, and the
+    # raise (so the rounds loop) waited with it.
+    trap = StallingStore(MemoryStore(clock), nodes_prefix(ROOT), ("list_pages",))
+    node = _settled_node(trap, clock)  # type: ignore[arg-type]
+    pid = min(node.owned())
+    term = node.term(pid)
+    assert term is not None
+    trap.hang()
+    hung = threading.Thread(target=node.run_round, args=(pids(2),))
+    hung.start()
+    try:
+        deadline = time.monotonic() + 10
+        while trap.hits == 0:
+            assert time.monotonic() < deadline, "the round never reached the store"
+            time.sleep(0.01)
+        asked = time.monotonic()
+        assert node.raise_term(pid, term, wait_seconds=0.2) is None  # not now
+        assert time.monotonic() - asked < 5, "it waited for the hung round"
+        assert node.term(pid) == term
+    finally:
+        trap.release()
+        hung.join(10)
+    assert node.raise_term(pid, term, wait_seconds=0.2) == term + 1
 
 
 def test_a_node_without_a_valid_lease_owns_nothing(clock: VirtualClock) -> None:
