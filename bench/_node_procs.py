@@ -36,13 +36,13 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
-import types
 import urllib.request
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from epochgc.wiring.interrupts import sigterm_as_interrupt
 
 log = logging.getLogger("epochgc.bench")
 
@@ -211,19 +211,17 @@ class NodeProcesses:
     nodes: dict[str, NodeProcess] = field(default_factory=dict)
     extra: list[subprocess.Popen[bytes]] = field(default_factory=list)
     """Other children (the busy neighbour): SIGKILLed on exit."""
-    _previous_sigterm: Callable[[int, types.FrameType | None], object] | int | None = None
+    _sigterm: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
     def __enter__(self) -> NodeProcesses:
-        if _in_main_thread():
-            self._previous_sigterm = signal.signal(signal.SIGTERM, _interrupt)
+        self._sigterm.enter_context(sigterm_as_interrupt())
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         try:
             self.stop_all()
         finally:
-            if self._previous_sigterm is not None:
-                signal.signal(signal.SIGTERM, self._previous_sigterm)
+            self._sigterm.close()
 
     def start(self, node_ids: Iterable[str], env: Mapping[str, str] | None = None) -> None:
         """Launch one process per node id, as fast as they can be spawned."""
@@ -317,12 +315,3 @@ class NodeProcesses:
                 log.warning("node %s did not stop on SIGTERM: SIGKILL", node.node_id)
                 node.process.kill()
                 node.process.wait(timeout=10)
-
-
-def _in_main_thread() -> bool:
-    return threading.current_thread() is threading.main_thread()
-
-
-def _interrupt(signum: int, frame: types.FrameType | None) -> None:
-    """SIGTERM to the bench: leave through the same ``finally`` as Ctrl-C."""
-    raise KeyboardInterrupt(f"signal {signum}")

@@ -72,6 +72,7 @@ def _cmd_verify(config: Config, args: argparse.Namespace) -> int:
 
     from epochgc.verify.run import run_verify, summary  # noqa: PLC0415
     from epochgc.verify.run_folder import check_run_folder  # noqa: PLC0415
+    from epochgc.wiring.interrupts import sigterm_as_interrupt  # noqa: PLC0415
 
     # Before the run, not when its embedded S3 starts or its Spark job half-way
     # through fails (a run without its Spark job would still pass).
@@ -86,7 +87,11 @@ def _cmd_verify(config: Config, args: argparse.Namespace) -> int:
     failed = []
     for seed in args.seed:
         folder = folders.get(seed)
-        with tempfile.TemporaryDirectory(prefix=f"epochgc-verify-{seed}-") as tmp:
+        # A SIGTERM (``pkill``, a CI timeout) stops the workers as Ctrl-C does.
+        with (
+            sigterm_as_interrupt(),
+            tempfile.TemporaryDirectory(prefix=f"epochgc-verify-{seed}-") as tmp,
+        ):
             result = run_verify(
                 seed,
                 args.duration,

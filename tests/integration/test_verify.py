@@ -5,11 +5,15 @@ is caught. ``make soak`` runs the long version."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
-from tests.support.cli import fatal_lines, run_python
+from tests.support.cli import REPO, fatal_lines, run_python
 
 
 def verify(*args: str) -> subprocess.CompletedProcess[str]:
@@ -83,3 +87,53 @@ def test_a_folder_of_other_files_is_refused_before_any_run(tmp_path: Path) -> No
     ]
     assert done.stdout == ""
     assert (mine / "notes.txt").read_text() == "not a verify run\n"
+
+
+def _workers_of(folder: Path) -> list[int]:
+    """The pids of live verify workers writing into ``folder`` (Linux /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue  # it ended while we looked
+        if state != "Z" and b"epochgc.verify.worker" in argv and str(folder).encode() in argv:
+            found.append(int(entry.name))
+    return found
+
+
+def test_sigterm_to_the_driver_stops_its_workers(tmp_path: Path) -> None:
+    """Seen stopping a soak with ``pkill -f "epochgc verify"``: the driver
+    died at once and its four worker processes ran on, writing to the
+    store and the folder, until killed by hand 80 minutes later."""
+    folder = tmp_path / "runs" / "seed-11"
+    command = ("-m", "epochgc.cli", "verify", "--seed", "11", "--duration", "120", "--folder")
+    driver = subprocess.Popen(
+        [sys.executable, *command, str(tmp_path / "runs")],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while len(_workers_of(folder)) < 4 or not (folder / "gc-2.log").exists():
+            assert driver.poll() is None, driver.communicate()
+            assert time.monotonic() < deadline, "the workers never started"
+            time.sleep(0.2)
+        time.sleep(2)  # the workers are past their start
+        driver.send_signal(signal.SIGTERM)
+        _out, err = driver.communicate(timeout=120)
+        assert _workers_of(folder) == [], "the driver left its workers running"
+        assert driver.returncode == 130, err
+        assert "Traceback" not in err, err
+        assert err.strip().endswith("interrupted"), err
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+        for pid in _workers_of(folder):
+            os.kill(pid, signal.SIGKILL)
