@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from epochgc.files import write_atomically
+
 
 def stall_switch(folder: Path, ident: str) -> Path:
     """Where the driver asks process ``ident`` to stall one of its loops."""
@@ -19,10 +21,7 @@ def stall_switch(folder: Path, ident: str) -> Path:
 def set_stall_switch(folder: Path, ident: str, spec: str) -> None:
     """Ask for a stall (``"MODE LOOP"``, see ``stall_of``): the switch is
     written under another name and renamed, so it appears with its text."""
-    switch = stall_switch(folder, ident)
-    tmp = switch.with_name(f".{switch.name}.tmp")
-    tmp.write_text(spec)
-    tmp.replace(switch)
+    write_atomically(stall_switch(folder, ident), spec)
 
 
 def take_stall_switch(folder: Path, ident: str) -> str | None:

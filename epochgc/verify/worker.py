@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from epochgc.config import Config, load_config, log_level_of
+from epochgc.files import write_atomically
 from epochgc.gc.daemon.scheduler import GcDaemon
 from epochgc.ingest.producer import Producer
 from epochgc.leases.ownership_round import NodeOwnership
@@ -117,9 +118,7 @@ def _watch(folder: Path, store: FaultyStore, ident: str, root: str, stop: thread
         lagging = (folder / "reconcile-lag").exists()
         store.slow_prefix = l1_prefix(root) if lagging else None
         store.slow_read_prefix = l0_prefix(root) if lagging else None
-        tmp = faults_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(dict(store.injected)))
-        tmp.replace(faults_path)
+        write_atomically(faults_path, json.dumps(dict(store.injected)))
 
 
 def unsafe_max_applied_rule(state: PartitionState) -> int:

@@ -6,7 +6,8 @@ import each other through any chain, and no two modules share a file name.
 Layers, lowest first::
 
     foundations   epochgc (the package), errors, extras, wording, periodic,
-                  progress, logging_setup, config_examples: each other only
+                  progress, logging_setup, config_examples, files: each
+                  other only
     storage       foundations
     leases        storage
     watermarks    leases, storage
@@ -44,6 +45,7 @@ FOUNDATIONS = frozenset(
         "progress",
         "logging_setup",
         "config_examples",
+        "files",
     )
 ) | {"epochgc"}
 SUBSYSTEMS = ("ingest", "reconciler", "gc")

@@ -60,6 +60,7 @@ from pathlib import Path
 
 import epochgc
 from epochgc.errors import EpochGCError
+from epochgc.files import write_atomically
 from epochgc.logging_setup import SHOWN
 
 log = logging.getLogger("epochgc.gc.spark.package")
@@ -321,11 +322,8 @@ def _publish(source: Path, folder: Path) -> None:
 
 
 def _write_atomically(target: Path, text: str) -> None:
-    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
-        temporary.write_text(text)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, target)
+        write_atomically(target, text, mode=0o644)
     except OSError as err:
         raise SparkPackageError(f"cannot write {target}: {err.strerror}") from err
 
