@@ -254,23 +254,25 @@ class _Processes:
         proc = self.procs[ident]
         proc.send_signal(signal.SIGCONT)
         proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _wait_or_kill(proc)
 
     def stop_all(self) -> None:
+        """Every process still running: SIGTERM to all, then the same wait."""
         for proc in self.procs.values():
             if proc.poll() is None:
                 proc.send_signal(signal.SIGCONT)
                 proc.terminate()
         for proc in self.procs.values():
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            _wait_or_kill(proc)
+
+
+def _wait_or_kill(proc: subprocess.Popen[bytes], grace_seconds: float = 20.0) -> None:
+    """Wait for a process asked to stop; SIGKILL it after ``grace_seconds``."""
+    try:
+        proc.wait(timeout=grace_seconds)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def run_verify(
@@ -486,14 +488,9 @@ def _start_spark_job(config: Path, folder: Path) -> subprocess.Popen[bytes]:
 def _stop_spark_job(job: subprocess.Popen[bytes]) -> None:
     """A job still running when the run ends (interrupted, or the wait for
     it gave up) stops with the run instead of outliving it."""
-    if job.poll() is not None:
-        return
-    job.terminate()
-    try:
-        job.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        job.kill()
-        job.wait()
+    if job.poll() is None:
+        job.terminate()
+        _wait_or_kill(job)
 
 
 PAUSE_GRACE_SECONDS = 1.0

@@ -81,13 +81,15 @@ def _lease_released(store: S3ObjectStore, node_id: str) -> bool:
     return decode_node_lease(store.get(key).body, key).released
 
 
-def _node(store: object, node_id: str) -> tuple[ReconcilerNode, NodeOwnership]:
+def _node(
+    store: object, node_id: str, settings: NodeSettings = SETTINGS
+) -> tuple[ReconcilerNode, NodeOwnership]:
     return reconciler_node(
         store,  # type: ignore[arg-type]
         ROOT,
         node_id,
         LeaderDirectory(),
-        settings=SETTINGS,
+        settings=settings,
         policy=POLICY,
     )
 
@@ -228,14 +230,7 @@ async def _raise_term_behind_a_hung_round(store: S3ObjectStore) -> None:
     log_trap = StallingStore(store, partition_meta_prefix(ROOT, pid), ("get", "list_pages"))
     trap = _trap(log_trap, "ownership")  # type: ignore[arg-type]
     log_trap.hang()
-    node, owns = reconciler_node(
-        trap,  # type: ignore[arg-type]
-        ROOT,
-        "node-a",
-        LeaderDirectory(),
-        settings=settings,
-        policy=POLICY,
-    )
+    node, owns = _node(trap, "node-a", settings)
     async with running(node, owns, trap, log_trap) as task:
         await eventually(lambda: log_trap.hits >= 1, 10, "the node to open the partition")
         trap.hang()
