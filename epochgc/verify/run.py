@@ -213,6 +213,7 @@ class _Processes:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.roles: dict[str, str] = {}
         self._generation: Counter[str] = Counter()
+        self._others: list[subprocess.Popen[bytes]] = []
 
     def start(self, ident: str, role: str, clock_skew: float = 0.0) -> None:
         self.roles[ident] = role
@@ -256,13 +257,20 @@ class _Processes:
         proc.terminate()
         _wait_or_kill(proc)
 
+    def adopt(self, proc: subprocess.Popen[bytes]) -> None:
+        """Another child of the run (the Spark job): never disturbed, but
+        stopped with the workers if still running when the run ends
+        (interrupted, or the wait for it gave up)."""
+        self._others.append(proc)
+
     def stop_all(self) -> None:
         """Every process still running: SIGTERM to all, then the same wait."""
-        for proc in self.procs.values():
+        every = [*self.procs.values(), *self._others]
+        for proc in every:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGCONT)
                 proc.terminate()
-        for proc in self.procs.values():
+        for proc in every:
             _wait_or_kill(proc)
 
 
@@ -426,53 +434,48 @@ def _disturb(
     so adding them left the seed's schedule of the others as it was."""
     started = time.monotonic()
     spark_proc: subprocess.Popen[bytes] | None = None
-    try:
-        while time.monotonic() - started < duration:
-            time.sleep(rng.uniform(1.5, 3.5))
-            pauses.maybe_pause()
-            stalls.maybe_stall()
-            elapsed = time.monotonic() - started
-            if spark_config is not None and spark_proc is None and elapsed > duration / 2:
-                spark_proc = _start_spark_job(spark_config, folder)
-                result.process_faults["spark_job"] += 1
-            ident = rng.choice(sorted(procs.procs))
-            action = rng.choice(["kill", "pause", "nothing", "leave"])
-            if action == "leave":
-                # The node (or daemon) leaves cleanly, the others take its
-                # partitions (roles) at once, and it joins again a moment later:
-                # a join that takes its share back by hand-back.
-                procs.terminate(ident)
-                result.process_faults[f"leave_{procs.roles[ident]}"] += 1
-                time.sleep(rng.uniform(0.5, 2.5))
-                procs.start(
-                    ident, procs.roles[ident], _days_off(procs.roles[ident], clocks, result)
-                )
-                result.process_faults[f"join_{procs.roles[ident]}"] += 1
-            elif action == "kill":
-                procs.kill(ident)
-                result.process_faults[f"kill_{procs.roles[ident]}"] += 1
-                time.sleep(rng.uniform(0.2, 1.0))
-                skew = 0.0
-                if rng.random() < 0.3:  # restart it with its clock minutes off
-                    skew = rng.choice([-1, 1]) * rng.uniform(30, 120)
-                    result.process_faults[f"clock_skew_{procs.roles[ident]}"] += 1
-                else:
-                    skew = _days_off(procs.roles[ident], clocks, result)
-                procs.start(ident, procs.roles[ident], skew)
-            elif action == "pause":
-                proc = procs.procs[ident]
-                proc.send_signal(signal.SIGSTOP)
-                time.sleep(LEASE_TTL + rng.uniform(0.5, 1.5))
-                proc.send_signal(signal.SIGCONT)
-                result.process_faults[f"pause_past_ttl_{procs.roles[ident]}"] += 1
-        stalls.settle(wait=True)
-        if spark_proc is not None:
-            spark_proc.wait(timeout=300)
-            if spark_proc.returncode not in (0, 1):
-                result.violations.append(f"the Spark job crashed (exit {spark_proc.returncode})")
-    finally:
-        if spark_proc is not None:
-            _stop_spark_job(spark_proc)
+    while time.monotonic() - started < duration:
+        time.sleep(rng.uniform(1.5, 3.5))
+        pauses.maybe_pause()
+        stalls.maybe_stall()
+        elapsed = time.monotonic() - started
+        if spark_config is not None and spark_proc is None and elapsed > duration / 2:
+            spark_proc = _start_spark_job(spark_config, folder)
+            procs.adopt(spark_proc)
+            result.process_faults["spark_job"] += 1
+        ident = rng.choice(sorted(procs.procs))
+        action = rng.choice(["kill", "pause", "nothing", "leave"])
+        if action == "leave":
+            # The node (or daemon) leaves cleanly, the others take its
+            # partitions (roles) at once, and it joins again a moment later:
+            # a join that takes its share back by hand-back.
+            procs.terminate(ident)
+            result.process_faults[f"leave_{procs.roles[ident]}"] += 1
+            time.sleep(rng.uniform(0.5, 2.5))
+            procs.start(ident, procs.roles[ident], _days_off(procs.roles[ident], clocks, result))
+            result.process_faults[f"join_{procs.roles[ident]}"] += 1
+        elif action == "kill":
+            procs.kill(ident)
+            result.process_faults[f"kill_{procs.roles[ident]}"] += 1
+            time.sleep(rng.uniform(0.2, 1.0))
+            skew = 0.0
+            if rng.random() < 0.3:  # restart it with its clock minutes off
+                skew = rng.choice([-1, 1]) * rng.uniform(30, 120)
+                result.process_faults[f"clock_skew_{procs.roles[ident]}"] += 1
+            else:
+                skew = _days_off(procs.roles[ident], clocks, result)
+            procs.start(ident, procs.roles[ident], skew)
+        elif action == "pause":
+            proc = procs.procs[ident]
+            proc.send_signal(signal.SIGSTOP)
+            time.sleep(LEASE_TTL + rng.uniform(0.5, 1.5))
+            proc.send_signal(signal.SIGCONT)
+            result.process_faults[f"pause_past_ttl_{procs.roles[ident]}"] += 1
+    stalls.settle(wait=True)
+    if spark_proc is not None:
+        spark_proc.wait(timeout=300)
+        if spark_proc.returncode not in (0, 1):
+            result.violations.append(f"the Spark job crashed (exit {spark_proc.returncode})")
 
 
 def _start_spark_job(config: Path, folder: Path) -> subprocess.Popen[bytes]:
@@ -483,14 +486,6 @@ def _start_spark_job(config: Path, folder: Path) -> subprocess.Popen[bytes]:
         stdout=(folder / "spark.log").open("ab"),
         stderr=subprocess.STDOUT,
     )
-
-
-def _stop_spark_job(job: subprocess.Popen[bytes]) -> None:
-    """A job still running when the run ends (interrupted, or the wait for
-    it gave up) stops with the run instead of outliving it."""
-    if job.poll() is None:
-        job.terminate()
-        _wait_or_kill(job)
 
 
 PAUSE_GRACE_SECONDS = 1.0
