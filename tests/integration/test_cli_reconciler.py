@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,7 +17,7 @@ from epochgc.storage.keys import PartitionId, node_lease_key
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.safe_epoch.reports import read_reports
-from tests.support.cli import REPO, run_cli
+from tests.support.cli import run_cli, start_cli
 from tests.support.config_files import write_server_config
 
 
@@ -37,22 +35,7 @@ def test_reconciler_node_reports_and_hands_over_on_sigterm(
         "[reconciler]\nround_interval_seconds = 0.2\nidle_interval_seconds = 0.0\n"
         "[reports]\ninterval_seconds = 0.2\n",
     )
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "epochgc.cli",
-            "reconciler",
-            "--config",
-            str(config),
-            "--node-id",
-            "recon-1",
-        ],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_cli("reconciler", "--config", str(config), "--node-id", "recon-1")
     try:
         deadline = time.monotonic() + 60
         while True:

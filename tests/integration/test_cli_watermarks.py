@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 from epochgc.storage.embedded import EmbeddedS3
-from tests.support.cli import REPO, run_cli
+from tests.support.cli import REPO, run_cli, start_cli
 from tests.support.config_files import write_server_config
 
 
@@ -59,22 +56,8 @@ def test_topic_epoch_and_partition_commands(
 
 
 def test_embedded_s3_command_serves_until_sigterm(tmp_path: Path) -> None:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "epochgc.cli",
-            "embedded-s3",
-            "--port",
-            "0",
-            "--config",
-            str(REPO / "config" / "local-server.toml"),
-        ],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ},
+    proc = start_cli(
+        "embedded-s3", "--port", "0", "--config", str(REPO / "config" / "local-server.toml")
     )
     try:
         assert proc.stdout is not None

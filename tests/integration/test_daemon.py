@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -32,7 +30,7 @@ from epochgc.storage.keys import (
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import CompactionPolicy, Controller
-from tests.support.cli import REPO, run_cli
+from tests.support.cli import run_cli, start_cli
 from tests.support.config_files import gc_sections, write_server_config
 from tests.support.daemon_settings import quick_daemon_settings
 from tests.support.moto_seed import seed_objects
@@ -219,13 +217,7 @@ def test_sigterm_mid_sweep_exits_cleanly_within_10_seconds(
         + "[epoch]\nticker = false\n[daemon]\ninterval_seconds = 1.0\n"
         '[metrics]\nlisten = "127.0.0.1:0"\n',
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "epochgc.cli", "daemon", "--config", str(config)],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_cli("daemon", "--config", str(config))
     try:
         first_listed = min(k for k in keys if parse_l0_key(k, ROOT).shard == 0)  # type: ignore[union-attr]
         wait_for(lambda: not exists(store, first_listed), timeout=30, what="the first batch")

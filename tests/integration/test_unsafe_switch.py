@@ -12,10 +12,8 @@ worker processes only (``epochgc/verify/worker.py``).
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,7 +25,7 @@ from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.partition.replica import PartitionReplica
 from epochgc.watermarks.partition.state import PartitionState
 from epochgc.watermarks.safe_epoch.reports import NodeReport, read_reports
-from tests.support.cli import REPO
+from tests.support.cli import start_cli
 from tests.support.config_files import write_server_config
 
 ROOT = "epochgc"
@@ -50,14 +48,7 @@ def test_a_reconciler_with_the_old_unsafe_switch_set_publishes_the_safe_m_of_p(
         "[reports]\ninterval_seconds = 0.1\n",
     )
     command = ["reconciler", "--config", str(config), "--node-id", "recon-1", "--duration", "60"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "epochgc.cli", *command],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **OLD_SWITCH},
-    )
+    proc = start_cli(*command, env=OLD_SWITCH)
     try:
         # Two epoch moves: after the second, each partition's log has
         # min_epoch_lower_bound = previous_applied_epoch = the first epoch,

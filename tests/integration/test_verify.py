@@ -9,11 +9,10 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-from tests.support.cli import REPO, fatal_lines, run_python
+from tests.support.cli import fatal_lines, run_python, start_cli
 
 
 def verify(*args: str) -> subprocess.CompletedProcess[str]:
@@ -110,13 +109,8 @@ def test_sigterm_to_the_driver_stops_its_workers(tmp_path: Path) -> None:
     died at once and its four worker processes ran on, writing to the
     store and the folder, until killed by hand 80 minutes later."""
     folder = tmp_path / "runs" / "seed-11"
-    command = ("-m", "epochgc.cli", "verify", "--seed", "11", "--duration", "120", "--folder")
-    driver = subprocess.Popen(
-        [sys.executable, *command, str(tmp_path / "runs")],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    driver = start_cli(
+        "verify", "--seed", "11", "--duration", "120", "--folder", str(tmp_path / "runs")
     )
     try:
         deadline = time.monotonic() + 120

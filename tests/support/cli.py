@@ -32,6 +32,20 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
     return run_python("-m", "epochgc.cli", *args, env=env)
 
 
+def start_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """``epochgc ARGS`` started in the background, in the repository, its
+    output piped as text, ``env`` over this environment: for a test that
+    acts while it runs (signals it, waits for what it writes)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "epochgc.cli", *args],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+
+
 FATAL_PREFIX = "epochgc: "
 """How the line a command ends with on an error starts (``main``)."""
 
