@@ -101,6 +101,7 @@ from epochgc.leases.node_lease import NodeLease
 from epochgc.leases.ownership_round import NodeOwnership
 from epochgc.leases.timing import LeasePolicy
 from epochgc.reconciler.ownership_pacing import OwnershipPacing, stale_look_fraction
+from epochgc.runtime import Runtime
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import PartitionId
 from tests.support.memory_store import MemoryStore, VirtualClock
@@ -426,6 +427,7 @@ class NodeOwnershipSim:
         self.policy = policy
         self.clock = VirtualClock()
         self.lanes = Timelines(self.clock)
+        self.runtime = Runtime(wall=self.lanes.now, monotonic=self.lanes.monotonic)
         # Stamped at the writing lane's time, in whole seconds, as S3 lists
         # them: the nodes judge failover from stamps' differences.
         self.memory = MemoryStore(self.lanes, whole_second_stamps=True)
@@ -467,8 +469,7 @@ class NodeOwnershipSim:
             ROOT,
             name,
             policy=self.policy,
-            now=self.lanes.now,
-            monotonic=self.lanes.monotonic,
+            runtime=self.runtime,
         )
         with self.lanes.acting(f"{name}/{HEARTBEAT}"):
             if not lease.try_acquire():
@@ -481,8 +482,7 @@ class NodeOwnershipSim:
             ROOT,
             lease,
             max_moves_per_round=self.args.max_moves,
-            now=self.lanes.now,
-            monotonic=self.lanes.monotonic,
+            runtime=self.runtime,
             assignments=self.caches[name],
             # The round's requests go side by side as the product sends
             # them, in virtual time (a pool's threads would run outside it).

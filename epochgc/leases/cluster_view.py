@@ -52,9 +52,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import TypeVar
 
 from epochgc.errors import RecordError
 from epochgc.leases.assignment import (
@@ -65,6 +65,7 @@ from epochgc.leases.assignment import (
 )
 from epochgc.leases.holder_codec import NodeLeaseDocument, decode_node_lease, decode_owner
 from epochgc.leases.timing import VersionWatch, stamps_contradict, written_by
+from epochgc.runtime import RequestPool
 from epochgc.storage.keys import (
     PartitionId,
     node_lease_key,
@@ -78,13 +79,6 @@ log = logging.getLogger("epochgc.watermarks.cluster_view")
 
 A = TypeVar("A")
 T = TypeVar("T")
-
-
-class RequestPool(Protocol):
-    """Runs requests side by side: a ``ThreadPoolExecutor`` (or the
-    simulation's stand-in that runs them in virtual time)."""
-
-    def map(self, fn: Callable[[Any], T], iterable: Iterable[Any], /) -> Iterator[T]: ...
 
 
 BODY_BURST_LIMIT = 10_000

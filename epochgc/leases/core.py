@@ -32,7 +32,6 @@ write (a previous incarnation of the same node id is not us).
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
@@ -40,6 +39,7 @@ from typing import Generic, Protocol, TypeVar
 
 from epochgc.errors import EpochGCError, StorageError
 from epochgc.leases.timing import LeasePolicy, VersionWatch
+from epochgc.runtime import SYSTEM, Runtime
 from epochgc.storage.conditional_put import put_conditionally, remember_unanswered
 from epochgc.storage.object_store import ObjectStore, StoredObject, get_or_none
 
@@ -204,7 +204,8 @@ class CasLease(Generic[D]):
         decode: the document's codec (``holder_codec.py``); raises
             ``MalformedRecordError`` or ``UnsupportedVersionError`` for an
             object this version cannot read, which is never overwritten.
-        monotonic: every timing decision uses it.
+        runtime: its monotonic clock makes every timing decision; its
+            lock orders this process's writes.
     """
 
     def __init__(
@@ -213,18 +214,18 @@ class CasLease(Generic[D]):
         key: str,
         policy: LeasePolicy,
         decode: Callable[[bytes, str], D],
-        monotonic: Callable[[], float],
+        runtime: Runtime = SYSTEM,
     ) -> None:
         self._store = store
         self.key = key
         self.policy = policy
         self._decode = decode
-        self._monotonic = monotonic
+        self._monotonic = runtime.monotonic
         self._watch = VersionWatch(policy.ttl_seconds)
         self._unanswered: list[bytes] = []
         """Bodies of renewals since the last answered one that failed
         without an answer: any may have landed."""
-        self.writes = threading.RLock()
+        self.writes = runtime.lock()
         """Orders this process's writes of the object (a heartbeat's renewal
         must never land after, and undo, a release). Callers hold it across
         a look and the write that follows."""

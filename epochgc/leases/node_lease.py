@@ -37,10 +37,8 @@ others need not wait a TTL (``reconciler/node.py``).
 from __future__ import annotations
 
 import logging
-import time
-import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import NoReturn
 
 from epochgc.errors import EpochGCError, LeaseLostError
@@ -49,6 +47,7 @@ from epochgc.leases.core import AcquireDecision, CasLease, Refused, Written, dec
 from epochgc.leases.holder_codec import NodeLeaseDocument, decode_node_lease, encode_node_lease
 from epochgc.leases.timing import LeasePolicy
 from epochgc.periodic import PeriodicThread
+from epochgc.runtime import SYSTEM, Runtime
 from epochgc.storage.keys import node_lease_key
 from epochgc.storage.object_store import ObjectStore
 
@@ -57,11 +56,6 @@ log = logging.getLogger("epochgc.watermarks.node_lease")
 
 def _never_closed() -> str | None:
     return None
-
-
-def new_incarnation() -> str:
-    """A random incarnation id (per process start and per re-acquisition)."""
-    return uuid.uuid4().hex
 
 
 class NodeLease:
@@ -77,9 +71,9 @@ class NodeLease:
         lease.release()                  # on stop: the node is gone at once
 
     Args:
-        now: wall clock (aware UTC), only written for display.
-        monotonic: every timing decision uses it.
-        incarnations: source of incarnation ids (tests pin them).
+        runtime: its wall clock is only written for display; its monotonic
+            clock makes every timing decision; its ids are the
+            incarnations (a fresh one per acquisition).
     """
 
     def __init__(
@@ -89,19 +83,17 @@ class NodeLease:
         node_id: str,
         *,
         policy: LeasePolicy | None = None,
-        now: Callable[[], datetime] = lambda: datetime.now(UTC),
-        monotonic: Callable[[], float] = time.monotonic,
-        incarnations: Callable[[], str] = new_incarnation,
+        runtime: Runtime = SYSTEM,
     ) -> None:
         self.node_id = node_id
         self.key = node_lease_key(root, node_id)
         self.policy = policy or LeasePolicy()
-        self._now = now
-        self._monotonic = monotonic
-        self._incarnations = incarnations
+        self._now = runtime.wall
+        self._monotonic = runtime.monotonic
+        self._incarnations = runtime.new_id
         self.incarnation = ""
         """The current (or last) incarnation; empty before the first acquisition."""
-        self._lease = CasLease(store, self.key, self.policy, decode_node_lease, monotonic)
+        self._lease = CasLease(store, self.key, self.policy, decode_node_lease, runtime)
         self._grant: Written | None = None
         """Our last write that landed, while held."""
         self._recent: tuple[Written, ...] = ()

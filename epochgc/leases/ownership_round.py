@@ -17,12 +17,8 @@ it, and fences a deposed owner's late appends.
 from __future__ import annotations
 
 import logging
-import threading
-import time
-from collections.abc import Callable, Collection
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Collection
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from epochgc.errors import EpochGCError
 from epochgc.leases.assignment import (
@@ -34,9 +30,10 @@ from epochgc.leases.assignment import (
     is_owned_by,
     plan_round,
 )
-from epochgc.leases.cluster_view import ClusterView, RequestPool, side_by_side
+from epochgc.leases.cluster_view import ClusterView, side_by_side
 from epochgc.leases.node_lease import NodeLease
 from epochgc.leases.ownership_store import OwnershipStore
+from epochgc.runtime import SYSTEM, RequestPool, Runtime
 from epochgc.storage.keys import PartitionId
 from epochgc.storage.object_store import ObjectStore
 
@@ -94,8 +91,7 @@ class NodeOwnership:
         lease: NodeLease,
         *,
         max_moves_per_round: int,
-        now: Callable[[], datetime] = lambda: datetime.now(UTC),
-        monotonic: Callable[[], float] = time.monotonic,
+        runtime: Runtime = SYSTEM,
         assignments: AssignmentCache | None = None,
         request_concurrency: int = 8,
         requests: RequestPool | None = None,
@@ -103,10 +99,10 @@ class NodeOwnership:
         use_store_timestamps: bool = True,
     ) -> None:
         """``requests`` runs a round's GETs and conditional writes side by
-        side (default: a pool of ``request_concurrency`` threads; 1: one
+        side (default: the runtime's pool of ``request_concurrency``; 1: one
         after another). ``use_store_timestamps``: judge when a peer's lease
         was written from the store's stamps too (``ClusterView.answered_at``;
-        ``monotonic`` must be the lease's clock)."""
+        ``runtime`` must be the lease's)."""
         if max_moves_per_round < 1:
             raise ValueError(f"max_moves_per_round must be >= 1, got {max_moves_per_round}")
         self._lease = lease
@@ -117,23 +113,19 @@ class NodeOwnership:
         partitions change (or the records are due to be read again, every
         ``relist_records_seconds``), a round lists the nodes only. Cleared by anything that may
         have changed a record of ours."""
-        self._monotonic = monotonic
-        self._requests = requests or (
-            ThreadPoolExecutor(request_concurrency, thread_name_prefix="ownership-request")
-            if request_concurrency > 1
-            else None
-        )
+        self._monotonic = runtime.monotonic
+        self._requests = requests or runtime.request_pool(request_concurrency, "ownership-request")
         self.view = ClusterView(
             store,
             root,
             lease.policy.ttl_seconds,
-            monotonic,
+            runtime.monotonic,
             assignments or AssignmentCache(),
             relist_records_seconds,
             self._requests,
             answered_at=lease.answered_at if use_store_timestamps else None,
         )
-        self._owners = OwnershipStore(store, root, now=now)
+        self._owners = OwnershipStore(store, root, now=runtime.wall)
         self._unsettled: set[PartitionId] = set()
         """Partitions whose last write failed without an answer: it may have
         landed. Their records are read at the next refresh whatever the
@@ -143,7 +135,7 @@ class NodeOwnership:
         """Copy-on-write: readers (``owned``, ``term``: every append's
         guard, from any thread) take the reference and never lock; writers
         replace the dict under ``_writes``."""
-        self._writes = threading.RLock()
+        self._writes = runtime.lock()
         self._stopped = False
         self._incarnation = ""
         self._assignment_version = ASSIGNMENT_VERSION

@@ -33,12 +33,9 @@ store before anything starts.
 from __future__ import annotations
 
 import logging
-import threading
-import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from epochgc.errors import EpochGCError, LeaseLostError
 from epochgc.leases import core
@@ -46,6 +43,7 @@ from epochgc.leases.core import AcquireDecision, CasLease, Refused, Written
 from epochgc.leases.holder_codec import LeaseDocument, decode_lease, encode_lease
 from epochgc.leases.timing import LeasePolicy
 from epochgc.periodic import PeriodicThread
+from epochgc.runtime import SYSTEM, Runtime
 from epochgc.storage.keys import lease_key
 from epochgc.storage.object_store import ObjectStore, get_or_none
 
@@ -111,10 +109,8 @@ class LeaseManager:
             is added so a restarted process never mistakes an old grant for
             its own.
         on_lost: called with the lease name when a lease is lost.
-        now: injected wall clock (aware UTC); only written into
-            ``expires_at`` for display.
-        monotonic: injected monotonic clock (seconds); every timing
-            decision uses it.
+        runtime: its wall clock is only written into ``expires_at`` for
+            display; its monotonic clock makes every timing decision.
     """
 
     def __init__(
@@ -125,17 +121,17 @@ class LeaseManager:
         *,
         policy: LeasePolicy | None = None,
         on_lost: Callable[[str], None] = lambda _name: None,
-        now: Callable[[], datetime] = lambda: datetime.now(UTC),
-        monotonic: Callable[[], float] = time.monotonic,
+        runtime: Runtime = SYSTEM,
     ) -> None:
         self._store = store
         self._root = root
-        self.holder = f"{node_id}/{uuid.uuid4().hex[:12]}"
+        self.holder = f"{node_id}/{runtime.new_id()[:12]}"
         self._policy = policy or LeasePolicy()
         self._on_lost = on_lost
-        self._now = now
-        self._monotonic = monotonic
-        self._lock = threading.Lock()
+        self._runtime = runtime
+        self._now = runtime.wall
+        self._monotonic = runtime.monotonic
+        self._lock = runtime.lock()
         self._grants: dict[str, LeaseGrant] = {}
         self._leases: dict[str, CasLease[LeaseDocument]] = {}
         self._heartbeat = PeriodicThread(
@@ -191,7 +187,7 @@ class LeaseManager:
             lease = self._leases.get(name)
             if lease is None:
                 key = lease_key(self._root, name)
-                lease = CasLease(self._store, key, self._policy, decode_lease, self._monotonic)
+                lease = CasLease(self._store, key, self._policy, decode_lease, self._runtime)
                 self._leases[name] = lease
             return lease
 

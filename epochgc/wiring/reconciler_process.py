@@ -42,6 +42,7 @@ from epochgc.metrics.instruments import (
 from epochgc.metrics.server import MetricsServer
 from epochgc.reconciler.node import LoopStoppedError, ReconcilerNode
 from epochgc.reconciler.process_health import NodeMetrics, StallBackstop, reconciler_health
+from epochgc.runtime import Runtime
 from epochgc.storage.keys import PartitionId
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
@@ -75,12 +76,13 @@ def build_node(
     one (only ``epochgc verify``'s workers, for the unsafe test build)."""
     node_id = node_id or config.reconciler.node_id or default_node_id()
     root = config.layout.root
+    runtime = Runtime(wall=now)
     ownership = NodeOwnership(
         store,
         root,
-        NodeLease(store, root, node_id, policy=lease_policy_of(config), now=now),
+        NodeLease(store, root, node_id, policy=lease_policy_of(config), runtime=runtime),
         max_moves_per_round=config.ownership.max_moves_per_round,
-        now=now,
+        runtime=runtime,
         relist_records_seconds=config.ownership.relist_records_seconds,
         use_store_timestamps=config.ownership.use_store_timestamps,
     )

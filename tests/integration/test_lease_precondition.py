@@ -14,6 +14,7 @@ import pytest
 
 from epochgc.errors import LeaseLostError, PreconditionFailedError
 from epochgc.leases.role_leases import LeaseDocument, LeaseManager, decode_lease, encode_lease
+from epochgc.runtime import Runtime
 from epochgc.storage.keys import lease_key
 from epochgc.storage.s3 import S3ObjectStore
 from tests.integration.test_leases_and_leaders import POLICY, ROOT, Clock
@@ -34,7 +35,12 @@ class AnswerLostStore(StoreWrapper):
 
 def leases(store: Any, clock: Clock, node: str = "node-a", **kwargs: Any) -> LeaseManager:
     return LeaseManager(
-        store, ROOT, node, policy=POLICY, now=clock, monotonic=clock.monotonic, **kwargs
+        store,
+        ROOT,
+        node,
+        policy=POLICY,
+        runtime=Runtime(wall=clock, monotonic=clock.monotonic),
+        **kwargs,
     )
 
 

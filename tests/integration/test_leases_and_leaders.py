@@ -18,6 +18,7 @@ from epochgc.leases.node_lease import NodeLease
 from epochgc.leases.ownership_round import NodeOwnership
 from epochgc.leases.role_leases import LeaseManager
 from epochgc.leases.timing import LeasePolicy
+from epochgc.runtime import Runtime
 from epochgc.storage.keys import PartitionId, lease_key
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
@@ -61,8 +62,7 @@ def manager(store: S3ObjectStore, node: str, clock: Clock, **kwargs: object) -> 
         ROOT,
         node,
         policy=POLICY,
-        now=clock,
-        monotonic=clock.monotonic,
+        runtime=Runtime(wall=clock, monotonic=clock.monotonic),
         **kwargs,  # type: ignore[arg-type]
     )
 
@@ -214,8 +214,7 @@ class Owner:
             ROOT,
             node,
             policy=POLICY,
-            now=clock,
-            monotonic=clock.monotonic,
+            runtime=Runtime(wall=clock, monotonic=clock.monotonic),
         )
         assert self.lease.try_acquire()
         self.ownership = NodeOwnership(
@@ -223,8 +222,7 @@ class Owner:
             ROOT,
             self.lease,
             max_moves_per_round=10,
-            now=clock,
-            monotonic=clock.monotonic,
+            runtime=Runtime(wall=clock, monotonic=clock.monotonic),
         )
 
     def round(self) -> bool:

@@ -48,7 +48,7 @@ def any_store(request: pytest.FixtureRequest, clock: VirtualClock) -> Iterator[O
 
 
 def make_lease(store: ObjectStore, clock: VirtualClock, node: str) -> NodeLease:
-    return NodeLease(store, ROOT, node, policy=POLICY, now=clock.now, monotonic=clock.monotonic)
+    return NodeLease(store, ROOT, node, policy=POLICY, runtime=clock.runtime())
 
 
 class Cluster:
@@ -80,8 +80,7 @@ class Cluster:
             ROOT,
             lease,
             max_moves_per_round=self.max_moves,
-            now=self.clock.now,
-            monotonic=self.clock.monotonic,
+            runtime=self.clock.runtime(),
             assignments=self.cache,
             # The embedded S3 stamps objects from the real clock, which a
             # virtual clock's rounds do not move: its stamps say nothing of
@@ -545,8 +544,7 @@ def test_a_take_whose_answer_was_lost_is_adopted_not_orphaned(store: S3ObjectSto
         ROOT,
         lease,
         max_moves_per_round=10,
-        now=clock.now,
-        monotonic=clock.monotonic,
+        runtime=clock.runtime(),
     )
     first = node.run_round(pids(2))
     assert failed and first.conflicts == 1 and len(node.owned()) == 1

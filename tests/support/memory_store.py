@@ -27,6 +27,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from epochgc.errors import NotFoundError, PreconditionFailedError
+from epochgc.runtime import Runtime
 from epochgc.storage.object_store import (
     MAX_KEYS_PER_DELETE,
     DeleteOutcome,
@@ -50,6 +51,10 @@ class VirtualClock:
 
     def now(self) -> datetime:
         return self._start + timedelta(seconds=self._seconds - self._origin)
+
+    def runtime(self) -> Runtime:
+        """A runtime reading this clock (wall and monotonic)."""
+        return Runtime(wall=self.now, monotonic=self.monotonic)
 
     def advance(self, seconds: float) -> None:
         if seconds < 0:

@@ -20,6 +20,7 @@ from epochgc.leases.node_lease import NodeLease
 from epochgc.leases.ownership_round import NodeOwnership
 from epochgc.leases.timing import LeasePolicy
 from epochgc.reconciler.node import NodeSettings, ReconcilerNode
+from epochgc.runtime import Runtime
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
@@ -54,14 +55,10 @@ def reconciler_node(
 ) -> tuple[ReconcilerNode, NodeOwnership]:
     """A node (not started) and its ownership: ``ownership.start()`` starts
     the node lease's heartbeat, ``ownership.stop(release=...)`` ends it."""
-    lease = NodeLease(store, root, node_id, policy=policy, now=now, monotonic=monotonic)
+    runtime = Runtime(wall=now, monotonic=monotonic)
+    lease = NodeLease(store, root, node_id, policy=policy, runtime=runtime)
     ownership = NodeOwnership(
-        store,
-        root,
-        lease,
-        max_moves_per_round=max_moves_per_round,
-        now=now,
-        monotonic=monotonic,
+        store, root, lease, max_moves_per_round=max_moves_per_round, runtime=runtime
     )
     node = ReconcilerNode(
         store, root, node_id, ownership, directory, settings=settings, monotonic=monotonic, now=now

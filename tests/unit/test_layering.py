@@ -6,8 +6,8 @@ import each other through any chain, and no two modules share a file name.
 Layers, lowest first::
 
     foundations   epochgc (the package), errors, extras, wording, periodic,
-                  progress, logging_setup, config_examples, files: each
-                  other only
+                  progress, logging_setup, config_examples, files, runtime:
+                  each other only
     storage       foundations
     leases        storage
     watermarks    leases, storage
@@ -19,7 +19,7 @@ Layers, lowest first::
                   syntax, stored times, Spark setting names), so that a
                   value is checked by the rule its component owns
     wiring        every layer listed above it
-    cli, demo, verify
+    cli, demo, verify, simulate
                   anything; nothing but cli itself imports cli
 
 Each layer may also import the foundations and its own package.
@@ -46,10 +46,11 @@ FOUNDATIONS = frozenset(
         "logging_setup",
         "config_examples",
         "files",
+        "runtime",
     )
 ) | {"epochgc"}
 SUBSYSTEMS = ("ingest", "reconciler", "gc")
-TOPS = ("cli", "demo", "verify")
+TOPS = ("cli", "demo", "verify", "simulate")
 
 ALLOWED: dict[str, frozenset[str]] = {
     "foundations": frozenset(),

@@ -36,6 +36,7 @@ from epochgc.metrics.instruments import (
     register_s3_requests,
     register_ticker,
 )
+from epochgc.runtime import Runtime
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
 from epochgc.watermarks.controller import Controller
@@ -113,8 +114,7 @@ def build_parts(
         settings.node_id,
         policy=settings.lease,
         on_lost=on_lease_lost,
-        now=clocks.now,
-        monotonic=clocks.monotonic,
+        runtime=Runtime(wall=clocks.now, monotonic=clocks.monotonic),
     )
     ticker = (
         EpochTicker(

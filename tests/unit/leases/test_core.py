@@ -100,7 +100,7 @@ def test_the_take_over_rule(
 
 
 def lease(store: Any, clock: VirtualClock) -> CasLease[LeaseDocument]:
-    return CasLease(store, KEY, POLICY, decode_lease, clock.monotonic)
+    return CasLease(store, KEY, POLICY, decode_lease, clock.runtime())
 
 
 def body(clock: VirtualClock, holder: str = "me/1", term: int = 1) -> bytes:
@@ -171,7 +171,7 @@ def test_both_lease_kinds_name_a_store_that_ignores_if_match(
     that the object changed under it."""
     clock, store = VirtualClock(), MemoryStore()
     broken = RejectIfMatchStore(store)
-    clocks: dict[str, Any] = {"policy": POLICY, "now": clock.now, "monotonic": clock.monotonic}
+    clocks: dict[str, Any] = {"policy": POLICY, "runtime": clock.runtime()}
     role = LeaseManager(broken, "epochgc", "n1", **clocks)
     node = NodeLease(broken, "epochgc", "n1", **clocks)
     assert role.try_acquire("gc") is not None and node.try_acquire()
@@ -278,7 +278,11 @@ def test_at_most_one_role_lease_holder_whatever_the_interleaving(
     holders = [
         role_ops(
             LeaseManager(
-                store, "epochgc", f"n{i}", policy=POLICY, now=clock.now, monotonic=clock.monotonic
+                store,
+                "epochgc",
+                f"n{i}",
+                policy=POLICY,
+                runtime=clock.runtime(),
             )
         )
         for i in range(2)
@@ -297,7 +301,11 @@ def test_at_most_one_node_lease_incarnation_whatever_the_interleaving(
     holders = [
         node_ops(
             NodeLease(
-                store, "epochgc", "n1", policy=POLICY, now=clock.now, monotonic=clock.monotonic
+                store,
+                "epochgc",
+                "n1",
+                policy=POLICY,
+                runtime=clock.runtime(),
             )
         )
         for _ in range(2)
