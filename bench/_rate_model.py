@@ -114,7 +114,7 @@ def key_prefix(key: str) -> str:
 
 
 class Clock(Protocol):
-    """The simulation clock (``tests/support/memory_store.VirtualClock``)."""
+    """The simulation clock (``epochgc/simulate/memory_store.VirtualClock``)."""
 
     def monotonic(self) -> float: ...
 

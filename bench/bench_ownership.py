@@ -4,7 +4,7 @@ nodes and at 100,000 over 1,000: one lease per node plus ownership records
 (issue 16), then both on a real S3 server.
 
 Both simulations run on the in-memory CAS store
-(``tests/support/memory_store.py``) with a virtual clock: no HTTP, no
+(``epochgc/simulate/memory_store.py``) with a virtual clock: no HTTP, no
 sleeping. Scenario: the nodes start (they register spread over one round
 interval, and each plans its first round one interval after it registered,
 as the reconciler node does), steady state, the node owning the most
@@ -102,9 +102,9 @@ from epochgc.leases.ownership_round import NodeOwnership
 from epochgc.leases.timing import LeasePolicy
 from epochgc.reconciler.ownership_pacing import OwnershipPacing, stale_look_fraction
 from epochgc.runtime import Runtime
+from epochgc.simulate.memory_store import MemoryStore, VirtualClock
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import PartitionId
-from tests.support.memory_store import MemoryStore, VirtualClock
 
 ROOT = "epochgc"
 P = TypeVar("P")

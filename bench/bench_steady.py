@@ -2,7 +2,7 @@
 fixed-interval sweep, over the same simulated hours of continuous ingest
 (issue 19, point 4).
 
-Scenario, on the in-memory store (``tests/support/memory_store.py``) with a
+Scenario, on the in-memory store (``epochgc/simulate/memory_store.py``) with a
 virtual clock, no HTTP and no sleeping: 1000 shards; writers put ``--rate``
 L0 objects a second, each in a random shard, at the current cluster epoch;
 the epoch ticks every ``--epoch-seconds``; one topic's node report keeps
@@ -71,6 +71,7 @@ from epochgc.gc.collection_round import CollectSettings
 from epochgc.gc.collector import Collector, RoundOutcome, ScheduleSettings, next_round_delay
 from epochgc.gc.listing.cost import GB, Prices, economic_interval_seconds
 from epochgc.gc.listing.schedule import ListingPolicy
+from epochgc.simulate.memory_store import MemoryStore, VirtualClock
 from epochgc.storage.keys import encode_l0_key, l0_prefix
 from epochgc.storage.request_stats import RequestStats
 from epochgc.watermarks.controller import Controller
@@ -79,7 +80,6 @@ from epochgc.watermarks.safe_epoch.reports import (
     PartitionReport,
     publish_report,
 )
-from tests.support.memory_store import MemoryStore, VirtualClock
 
 log = logging.getLogger("epochgc.bench.steady")
 

@@ -21,6 +21,8 @@ BASE = ""
 """Not an extra: a module of the base install (a broken install lacks it)."""
 EMBEDDED = "embedded"
 SPARK = "spark"
+SIMULATE = "simulate"
+"""greenlet: ``epochgc simulate`` runs many processes' code in one thread."""
 
 
 def require(module: str, extra: str, needed_by: str) -> ModuleType:

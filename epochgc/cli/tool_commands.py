@@ -1,5 +1,7 @@
 """The whole system at once, for trying and checking it: ``epochgc verify``
-(randomized runs under injected faults) and ``epochgc demo``. Each imports
+(randomized runs under injected faults), ``epochgc simulate`` (the same
+code in one thread on virtual time, replayable from a seed) and ``epochgc
+demo``. Each imports
 what it runs inside the command: nothing else needs it.
 """
 
@@ -7,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from pathlib import Path
 
@@ -14,13 +17,13 @@ from epochgc.cli.arguments import LOG_LEVELS, add_command
 from epochgc.cli.output import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, SubParsers
 from epochgc.config import Config
 from epochgc.config_examples import DEMO
-from epochgc.extras import EMBEDDED, SPARK, require
+from epochgc.extras import EMBEDDED, SIMULATE, SPARK, require
 from epochgc.logging_setup import setup_logging
 from epochgc.wiring.store import open_store
 
 
 def register(sub: SubParsers, common: argparse.ArgumentParser) -> None:
-    """``verify`` and ``demo``."""
+    """``verify``, ``simulate`` and ``demo``."""
     verify = add_command(
         sub,
         "verify",
@@ -53,6 +56,26 @@ def register(sub: SubParsers, common: argparse.ArgumentParser) -> None:
         choices=LOG_LEVELS,
         default="WARNING",
         help="log level of the node and daemon processes (their logs are in --folder)",
+    )
+    simulate = add_command(
+        sub,
+        "simulate",
+        _cmd_simulate,
+        common,
+        "deterministic simulation: the lease and ownership code of a whole cluster in one "
+        "thread on virtual time, under faults; one seed replays a run",
+    )
+    which = simulate.add_mutually_exclusive_group(required=True)
+    which.add_argument("--seed", type=int, help="run (or replay) one seed, with its trace")
+    which.add_argument("--seeds", type=seed_range, help="run many seeds on every core, e.g. 1-200")
+    simulate.add_argument(
+        "--virtual-seconds",
+        type=float,
+        default=600.0,
+        help="virtual seconds of faults before the heal phase (default 600)",
+    )
+    simulate.add_argument(
+        "--workers", type=int, help="processes for --seeds (default: one per core)"
     )
     demo = add_command(
         sub,
@@ -108,6 +131,66 @@ def _cmd_verify(config: Config, args: argparse.Namespace) -> int:
                 break
     if len(args.seed) > 1:
         print(f"{len(failed)} of {len(args.seed)} seeds failed: {failed}")
+    return EXIT_OK if not failed else EXIT_FAILED
+
+
+def seed_range(text: str) -> range:
+    """``N`` or ``FIRST-LAST`` (inclusive), for ``--seeds``."""
+    first, _, last = text.partition("-")
+    try:
+        low = int(first)
+        high = int(last) if last else low
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a seed range: {text!r} (e.g. 1-200)") from None
+    if low < 0 or high < low:
+        raise argparse.ArgumentTypeError(f"not a seed range: {text!r} (e.g. 1-200)")
+    return range(low, high + 1)
+
+
+def _cmd_simulate(config: Config, args: argparse.Namespace) -> int:
+    require("greenlet", SIMULATE, "simulate")
+    from epochgc.simulate.seeds import (  # noqa: PLC0415
+        Progress,
+        report_lines,
+        run_seed,
+        run_seeds,
+        shrink,
+    )
+
+    if args.virtual_seconds < 60:
+        print("epochgc: --virtual-seconds must be at least 60", file=sys.stderr)
+        return EXIT_CONFIG
+    if os.environ.get("PYTHONHASHSEED") != "0":
+        # Sets of strings iterate in hash order: a replay needs the order
+        # of the run it replays (every worker of --seeds runs with 0 too).
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        argv = [sys.executable, "-m", "epochgc.cli", *sys.argv[1:]]
+        os.execve(sys.executable, argv, env)  # noqa: S606 - this very command, again
+    if args.seed is not None:
+        result = run_seed(args.seed, seconds=args.virtual_seconds)
+        shrunk = None if result.ok else shrink(result, seconds=args.virtual_seconds)
+        print("\n".join(report_lines(result, shrunk)))
+        print(
+            f"simulate: seed {result.seed}: {result.events:,} events, {result.requests:,} "
+            f"requests, {result.virtual_seconds:.0f} virtual seconds, trace {result.trace_hash}"
+        )
+        return EXIT_OK if result.ok else EXIT_FAILED
+    seeds: range = args.seeds
+    progress = Progress(len(seeds))
+    failed = []
+    done = 0
+    for result in run_seeds(seeds, seconds=args.virtual_seconds, workers=args.workers):
+        done += 1
+        if not result.ok:
+            failed.append(result)
+            print("\n".join(report_lines(result)), flush=True)
+        line = progress.line(done, len(failed))
+        if line is not None:
+            print(line, flush=True)
+    rate = progress.seeds_per_hour(done)
+    if failed:
+        print(f"failing seeds: {' '.join(str(r.seed) for r in failed)} (replay one with --seed)")
+    print(f"simulate: {done} seeds, {len(failed)} violations, {rate:,.0f} seeds/hour")
     return EXIT_OK if not failed else EXIT_FAILED
 
 

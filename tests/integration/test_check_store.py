@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from epochgc.errors import BucketMissingError, StoreCapabilityError, StoreUnreachableError
+from epochgc.simulate.memory_store import MemoryStore, VirtualClock
 from epochgc.storage.client import make_s3_client
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.probe import (
@@ -23,7 +24,6 @@ from epochgc.storage.s3 import S3ObjectStore
 from epochgc.wiring.store import CapabilityCache
 from tests.support.cli import run_cli
 from tests.support.faults import RejectIfMatchStore
-from tests.support.memory_store import MemoryStore, VirtualClock
 from tests.support.wrapping import StoreWrapper
 
 

@@ -20,11 +20,11 @@ from epochgc.leases.node_lease import NodeLease
 from epochgc.leases.ownership_round import NodeOwnership
 from epochgc.leases.ownership_store import OwnershipStore
 from epochgc.leases.timing import STAMP_RESOLUTION_SECONDS, LeasePolicy
+from epochgc.simulate.memory_store import MemoryStore, VirtualClock
 from epochgc.storage.keys import PartitionId, node_lease_key, nodes_prefix, owner_key
 from epochgc.storage.object_store import ObjectInfo, ObjectStore
 from epochgc.storage.s3 import S3ObjectStore
 from tests.support.faults import HookedStore, StallingStore, TimesOutAfterApplyingStore
-from tests.support.memory_store import MemoryStore, VirtualClock
 from tests.support.wrapping import StoreWrapper
 
 ROOT = "epochgc"

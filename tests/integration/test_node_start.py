@@ -10,10 +10,10 @@ from epochgc.leases.assignment import desired_assignment
 from epochgc.leases.ownership_round import NodeOwnership
 from epochgc.leases.timing import LeasePolicy
 from epochgc.reconciler.node import NodeSettings, ReconcilerNode
+from epochgc.simulate.memory_store import MemoryStore, VirtualClock
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.partition.directory import LeaderDirectory
-from tests.support.memory_store import MemoryStore, VirtualClock
 from tests.support.nodes import reconciler_node
 
 ROOT = "epochgc"

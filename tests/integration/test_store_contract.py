@@ -1,5 +1,5 @@
 """One ``ObjectStore`` contract, run on every store the tests and benchmarks
-stand on: the in-memory double (``tests/support/memory_store.py``), the S3
+stand on: the in-memory double (``epochgc/simulate/memory_store.py``), the S3
 store over the embedded server, and the fault-injecting wrappers with no
 fault armed (``epochgc.verify.faults.FaultyStore`` over S3, and
 ``tests/support/faults.py``'s ``OutageStore`` over the double).
@@ -20,11 +20,11 @@ from dataclasses import dataclass
 import pytest
 
 from epochgc.errors import NotFoundError, PreconditionFailedError, RetriesExhaustedError
+from epochgc.simulate.memory_store import MemoryStore
 from epochgc.storage.object_store import DeleteFailedError, ObjectStore
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.verify.faults import FaultPlan, FaultyStore
 from tests.support.faults import OutageStore, inject_http_errors
-from tests.support.memory_store import MemoryStore
 from tests.support.moto_seed import seed_objects
 
 NO_FAULTS = FaultPlan(error=0, slowdown=0, unknown_outcome=0, latency=0, partial_delete=0)

@@ -20,8 +20,8 @@ from bench._rate_model import (
     key_prefix,
 )
 from epochgc.errors import NotFoundError, RetriesExhaustedError, TransientStorageError
+from epochgc.simulate.memory_store import MemoryStore, VirtualClock
 from epochgc.storage.retry import RetryPolicy
-from tests.support.memory_store import MemoryStore, VirtualClock
 
 NO_RETRY = RetryPolicy(max_attempts=1)
 

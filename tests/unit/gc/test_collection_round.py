@@ -13,10 +13,10 @@ from epochgc.gc.collection_round import CollectOutcome, CollectSettings, collect
 from epochgc.gc.janitor import Janitor
 from epochgc.gc.listing.knowledge import ShardFacts, ShardKnowledge
 from epochgc.gc.listing.schedule import ListingPolicy
+from epochgc.simulate.memory_store import MemoryStore, VirtualClock
 from epochgc.storage.keys import encode_l0_key
 from epochgc.storage.request_stats import RequestStats
 from epochgc.watermarks.controller import Controller
-from tests.support.memory_store import MemoryStore, VirtualClock
 
 ROOT = "epochgc"
 T0 = datetime(2026, 11, 24, 5, 0, tzinfo=UTC)

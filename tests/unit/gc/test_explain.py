@@ -16,10 +16,10 @@ from epochgc.gc.explain import (
     read_explain_inputs,
 )
 from epochgc.leases.holder_codec import OwnerDocument, encode_owner
+from epochgc.simulate.memory_store import MemoryStore
 from epochgc.storage.keys import PartitionId, encode_l0_key, owner_key
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.safe_epoch.reports import StuckCause
-from tests.support.memory_store import MemoryStore
 
 NOW = datetime(2026, 11, 24, 5, 0, tzinfo=UTC)
 UUID = "0b7c4c39-8f0e-4f57-9a8e-6d1f1f2f3a4b"

@@ -19,9 +19,9 @@ from epochgc.gc.control import (
     resume,
 )
 from epochgc.gc.pause import GuardedStore, PauseGuard
+from epochgc.simulate.memory_store import MemoryStore
 from epochgc.storage.keys import gc_control_key
 from tests.support.clocks import SetClock
-from tests.support.memory_store import MemoryStore
 
 ROOT = "epochgc"
 T0 = datetime(2026, 11, 24, 5, 0, 0, tzinfo=UTC)

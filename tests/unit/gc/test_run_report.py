@@ -18,7 +18,7 @@ from epochgc.gc.run_report import (
     recent_runs,
     write_summary,
 )
-from tests.support.memory_store import MemoryStore
+from epochgc.simulate.memory_store import MemoryStore
 
 V1 = b"""{"v": 1, "run_id": "r-1", "engine": "local",
  "dry_run": false, "safe_epoch": 80, "controller_offset": 97,

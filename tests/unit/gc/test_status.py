@@ -26,10 +26,10 @@ from epochgc.gc.status import (
     status_view,
 )
 from epochgc.leases.role_leases import LeaseDocument
+from epochgc.simulate.memory_store import MemoryStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.safe_epoch.aggregate import PartitionWatermark, SafeEpoch
 from epochgc.watermarks.safe_epoch.reports import StuckCause
-from tests.support.memory_store import MemoryStore
 
 NOW = datetime(2026, 11, 24, 5, 0, 0, tzinfo=UTC)
 

@@ -28,9 +28,9 @@ from epochgc.leases.holder_codec import LeaseDocument, decode_lease, encode_leas
 from epochgc.leases.node_lease import NodeLease
 from epochgc.leases.role_leases import LeaseManager
 from epochgc.leases.timing import LeasePolicy
+from epochgc.simulate.memory_store import MemoryStore, VirtualClock
 from epochgc.storage.keys import lease_key
 from tests.support.faults import RejectIfMatchStore, TimesOutAfterApplyingStore
-from tests.support.memory_store import MemoryStore, VirtualClock
 
 TTL = 15.0
 POLICY = LeasePolicy(ttl_seconds=TTL, renew_interval_seconds=5, skew_margin_seconds=2)

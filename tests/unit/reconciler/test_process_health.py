@@ -8,8 +8,8 @@ import threading
 from epochgc.leases.timing import LeasePolicy
 from epochgc.reconciler.node import NodeSettings
 from epochgc.reconciler.process_health import StallBackstop, reconciler_health
+from epochgc.simulate.memory_store import MemoryStore, VirtualClock
 from epochgc.watermarks.partition.directory import LeaderDirectory
-from tests.support.memory_store import MemoryStore, VirtualClock
 from tests.support.nodes import reconciler_node
 
 POLICY = LeasePolicy(ttl_seconds=15.0, renew_interval_seconds=5.0, skew_margin_seconds=2.0)

@@ -9,11 +9,11 @@ import pytest
 
 from epochgc.errors import InvalidArgumentError
 from epochgc.reconciler.records_lost import plan_records_lost, record_records_lost
+from epochgc.simulate.memory_store import MemoryStore
 from epochgc.storage.keys import PartitionId
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.partition.commands import PlaceholderBatch, Placeholders
 from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
-from tests.support.memory_store import MemoryStore
 
 ROOT = "epochgc"
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from epochgc.simulate.memory_store import MemoryStore, VirtualClock
 from epochgc.storage.client import ClientSettings, make_s3_client
 from epochgc.storage.inventory import (
     CSV_SCHEMA,
@@ -29,7 +30,6 @@ from epochgc.storage.inventory import (
 from epochgc.storage.object_store import ObjectInfo
 from epochgc.storage.s3 import S3ObjectStore
 from tests.support.inventory_files import read_data_file
-from tests.support.memory_store import MemoryStore, VirtualClock
 
 WHEN = datetime(2026, 11, 22, 3, 4, 5, 678000, tzinfo=UTC)
 OBJECTS = [

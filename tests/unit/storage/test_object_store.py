@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from epochgc.errors import StorageError
+from epochgc.simulate.memory_store import MemoryStore
 from epochgc.storage.object_store import get_or_none, head_or_none
 from tests.support.faults import OutageStore
-from tests.support.memory_store import MemoryStore
 
 
 def test_a_missing_object_is_none_and_a_present_one_is_itself() -> None:

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from epochgc.simulate.memory_store import MemoryStore, VirtualClock
 from epochgc.verify.faults import FaultPlan, FaultyStore
 from epochgc.verify.switches import set_stall_switch, stall_switch, take_stall_switch
 from epochgc.verify.worker import _watch, stall_of
-from tests.support.memory_store import MemoryStore, VirtualClock
 
 
 def test_a_stalled_rounds_loop_meets_every_call_under_the_partitions() -> None:

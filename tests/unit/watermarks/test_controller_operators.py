@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from epochgc.errors import TopicExistsError, TopicNotFoundError
+from epochgc.simulate.memory_store import MemoryStore
 from epochgc.storage.keys import controller_log_prefix
 from epochgc.watermarks.controller import Controller, ControllerView, fold_controller
 from epochgc.watermarks.controller_codec import CreateTopic, DeleteTopic, decode_controller_entry
 from tests.support.faults import HookedStore
-from tests.support.memory_store import MemoryStore
 
 ROOT = "epochgc"
 NAME = "orders"

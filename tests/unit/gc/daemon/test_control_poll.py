@@ -11,9 +11,9 @@ from epochgc.gc.control import CollectorState, pause, resume
 from epochgc.gc.daemon.contacts import StoreContacts
 from epochgc.gc.daemon.control_poll import ControlPoll
 from epochgc.metrics.instruments import CollectorRegistry, GcMetrics
+from epochgc.simulate.memory_store import MemoryStore
 from epochgc.storage.keys import gc_control_key
 from epochgc.storage.request_stats import RequestStats
-from tests.support.memory_store import MemoryStore
 
 ROOT = "epochgc"
 T0 = datetime(2026, 11, 24, 5, 0, tzinfo=UTC)

@@ -17,11 +17,11 @@ from epochgc.gc.daemon.maintenance import (
 from epochgc.gc.pause import GuardedStore, PauseGuard
 from epochgc.gc.run_report import expired_runs, new_run_id
 from epochgc.metrics.instruments import CollectorRegistry, GcMetrics
+from epochgc.simulate.memory_store import MemoryStore
 from epochgc.storage.keys import is_valid_node_id
 from epochgc.storage.object_store import ObjectInfo
 from epochgc.watermarks.controller import Controller
 from epochgc.wiring.settings import default_node_id
-from tests.support.memory_store import MemoryStore
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 

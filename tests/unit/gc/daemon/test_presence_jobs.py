@@ -14,7 +14,7 @@ from epochgc.gc.daemon.presence_jobs import PresenceRefresh, PresenceTidy
 from epochgc.gc.future_times import FutureTimeLog
 from epochgc.gc.pause import GuardedStore, PauseGuard
 from epochgc.gc.presence import PresenceDocument, read_presences, write_presence
-from tests.support.memory_store import MemoryStore
+from epochgc.simulate.memory_store import MemoryStore
 
 ROOT = "epochgc"
 PAST = datetime(2001, 1, 2, 3, 4, 5, tzinfo=UTC)

@@ -12,10 +12,10 @@ import pytest
 from epochgc.gc.daemon.contacts import StoreContacts
 from epochgc.gc.daemon.report_ages import ReportAges
 from epochgc.gc.future_times import FutureTimeLog
+from epochgc.simulate.memory_store import MemoryStore
 from epochgc.storage.keys import report_key
 from epochgc.watermarks.safe_epoch.reports import NodeReport, encode_report
 from tests.support.faults import OutageStore
-from tests.support.memory_store import MemoryStore
 
 ROOT = "epochgc"
 PAST = datetime(2001, 1, 2, 3, 4, 5, tzinfo=UTC)

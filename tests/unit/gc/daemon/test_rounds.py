@@ -13,9 +13,9 @@ from epochgc.gc.daemon.contacts import StoreContacts
 from epochgc.gc.daemon.rounds import RoundJob, StatusPublisher, observe_round
 from epochgc.gc.pause import PauseGuard
 from epochgc.metrics.instruments import CollectorRegistry, GcMetrics
+from epochgc.simulate.memory_store import MemoryStore
 from epochgc.storage.request_stats import RequestStats
 from tests.support.clocks import SetClock
-from tests.support.memory_store import MemoryStore
 
 ROOT = "epochgc"
 PAST = datetime(2001, 1, 2, 3, 4, 5, tzinfo=UTC)

@@ -8,11 +8,11 @@ from datetime import UTC, datetime, timedelta
 from epochgc.gc.control import read_status
 from epochgc.gc.daemon.scheduler import GcDaemon
 from epochgc.gc.presence import read_presences
+from epochgc.simulate.memory_store import MemoryStore
 from epochgc.storage.keys import report_key
 from epochgc.storage.request_stats import RequestStats
 from epochgc.watermarks.safe_epoch.reports import NodeReport, encode_report
 from tests.support.daemon_settings import quick_daemon_settings
-from tests.support.memory_store import MemoryStore
 from tests.support.waiting import wait_for
 
 ROOT = "epochgc"

@@ -20,10 +20,10 @@ from epochgc.gc.listing.knowledge import (
 )
 from epochgc.gc.listing.schedule import ListingPolicy, learn, needs_discovery, plan_listing
 from epochgc.gc.listing.shards import load_knowledge
+from epochgc.simulate.memory_store import MemoryStore, VirtualClock
 from epochgc.storage.keys import encode_l0_key, gc_shard_state_key, parse_l0_key
 from epochgc.storage.request_stats import RequestStats
 from epochgc.watermarks.controller import Controller
-from tests.support.memory_store import MemoryStore, VirtualClock
 
 ROOT = "epochgc"
 T0 = datetime(2026, 11, 24, 5, 0, tzinfo=UTC)

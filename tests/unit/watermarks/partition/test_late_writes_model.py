@@ -30,12 +30,12 @@ from hypothesis.stateful import (
 )
 
 from epochgc.errors import FencedError
+from epochgc.simulate.memory_store import MemoryStore
 from epochgc.storage.keys import PartitionId
 from epochgc.watermarks.partition.codec import encode_command
 from epochgc.watermarks.partition.commands import PlaceholderBatch, Placeholders
 from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
 from epochgc.watermarks.partition.state import Outcome
-from tests.support.memory_store import MemoryStore
 from tests.support.placeholders import append_placeholders
 
 ROOT = "epochgc"

@@ -1,6 +1,7 @@
-"""Test and benchmark helper (not product code): an in-memory ``ObjectStore``
-with S3's conditional-write semantics, exact request counts, and a virtual
-clock.
+"""An in-memory ``ObjectStore`` with S3's conditional-write semantics,
+exact request counts, and a virtual clock: the state behind ``epochgc
+simulate``'s store (``simulate/simulated_store.py`` adds latency and faults in front
+of it), and the store of the tests and benchmarks that need no HTTP.
 
 The ownership simulation runs 100 nodes and 10,000 partitions for minutes
 of virtual time in seconds of real time: no HTTP, no sleeping. The
@@ -206,7 +207,9 @@ class MemoryStore:
     # --- writes ------------------------------------------------------------------------
 
     def _store(self, key: str, body: bytes, metadata: Mapping[str, str] | None) -> str:
-        etag = f'"{hashlib.md5(body).hexdigest()}"'  # S3's ETag, not security
+        etag = (
+            f'"{hashlib.md5(body, usedforsecurity=False).hexdigest()}"'  # S3's ETag, not security
+        )
         stamp = self._clock.now()
         if self._whole_seconds:
             stamp = stamp.replace(microsecond=0)

@@ -1,0 +1,318 @@
+"""The simulated cluster: reconciler nodes running the product's lease
+and ownership code, the leading step that fences a partition log with its
+term, and the ghost state the invariants are checked against.
+
+Each node is one simulated process with three tasks, the thin shells the
+real node runs around the same steps:
+
+* the lease heartbeat: ``NodeLease.renew_if_due`` every quarter of the
+  renew interval (``PeriodicThread`` in production);
+* the ownership loop: ``ensure_lease`` then ``NodeOwnership.run_round``,
+  paced by ``reconciler.ownership_pacing`` as the node paces it;
+* the leading loop: every partition in ``owned()`` not yet led at its
+  term is led: the partition log's term is read; a log already at or
+  above the record's term makes the node ``raise_term`` (as
+  ``reconciler/node.py`` does); then ``term_start`` is written to the log
+  by compare-and-swap, and only a higher term may replace a lower one.
+
+The partition log is a single object per partition here (its term and
+leader), enough for the term fence; the data path (producers, reconciler,
+collector) is not in this scenario yet.
+
+Ghost state is what no process knows: which processes are alive, which
+incarnation wrote which term. Invariants:
+
+* ``two owners``: no partition is in two live nodes' ``owned()`` at any
+  instant (checked after every event);
+* ``two leaders in one term``: no term of a partition log is started by
+  two incarnations;
+* after the heal phase: every partition is owned and led by a live node
+  (``unled``), and no ownership record names a live incarnation that does
+  not own it (``orphaned``).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from epochgc.errors import EpochGCError
+from epochgc.leases.node_lease import NodeLease
+from epochgc.leases.ownership_round import NodeOwnership
+from epochgc.leases.timing import LeasePolicy
+from epochgc.reconciler.ownership_pacing import OwnershipPacing, stale_look_fraction
+from epochgc.runtime import Runtime
+from epochgc.simulate.simulated_store import EPOCH_ORIGIN, Network, StoreView
+from epochgc.simulate.virtual_time import Process, Scheduler
+from epochgc.storage.conditional_put import put_conditionally
+from epochgc.storage.keys import PartitionId, owner_key
+from epochgc.storage.object_store import get_or_none
+
+ROOT = "epochgc"
+LEAD_INTERVAL_SECONDS = 1.0
+RAISE_TERM_WAIT_SECONDS = 2.0
+
+
+class Violation(Exception):
+    """An invariant broke: the run stops here."""
+
+    def __init__(self, invariant: str, detail: str) -> None:
+        super().__init__(f"{invariant}: {detail}")
+        self.invariant = invariant
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    """The shape of a simulated cluster."""
+
+    partitions: tuple[PartitionId, ...]
+    policy: LeasePolicy = field(default_factory=LeasePolicy)
+    round_seconds: float = 5.0
+    relist_records_seconds: float = 60.0
+    max_moves_per_round: int = 64
+    request_concurrency: int = 4
+
+
+def log_key(pid: PartitionId) -> str:
+    """The simulated partition log object (term fence) of ``pid``."""
+    return f"{ROOT}/sim/logs/{pid.topic}/{pid.revision}/{pid.partition}"
+
+
+class SimNode:
+    """One incarnation of a node id: a process, its runtime, its lease and
+    ownership, and its loops."""
+
+    def __init__(self, world: World, node_id: str, generation: int) -> None:
+        self.world = world
+        self.node_id = node_id
+        self.process = Process(f"{node_id}#{generation}")
+        rng = world.rng
+        sched = world.sched
+        drift = 1.0 + rng.uniform(-100e-6, 100e-6)
+        mono_base = rng.uniform(1_000.0, 1_000_000.0)
+        wall_offset = rng.uniform(-2 * 86_400, 2 * 86_400)
+        started = sched.now
+        self.runtime = Runtime(
+            wall=lambda: EPOCH_ORIGIN + timedelta(seconds=wall_offset + sched.now * drift),
+            monotonic=lambda: mono_base + (sched.now - started) * drift,
+            sleep=sched.sleep,
+            lock=sched.lock,
+            request_pool=sched.pool,
+            new_id=lambda: f"{rng.getrandbits(64):016x}",
+        )
+        self.store = StoreView(world.network, node_id, self.process)
+        settings = world.settings
+        self.lease = NodeLease(
+            self.store, ROOT, node_id, policy=settings.policy, runtime=self.runtime
+        )
+        self.ownership = NodeOwnership(
+            self.store,
+            ROOT,
+            self.lease,
+            max_moves_per_round=settings.max_moves_per_round,
+            runtime=self.runtime,
+            relist_records_seconds=settings.relist_records_seconds,
+            request_concurrency=settings.request_concurrency,
+        )
+        self.led: dict[PartitionId, int] = {}
+        self.leaving = False
+
+    def start(self) -> None:
+        sched = self.world.sched
+        sched.spawn(self.process, "heartbeat", self._heartbeat)
+        sched.spawn(self.process, "ownership", self._ownership_loop)
+        sched.spawn(self.process, "leading", self._leading_loop)
+
+    def _heartbeat(self) -> None:
+        interval = max(0.05, self.lease.policy.renew_interval_seconds / 4)
+        while not self.leaving:
+            self.lease.renew_if_due()
+            self.runtime.sleep(interval)
+
+    def _ownership_loop(self) -> None:
+        settings = self.world.settings
+        pacing = OwnershipPacing(settings.round_seconds, stale_look_fraction(self.node_id))
+        while not self.leaving:
+            report = None
+            try:
+                if not self.lease.is_valid():
+                    if not self.ownership.ensure_lease():
+                        self.runtime.sleep(settings.round_seconds)
+                        continue
+                    self.world.note(f"{self.process.name} node lease {self.lease.incarnation}")
+                    self.runtime.sleep(settings.round_seconds)
+                report = self.ownership.run_round(settings.partitions)
+                if report.taken or report.taken_over or report.handed_back or report.lost:
+                    self.world.note(
+                        f"{self.process.name} round: took {report.taken}, took over "
+                        f"{report.taken_over}, handed back {report.handed_back}, lost "
+                        f"{report.lost}; owns {report.owned}"
+                    )
+            except EpochGCError as err:
+                self.world.note(f"{self.process.name} ownership round failed: {err}")
+            stale_at = None if report is None else report.next_stale_at
+            nodes = 0 if report is None else report.nodes
+            self.runtime.sleep(pacing.after_round(self.runtime.monotonic(), stale_at, nodes))
+
+    def _leading_loop(self) -> None:
+        while not self.leaving:
+            owned = self.ownership.owned()
+            for pid in [p for p in self.led if p not in owned]:
+                del self.led[pid]
+            for pid in sorted(owned, key=str):
+                if self.led.get(pid) != self.ownership.term(pid):
+                    try:
+                        self._lead(pid)
+                    except EpochGCError as err:
+                        self.world.note(f"{self.process.name} leading {pid} failed: {err}")
+            self.runtime.sleep(LEAD_INTERVAL_SECONDS)
+
+    def _lead(self, pid: PartitionId) -> None:
+        term = self.ownership.term(pid)
+        if term is None:
+            return
+        key = log_key(pid)
+        stored = get_or_none(self.store, key)
+        log_term = 0 if stored is None else int(json.loads(stored.body)["term"])
+        if log_term >= term:
+            raised = self.ownership.raise_term(pid, log_term, wait_seconds=RAISE_TERM_WAIT_SECONDS)
+            if raised is None:
+                return
+            self.world.note(f"{self.process.name} raised {pid} to term {raised}")
+            term = raised
+        if self.ownership.term(pid) != term:
+            return  # lost it meanwhile: a leader checks its lease before writing
+        body = json.dumps(
+            {"term": term, "node": self.node_id, "incarnation": self.lease.incarnation}
+        ).encode()
+        etag = None if stored is None else stored.etag
+        if put_conditionally(self.store, key, body, etag) is None:
+            return  # the log moved: read again next time
+        self.led[pid] = term
+        self.world.term_started(pid, term, self.node_id, self.lease.incarnation)
+        self.world.note(f"{self.process.name} leads {pid} at term {term}")
+
+    def leave(self) -> None:
+        """Stop cleanly: release every record and the lease (a task)."""
+        self.leaving = True
+        self.ownership.stop(release=True)
+        self.world.note(f"{self.process.name} left")
+
+
+class World:
+    """The scheduler, the network, the nodes and the ghost state."""
+
+    def __init__(
+        self,
+        sched: Scheduler,
+        network: Network,
+        rng: random.Random,
+        settings: ClusterSettings,
+        note: Callable[[str], None],
+    ) -> None:
+        self.sched = sched
+        self.network = network
+        self.rng = rng
+        self.settings = settings
+        self.note = note
+        self.nodes: dict[str, SimNode] = {}
+        self.generations: dict[str, int] = {}
+        self.term_starts: dict[tuple[PartitionId, int], tuple[str, str]] = {}
+
+    # --- life cycle --------------------------------------------------------------
+
+    def start_node(self, node_id: str) -> SimNode:
+        generation = self.generations.get(node_id, 0) + 1
+        self.generations[node_id] = generation
+        node = SimNode(self, node_id, generation)
+        self.nodes[node_id] = node
+        node.start()
+        self.note(f"{node.process.name} started")
+        return node
+
+    def crash(self, node_id: str, restart_after: float) -> None:
+        node = self.nodes.get(node_id)
+        if node is None or not node.process.alive:
+            return
+        self.sched.kill(node.process)
+        self.note(f"{node.process.name} killed (-9); restarts in {restart_after:.1f}s")
+        self.sched.at(self.sched.now + restart_after, lambda: self._restart(node_id))
+
+    def _restart(self, node_id: str) -> None:
+        node = self.nodes.get(node_id)
+        if node is not None and (node.process.alive or node.leaving):
+            return
+        self.start_node(node_id)
+
+    def pause(self, node_id: str, seconds: float) -> None:
+        node = self.nodes.get(node_id)
+        if node is not None and node.process.alive:
+            self.sched.pause(node.process, seconds)
+            self.note(f"{node.process.name} paused for {seconds:.1f}s")
+
+    def leave(self, node_id: str) -> None:
+        node = self.nodes.get(node_id)
+        if node is not None and node.process.alive and not node.leaving:
+            self.sched.spawn(node.process, "leave", node.leave)
+
+    def live_nodes(self) -> list[SimNode]:
+        return [n for n in self.nodes.values() if n.process.alive and not n.leaving]
+
+    # --- ghost state and invariants -----------------------------------------------
+
+    def term_started(self, pid: PartitionId, term: int, node: str, incarnation: str) -> None:
+        writer = (node, incarnation)
+        first = self.term_starts.setdefault((pid, term), writer)
+        if first != writer:
+            raise Violation(
+                "two leaders in one term",
+                f"{pid} term {term} started by {first[0]} ({first[1]}) and {node} ({incarnation})",
+            )
+
+    def check_safety(self) -> None:
+        """After every event: no partition in two live nodes' ``owned()``."""
+        owners: dict[PartitionId, str] = {}
+        for node in self.nodes.values():
+            if not node.process.alive:
+                continue
+            for pid in node.ownership.owned():
+                other = owners.setdefault(pid, node.process.name)
+                if other != node.process.name:
+                    raise Violation(
+                        "two owners",
+                        f"{pid} is owned by {other} and {node.process.name} at once",
+                    )
+
+    def check_liveness(self) -> None:
+        """After the heal phase: every partition owned and led, no record
+        naming a live incarnation that does not own it."""
+        bucket = self.network.bucket
+        live = {n.node_id: n for n in self.live_nodes()}
+        for pid in self.settings.partitions:
+            stored = get_or_none(bucket, owner_key(ROOT, pid))
+            if stored is not None:
+                doc = json.loads(stored.body)
+                holder = live.get(doc.get("node", ""))
+                if (
+                    holder is not None
+                    and not doc.get("released", False)
+                    and doc.get("incarnation") == holder.lease.incarnation
+                    and pid not in holder.ownership.owned()
+                ):
+                    raise Violation(
+                        "orphaned",
+                        f"{pid}'s record names live {holder.process.name} "
+                        f"(incarnation {holder.lease.incarnation}, term {doc.get('term')}), "
+                        "which does not own it: nobody may lead it",
+                    )
+            leaders = [
+                n
+                for n in live.values()
+                if pid in n.ownership.owned() and n.led.get(pid) == n.ownership.term(pid)
+            ]
+            if not leaders:
+                raise Violation("unled", f"{pid} is led by no live node after the heal phase")

@@ -1,0 +1,90 @@
+"""A simulation's fault schedule: what goes wrong, when and to whom.
+
+Drawn from the seed's own random stream (``draw_schedule``) before the
+run starts, so a run is its seed; and a list of independent faults, so a
+failing run can be replayed with fewer of them (``shrink`` in
+``simulate/seeds.py``) to find the few that matter.
+
+The kinds are the faults a real S3 and real processes produce:
+
+* ``lost_answers``: writes apply but their answer is lost (a timeout,
+  then either the retries run out or a retry finds the key changed and
+  answers 412);
+* ``late_landing``: one process's requests reach the store 1 to 3 s after
+  they were sent (client retries, back-off, a slow connect);
+* ``brownout``: one process's requests (or everyone's: SlowDown) fail
+  with 503 until the retries run out, without being applied;
+* ``crash``: kill -9, the node restarts with a new incarnation later;
+* ``pause``: the process stops for longer than a lease TTL (SIGSTOP, a
+  long collector pause) and carries on as if nothing happened;
+* ``join`` / ``leave``: a node starts, or stops cleanly and releases.
+
+Gateways whose clocks disagree and LastModified in whole seconds are the
+store's standing properties (``StoreModel``), not faults.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+KINDS = ("lost_answers", "late_landing", "brownout", "crash", "pause", "join", "leave")
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One fault: ``kind`` on ``target`` (a node id; empty: every
+    process) from ``at`` for ``seconds`` of virtual time."""
+
+    kind: str
+    at: float
+    seconds: float
+    target: str = ""
+    rate: float = 0.0
+    """For ``lost_answers`` and ``brownout``: the share of requests hit."""
+
+    def describe(self) -> str:
+        who = self.target or "everyone"
+        rate = f" ({self.rate:.0%} of requests)" if self.rate else ""
+        return f"{self.at:7.2f}s {self.kind} {who} for {self.seconds:.2f}s{rate}"
+
+    def covers(self, t: float, target: str) -> bool:
+        """Active at ``t`` for a process of node ``target``."""
+        return self.at <= t < self.at + self.seconds and self.target in ("", target)
+
+
+def draw_schedule(
+    rng: random.Random, nodes: list[str], spare: list[str], until: float, ttl: float
+) -> list[Fault]:
+    """The faults of one run, all before ``until`` (the heal phase follows):
+    a few of each kind, on the ``nodes`` that start the run; ``spare`` node
+    ids may join."""
+    faults: list[Fault] = []
+
+    def add(kind: str, seconds: float, target: str = "", rate: float = 0.0) -> None:
+        # Every fault ends by ``until``: the heal phase is fault-free.
+        seconds = min(seconds, until - 10.0)
+        at = rng.uniform(5.0, until - seconds)
+        faults.append(Fault(kind, at, seconds, target, rate))
+
+    for _ in range(rng.randint(1, 3)):
+        add("lost_answers", rng.uniform(10, 60), rate=rng.choice((0.1, 0.3, 0.6)))
+    for _ in range(rng.randint(1, 4)):
+        add("late_landing", rng.uniform(5, 40), rng.choice(nodes))
+    for _ in range(rng.randint(1, 3)):
+        target = rng.choice([*nodes, ""])
+        add("brownout", rng.uniform(3, ttl * 1.5), target, rng.choice((0.5, 0.9, 1.0)))
+        if target and rng.random() < 0.5:
+            # A node whose network is failing: what gets through lands late.
+            last = faults[-1]
+            faults.append(Fault("late_landing", last.at, last.seconds + 3.0, target))
+    for _ in range(rng.randint(0, 2)):
+        add("crash", rng.uniform(1, 3 * ttl), rng.choice(nodes))
+    for _ in range(rng.randint(0, 2)):
+        add("pause", rng.uniform(ttl * 0.5, ttl * 2), rng.choice(nodes))
+    for node in spare:
+        if rng.random() < 0.7:
+            add("join", 0.0, node)
+    if len(nodes) > 2 and rng.random() < 0.5:
+        add("leave", 0.0, rng.choice(nodes))
+    return sorted(faults, key=lambda f: (f.at, f.kind, f.target))

@@ -1,0 +1,297 @@
+"""One simulated run per seed, many seeds on all cores, and the shrinking
+of a failing run's fault schedule.
+
+A seed fixes everything: the cluster's shape, every process's clock
+offset and drift, the fault schedule, the store's latencies and faults,
+and the order of work due at one instant. Each concern draws from its own
+random stream named after the seed, so that dropping a fault (shrinking)
+leaves the cluster as it was. The trace (every request, fault and
+ownership change, with its virtual time) is hashed: the same seed gives
+the same hash, in any process whose ``PYTHONHASHSEED`` is the same
+(``run_seeds`` pins it to 0 for its workers: sets of strings iterate in
+hash order).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import multiprocessing
+import os
+import random
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import partial
+
+from epochgc.leases.timing import LeasePolicy
+from epochgc.simulate.cluster import ClusterSettings, Violation, World
+from epochgc.simulate.fault_schedule import Fault, draw_schedule
+from epochgc.simulate.simulated_store import Network
+from epochgc.simulate.virtual_time import Scheduler
+from epochgc.storage.keys import PartitionId
+
+DEFAULT_SECONDS = 600.0
+"""Virtual seconds of faults in the default scenario (the heal follows)."""
+TRACE_TAIL = 50
+SHRINK_RUNS = 60
+"""Most re-runs spent shrinking one failing seed's fault schedule."""
+
+
+class Trace:
+    """The run's events: hashed as they come, the last ``TRACE_TAIL`` kept."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._hash = hashlib.blake2b(digest_size=16)
+        self.tail: deque[str] = deque(maxlen=TRACE_TAIL)
+        self.events = 0
+
+    def add(self, line: str) -> None:
+        text = f"{self._clock():10.4f} {line}"
+        self._hash.update(text.encode() + b"\n")
+        self.tail.append(text)
+        self.events += 1
+
+    @property
+    def digest(self) -> str:
+        return self._hash.hexdigest()
+
+
+class _TraceHandler(logging.Handler):
+    """The product's own log lines, into the trace (and nowhere else)."""
+
+    def __init__(self, trace: Trace) -> None:
+        super().__init__(logging.INFO)
+        self._trace = trace
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._trace.add(f"log {record.levelname} {record.getMessage()}")
+
+
+@contextmanager
+def _logs_into(trace: Trace) -> Iterator[None]:
+    logger = logging.getLogger("epochgc")
+    handler = _TraceHandler(trace)
+    saved = (logger.level, logger.propagate, logger.handlers[:])
+    logger.handlers[:] = [handler]
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.setLevel(saved[0])
+        logger.propagate = saved[1]
+        logger.handlers[:] = saved[2]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """The cluster a seed builds."""
+
+    nodes: tuple[str, ...]
+    spare: tuple[str, ...]
+    """Node ids that may join."""
+    partitions: tuple[PartitionId, ...]
+    gateways: tuple[float, ...]
+    """Each gateway's clock offset, seconds."""
+
+
+def scenario_of(seed: int) -> Scenario:
+    """3 to 5 nodes, 2 topics of 2 to 4 partitions, up to three gateways
+    whose clocks are apart by up to 0.9 s (what the lease rules assume:
+    ``leases/timing.py``; wider is ``GATEWAY_SKEW_BEYOND``)."""
+    rng = _stream(seed, "cluster")
+    count = rng.randint(3, 5)
+    nodes = tuple(f"node-{i}" for i in range(1, count + 1))
+    spare = tuple(f"node-{i}" for i in range(count + 1, count + 3))
+    partitions = tuple(
+        PartitionId(topic, 1, p) for topic in ("orders", "clicks") for p in range(rng.randint(2, 4))
+    )
+    gateways = (0.0, *(rng.uniform(-0.45, 0.45) for _ in range(rng.randint(0, 2))))
+    return Scenario(nodes, spare, partitions, gateways)
+
+
+def _stream(seed: int, purpose: str) -> random.Random:
+    return random.Random(f"epochgc-simulate/{seed}/{purpose}")
+
+
+@dataclass
+class SeedResult:
+    """What one run of one seed found."""
+
+    seed: int
+    trace_hash: str
+    events: int
+    virtual_seconds: float
+    faults: list[Fault]
+    violation: str | None = None
+    invariant: str | None = None
+    tail: list[str] = field(default_factory=list)
+    requests: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.violation is None
+
+
+def default_faults(seed: int, seconds: float = DEFAULT_SECONDS) -> list[Fault]:
+    """The seed's fault schedule."""
+    scenario = scenario_of(seed)
+    policy = LeasePolicy()
+    return draw_schedule(
+        _stream(seed, "faults"),
+        list(scenario.nodes),
+        list(scenario.spare),
+        seconds,
+        policy.ttl_seconds,
+    )
+
+
+def heal_seconds(settings: ClusterSettings) -> float:
+    """How long after the faults stop every partition must be led again:
+    a TTL (a dead node's lease runs out) and two rounds, plus the early
+    look's delay and one leading step."""
+    return settings.policy.ttl_seconds + 2 * settings.round_seconds + 3.0
+
+
+def run_seed(
+    seed: int, *, seconds: float = DEFAULT_SECONDS, faults: list[Fault] | None = None
+) -> SeedResult:
+    """Run ``seed`` (with ``faults`` instead of its own schedule, when
+    given: shrinking) and check every invariant."""
+    scenario = scenario_of(seed)
+    schedule = default_faults(seed, seconds) if faults is None else faults
+    sched = Scheduler(_stream(seed, "scheduler"))
+    trace = Trace(lambda: sched.now)
+    network = Network(sched, _stream(seed, "store"), schedule, list(scenario.gateways), trace.add)
+    settings = ClusterSettings(scenario.partitions)
+    world = World(sched, network, _stream(seed, "nodes"), settings, trace.add)
+    sched.after_each = world.check_safety
+    starts = _stream(seed, "starts")
+    for name in scenario.nodes:
+        sched.at(starts.uniform(0.0, 2.0), partial(_start, world, name))
+    for fault in schedule:
+        trace.add(f"fault scheduled: {fault.describe()}")
+        sched.at(fault.at, partial(_apply, world, fault))
+    end = seconds + heal_seconds(settings)
+    result = SeedResult(seed, "", 0, end, schedule)
+    try:
+        with _logs_into(trace):
+            sched.run_until(end)
+            world.check_liveness()
+    except Violation as violation:
+        result.violation = str(violation)
+        result.invariant = violation.invariant
+        trace.add(f"VIOLATION {violation}")
+    finally:
+        for node in world.nodes.values():
+            if node.process.alive:
+                sched.kill(node.process)
+    result.trace_hash = trace.digest
+    result.events = trace.events
+    result.tail = list(trace.tail)
+    result.virtual_seconds = sched.now
+    result.requests = network.requests
+    return result
+
+
+def _start(world: World, node: str) -> None:
+    world.start_node(node)
+
+
+def _apply(world: World, fault: Fault) -> None:
+    if fault.kind == "crash":
+        world.crash(fault.target, fault.seconds)
+    elif fault.kind == "pause":
+        world.pause(fault.target, fault.seconds)
+    elif fault.kind == "join":
+        if fault.target not in world.nodes:
+            world.start_node(fault.target)
+    elif fault.kind == "leave":
+        world.leave(fault.target)
+
+
+def shrink(result: SeedResult, *, seconds: float = DEFAULT_SECONDS) -> list[Fault]:
+    """The fewest faults (found greedily, one removal at a time) with which
+    ``result``'s seed still breaks the same invariant."""
+    faults = list(result.faults)
+    runs = 0
+    changed = True
+    while changed and runs < SHRINK_RUNS:
+        changed = False
+        for index in range(len(faults)):
+            if runs >= SHRINK_RUNS:
+                break
+            fewer = faults[:index] + faults[index + 1 :]
+            runs += 1
+            again = run_seed(result.seed, seconds=seconds, faults=fewer)
+            if again.invariant == result.invariant:
+                faults = fewer
+                changed = True
+                break
+    return faults
+
+
+def report_lines(result: SeedResult, shrunk: list[Fault] | None = None) -> list[str]:
+    """A failing seed as a person reads it: the invariant, the replay
+    command, the last trace events and the shrunk fault schedule."""
+    if result.ok:
+        return [f"seed {result.seed}: OK (trace {result.trace_hash})"]
+    lines = [
+        f"seed {result.seed}: VIOLATION {result.violation}",
+        f"  replay: epochgc simulate --seed {result.seed}",
+        f"  trace {result.trace_hash}; last {len(result.tail)} events:",
+        *(f"    {line}" for line in result.tail),
+    ]
+    if shrunk is not None:
+        lines.append(f"  shrunk fault schedule ({len(shrunk)} of {len(result.faults)} faults):")
+        lines += [f"    {fault.describe()}" for fault in shrunk] or ["    (none)"]
+    return lines
+
+
+def _run_in_worker(job: tuple[int, float]) -> SeedResult:
+    seed, seconds = job
+    return run_seed(seed, seconds=seconds)
+
+
+def run_seeds(
+    seeds: Iterable[int], *, seconds: float = DEFAULT_SECONDS, workers: int | None = None
+) -> Iterator[SeedResult]:
+    """Every seed, on ``workers`` processes (default: every core), in
+    order of completion. Workers run with ``PYTHONHASHSEED=0`` so a seed's
+    trace hash is the same in every run."""
+    jobs = [(seed, seconds) for seed in seeds]
+    count = workers or os.cpu_count() or 1
+    os.environ["PYTHONHASHSEED"] = "0"
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(count, mp_context=context) as pool:
+        yield from pool.map(_run_in_worker, jobs)
+
+
+@dataclass
+class Progress:
+    """A periodic progress line for many seeds: rate and ETA."""
+
+    total: int
+    every_seconds: float = 10.0
+    started: float = field(default_factory=time.monotonic)
+    _last: float = 0.0
+
+    def line(self, done: int, violations: int, *, force: bool = False) -> str | None:
+        now = time.monotonic()
+        if not force and now - self._last < self.every_seconds:
+            return None
+        self._last = now
+        rate = done / max(now - self.started, 1e-9) * 3600
+        left = (self.total - done) / max(rate / 3600, 1e-9)
+        return (
+            f"simulate: {done}/{self.total} seeds, {violations} violations, "
+            f"{rate:,.0f} seeds/hour, ETA {left:,.0f}s"
+        )
+
+    def seeds_per_hour(self, done: int) -> float:
+        return done / max(time.monotonic() - self.started, 1e-9) * 3600

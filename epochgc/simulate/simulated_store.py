@@ -1,0 +1,237 @@
+"""The simulated S3: one in-memory bucket (``memory_store.MemoryStore``)
+behind a network that takes time and fails the way a real store does.
+
+Each process talks to the bucket through its own ``StoreView`` (an
+``ObjectStore``), so a fault can hit one process only. A request:
+
+1. is sent at the caller's now, and *lands* (is applied, atomically, at
+   the bucket) half a latency later, plus 1 to 3 s when a
+   ``late_landing`` fault covers the caller; the latency has a long tail;
+2. is answered half a latency after landing; meanwhile every other task
+   runs (a peer may judge, take, write);
+3. may have failed instead (``brownout``: 503 until the retries run out,
+   nothing applied), or had its answer lost (``lost_answers``: applied,
+   then the caller sees either ``RetriesExhaustedError`` or, as after a
+   retry that found the key changed, a 412).
+
+A request from a process killed meanwhile still lands: the bucket
+scheduled it when it was sent. LastModified is stamped by one of the
+store's gateways, each with a clock of its own (a few seconds apart), in
+whole seconds, as S3 lists it.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import TypeVar
+
+from epochgc.errors import (
+    PreconditionFailedError,
+    RetriesExhaustedError,
+    StorageError,
+)
+from epochgc.simulate.fault_schedule import Fault
+from epochgc.simulate.memory_store import MemoryStore
+from epochgc.simulate.virtual_time import Process, ProcessKilled, Scheduler
+from epochgc.storage.object_store import (
+    DeleteOutcome,
+    ObjectInfo,
+    StoredObject,
+    delete_in_batches,
+)
+
+T = TypeVar("T")
+
+EPOCH_ORIGIN = datetime(2026, 1, 1, tzinfo=UTC)
+"""Store time at virtual time 0."""
+
+RETRY_SECONDS = 0.6
+"""How long a failing request keeps the caller before its retries run out."""
+
+
+class GatewayClocks:
+    """The store's gateways: each stamps writes with its own clock."""
+
+    def __init__(self, sched: Scheduler, offsets: list[float], rng: random.Random) -> None:
+        self._sched = sched
+        self._offsets = offsets
+        self._rng = rng
+
+    def now(self) -> datetime:
+        """The stamp of a write landing now, at a gateway drawn at random."""
+        offset = self._rng.choice(self._offsets)
+        return EPOCH_ORIGIN + timedelta(seconds=self._sched.now + offset)
+
+
+class Network:
+    """The bucket, the faults in force, and the trace of every request."""
+
+    def __init__(
+        self,
+        sched: Scheduler,
+        rng: random.Random,
+        faults: list[Fault],
+        gateways: list[float],
+        trace: Callable[[str], None],
+    ) -> None:
+        self.sched = sched
+        self._rng = rng
+        self._faults = faults
+        self._trace = trace
+        self.bucket = MemoryStore(
+            GatewayClocks(sched, gateways, rng),
+            bucket="sim",
+            whole_second_stamps=True,
+        )
+        self.requests = 0
+        self.lost_answers = 0
+        self.refused = 0
+
+    def _active(self, kind: str, target: str) -> Fault | None:
+        t = self.sched.now
+        for fault in self._faults:
+            if fault.kind == kind and fault.covers(t, target):
+                return fault
+        return None
+
+    def latency(self) -> float:
+        """One request's round trip: ~15 ms, with a long tail."""
+        base = self._rng.lognormvariate(math.log(0.015), 0.5)
+        if self._rng.random() < 0.02:
+            base *= self._rng.uniform(10, 80)
+        return base
+
+    def call(
+        self, node: str, process: Process, op: str, key: str, apply: Callable[[], T], *, write: bool
+    ) -> T:
+        """One request of ``process`` (a process of node ``node``)."""
+        if not process.alive:
+            raise ProcessKilled(process.name)
+        self.requests += 1
+        sent = self.sched.now
+        latency = self.latency()
+        brownout = self._active("brownout", node)
+        if brownout is not None and self._rng.random() < brownout.rate:
+            self.refused += 1
+            self.sched.sleep(RETRY_SECONDS)
+            self._trace(f"{process.name} {op} {key} -> 503 SlowDown (retries ran out)")
+            raise RetriesExhaustedError(f"SlowDown: retries ran out key={key!r}", None)
+        extra = 0.0
+        if self._active("late_landing", node) is not None:
+            extra = self._rng.uniform(1.0, 3.0)
+        lands = sent + latency / 2 + extra
+        box: dict[str, object] = {}
+
+        def land() -> None:
+            try:
+                box["ok"] = apply()
+                outcome = "ok"
+            except StorageError as err:
+                box["err"] = err
+                outcome = type(err).__name__
+            self._trace(f"{process.name} {op} {key} landed (sent {sent:.3f}): {outcome}")
+
+        self.sched.at(lands, land)
+        self.sched.wait_until(lands + max(latency / 2, 1e-4))
+        lossy = self._active("lost_answers", node)
+        if write and lossy is not None and self._rng.random() < lossy.rate:
+            self.lost_answers += 1
+            if "ok" in box and op.startswith("PutObject?") and self._rng.random() < 0.5:
+                self._trace(f"{process.name} {op} {key} answer lost; its retry answered 412")
+                raise PreconditionFailedError(f"412 after a retry key={key!r}")
+            self._trace(f"{process.name} {op} {key} answer lost")
+            raise RetriesExhaustedError(f"timed out key={key!r}", None)
+        if "err" in box:
+            raise box["err"]  # type: ignore[misc]
+        return box["ok"]  # type: ignore[return-value]
+
+
+class StoreView:
+    """The bucket as one process sees it: an ``ObjectStore`` whose every
+    request goes through the ``Network``."""
+
+    def __init__(self, network: Network, node: str, process: Process) -> None:
+        self._net = network
+        self._node = node
+        self._process = process
+        self._bucket = network.bucket
+
+    @property
+    def bucket(self) -> str:
+        return self._bucket.bucket
+
+    def _call(self, op: str, key: str, apply: Callable[[], T], *, write: bool = False) -> T:
+        return self._net.call(self._node, self._process, op, key, apply, write=write)
+
+    def get(self, key: str, *, byte_range: tuple[int, int] | None = None) -> StoredObject:
+        return self._call("GetObject", key, lambda: self._bucket.get(key, byte_range=byte_range))
+
+    def head(self, key: str) -> ObjectInfo:
+        return self._call("HeadObject", key, lambda: self._bucket.head(key))
+
+    def put(self, key: str, body: bytes, *, metadata: Mapping[str, str] | None = None) -> str:
+        return self._call(
+            "PutObject", key, lambda: self._bucket.put(key, body, metadata=metadata), write=True
+        )
+
+    def put_if_absent(
+        self, key: str, body: bytes, *, metadata: Mapping[str, str] | None = None
+    ) -> str:
+        return self._call(
+            "PutObject?create",
+            key,
+            lambda: self._bucket.put_if_absent(key, body, metadata=metadata),
+            write=True,
+        )
+
+    def put_if_match(
+        self, key: str, body: bytes, etag: str, *, metadata: Mapping[str, str] | None = None
+    ) -> str:
+        return self._call(
+            "PutObject?match",
+            key,
+            lambda: self._bucket.put_if_match(key, body, etag, metadata=metadata),
+            write=True,
+        )
+
+    def list_pages(
+        self, prefix: str, *, start_after: str | None = None, page_size: int = 1000
+    ) -> Iterator[list[ObjectInfo]]:
+        after = start_after
+        while True:
+            page = self._call(
+                "ListObjectsV2",
+                prefix,
+                lambda a=after: next(  # type: ignore[misc]
+                    self._bucket.list_pages(prefix, start_after=a, page_size=page_size), []
+                ),
+            )
+            if page:
+                yield page
+            if len(page) < page_size:
+                return
+            after = page[-1].key
+
+    def list_objects(
+        self, prefix: str, *, start_after: str | None = None, page_size: int = 1000
+    ) -> Iterator[ObjectInfo]:
+        for page in self.list_pages(prefix, start_after=start_after, page_size=page_size):
+            yield from page
+
+    def list_prefixes(self, prefix: str) -> list[str]:
+        return self._call("ListObjectsV2", prefix, lambda: self._bucket.list_prefixes(prefix))
+
+    def delete(self, key: str) -> None:
+        self._call("DeleteObject", key, lambda: self._bucket.delete(key), write=True)
+
+    def delete_batch(self, keys: list[str]) -> DeleteOutcome:
+        first = keys[0] if keys else ""
+        return self._call(
+            "DeleteObjects", first, lambda: self._bucket.delete_batch(keys), write=True
+        )
+
+    def delete_many(self, keys: Iterable[str]) -> DeleteOutcome:
+        return delete_in_batches(keys, self.delete_batch)
