@@ -177,7 +177,7 @@ class NodeOwnership:
 
         Raises:
             StorageError: the store failed (outcome unknown: the next
-                refresh reads it).
+                refresh reads the record, whatever the assignment says).
         """
         if not self._writes.acquire(timeout=wait_seconds):
             log.info(
@@ -197,14 +197,29 @@ class NodeOwnership:
         held = self._mine.get(pid)
         if held is None or pid not in self.owned():
             return None
-        raised = self._owners.raise_term(pid, held, max(above, held.term) + 1)
+        try:
+            raised = self._owners.raise_term(pid, held, max(above, held.term) + 1)
+        except EpochGCError:
+            # It may have landed: the record may name us at a term we do
+            # not know. Read it at the next refresh whatever the share says
+            # (adopted if ours), or it stays ours on paper, led by nobody.
+            self._unsettle(pid)
+            raise
         if raised is None:
-            self._settled = False  # the record changed: the next round lists them
+            # Changed under us: by a taker, or by an earlier raise of ours
+            # that landed unanswered; only a read tells which.
+            self._unsettle(pid)
             self._drop(pid)
             self.totals["lost"] += 1
             return None
         self._set(pid, raised)
         return raised.term
+
+    def _unsettle(self, pid: PartitionId) -> None:
+        """Read ``pid``'s record at the next refresh, whatever the
+        assignment says (its last write of ours has an unknown outcome)."""
+        self._unsettled.add(pid)
+        self._settled = False
 
     def _set(self, pid: PartitionId, record: OwnerRecord) -> None:
         mine = dict(self._mine)

@@ -889,3 +889,37 @@ def test_a_released_lease_is_not_waited_for(clock: VirtualClock) -> None:
     clock.advance(1.0)
     report = a.run_round(pids(4))
     assert report.next_stale_at is None and len(a.owned()) == 4
+
+
+@pytest.mark.parametrize("retried", [False, True], ids=["error", "retried-412"])
+def test_a_term_raise_whose_answer_was_lost_does_not_orphan_the_partition(
+    clock: VirtualClock, retried: bool
+) -> None:
+    """Defect A of the simulation issue (seed 82 of `epochgc simulate`
+    before the fix): a term raise landed but its answer was lost. The node
+    kept its old record (old ETag); once the partition left its share (a
+    node joined) its hand-back named the old ETag and failed, and nothing
+    read the record again: it named a live node that never led it, so no
+    other node might take it. The retried raise (412) dropped it the same
+    way."""
+    partitions = pids(8)
+    newcomer = "node-b"
+    moving = next(
+        p for p, n in desired_assignment(["node-a", newcomer], partitions).items() if n == newcomer
+    )
+    lossy = TimesOutAfterApplyingStore(MemoryStore(clock), key_part=owner_key(ROOT, moving))
+    cluster = Cluster(lossy, clock, partitions)  # type: ignore[arg-type]
+    node_a = cluster.add("node-a")
+    cluster.round()
+    assert moving in node_a.owned()
+    lossy.armed = True
+    with pytest.raises(TransientStorageError):
+        node_a.raise_term(moving, node_a.term(moving) or 0)
+    assert not lossy.armed, "the raise was applied and its answer lost"
+    if retried:
+        clock.advance(1.0)  # a later retry writes other bytes (its time)
+        assert node_a.raise_term(moving, 1) is None  # 412: the record is not as we wrote it
+    cluster.add(newcomer)
+    for _ in range(6):
+        cluster.round()
+    assert cluster.owners() == desired_assignment(["node-a", newcomer], partitions)
