@@ -17,7 +17,11 @@ compares wall clocks across machines:
 * every acquisition gets a fresh random incarnation, including a
   re-acquisition after a lapse: a lapsed holder is a new owner, its
   previous records are taken back with ``term + 1`` and the partition
-  log's ``term_start`` fences anything the old one still had in flight.
+  log's ``term_start`` fences anything the old one still had in flight;
+* a renewal answered after the grant it renewed had ended is such a
+  lapse too (it may have landed after a peer judged this node dead): the
+  lease is taken again at once under a new incarnation, never counted as
+  a renewal of the old one.
 
 A conditional write answered 412 or 404 is checked by re-reading: it
 counts only if the object holds exactly our bytes (the write landed and
@@ -262,9 +266,40 @@ class NodeLease:
         outcome = self._lease.renew(grant.etag, self._body(released=False))
         if isinstance(outcome, Refused):
             self._lose(f"renewal not applied: {outcome.why}")
+        if outcome.answered >= grant.valid_until:
+            self._reacquire_after_late_answer(outcome, grant)
+            return
         self._granted(outcome)
         self.stats["renewals"] += 1
         self.last_renew_seconds = outcome.answered - outcome.sent
+
+    def _reacquire_after_late_answer(self, late: Written, lapsed: Written) -> None:
+        """A renewal answered after the grant it renewed had ended may have
+        landed after a peer judged this node dead and took its partitions
+        (its records name this incarnation). Counted from its send time it
+        would make this node valid again, still holding those records: two
+        owners. So the lease is taken again at once, over the version the
+        late renewal wrote, under a new incarnation: the ownership layer
+        starts from nothing and takes its share again (``owned`` is empty
+        meanwhile: the old grant has lapsed).
+
+        Raises:
+            LeaseLostError: the lease changed under us meanwhile.
+            StorageError: the store failed (the old grant stays lapsed).
+        """
+        log.warning(
+            "node lease %s: a renewal was answered %.1fs after its grant had ended; "
+            "taking the lease again under a new incarnation",
+            self.node_id,
+            late.answered - lapsed.valid_until,
+        )
+        self.incarnation = self._incarnations()
+        again = self._lease.renew(late.etag, self._body(released=False))
+        if isinstance(again, Refused):
+            self._lose(f"re-acquisition after a late renewal not applied: {again.why}")
+        self._granted(again)
+        self.stats["acquired"] += 1
+        log.info("node lease %s acquired (incarnation %s)", self.node_id, self.incarnation)
 
     def release(self) -> None:
         """Give the lease up (``released: true``): other nodes drop this one

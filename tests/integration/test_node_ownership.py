@@ -8,7 +8,7 @@ import dataclasses
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
 
 import pytest
@@ -923,3 +923,56 @@ def test_a_term_raise_whose_answer_was_lost_does_not_orphan_the_partition(
     for _ in range(6):
         cluster.round()
     assert cluster.owners() == desired_assignment(["node-a", newcomer], partitions)
+
+
+class LandsLateStore(StoreWrapper):
+    """The next ``put_if_match`` on ``key`` reaches the store only after
+    ``meanwhile`` ran (time passing, peers acting), as a request delayed by
+    client retries or a slow connect does."""
+
+    def __init__(self, store: ObjectStore, key: str) -> None:
+        super().__init__(store)
+        self._key = key
+        self.meanwhile: Callable[[], None] | None = None
+
+    def put_if_match(
+        self, key: str, body: bytes, etag: str, *, metadata: Mapping[str, str] | None = None
+    ) -> str:
+        if key == self._key and self.meanwhile is not None:
+            meanwhile, self.meanwhile = self.meanwhile, None
+            meanwhile()
+        return str(self._store.put_if_match(key, body, etag, metadata=metadata))
+
+
+def test_a_renewal_answered_after_its_grant_ended_does_not_resurrect_the_old_ownership(
+    clock: VirtualClock,
+) -> None:
+    """Defect B of the simulation issue (seed 230 of `epochgc simulate`
+    before the fix): node-a's renewals failed until just before its grant
+    ran out; the last one, sent in time, reached the store 3 s later, after
+    node-b had judged node-a dead and taken its partitions. Counted from
+    its send time, that renewal made node-a valid again with its old
+    records: both nodes owned the same partitions."""
+    partitions = pids(4)
+    store = LandsLateStore(MemoryStore(clock), node_lease_key(ROOT, "node-a"))
+    cluster = Cluster(store, clock, partitions)  # type: ignore[arg-type]
+    node_a, node_b = cluster.add("node-a"), cluster.add("node-b")
+    for _ in range(3):
+        cluster.round()
+    held_by_a = set(node_a.owned())
+    assert held_by_a
+    while node_a.lease.valid_until - clock.monotonic() > 1.0:  # node-a's renewals fail
+        clock.advance(0.5)
+        node_b.lease.renew_if_due()
+        node_b.run_round(partitions)
+
+    def node_b_takes_over() -> None:
+        clock.advance(3.0)
+        node_b.lease.renew_if_due()
+        node_b.run_round(partitions)
+
+    store.meanwhile = node_b_takes_over
+    node_a.lease.renew()  # sent while valid, lands after node-b took over
+    assert store.meanwhile is None
+    assert held_by_a <= node_b.owned(), "node-b judged node-a dead and took its partitions"
+    assert not node_a.owned() & node_b.owned()
