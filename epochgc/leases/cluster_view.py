@@ -464,9 +464,12 @@ class ClusterView:
         silence from every dead node's leftover lease before it agrees
         with the others on the assignment. Only balance rests on this;
         their records stay protected until the ETag watch calls them dead,
-        as for any node."""
+        as for any node. Stamps this node found inconsistent
+        (``_written_by``) are not read here either: a gateway whose clock is
+        far off would leave a live node out of this node's assignment only,
+        and the nodes would hand partitions back and forth for ever."""
         mine = node_infos.get(me)
-        if mine is None:
+        if mine is None or self._stamps_inconsistent:
             return set()
         return {
             n

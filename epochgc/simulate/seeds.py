@@ -37,6 +37,8 @@ from epochgc.storage.keys import PartitionId
 DEFAULT_SECONDS = 600.0
 """Virtual seconds of faults in the default scenario (the heal follows)."""
 TRACE_TAIL = 50
+GATEWAY_OFF_SHARE = 0.3
+"""Share of seeds with one gateway whose clock is 8 to 30 s off."""
 SHRINK_RUNS = 60
 """Most re-runs spent shrinking one failing seed's fault schedule."""
 
@@ -112,6 +114,10 @@ def scenario_of(seed: int) -> Scenario:
         PartitionId(topic, 1, p) for topic in ("orders", "clicks") for p in range(rng.randint(2, 4))
     )
     gateways = (0.0, *(rng.uniform(-0.45, 0.45) for _ in range(rng.randint(0, 2))))
+    if rng.random() < GATEWAY_OFF_SHARE:
+        # A gateway whose clock is far off: its stamps contradict what the
+        # nodes saw, which the lease rules must notice and stop using.
+        gateways = (*gateways, rng.choice((-1, 1)) * rng.uniform(8.0, 30.0))
     return Scenario(nodes, spare, partitions, gateways)
 
 
