@@ -268,14 +268,21 @@ def run_seeds(
     seeds: Iterable[int], *, seconds: float = DEFAULT_SECONDS, workers: int | None = None
 ) -> Iterator[SeedResult]:
     """Every seed, on ``workers`` processes (default: every core), in
-    order of completion. Workers run with ``PYTHONHASHSEED=0`` so a seed's
+    seed order. Workers run with ``PYTHONHASHSEED=0`` so a seed's
     trace hash is the same in every run."""
     jobs = [(seed, seconds) for seed in seeds]
     count = workers or os.cpu_count() or 1
     os.environ["PYTHONHASHSEED"] = "0"
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(count, mp_context=context) as pool:
-        yield from pool.map(_run_in_worker, jobs)
+    pool = ProcessPoolExecutor(count, mp_context=context)
+    try:
+        futures = [pool.submit(_run_in_worker, job) for job in jobs]
+        for future in futures:
+            yield future.result()
+    finally:
+        # A caller that stops early (the first violation is enough) does
+        # not wait for the seeds nobody will read.
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 @dataclass

@@ -1,0 +1,209 @@
+"""Mutation check of the guards the simulation covers: each mutant is a
+one-line change that removes or weakens one safety or liveness guard;
+``epochgc simulate`` must break an invariant within the first 200 seeds
+with the mutant in place (and with none, ``make test`` shows it passes).
+
+Run: ``python -m tests.mutation.mutants`` (all; ``make mutants``) or name
+some. Each mutant is applied to the working tree, the seeds run in fresh
+processes (which import the mutated file), and the file is restored
+whatever happens. Refuses to start on a tree whose mutated files have
+uncommitted changes (a restore must not lose work).
+
+Prints one row per mutant (the first failing seed and the invariant) and
+ends with ``mutants: K of N killed within S seeds``; exits 1 when any
+survived.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    path: str
+    old: str
+    new: str
+    guard: str
+
+
+MUTANTS = (
+    Mutant(
+        "own-write-bound-from-send",
+        "epochgc/leases/node_lease.py",
+        "return written.answered",
+        "return written.sent",
+        "the bound of our own write is its answer time, not its send time (issue's mutant 1)",
+    ),
+    Mutant(
+        "stamps-latch-dropped",
+        "epochgc/leases/cluster_view.py",
+        "self._stamps_inconsistent = True",
+        "self._stamps_inconsistent = False",
+        "stamps found inconsistent are never used again (issue's mutant 2)",
+    ),
+    Mutant(
+        "grant-without-skew-margin",
+        "epochgc/leases/timing.py",
+        "return sent + self.ttl_seconds - self.skew_margin_seconds",
+        "return sent + self.ttl_seconds + self.skew_margin_seconds",
+        "a holder stops a skew margin before a TTL from its send",
+    ),
+    Mutant(
+        "stamp-bound-without-resolution",
+        "epochgc/leases/timing.py",
+        "return own_answered + lag + STAMP_RESOLUTION_SECONDS",
+        "return own_answered + lag - STAMP_RESOLUTION_SECONDS",
+        "a stamp-derived bound allows for the stamps' one-second resolution",
+    ),
+    Mutant(
+        "judged-dead-early",
+        "epochgc/leases/timing.py",
+        "return unchanged is None or unchanged >= self._ttl",
+        "return unchanged is None or unchanged >= self._ttl - 3.0",
+        "a peer is dead only after its lease is unchanged for a whole TTL",
+    ),
+    Mutant(
+        "lease-taken-early",
+        "epochgc/leases/core.py",
+        "if unchanged_for is not None and unchanged_for >= ttl_seconds:",
+        "if unchanged_for is not None and unchanged_for >= ttl_seconds / 2:",
+        "a lease object is taken over only after a whole TTL unchanged",
+    ),
+    Mutant(
+        "late-renewal-counted",
+        "epochgc/leases/node_lease.py",
+        "if outcome.answered >= grant.valid_until:",
+        "if False:",
+        "a renewal answered after its grant ended re-acquires (defect B's fix)",
+    ),
+    Mutant(
+        "raise-term-failure-forgotten",
+        "epochgc/leases/ownership_round.py",
+        "            self._unsettle(pid)\n            raise",
+        "            raise",
+        "a term raise that failed reads the record again (defect A's fix)",
+    ),
+    Mutant(
+        "balance-on-bad-stamps",
+        "epochgc/leases/cluster_view.py",
+        "if mine is None or self._stamps_inconsistent:",
+        "if mine is None:",
+        "balance stops reading stamps found inconsistent",
+    ),
+    Mutant(
+        "validity-ignored",
+        "epochgc/leases/node_lease.py",
+        "grant is not None and self._lease.is_valid(grant.valid_until) and self._gate() is None",
+        "grant is not None and self._gate() is None",
+        "a node owns nothing once its grant ran out on its own clock",
+    ),
+    Mutant(
+        "incarnation-not-checked",
+        "epochgc/leases/ownership_round.py",
+        "        if not self._lease.is_valid() or self._lease.incarnation != self._incarnation:\n"
+        "            return frozenset()",
+        "        if not self._lease.is_valid():\n            return frozenset()",
+        "a new incarnation owns nothing of the old one's until a round took it",
+    ),
+    Mutant(
+        "taken-record-kept",
+        "epochgc/leases/ownership_round.py",
+        "if pid in state.observed and state.etags.get(pid) != held.etag:",
+        "if False:",
+        "a record someone else rewrote is dropped",
+    ),
+    Mutant(
+        "own-record-not-adopted",
+        "epochgc/leases/ownership_round.py",
+        "if is_owned_by(record, me, incarnation) and pid not in self._mine:",
+        "if False:",
+        "a record naming us (a write whose answer was lost) is adopted",
+    ),
+    Mutant(
+        "lost-answer-not-ours",
+        "epochgc/storage/conditional_put.py",
+        "        if stored.body == body:\n            return stored.etag",
+        "        if False:\n            return stored.etag",
+        "a conditional write that landed unanswered counts when the bytes are ours",
+    ),
+)
+
+
+def seed_range(text: str) -> tuple[int, int]:
+    first, _, last = text.partition("-")
+    return int(first), int(last or first)
+
+
+def run_mutant(mutant: Mutant, seeds: tuple[int, int], workers: int | None) -> tuple[str, str]:
+    """The first failing seed and its invariant line, or two empty strings."""
+    path = REPO / mutant.path
+    original = path.read_text()
+    if original.count(mutant.old) != 1:
+        raise SystemExit(f"mutant {mutant.name}: its line is not found once in {mutant.path}")
+    path.write_text(original.replace(mutant.old, mutant.new))
+    try:
+        code = (
+            "import sys\n"
+            "from epochgc.simulate.seeds import run_seeds\n"
+            f"for r in run_seeds(range({seeds[0]}, {seeds[1] + 1}), workers={workers!r}):\n"
+            "    if not r.ok:\n"
+            "        print(r.seed, r.violation, sep='\\t'); break\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=3600,
+        )
+    finally:
+        path.write_text(original)
+    if done.returncode != 0:
+        return "error", done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "?"
+    line = done.stdout.strip()
+    if not line:
+        return "", ""
+    seed, violation = line.split("\t", 1)
+    return seed, violation
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("names", nargs="*", help="mutants to run (default: all)")
+    parser.add_argument("--seeds", default="1-200", help="seed range (default 1-200)")
+    parser.add_argument("--workers", type=int, help="processes (default: one per core)")
+    args = parser.parse_args()
+    chosen = [m for m in MUTANTS if not args.names or m.name in args.names]
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--", *{m.path for m in chosen}],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    if dirty:
+        print(f"mutants: commit or stash these first:\n{dirty}", file=sys.stderr)
+        return 2
+    seeds = seed_range(args.seeds)
+    killed = 0
+    print(f"{'mutant':32} {'seed':>5}  invariant")
+    for mutant in chosen:
+        seed, violation = run_mutant(mutant, seeds, args.workers)
+        killed += bool(seed) and seed != "error"
+        shown = violation.split(":", 1)[0] if seed and seed != "error" else violation
+        print(f"{mutant.name:32} {seed or 'LIVED':>5}  {shown or '-'}", flush=True)
+    print(f"mutants: {killed} of {len(chosen)} killed within seeds {args.seeds}")
+    return 0 if killed == len(chosen) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
