@@ -64,7 +64,12 @@ from epochgc.leases.assignment import (
     OwnerRecord,
 )
 from epochgc.leases.holder_codec import NodeLeaseDocument, decode_node_lease, decode_owner
-from epochgc.leases.timing import VersionWatch, stamps_contradict, written_by
+from epochgc.leases.timing import (
+    VersionWatch,
+    stamps_checkable,
+    stamps_contradict,
+    written_by,
+)
 from epochgc.runtime import RequestPool
 from epochgc.storage.keys import (
     PartitionId,
@@ -280,10 +285,19 @@ class ClusterView:
         """For each other node whose lease changed since the last listing
         judged, the latest time its new version can have been written, from
         the store's stamps against this node's own lease (empty when this
-        listing shows no write of ours whose answer we timed, or when the
-        stamps were found inconsistent)."""
+        listing shows no write of ours whose answer we timed, when the
+        stamps were found inconsistent, or when the previous listing judged
+        is too old to check them against: ``timing.stamps_checkable``)."""
         mine = node_infos.get(me)
-        if self.answered_at is None or self._stamps_inconsistent or mine is None:
+        seen_at = self._judged_listing_started
+        if (
+            self.answered_at is None
+            or self._stamps_inconsistent
+            or mine is None
+            or seen_at is None
+            or self._listing_started is None
+            or not stamps_checkable(self._listing_started, seen_at, self.ttl_seconds)
+        ):
             return {}
         answered = self.answered_at(mine.etag)
         if answered is None:
@@ -294,8 +308,7 @@ class ClusterView:
             if node == me or previous is None or previous == info.etag:
                 continue
             bound = written_by(answered, mine.last_modified, info.last_modified)
-            seen_at = self._judged_listing_started
-            if seen_at is not None and stamps_contradict(bound, seen_at):
+            if stamps_contradict(bound, seen_at):
                 self._stamps_inconsistent = True
                 log.warning(
                     "the store's LastModified stamps put node %s's lease write %.1f s before a "

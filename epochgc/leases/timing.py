@@ -24,7 +24,11 @@ DynamoDB lock client):
   its consistency between two stamps is the one assumption, and what the
   skew margin absorbs beyond the resolution (``[ownership]
   use_store_timestamps`` turns it off). Without it a survivor that lists
-  once a round calls a dead node gone up to a round late.
+  once a round calls a dead node gone up to a round late. Stamps are read
+  only against a recent previous listing (``stamps_checkable``), which
+  catches a gateway far off at its first use (``stamps_contradict``); a
+  gateway off by more than the skew margin but less than that goes
+  unnoticed (docs/operating.md says when to turn the stamps off).
 
 The "stored bytes are ours" rule for conditional writes lives in
 ``storage/conditional_put.py``.
@@ -80,6 +84,24 @@ class LeasePolicy:
         """The holder's own deadline for a grant whose request was sent at
         ``sent`` (its monotonic clock): it must not act after it."""
         return sent + self.ttl_seconds - self.skew_margin_seconds
+
+
+STAMP_GAP_SHARE = 0.5
+"""Stamps are read from a listing only when the previous listing judged
+began at most this share of a TTL before it (``stamps_checkable``)."""
+
+
+def stamps_checkable(listing_started: float, previous_started: float, ttl_seconds: float) -> bool:
+    """Whether a listing that began at ``listing_started`` may read the
+    store's stamps, the previous listing judged having begun at
+    ``previous_started`` (same monotonic clock). The stamps are checked
+    against that previous listing (``stamps_contradict``): a write they put
+    before it is impossible. Only a recent one makes the check strong: with
+    at most half a TTL between the two, a gateway whose clock is off by
+    more than half a TTL plus ``STAMP_TOLERANCE_SECONDS`` is caught at its
+    first use; after a longer gap (a pause, a wait for the lease) such a
+    stamp could put a live node's last renewal a TTL in the past. Pure."""
+    return listing_started - previous_started <= STAMP_GAP_SHARE * ttl_seconds
 
 
 def written_by(own_answered: float, own_stamp: datetime, other_stamp: datetime) -> float:

@@ -788,6 +788,7 @@ def _renewal_then_kill(
     a.run_round(pids(4))
     b.run_round(pids(4))  # a has seen b's first version
     clock.advance(POLICY.renew_interval_seconds)
+    a.run_round(pids(4))  # a lists once a round: b's version unchanged
     assert a.lease.renew_if_due() and b.lease.renew_if_due()
     renewed = clock.monotonic()
     cluster.killed.add("b")
@@ -1001,3 +1002,27 @@ def test_balance_stops_reading_stamps_once_they_are_found_inconsistent(
     for _ in range(4):
         cluster.round()
         assert cluster.owners() == balanced
+
+
+def test_stamps_are_not_read_across_a_long_gap_between_listings(clock: VirtualClock) -> None:
+    """Found by `epochgc simulate` (seed 169, a gateway 25 s off): stamps
+    are checked against the previous listing this node judged, and a
+    stamp that puts a write before it is a contradiction. After a long gap
+    between two listings (the node paused, then waited for its lease) that
+    check cannot tell: a's own lease, stamped 25 s ahead, put b's latest
+    renewal 25 s in the past, b was judged dead at first sight of it, and
+    a took b's partitions while b held them."""
+    partitions = pids(4)
+    store = _ShiftedStamps(MemoryStore(clock, whole_second_stamps=True))
+    store.shifted["a"] = 25.0
+    cluster = Cluster(store, clock, partitions)  # type: ignore[arg-type]
+    a, b = cluster.add("a"), cluster.add("b")
+    a.run_round(partitions)  # a sees b's lease for the first time
+    for _ in range(30):  # a's rounds stall for 30 s; both keep their leases
+        clock.advance(1.0)
+        a.lease.renew_if_due()
+        b.lease.renew_if_due()
+        b.run_round(partitions)
+    assert b.owned()
+    a.run_round(partitions)
+    cluster.assert_single_owners()

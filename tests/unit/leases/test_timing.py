@@ -17,6 +17,7 @@ from epochgc.leases.timing import (
     STAMP_TOLERANCE_SECONDS,
     LeasePolicy,
     VersionWatch,
+    stamps_checkable,
     stamps_contradict,
     written_by,
 )
@@ -271,3 +272,11 @@ def test_a_watch_never_calls_a_version_stale_a_ttl_before_its_write_or_sighting(
     now = seen + after + later
     if watch.is_stale("a", now):
         assert now - min(seen + after, bound) >= TTL
+
+
+def test_stamps_are_checkable_only_against_a_recent_listing() -> None:
+    ttl = 15.0
+    assert stamps_checkable(105.0, 100.0, ttl)
+    assert stamps_checkable(107.5, 100.0, ttl)
+    assert not stamps_checkable(107.6, 100.0, ttl)
+    assert not stamps_checkable(130.0, 100.0, ttl)
