@@ -27,8 +27,9 @@ incarnation wrote which term. Invariants:
 * ``two leaders in one term``: no term of a partition log is started by
   two incarnations;
 * after the heal phase: every partition is owned and led by a live node
-  (``unled``), and no ownership record names a live incarnation that does
-  not own it (``orphaned``).
+  (``unled``), no ownership record names a live incarnation that does
+  not own it (``orphaned``), and no node owns a partition whose record
+  names another (``owned against its record``).
 """
 
 from __future__ import annotations
@@ -37,9 +38,10 @@ import json
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from epochgc.errors import EpochGCError
+from epochgc.leases.holder_codec import OwnerDocument, decode_owner, encode_owner
 from epochgc.leases.node_lease import NodeLease
 from epochgc.leases.ownership_round import NodeOwnership
 from epochgc.leases.timing import LeasePolicy
@@ -52,6 +54,8 @@ from epochgc.storage.keys import PartitionId, owner_key
 from epochgc.storage.object_store import get_or_none
 
 ROOT = "epochgc"
+FOREIGN_OWNER = "operator"
+"""The owner an outside writer names (no such node ever runs)."""
 LEAD_INTERVAL_SECONDS = 1.0
 RAISE_TERM_WAIT_SECONDS = 2.0
 
@@ -222,6 +226,12 @@ class World:
         self.nodes: dict[str, SimNode] = {}
         self.generations: dict[str, int] = {}
         self.term_starts: dict[tuple[PartitionId, int], tuple[str, str]] = {}
+        self.overruled: dict[PartitionId, set[str]] = {}
+        """Partitions an outside writer took from the processes named, which
+        own them until they next read the record (up to 1.5 relist
+        intervals): meanwhile a node may take it again, and only the
+        partition log's term fence separates the two, so they are not
+        counted as two owners."""
 
     # --- life cycle --------------------------------------------------------------
 
@@ -259,6 +269,24 @@ class World:
         if node is not None and node.process.alive and not node.leaving:
             self.sched.spawn(node.process, "leave", node.leave)
 
+    def rewrite_owner(self, pick: float) -> None:
+        """An outside writer names a node that does not exist as the owner
+        of one partition, five terms up (the record as ``OwnershipStore``
+        writes it)."""
+        partitions = self.settings.partitions
+        pid = partitions[min(int(pick * len(partitions)), len(partitions) - 1)]
+        key = owner_key(ROOT, pid)
+        stored = get_or_none(self.network.bucket, key)
+        term = 0 if stored is None else decode_owner(stored.body, key).term
+        doc = OwnerDocument(FOREIGN_OWNER, "manual", term + 5, self.sched_wall())
+        self.network.bucket.put(key, encode_owner(doc))
+        holders = {n.process.name for n in self.nodes.values() if pid in n.ownership.owned()}
+        self.overruled[pid] = holders
+        self.note(f"outside writer: {pid} now names {FOREIGN_OWNER} at term {term + 5}")
+
+    def sched_wall(self) -> datetime:
+        return EPOCH_ORIGIN + timedelta(seconds=self.sched.now)
+
     def live_nodes(self) -> list[SimNode]:
         return [n for n in self.nodes.values() if n.process.alive and not n.leaving]
 
@@ -274,12 +302,21 @@ class World:
             )
 
     def check_safety(self) -> None:
-        """After every event: no partition in two live nodes' ``owned()``."""
+        """After every event: no partition in two live nodes' ``owned()``
+        (but see ``overruled``)."""
         owners: dict[PartitionId, str] = {}
+        for pid, holders in self.overruled.items():
+            holders.intersection_update(
+                n.process.name
+                for n in self.nodes.values()
+                if n.process.alive and pid in n.ownership.owned()
+            )
         for node in self.nodes.values():
             if not node.process.alive:
                 continue
             for pid in node.ownership.owned():
+                if node.process.name in self.overruled.get(pid, ()):
+                    continue
                 other = owners.setdefault(pid, node.process.name)
                 if other != node.process.name:
                     raise Violation(
@@ -308,6 +345,18 @@ class World:
                         f"{pid}'s record names live {holder.process.name} "
                         f"(incarnation {holder.lease.incarnation}, term {doc.get('term')}), "
                         "which does not own it: nobody may lead it",
+                    )
+            for node in live.values():
+                named = None if stored is None else json.loads(stored.body)
+                if pid in node.ownership.owned() and (
+                    named is None
+                    or named.get("node") != node.node_id
+                    or named.get("incarnation") != node.lease.incarnation
+                ):
+                    raise Violation(
+                        "owned against its record",
+                        f"{node.process.name} still owns {pid}, whose record names "
+                        f"{None if named is None else named.get('node')}",
                     )
             leaders = [
                 n

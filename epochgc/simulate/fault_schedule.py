@@ -17,7 +17,10 @@ The kinds are the faults a real S3 and real processes produce:
 * ``crash``: kill -9, the node restarts with a new incarnation later;
 * ``pause``: the process stops for longer than a lease TTL (SIGSTOP, a
   long collector pause) and carries on as if nothing happened;
-* ``join`` / ``leave``: a node starts, or stops cleanly and releases.
+* ``join`` / ``leave``: a node starts, or stops cleanly and releases;
+* ``foreign_owner``: something other than a node (an operator's tool, a
+  restored backup) rewrites one ownership record to name an owner that
+  does not exist, at a higher term.
 
 Gateways whose clocks disagree and LastModified in whole seconds are the
 store's standing properties (``StoreModel``), not faults.
@@ -28,7 +31,16 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-KINDS = ("lost_answers", "late_landing", "brownout", "crash", "pause", "join", "leave")
+KINDS = (
+    "lost_answers",
+    "late_landing",
+    "brownout",
+    "crash",
+    "pause",
+    "join",
+    "leave",
+    "foreign_owner",
+)
 
 
 @dataclass(frozen=True)
@@ -42,6 +54,8 @@ class Fault:
     target: str = ""
     rate: float = 0.0
     """For ``lost_answers`` and ``brownout``: the share of requests hit."""
+    pick: float = 0.0
+    """For ``foreign_owner``: which partition, as a fraction of the list."""
 
     def describe(self) -> str:
         who = self.target or "everyone"
@@ -69,8 +83,8 @@ def draw_schedule(
 
     for _ in range(rng.randint(1, 3)):
         add("lost_answers", rng.uniform(10, 60), rate=rng.choice((0.1, 0.3, 0.6)))
-    for _ in range(rng.randint(1, 4)):
-        add("late_landing", rng.uniform(5, 40), rng.choice(nodes))
+    for _ in range(rng.randint(2, 6)):
+        add("late_landing", rng.uniform(10, 60), rng.choice(nodes))
     for _ in range(rng.randint(1, 3)):
         target = rng.choice([*nodes, ""])
         add("brownout", rng.uniform(3, ttl * 1.5), target, rng.choice((0.5, 0.9, 1.0)))
@@ -78,10 +92,16 @@ def draw_schedule(
             # A node whose network is failing: what gets through lands late.
             last = faults[-1]
             faults.append(Fault("late_landing", last.at, last.seconds + 3.0, target))
-    for _ in range(rng.randint(0, 2)):
+    for _ in range(rng.randint(1, 3)):
         add("crash", rng.uniform(1, 3 * ttl), rng.choice(nodes))
-    for _ in range(rng.randint(0, 2)):
+    for _ in range(rng.randint(1, 3)):
         add("pause", rng.uniform(ttl * 0.5, ttl * 2), rng.choice(nodes))
+    if rng.random() < 0.3:
+        # Well before the end: a node notices at its next read of every
+        # record it holds (up to 1.5 relist intervals).
+        faults.append(
+            Fault("foreign_owner", rng.uniform(5.0, until - 150.0), 0.0, pick=rng.random())
+        )
     for node in spare:
         if rng.random() < 0.7:
             add("join", 0.0, node)

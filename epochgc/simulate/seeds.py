@@ -219,6 +219,8 @@ def _apply(world: World, fault: Fault) -> None:
             world.start_node(fault.target)
     elif fault.kind == "leave":
         world.leave(fault.target)
+    elif fault.kind == "foreign_owner":
+        world.rewrite_owner(fault.pick)
 
 
 def shrink(result: SeedResult, *, seconds: float = DEFAULT_SECONDS) -> list[Fault]:

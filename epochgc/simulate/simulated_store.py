@@ -5,7 +5,7 @@ Each process talks to the bucket through its own ``StoreView`` (an
 ``ObjectStore``), so a fault can hit one process only. A request:
 
 1. is sent at the caller's now, and *lands* (is applied, atomically, at
-   the bucket) half a latency later, plus 1 to 3 s when a
+   the bucket) half a latency later, plus 1 to 4 s when a
    ``late_landing`` fault covers the caller; the latency has a long tail;
 2. is answered half a latency after landing; meanwhile every other task
    runs (a peer may judge, take, write);
@@ -48,6 +48,8 @@ T = TypeVar("T")
 EPOCH_ORIGIN = datetime(2026, 1, 1, tzinfo=UTC)
 """Store time at virtual time 0."""
 
+LATE_LANDING_SECONDS = (1.0, 4.0)
+"""How late a request under ``late_landing`` reaches the store."""
 RETRY_SECONDS = 0.6
 """How long a failing request keeps the caller before its retries run out."""
 
@@ -121,7 +123,7 @@ class Network:
             raise RetriesExhaustedError(f"SlowDown: retries ran out key={key!r}", None)
         extra = 0.0
         if self._active("late_landing", node) is not None:
-            extra = self._rng.uniform(1.0, 3.0)
+            extra = self._rng.uniform(*LATE_LANDING_SECONDS)
         lands = sent + latency / 2 + extra
         box: dict[str, object] = {}
 

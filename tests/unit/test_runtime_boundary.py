@@ -1,0 +1,96 @@
+"""Protocol code reaches clocks, sleeping, locks, threads, executors and
+randomness only through ``epochgc.runtime.Runtime``, so that ``epochgc
+simulate`` can run it on virtual time from one seed.
+
+Read with ``ast`` from the source, like the layering test. ``PROTOCOL``
+lists the packages already moved onto the runtime; the rest of the
+protocol code (watermarks, reconciler, gc, ingest) joins it as the
+simulation grows to cover it (issue 39), and this list with it. The thin
+loop shells that may touch the real things are named in ``SHELLS``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+PROTOCOL = ("epochgc/leases", "epochgc/simulate")
+"""Packages whose every module must go through the runtime."""
+
+SHELLS = {
+    "epochgc/simulate/seeds.py": "runs seeds in worker processes and times them for the "
+    "progress line (real time, outside any simulated run)",
+    "epochgc/simulate/memory_store.py": "its lock makes each request atomic for the tests and "
+    "benchmarks that call it from real threads; it is never held while a simulated task waits",
+}
+"""Modules of those packages allowed to touch real time, and why."""
+
+FORBIDDEN_MODULES = {"time", "uuid", "random", "threading", "concurrent.futures", "asyncio"}
+FORBIDDEN_CALLS = {("datetime", "now"), ("datetime", "utcnow"), ("datetime", "today")}
+RANDOM_TYPES = {"random"}
+"""``random.Random`` as a type (a seeded stream handed in) is allowed in the
+simulation; drawing from the module's global generator is not."""
+
+
+def offences(source: str, name: str = "<source>", *, allow_random_type: bool = False) -> list[str]:
+    """Every import of a forbidden module and every forbidden call in
+    ``source``."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source, name)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in FORBIDDEN_MODULES and not (
+                    allow_random_type and alias.name in RANDOM_TYPES
+                ):
+                    found.append(f"{name}:{node.lineno}: import {alias.name}")
+        elif isinstance(node, ast.ImportFrom) and node.module in FORBIDDEN_MODULES:
+            found.append(f"{name}:{node.lineno}: from {node.module} import ...")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            owner = node.func.value
+            if isinstance(owner, ast.Name) and (owner.id, node.func.attr) in FORBIDDEN_CALLS:
+                found.append(f"{name}:{node.lineno}: {owner.id}.{node.func.attr}()")
+            if (
+                isinstance(owner, ast.Name)
+                and owner.id == "random"
+                and node.func.attr not in ("Random",)
+            ):
+                found.append(f"{name}:{node.lineno}: random.{node.func.attr}() (global stream)")
+    return found
+
+
+def protocol_files() -> list[Path]:
+    return sorted(p for package in PROTOCOL for p in (REPO / package).rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", protocol_files(), ids=lambda p: str(p.relative_to(REPO)))
+def test_protocol_code_goes_through_the_runtime(path: Path) -> None:
+    relative = str(path.relative_to(REPO))
+    if relative in SHELLS:
+        return
+    simulation = relative.startswith("epochgc/simulate/")
+    assert offences(path.read_text(), relative, allow_random_type=simulation) == []
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "import time\nx = time.monotonic()",
+        "from datetime import datetime\nx = datetime.now()",
+        "import threading\nlock = threading.RLock()",
+        "from concurrent.futures import ThreadPoolExecutor",
+        "import uuid\nx = uuid.uuid4()",
+        "import random\nx = random.random()",
+        "import asyncio",
+    ],
+)
+def test_the_check_finds_each_kind_of_escape(line: str) -> None:
+    assert offences(line, allow_random_type=True) or "import random" not in line
+    assert offences(line)
+
+
+def test_a_seeded_stream_handed_in_is_allowed_in_the_simulation() -> None:
+    assert offences("import random\nrng = random.Random(7)", allow_random_type=True) == []
