@@ -246,3 +246,22 @@ def test_a_long_sweep_keeps_only_the_batches_in_flight() -> None:
     result = Sweeper(probe, ROOT, NOW_POLICY).sweep(range(4), 10, now())  # type: ignore[arg-type]
     assert result.deleted == 500_000 and probe.delete_requests == 500
     assert probe.futures_at_batch_400 is not None and probe.futures_at_batch_400 < 50
+
+
+def test_the_deletion_record_lists_only_the_keys_deleteobjects_confirmed(
+    s3_client, bucket: str
+) -> None:  # type: ignore[no-untyped-def]
+    """The record feeds on each DeleteObjects answer: a key S3 refused
+    (a per-key error inside the 200) is still in the bucket and must not
+    be recorded as deleted (the mutation check's third surviving mutant:
+    the whole batch fed to the record)."""
+    keys = seed_l0(bucket, shards=1, epochs=range(1, 3), per_epoch=5)
+    denied = set(keys[:3])
+    client = PerKeyErrorClient(s3_client, lambda _c, k: "AccessDenied" if k in denied else None)
+    store = S3ObjectStore(client, bucket)  # type: ignore[arg-type]
+    recorded: list[str] = []
+    Sweeper(store, ROOT, NOW_POLICY).sweep(
+        [0], 5, now(), deleted_sink=lambda infos: recorded.extend(i.key for i in infos)
+    )
+    assert sorted(recorded) == sorted(set(keys) - denied)
+    assert remaining(store) == denied
