@@ -32,6 +32,7 @@ BENCHES = (
     "bench_assignment",
     "bench_steady",
     "bench_list_parse",
+    "bench_simulate",
 )
 VERDICT = re.compile(r"^bench (\S+): (.*) \(target (.*)\) (PASS|FAIL)$")
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -224,6 +224,10 @@ class World:
         self.settings = settings
         self.note = note
         self.nodes: dict[str, SimNode] = {}
+        """The newest process of each node id."""
+        self.extra: list[SimNode] = []
+        """Older processes of a node id still running beside its newest
+        (``duplicate``)."""
         self.generations: dict[str, int] = {}
         self.term_starts: dict[tuple[PartitionId, int], tuple[str, str]] = {}
         self.overruled: dict[PartitionId, set[str]] = {}
@@ -264,15 +268,30 @@ class World:
             self.sched.pause(node.process, seconds)
             self.note(f"{node.process.name} paused for {seconds:.1f}s")
 
+    def duplicate(self, node_id: str, seconds: float) -> None:
+        """Pause ``node_id``'s process for ``seconds`` and start a second
+        process of the same node id at once (a supervisor that took the
+        stopped one for dead); the first wakes up later."""
+        node = self.nodes.get(node_id)
+        if node is None or not node.process.alive or node.leaving:
+            return
+        self.sched.pause(node.process, seconds)
+        self.note(f"{node.process.name} stopped for {seconds:.1f}s; a second process starts")
+        self.extra.append(node)
+        self.start_node(node_id)
+
     def leave(self, node_id: str) -> None:
         node = self.nodes.get(node_id)
         if node is not None and node.process.alive and not node.leaving:
             self.sched.spawn(node.process, "leave", node.leave)
 
     def rewrite_owner(self, pick: float) -> None:
-        """An outside writer names a node that does not exist as the owner
-        of one partition, five terms up (the record as ``OwnershipStore``
-        writes it)."""
+        """An outside writer (a restored backup, a hand-made edit) names a
+        node that does not exist as the owner of one partition, five terms
+        up (the record as ``OwnershipStore`` writes it). Naming a live
+        node's current incarnation is left out: only a protocol
+        participant knows it, and a node never reads a record outside its
+        share that it did not write."""
         partitions = self.settings.partitions
         pid = partitions[min(int(pick * len(partitions)), len(partitions) - 1)]
         key = owner_key(ROOT, pid)
@@ -280,15 +299,21 @@ class World:
         term = 0 if stored is None else decode_owner(stored.body, key).term
         doc = OwnerDocument(FOREIGN_OWNER, "manual", term + 5, self.sched_wall())
         self.network.bucket.put(key, encode_owner(doc))
-        holders = {n.process.name for n in self.nodes.values() if pid in n.ownership.owned()}
+        holders = {n.process.name for n in self.processes() if pid in n.ownership.owned()}
         self.overruled[pid] = holders
         self.note(f"outside writer: {pid} now names {FOREIGN_OWNER} at term {term + 5}")
 
     def sched_wall(self) -> datetime:
         return EPOCH_ORIGIN + timedelta(seconds=self.sched.now)
 
+    def processes(self) -> list[SimNode]:
+        """Every node process started, newest of each id first."""
+        return [*self.nodes.values(), *self.extra]
+
     def live_nodes(self) -> list[SimNode]:
-        return [n for n in self.nodes.values() if n.process.alive and not n.leaving]
+        """Every process running and not leaving (two of one node id after
+        a ``duplicate``)."""
+        return [n for n in self.processes() if n.process.alive and not n.leaving]
 
     # --- ghost state and invariants -----------------------------------------------
 
@@ -308,10 +333,10 @@ class World:
         for pid, holders in self.overruled.items():
             holders.intersection_update(
                 n.process.name
-                for n in self.nodes.values()
+                for n in self.processes()
                 if n.process.alive and pid in n.ownership.owned()
             )
-        for node in self.nodes.values():
+        for node in self.processes():
             if not node.process.alive:
                 continue
             for pid in node.ownership.owned():
@@ -328,39 +353,32 @@ class World:
         """After the heal phase: every partition owned and led, no record
         naming a live incarnation that does not own it."""
         bucket = self.network.bucket
-        live = {n.node_id: n for n in self.live_nodes()}
+        live = self.live_nodes()
         for pid in self.settings.partitions:
             stored = get_or_none(bucket, owner_key(ROOT, pid))
-            if stored is not None:
-                doc = json.loads(stored.body)
-                holder = live.get(doc.get("node", ""))
-                if (
-                    holder is not None
-                    and not doc.get("released", False)
-                    and doc.get("incarnation") == holder.lease.incarnation
-                    and pid not in holder.ownership.owned()
-                ):
+            named: dict[str, object] = {} if stored is None else json.loads(stored.body)
+            for node in live:
+                owns = pid in node.ownership.owned()
+                names_it = (
+                    named.get("node") == node.node_id
+                    and named.get("incarnation") == node.lease.incarnation
+                )
+                if names_it and not owns and not named.get("released", False):
                     raise Violation(
                         "orphaned",
-                        f"{pid}'s record names live {holder.process.name} "
-                        f"(incarnation {holder.lease.incarnation}, term {doc.get('term')}), "
+                        f"{pid}'s record names live {node.process.name} "
+                        f"(incarnation {node.lease.incarnation}, term {named.get('term')}), "
                         "which does not own it: nobody may lead it",
                     )
-            for node in live.values():
-                named = None if stored is None else json.loads(stored.body)
-                if pid in node.ownership.owned() and (
-                    named is None
-                    or named.get("node") != node.node_id
-                    or named.get("incarnation") != node.lease.incarnation
-                ):
+                if owns and not names_it:
                     raise Violation(
                         "owned against its record",
                         f"{node.process.name} still owns {pid}, whose record names "
-                        f"{None if named is None else named.get('node')}",
+                        f"{named.get('node')}",
                     )
             leaders = [
                 n
-                for n in live.values()
+                for n in live
                 if pid in n.ownership.owned() and n.led.get(pid) == n.ownership.term(pid)
             ]
             if not leaders:

@@ -18,9 +18,12 @@ The kinds are the faults a real S3 and real processes produce:
 * ``pause``: the process stops for longer than a lease TTL (SIGSTOP, a
   long collector pause) and carries on as if nothing happened;
 * ``join`` / ``leave``: a node starts, or stops cleanly and releases;
-* ``foreign_owner``: something other than a node (an operator's tool, a
-  restored backup) rewrites one ownership record to name an owner that
-  does not exist, at a higher term.
+* ``foreign_owner``: something other than a node (a restored backup, a
+  hand-made edit) rewrites one ownership record, five terms up, to name
+  an owner that does not exist;
+* ``duplicate``: a node stops (SIGSTOP) and a supervisor that took it for
+  dead starts a second process of the same node id; the first wakes up
+  later, and for a while two processes of one node id run.
 
 Gateways whose clocks disagree and LastModified in whole seconds are the
 store's standing properties (``StoreModel``), not faults.
@@ -40,6 +43,7 @@ KINDS = (
     "join",
     "leave",
     "foreign_owner",
+    "duplicate",
 )
 
 
@@ -76,35 +80,41 @@ def draw_schedule(
     faults: list[Fault] = []
 
     def add(kind: str, seconds: float, target: str = "", rate: float = 0.0) -> None:
-        # Every fault ends by ``until``: the heal phase is fault-free.
-        seconds = min(seconds, until - 10.0)
-        at = rng.uniform(5.0, until - seconds)
+        # Every fault ends by ``until``: the heal phase is fault-free. A
+        # crashed node restarts early enough to have waited out its old
+        # lease (a TTL) and joined by then too.
+        end = until - (ttl + 5.0 if kind == "crash" else 0.0)
+        seconds = min(seconds, end - 10.0)
+        at = rng.uniform(5.0, end - seconds)
         faults.append(Fault(kind, at, seconds, target, rate))
 
-    for _ in range(rng.randint(1, 3)):
+    for _ in range(rng.randint(2, 5)):
         add("lost_answers", rng.uniform(10, 60), rate=rng.choice((0.1, 0.3, 0.6)))
-    for _ in range(rng.randint(2, 6)):
+    for _ in range(rng.randint(3, 8)):
         add("late_landing", rng.uniform(10, 60), rng.choice(nodes))
-    for _ in range(rng.randint(1, 3)):
+    for _ in range(rng.randint(2, 5)):
         target = rng.choice([*nodes, ""])
         add("brownout", rng.uniform(3, ttl * 1.5), target, rng.choice((0.5, 0.9, 1.0)))
         if target and rng.random() < 0.5:
             # A node whose network is failing: what gets through lands late.
             last = faults[-1]
             faults.append(Fault("late_landing", last.at, last.seconds + 3.0, target))
-    for _ in range(rng.randint(1, 3)):
+    for _ in range(rng.randint(2, 5)):
         add("crash", rng.uniform(1, 3 * ttl), rng.choice(nodes))
-    for _ in range(rng.randint(1, 3)):
+    for _ in range(rng.randint(1, 4)):
         add("pause", rng.uniform(ttl * 0.5, ttl * 2), rng.choice(nodes))
-    if rng.random() < 0.3:
+    for _ in range(rng.randint(0, 2)):
+        add("duplicate", rng.uniform(ttl * 0.5, ttl * 2), rng.choice(nodes))
+    for _ in range(rng.randint(0, 2)):
         # Well before the end: a node notices at its next read of every
         # record it holds (up to 1.5 relist intervals).
         faults.append(
             Fault("foreign_owner", rng.uniform(5.0, until - 150.0), 0.0, pick=rng.random())
         )
     for node in spare:
-        if rng.random() < 0.7:
+        if rng.random() < 0.8:
             add("join", 0.0, node)
-    if len(nodes) > 2 and rng.random() < 0.5:
-        add("leave", 0.0, rng.choice(nodes))
+    for node in nodes[2:]:
+        if rng.random() < 0.4:
+            add("leave", 0.0, node)
     return sorted(faults, key=lambda f: (f.at, f.kind, f.target))
