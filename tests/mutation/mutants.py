@@ -3,6 +3,12 @@ one-line change that removes or weakens one safety or liveness guard;
 ``epochgc simulate`` must break an invariant within the first 200 seeds
 with the mutant in place (and with none, ``make test`` shows it passes).
 
+Not listed: guards the simulation cannot reach by design, each covered by
+a test instead (a record someone else rewrote is dropped:
+``test_a_record_taken_from_under_us_is_dropped``; the deletion record
+lists only confirmed keys: ``test_the_deletion_record_lists_only_the_keys_
+deleteobjects_confirmed``; the simulation has no collector yet).
+
 Run: ``python -m tests.mutation.mutants`` (all; ``make mutants``) or name
 some. Each mutant is applied to the working tree, the seeds run in fresh
 processes (which import the mutated file), and the file is restored
@@ -114,18 +120,32 @@ MUTANTS = (
         "a new incarnation owns nothing of the old one's until a round took it",
     ),
     Mutant(
-        "taken-record-kept",
-        "epochgc/leases/ownership_round.py",
-        "if pid in state.observed and state.etags.get(pid) != held.etag:",
-        "if False:",
-        "a record someone else rewrote is dropped",
-    ),
-    Mutant(
         "own-record-not-adopted",
         "epochgc/leases/ownership_round.py",
         "if is_owned_by(record, me, incarnation) and pid not in self._mine:",
         "if False:",
         "a record naming us (a write whose answer was lost) is adopted",
+    ),
+    Mutant(
+        "write-after-lapse",
+        "epochgc/leases/ownership_round.py",
+        "        if not self._lease.is_valid():\n            return None  # out of time",
+        "        if False:\n            return None  # out of time",
+        "an ownership write is not sent once the node lease ran out",
+    ),
+    Mutant(
+        "contradiction-check-off",
+        "epochgc/leases/timing.py",
+        "return written < previous_seen_at - STAMP_TOLERANCE_SECONDS",
+        "return written < previous_seen_at - 600.0",
+        "stamps that put a write before a listing that did not show it are refused",
+    ),
+    Mutant(
+        "gap-rule-off",
+        "epochgc/leases/timing.py",
+        "return listing_started - previous_started <= STAMP_GAP_SHARE * ttl_seconds",
+        "return True",
+        "stamps are read only against a listing at most half a TTL older",
     ),
     Mutant(
         "lost-answer-not-ours",
