@@ -58,7 +58,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from epochgc.errors import EpochGCError
+from epochgc.errors import EpochGCError, StorageError
 from epochgc.gc.control import CollectorPausedError, DeletingJob
 from epochgc.gc.deletion_record import DeletionRecord, open_record, sink_of
 from epochgc.gc.future_times import FutureTimeLog
@@ -273,6 +273,8 @@ class _Swept:
     result: SweepResult
     stopped_by_guard: str | None
     plan_key: str | None
+    record_failed: str | None = None
+    """Why the round's deletion record could not be written."""
 
 
 def _open_round(
@@ -381,6 +383,7 @@ def _sweep(ctx: _RoundContext, shards: tuple[int, ...]) -> _Swept:
     )
     stopped: str | None = None
     plan_key: str | None = None
+    record_failed: str | None = None
     if ctx.dry_run:
         with PlanWriter(with_last_modified=True) as plan:
             result = ctx.sweeper.sweep(
@@ -409,10 +412,30 @@ def _sweep(ctx: _RoundContext, shards: tuple[int, ...]) -> _Swept:
                     shards, safe.safe_epoch, started, stop=stop, deleted_sink=sink_of(record)
                 )
             if record is not None and record.rows:
-                record.upload(ctx.store, gc_run_deleted_key(ctx.root, ctx.run_id, 0))
+                record_failed = _upload_record(ctx, record)
     if result.paused is not None:
         log.warning("gc run %s: deleting stopped mid-pass: %s", ctx.run_id, result.paused)
-    return _Swept(result, stopped, plan_key)
+    return _Swept(result, stopped, plan_key, record_failed)
+
+
+def _upload_record(ctx: _RoundContext, record: DeletionRecord) -> str | None:
+    """Write the round's deletion record; why not, in one line, when the
+    store refused it. The deletions are done whatever happens here: the
+    round still writes its summary, failed, naming the missing record (a
+    round that raised here left no trace of what it had deleted)."""
+    key = gc_run_deleted_key(ctx.root, ctx.run_id, 0)
+    try:
+        record.upload(ctx.store, key)
+    except StorageError as err:
+        log.warning(
+            "gc run %s: its deletion record (%d keys) could not be written to %s: %s",
+            ctx.run_id,
+            record.rows,
+            key,
+            err,
+        )
+        return f"deletion record not written: {err}"
+    return None
 
 
 def _count_then_delete(
@@ -578,8 +601,11 @@ def _run_summary(
             listed=len(choice.shards),
             full_sweep=choice.full_sweep,
         ),
-        success=summary.success and swept.stopped_by_guard is None and paused is None,
-        cause=f"{paused} (mid-run)" if paused is not None else summary.cause,
+        success=summary.success
+        and swept.stopped_by_guard is None
+        and paused is None
+        and swept.record_failed is None,
+        cause=f"{paused} (mid-run)" if paused is not None else swept.record_failed or summary.cause,
     )
 
 

@@ -9,6 +9,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from epochgc.errors import RetriesExhaustedError
 from epochgc.gc.collection_round import CollectSettings, collect_once
 from epochgc.gc.deletion_record import deleted_keys, find_deletion
 from epochgc.gc.run_report import delete_expired_runs
@@ -21,6 +22,7 @@ from tests.support.cli import run_cli
 from tests.support.config_files import write_gc_config
 from tests.support.l0_world import l0_keys, report_safe_epoch
 from tests.support.moto_seed import seed_objects
+from tests.support.wrapping import StoreWrapper
 
 ROOT = "epochgc"
 
@@ -112,3 +114,32 @@ def test_no_record_when_turned_off_and_a_record_goes_with_its_run(
     later = datetime.now(UTC) + timedelta(days=31)
     assert delete_expired_runs(store, ROOT, later, timedelta(days=30)) == 2
     assert not list(store.list_objects(f"{ROOT}/gc/runs/{on}/"))
+
+
+class _RecordUploadFails(StoreWrapper):
+    """Every PUT of a deletion record part fails as if its retries ran out."""
+
+    def put(self, key: str, body: bytes, **kwargs: object) -> str:
+        if "/deleted/" in key:
+            raise RetriesExhaustedError(f"injected 503: PutObject {key}", None)
+        return str(self._store.put(key, body, **kwargs))
+
+
+def test_a_record_that_cannot_be_uploaded_still_leaves_a_summary(
+    store: S3ObjectStore, bucket: str
+) -> None:
+    """Issue 39: the deletion record must be exact. A round whose record
+    upload failed raised out of the round with no summary at all: its
+    deletions were done and nothing in the bucket said so."""
+    seed(store, bucket, m=6)
+    stats = RequestStats()
+    stats.attach(store.client)
+    settings = CollectSettings(min_object_age=timedelta(0), max_delete_fraction=1.0)
+    outcome = collect_once(_RecordUploadFails(store), stats, ROOT, settings)  # type: ignore[arg-type]
+    summary = outcome.summary
+    assert summary.deleted == 24
+    assert not summary.success
+    assert summary.cause is not None
+    assert summary.cause.startswith("deletion record not written: ")
+    stored = json.loads(store.get(outcome.summary_key).body)
+    assert stored["deleted"] == 24 and stored["cause"] == summary.cause
