@@ -31,7 +31,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from epochgc.errors import EpochGCError
+from epochgc.errors import EpochGCError, TransientStorageError
 from epochgc.gc.control import CollectorPausedError
 from epochgc.gc.eligibility import Verdict
 from epochgc.gc.listing.knowledge import ShardObservation
@@ -222,6 +222,7 @@ class Sweeper:
                 future.result()
             run.flush()
             run.wait_deletes()
+            run.confirm_unanswered()
         run.result.seconds = time.perf_counter() - started
         return run.result
 
@@ -249,6 +250,9 @@ class _SweepRun:
         self.sink_lock = threading.Lock()
         self.progress: ProgressLog | None = None
         self.progress_by_objects = False
+        self.unanswered: list[list[ObjectInfo]] = []
+        """Batches whose DeleteObjects failed with an unknown outcome (it may
+        have landed): sent once more at the end (``confirm_unanswered``)."""
 
     def sweep_shard(self, shard: int) -> None:
         sweeper = self.sweeper
@@ -355,7 +359,7 @@ class _SweepRun:
         for done in finished:
             done.result()
 
-    def delete(self, batch: list[ObjectInfo]) -> None:
+    def delete(self, batch: list[ObjectInfo], *, confirming: bool = False) -> None:
         try:
             outcome = self.sweeper._store.delete_batch([info.key for info in batch])
         except CollectorPausedError as err:
@@ -365,10 +369,20 @@ class _SweepRun:
             with self.lock:
                 self.result.paused = self.result.paused or str(err)
             outcome = DeleteOutcome((), {}, 0)
+        except TransientStorageError as err:
+            if not confirming:
+                # It may have landed: its keys may be gone, and only a
+                # DeleteObjects answer says which (one for a key already
+                # gone says Deleted). Recorded once that answer comes.
+                with self.lock:
+                    self.unanswered.append(batch)
+                return
+            outcome = DeleteOutcome((), {info.key: type(err).__name__ for info in batch}, 1)
         except EpochGCError as err:
             outcome = DeleteOutcome((), {info.key: type(err).__name__ for info in batch}, 1)
         finally:
-            self.slots.release()
+            if not confirming:
+                self.slots.release()
         sizes = {info.key: info.size for info in batch}
         size = sum(sizes.get(k, 0) for k in outcome.deleted)
         if self.deleted_sink is not None and outcome.deleted:
@@ -395,6 +409,26 @@ class _SweepRun:
                 self.result.errors += len(outcome.failed)
         else:
             self.sweeper.rate.on_success()
+
+    def confirm_unanswered(self) -> None:
+        """Send once more, one after another, each batch whose DeleteObjects
+        failed with an unknown outcome: the answer confirms the keys the
+        lost request deleted (the deletion record lists them) and deletes
+        the rest; a batch failing again counts its keys as errors. Nothing
+        is sent once the sweep was paused or stopped (counted as errors)."""
+        with self.lock:
+            batches, self.unanswered = self.unanswered, []
+        for batch in batches:
+            if self.stop.is_set():
+                self.delete_failed(batch, "not confirmed: the sweep stopped")
+                continue
+            self.delete(batch, confirming=True)
+
+    def delete_failed(self, batch: list[ObjectInfo], why: str) -> None:
+        """Count ``batch``'s keys as failed deletes."""
+        self.count_error(f"{batch[0].key} and {len(batch) - 1} more: {why}", count=0)
+        with self.lock:
+            self.result.errors += len(batch)
 
     def count_error(self, message: str, *, count: int = 1) -> None:
         with self.lock:

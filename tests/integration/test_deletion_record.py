@@ -143,3 +143,39 @@ def test_a_record_that_cannot_be_uploaded_still_leaves_a_summary(
     assert summary.cause.startswith("deletion record not written: ")
     stored = json.loads(store.get(outcome.summary_key).body)
     assert stored["deleted"] == 24 and stored["cause"] == summary.cause
+
+
+class _FirstBatchAnswerLost(StoreWrapper):
+    """The first DeleteObjects is applied, then fails as if every retry
+    had timed out: the keys are gone and the caller cannot know it."""
+
+    def __init__(self, store: S3ObjectStore) -> None:
+        super().__init__(store)
+        self.lost: list[str] = []
+
+    def delete_batch(self, keys: list[str]) -> object:
+        outcome = self._store.delete_batch(keys)
+        if not self.lost:
+            self.lost = list(keys)
+            raise RetriesExhaustedError("injected: DeleteObjects timed out after it landed", None)
+        return outcome
+
+
+def test_a_batch_that_landed_unanswered_is_recorded_once_confirmed(
+    store: S3ObjectStore, bucket: str
+) -> None:
+    """Issue 39 (the deletion record is exact): a DeleteObjects that landed
+    but whose retries ran out recorded nothing, though its keys were gone.
+    The sweep sends such a batch once more at its end: DeleteObjects
+    confirms keys that are already gone, and those are recorded."""
+    keys = seed(store, bucket, m=6)
+    lossy = _FirstBatchAnswerLost(store)
+    stats = RequestStats()
+    stats.attach(store.client)
+    settings = CollectSettings(min_object_age=timedelta(0), max_delete_fraction=1.0)
+    summary = collect_once(lossy, stats, ROOT, settings).summary  # type: ignore[arg-type]
+    assert lossy.lost, "a batch was answered with an error after it landed"
+    expected = {k for k in keys if parse_l0_key(k, ROOT).epoch <= 6}  # type: ignore[union-attr]
+    recorded = [r.key for r in deleted_keys(store, ROOT, summary.run_id)]
+    assert sorted(recorded) == sorted(expected)
+    assert (summary.deleted, summary.errors, summary.success) == (24, 0, True)
