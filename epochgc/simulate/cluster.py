@@ -57,6 +57,8 @@ ROOT = "epochgc"
 FOREIGN_OWNER = "operator"
 """The owner an outside writer names (no such node ever runs)."""
 LEAD_INTERVAL_SECONDS = 1.0
+APPEND_EVERY_TICKS = 5
+"""A leader appends to each partition it leads every 5 leading ticks."""
 RAISE_TERM_WAIT_SECONDS = 2.0
 
 
@@ -163,17 +165,48 @@ class SimNode:
             self.runtime.sleep(pacing.after_round(self.runtime.monotonic(), stale_at, nodes))
 
     def _leading_loop(self) -> None:
+        ticks = 0
         while not self.leaving:
+            ticks += 1
             owned = self.ownership.owned()
             for pid in [p for p in self.led if p not in owned]:
                 del self.led[pid]
             for pid in sorted(owned, key=str):
-                if self.led.get(pid) != self.ownership.term(pid):
-                    try:
+                term = self.ownership.term(pid)
+                try:
+                    if self.led.get(pid) != term:
                         self._lead(pid)
-                    except EpochGCError as err:
-                        self.world.note(f"{self.process.name} leading {pid} failed: {err}")
+                    elif term is not None and ticks % APPEND_EVERY_TICKS == 0:
+                        self._append(pid, term)
+                except EpochGCError as err:
+                    # A leader whose write failed has spent its term: it
+                    # leads again above it (``raise_term``).
+                    self.led.pop(pid, None)
+                    self.world.note(f"{self.process.name} leading {pid} failed: {err}")
             self.runtime.sleep(LEAD_INTERVAL_SECONDS)
+
+    def _append(self, pid: PartitionId, term: int) -> None:
+        """One append to the partition log in ``term``: read the log, write
+        the next entry over the version read (the log's term fences a
+        deposed leader), after checking the lease as a leader does."""
+        key = log_key(pid)
+        stored = get_or_none(self.store, key)
+        doc = None if stored is None else json.loads(stored.body)
+        if stored is None or doc is None or doc["term"] != term:
+            self.led.pop(pid, None)  # fenced: a later term started
+            return
+        if self.ownership.term(pid) != term:
+            return
+        body = json.dumps(
+            {
+                "term": term,
+                "node": self.node_id,
+                "incarnation": self.lease.incarnation,
+                "seq": int(doc.get("seq", 0)) + 1,
+            }
+        ).encode()
+        if put_conditionally(self.store, key, body, stored.etag) is None:
+            self.led.pop(pid, None)  # the log moved under us
 
     def _lead(self, pid: PartitionId) -> None:
         term = self.ownership.term(pid)
@@ -197,7 +230,6 @@ class SimNode:
         if put_conditionally(self.store, key, body, etag) is None:
             return  # the log moved: read again next time
         self.led[pid] = term
-        self.world.term_started(pid, term, self.node_id, self.lease.incarnation)
         self.world.note(f"{self.process.name} leads {pid} at term {term}")
 
     def leave(self) -> None:
@@ -230,6 +262,10 @@ class World:
         (``duplicate``)."""
         self.generations: dict[str, int] = {}
         self.term_starts: dict[tuple[PartitionId, int], tuple[str, str]] = {}
+        """(partition, term) -> the incarnation whose entries it holds."""
+        self.log_terms: dict[PartitionId, int] = {}
+        self._log_keys = {log_key(pid): pid for pid in settings.partitions}
+        network.on_landed = self.landed
         self.overruled: dict[PartitionId, set[str]] = {}
         """Partitions an outside writer took from the processes named, which
         own them until they next read the record (up to 1.5 relist
@@ -317,14 +353,24 @@ class World:
 
     # --- ghost state and invariants -----------------------------------------------
 
-    def term_started(self, pid: PartitionId, term: int, node: str, incarnation: str) -> None:
-        writer = (node, incarnation)
+    def landed(self, key: str, body: bytes) -> None:
+        """Every write that reached the bucket: a partition log's entries of
+        one term come from one incarnation, and its term never goes back."""
+        pid = self._log_keys.get(key)
+        if pid is None:
+            return
+        doc = json.loads(body)
+        term, writer = int(doc["term"]), (str(doc["node"]), str(doc["incarnation"]))
         first = self.term_starts.setdefault((pid, term), writer)
         if first != writer:
             raise Violation(
                 "two leaders in one term",
-                f"{pid} term {term} started by {first[0]} ({first[1]}) and {node} ({incarnation})",
+                f"{pid} term {term}: entries of {first[0]} ({first[1]}) and "
+                f"{writer[0]} ({writer[1]})",
             )
+        if term < self.log_terms.get(pid, 0):
+            raise Violation("log term went back", f"{pid}: term {term} after {self.log_terms[pid]}")
+        self.log_terms[pid] = term
 
     def check_safety(self) -> None:
         """After every event: no partition in two live nodes' ``owned()``

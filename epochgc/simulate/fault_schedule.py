@@ -10,8 +10,8 @@ The kinds are the faults a real S3 and real processes produce:
 * ``lost_answers``: writes apply but their answer is lost (a timeout,
   then either the retries run out or a retry finds the key changed and
   answers 412);
-* ``late_landing``: one process's requests reach the store 1 to 3 s after
-  they were sent (client retries, back-off, a slow connect);
+* ``late_landing``: one node's (or everyone's) requests reach the store 1
+  to 4 s after they were sent (client retries, back-off, a slow connect);
 * ``brownout``: one process's requests (or everyone's: SlowDown) fail
   with 503 until the retries run out, without being applied;
 * ``crash``: kill -9, the node restarts with a new incarnation later;
@@ -91,7 +91,7 @@ def draw_schedule(
     for _ in range(rng.randint(2, 5)):
         add("lost_answers", rng.uniform(10, 60), rate=rng.choice((0.1, 0.3, 0.6)))
     for _ in range(rng.randint(3, 8)):
-        add("late_landing", rng.uniform(10, 60), rng.choice(nodes))
+        add("late_landing", rng.uniform(10, 60), rng.choice([*nodes, ""]))
     for _ in range(rng.randint(2, 5)):
         target = rng.choice([*nodes, ""])
         add("brownout", rng.uniform(3, ttl * 1.5), target, rng.choice((0.5, 0.9, 1.0)))

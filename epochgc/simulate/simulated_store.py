@@ -91,6 +91,8 @@ class Network:
         self.requests = 0
         self.lost_answers = 0
         self.refused = 0
+        self.on_landed: Callable[[str, bytes], None] = lambda _key, _body: None
+        """Called with every write that landed (the ghost state's view)."""
 
     def _active(self, kind: str, target: str) -> Fault | None:
         t = self.sched.now
@@ -174,29 +176,37 @@ class StoreView:
     def head(self, key: str) -> ObjectInfo:
         return self._call("HeadObject", key, lambda: self._bucket.head(key))
 
+    def _write(self, op: str, key: str, body: bytes, apply: Callable[[], str]) -> str:
+        def landed() -> str:
+            etag = apply()
+            self._net.on_landed(key, body)
+            return etag
+
+        return self._call(op, key, landed, write=True)
+
     def put(self, key: str, body: bytes, *, metadata: Mapping[str, str] | None = None) -> str:
-        return self._call(
-            "PutObject", key, lambda: self._bucket.put(key, body, metadata=metadata), write=True
+        return self._write(
+            "PutObject", key, body, lambda: self._bucket.put(key, body, metadata=metadata)
         )
 
     def put_if_absent(
         self, key: str, body: bytes, *, metadata: Mapping[str, str] | None = None
     ) -> str:
-        return self._call(
+        return self._write(
             "PutObject?create",
             key,
+            body,
             lambda: self._bucket.put_if_absent(key, body, metadata=metadata),
-            write=True,
         )
 
     def put_if_match(
         self, key: str, body: bytes, etag: str, *, metadata: Mapping[str, str] | None = None
     ) -> str:
-        return self._call(
+        return self._write(
             "PutObject?match",
             key,
+            body,
             lambda: self._bucket.put_if_match(key, body, etag, metadata=metadata),
-            write=True,
         )
 
     def list_pages(

@@ -28,6 +28,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from epochgc.wiring.interrupts import sigterm_as_interrupt
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -216,11 +218,14 @@ def main() -> int:
     seeds = seed_range(args.seeds)
     killed = 0
     print(f"{'mutant':32} {'seed':>5}  invariant")
-    for mutant in chosen:
-        seed, violation = run_mutant(mutant, seeds, args.workers)
-        killed += bool(seed) and seed != "error"
-        shown = violation.split(":", 1)[0] if seed and seed != "error" else violation
-        print(f"{mutant.name:32} {seed or 'LIVED':>5}  {shown or '-'}", flush=True)
+    # SIGTERM (a CI timeout, pkill) unwinds like Ctrl-C: the mutated file
+    # is restored by run_mutant's finally, never left in the tree.
+    with sigterm_as_interrupt():
+        for mutant in chosen:
+            seed, violation = run_mutant(mutant, seeds, args.workers)
+            killed += bool(seed) and seed != "error"
+            shown = violation.split(":", 1)[0] if seed and seed != "error" else violation
+            print(f"{mutant.name:32} {seed or 'LIVED':>5}  {shown or '-'}", flush=True)
     print(f"mutants: {killed} of {len(chosen)} killed within seeds {args.seeds}")
     return 0 if killed == len(chosen) else 1
 
