@@ -368,9 +368,11 @@ append:
 #define GONE(i) inc_ended[i]
 #endif
 #define CAN_RECONCILE(p) (!IDLE(p) && leader[p] == n && inc_rev[INC(p)] != 0 && !GONE(INC(p)) \
-	&& (unrec[p] > 0 || wo[p] > rlo[p]))
+	&& llen[p] < LMAX && (unrec[p] > 0 || wo[p] > rlo[p]))
 #define CAN_HOUSEKEEP(p) (leader[p] == n && inc_rev[INC(p)] != 0 && !GONE(INC(p)) && ctl > ma[p] \
-	&& (IDLE(p) || llen[p] < LMAX) && unrec[p] == 0 && rlo[p] >= wo[p])
+	&& (IDLE(p) || llen[p] + 1 < LMAX) && unrec[p] == 0 && rlo[p] >= wo[p])
+/* (the end of the log is the end of the scope: housekeeping leaves room
+ * for the advance_reconciled that follows it) */
 
 bool busy0;                     /* node 0 has an advance_reconciled in flight */
 
@@ -598,6 +600,28 @@ proctype Pause() {
 	atomic { paused = 1; printf("STEP gc/control.py: paused by an operator\n") }
 	atomic { paused = 0; printf("STEP gc/control.py: resumed\n") }
 }
+
+/* Liveness under weak fairness (pan -a -f), once the faults (finitely
+ * many) have stopped: the collector's M eventually reaches the bound the
+ * partition logs allow, min(cluster epoch, previous_applied - 1 of every
+ * live partition), and no L0 object at or below M is left. */
+#define PBOUND(p) (pa[p] - SAFE_EPOCH_BELOW_BOUND)
+#define REACHED (gcM >= ctl \
+	|| live == 1 && (gcM >= PBOUND(0) || gcM >= PBOUND(1)) \
+	|| live == 2 && (gcM >= PBOUND(2) || gcM >= PBOUND(3)))
+#define ELIGIBLE(o) (obj_up[o] && !obj_gone[o] && obj_epoch[o] <= gcM)
+#if NOBJ > 2
+#define ANY_ELIGIBLE (ELIGIBLE(0) || ELIGIBLE(1) || ELIGIBLE(2))
+#elif NOBJ > 1
+#define ANY_ELIGIBLE (ELIGIBLE(0) || ELIGIBLE(1))
+#else
+#define ANY_ELIGIBLE ELIGIBLE(0)
+#endif
+#ifdef LIVENESS
+/* a run that filled a partition log left the scope: nothing is claimed */
+#define LOG_FULL (llen[0] + 1 >= LMAX || llen[2] + 1 >= LMAX)
+ltl eventually_collected { <> [] (REACHED && !ANY_ELIGIBLE || LOG_FULL) }
+#endif
 
 init {
 	byte k;
