@@ -165,6 +165,11 @@ SCOPES: dict[str, tuple[Run, ...]] = {
             expect_error=True,
         ),
         _lease(
+            "weakened: no skew margin (gateways' stamps disagree)",
+            "MARGIN=0",
+            expect_error=True,
+        ),
+        _lease(
             "weakened: term raise's lost answer dropped",
             "WEAKEN_RAISE_LOST",
             liveness=True,

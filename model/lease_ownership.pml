@@ -16,6 +16,9 @@
 
 /* ---- constants the code defines (tests/model/test_constants.py) ---- */
 #define STAMP_RESOLUTION 1  /* store stamps: whole seconds (leases/timing.py) */
+#ifndef STAMP_ERROR
+#define STAMP_ERROR 1       /* gateways' clocks disagree by up to this */
+#endif
 #ifndef TTL
 #define TTL 4               /* lease TTL, in ticks */
 #endif
@@ -31,9 +34,15 @@
 #ifndef LOST
 #define LOST 1              /* answers lost */
 #endif
+#ifndef CRASH
+#define CRASH 1             /* node 0 may crash (and stays down) */
+#endif
 
-/* time: the store's clock; each process reads it late by up to SKEW ticks
- * (its monotonic clock started at another moment; only differences count) */
+/* time: one clock for everyone. Each process counts on its own monotonic
+ * clock, which runs at this rate from a start of its own; only differences
+ * are compared, so skew between processes never enters a decision. What
+ * may disagree is the store's stamps, whole seconds from gateways whose
+ * clocks differ by up to the resolution (the watch in Node1). */
 byte now = 0;
 
 /* ---- node 0's lease (leases/node_lease.py, core.py, timing.py) ---- */
@@ -113,6 +122,10 @@ proctype Lease0() {
 		fi;
 		s = 0; v = 0; landed = 0
 	}
+	:: atomic {
+		CRASH && alive0 && s == 0 -> alive0 = 0; leads0 = 0;
+		printf("STEP reconciler/node.py: node 0 crashed at t = %d\n", now)
+	}
 	:: atomic { s == 0 && (now >= TMAX || !alive0) -> break }
 	od
 }
@@ -134,6 +147,8 @@ end:
 		if
 		:: since = now
 		:: now > ver_at -> since = ver_at + STAMP_RESOLUTION
+		:: ver_at >= STAMP_ERROR -> since = ver_at - STAMP_ERROR
+			/* a gateway whose clock is behind by up to STAMP_ERROR */
 		fi;
 		printf("STEP leases/cluster_view.py (node 1): sees version %d of node 0's lease at t = %d; watches from %d\n", ver, now, since)
 	}
