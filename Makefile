@@ -27,9 +27,10 @@ spin:
 	bash scripts/install_spin.sh
 
 # The SPIN models at a larger scope than make test's (docs/internals.md,
-# "The protocol, model-checked"): several minutes on two cores.
+# "The protocol, model-checked"): about five minutes on two cores and up
+# to 2 GB of memory per run.
 model: $(STAMP) spin
-	$(BIN)/python model/check.py large
+	$(BIN)/python model/check.py large --jobs 2
 
 DEMO_SECONDS ?= 30
 

@@ -185,7 +185,7 @@ SCOPES: dict[str, tuple[Run, ...]] = {
             "PAUSE=0",
         ),
         _log(
-            "log: safety, compaction, pause, lagging nodes", "EMAX=4", "NOBJ=1", "LAGGING_NODES=1"
+            "log: safety, compaction and pause", "EMAX=4", "NOBJ=1", "CRASHES=0", "LOST_ANSWERS=0"
         ),
         _log(
             "log: safety, epochs up to 5",
@@ -194,7 +194,7 @@ SCOPES: dict[str, tuple[Run, ...]] = {
             "COMPACTION=0",
             "PAUSE=0",
             "CRASHES=0",
-            "LAGGING_NODES=1",
+            "LOST_ANSWERS=0",
         ),
         _log(
             "log: liveness, crash and lost answer",
@@ -204,8 +204,8 @@ SCOPES: dict[str, tuple[Run, ...]] = {
             "PAUSE=0",
             liveness=True,
         ),
-        _lease("lease: safety, 8 ticks", "TMAX=8"),
-        _lease("lease: liveness, 8 ticks", "TMAX=8", liveness=True),
+        _lease("lease: safety, 7 ticks", "TMAX=7"),
+        _lease("lease: liveness, 7 ticks", "TMAX=7", liveness=True),
     ),
 }
 
