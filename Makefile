@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install servers demo test lint typecheck unit unit-newest bench soak sim mutants spark-package clean test-rgw
+.PHONY: install servers spin model demo test lint typecheck unit unit-newest bench soak sim mutants spark-package clean test-rgw
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,19 +21,31 @@ install: $(STAMP)
 servers:
 	bash scripts/install_servers.sh
 
+# SPIN from Debian, for the protocol models tests/model/ checks (installed
+# only when missing; root or sudo). The models compile with gcc.
+spin:
+	bash scripts/install_spin.sh
+
+# The SPIN models at a larger scope than make test's (docs/internals.md,
+# "The protocol, model-checked"): about five minutes on two cores and up
+# to 2 GB of memory per run.
+model: $(STAMP) spin
+	$(BIN)/python model/check.py large --jobs 2
+
 DEMO_SECONDS ?= 30
 
 demo: $(STAMP)
 	$(BIN)/epochgc demo --duration $(DEMO_SECONDS) --config config/local.toml
 
 lint: $(STAMP)
-	$(BIN)/ruff check epochgc tests bench
-	$(BIN)/ruff format --check epochgc tests bench
+	$(BIN)/ruff check epochgc tests bench model
+	$(BIN)/ruff format --check epochgc tests bench model
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict epochgc
+	cd model && ../$(BIN)/mypy --strict check.py render_trail.py
 
-unit: $(STAMP) servers
+unit: $(STAMP) servers spin
 	$(BIN)/pytest -q tests
 
 # The unit tests again on the newest Python the dependencies support, in a

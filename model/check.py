@@ -1,0 +1,305 @@
+"""Check the SPIN models: each run is spin -> gcc -> pan in a folder of its
+own, so nothing generated lands in the repository.
+
+``SCOPES["test"]`` is what ``make test`` runs (tests/model/), sized to stay
+near a minute on two cores; ``SCOPES["large"]`` is ``make model``. A
+baseline run must end with ``errors: 0``; a weakened run (``expect_error``)
+must end with an error and a trail, which render_trail.py turns into the
+named steps.
+
+Usage::
+
+    python model/check.py large          # every run of a scope, in turn
+    python model/check.py test --jobs 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import render_trail
+
+HERE = Path(__file__).resolve().parent
+LOG_MODEL = HERE / "log_protocol.pml"
+LEASE_MODEL = HERE / "lease_ownership.pml"
+
+
+@dataclass(frozen=True)
+class Run:
+    """One model check: which model, which -D switches, what must come out."""
+
+    name: str
+    model: Path
+    defines: tuple[str, ...] = ()
+    liveness: bool = False
+    """Check the model's LTL formula with weak fairness (pan -a -f)."""
+    expect_error: bool = False
+    """A weakened model: pan must find a counterexample."""
+    reverse: bool = False
+    """Search processes in reverse order (finds some counterexamples sooner)."""
+    timeout_seconds: float = 600.0
+
+
+@dataclass
+class Result:
+    run: Run
+    errors: int
+    states: int
+    seconds: float
+    output: str
+    trail: Path | None = None
+    steps: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        if self.run.expect_error:
+            return self.errors > 0 and self.trail is not None and bool(self.steps)
+        return self.errors == 0
+
+    def line(self) -> str:
+        verdict = "counterexample" if self.errors else "0 errors"
+        return (
+            f"{self.run.name}: {verdict}, {self.states:,} states explored, "
+            f"{self.seconds:.1f} s{'' if self.ok else '  <-- NOT AS EXPECTED'}"
+        )
+
+
+def _log(name: str, *defines: str, **kw: bool) -> Run:
+    return Run(name, LOG_MODEL, defines, **kw)
+
+
+def _lease(name: str, *defines: str, **kw: bool) -> Run:
+    return Run(name, LEASE_MODEL, defines, **kw)
+
+
+SMALL = ("EMAX=4", "NOBJ=1", "COMPACTION=0", "PAUSE=0")
+"""make test's log scope: 2 nodes, 1 topic of 2 partitions and a recreate,
+epochs up to 4, 2 operators, 1 collector, one crash, one lost answer."""
+
+SCOPES: dict[str, tuple[Run, ...]] = {
+    "test": (
+        _log("log: safety, crash and lost answer", *SMALL),
+        _log(
+            "log: safety, two objects",
+            "EMAX=4",
+            "NOBJ=2",
+            "COMPACTION=0",
+            "PAUSE=0",
+            "CRASHES=0",
+            "LOST_ANSWERS=0",
+        ),
+        _log("log: liveness", *SMALL, "CRASHES=0", liveness=True),
+        _lease("lease: safety"),
+        _lease("lease: liveness", liveness=True),
+        _log(
+            "weakened: delete without revision",
+            *SMALL,
+            "WEAKEN_DELETE_NO_REVISION",
+            expect_error=True,
+        ),
+        _log(
+            "weakened: M(p) from max_applied",
+            "EMAX=4",
+            "NOBJ=2",
+            "CRASHES=0",
+            "LOST_ANSWERS=0",
+            "COMPACTION=0",
+            "PAUSE=0",
+            "WEAKEN_M_FROM_MAX",
+            expect_error=True,
+        ),
+        _log(
+            "weakened: no window-offset gate",
+            "EMAX=4",
+            "NOBJ=3",
+            "CRASHES=0",
+            "LOST_ANSWERS=0",
+            "COMPACTION=0",
+            "PAUSE=0",
+            "WEAKEN_NO_WINDOW_GATE",
+            expect_error=True,
+        ),
+        _log(
+            "weakened: join counts another incarnation",
+            "EMAX=5",
+            "NOBJ=1",
+            "CRASHES=0",
+            "LOST_ANSWERS=0",
+            "COMPACTION=0",
+            "PAUSE=0",
+            "OPERATORS=1",
+            "LAGGING_NODES=1",
+            "WEAKEN_JOIN_ANY_INCARNATION",
+            expect_error=True,
+        ),
+        _log(
+            "weakened: janitor without liveness check",
+            *SMALL,
+            "WEAKEN_JANITOR_NO_LIVENESS",
+            expect_error=True,
+        ),
+        _log(
+            "weakened: pause read once before the sweep",
+            "EMAX=4",
+            "NOBJ=1",
+            "CRASHES=0",
+            "LOST_ANSWERS=0",
+            "COMPACTION=0",
+            "WEAKEN_PAUSE_ONCE",
+            expect_error=True,
+            reverse=True,
+        ),
+        _lease(
+            "weakened: late renewal counted from its send time",
+            "WEAKEN_LATE_RENEWAL",
+            expect_error=True,
+        ),
+        _lease(
+            "weakened: no skew margin (gateways' stamps disagree)",
+            "MARGIN=0",
+            expect_error=True,
+        ),
+        _lease(
+            "weakened: term raise's lost answer dropped",
+            "WEAKEN_RAISE_LOST",
+            liveness=True,
+            expect_error=True,
+        ),
+    ),
+    "large": (
+        _log(
+            "log: safety, two objects, crash and lost answer",
+            "EMAX=4",
+            "NOBJ=2",
+            "COMPACTION=0",
+            "PAUSE=0",
+        ),
+        _log(
+            "log: safety, compaction and pause", "EMAX=4", "NOBJ=1", "CRASHES=0", "LOST_ANSWERS=0"
+        ),
+        _log(
+            "log: safety, epochs up to 5",
+            "EMAX=5",
+            "NOBJ=1",
+            "COMPACTION=0",
+            "PAUSE=0",
+            "CRASHES=0",
+            "LOST_ANSWERS=0",
+        ),
+        _log(
+            "log: liveness, crash and lost answer",
+            "EMAX=4",
+            "NOBJ=1",
+            "COMPACTION=0",
+            "PAUSE=0",
+            liveness=True,
+        ),
+        _lease("lease: safety, 7 ticks", "TMAX=7"),
+        _lease("lease: liveness, 7 ticks", "TMAX=7", liveness=True),
+    ),
+}
+
+_ERRORS = re.compile(r"errors: (\d+)")
+_STATES = re.compile(r"(\d+) states, stored")
+
+
+class CheckError(Exception):
+    """A run could not be carried out (not a verdict on the model)."""
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise CheckError(f"{name} is not installed (scripts/install_spin.sh installs spin)")
+    return path
+
+
+def check(run: Run, folder: Path) -> Result:
+    """Generate, compile and run the verifier of ``run`` in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    model = folder / run.model.name
+    shutil.copyfile(run.model, model)
+    defines = [f"-D{d}" for d in run.defines] + (["-DLIVENESS"] if run.liveness else [])
+    start = time.monotonic()
+    _call([_tool("spin"), *defines, "-a", model.name], folder, run)
+    flags = ["-O1" if run.expect_error else "-O2", "-DCOLLAPSE"]
+    flags += ["-DNFAIR=3"] if run.liveness else ["-DSAFETY"]
+    flags += ["-DREVERSE"] if run.reverse else []
+    _call([_tool("gcc"), *flags, "-w", "-o", "pan", "pan.c"], folder, run)
+    pan = ["./pan", "-m200000", "-c1"] + (["-a", "-f"] if run.liveness else [])
+    output = _call(pan, folder, run)
+    seconds = time.monotonic() - start
+    errors = _number(_ERRORS, output, run)
+    states = _number(_STATES, output, run)
+    trails = sorted(folder.glob("*.trail"))
+    result = Result(run, errors, states, seconds, output, trails[0] if trails else None)
+    if result.trail is not None:
+        result.steps = _render(run, model, result.trail)
+    return result
+
+
+def _render(run: Run, model: Path, trail: Path) -> list[str]:
+    defines = list(run.defines) + (["LIVENESS"] if run.liveness else [])
+    return render_trail.steps(render_trail.replay(model, trail, defines))
+
+
+def _call(command: list[str], folder: Path, run: Run) -> str:
+    # the commands are spin, gcc and pan, found by which(): no user input
+    done = subprocess.run(  # noqa: S603
+        command,
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=run.timeout_seconds,
+        check=False,
+    )
+    if done.returncode != 0 and not command[0].endswith("pan"):
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        raise CheckError(f"{run.name}: {Path(command[0]).name} failed: {' | '.join(tail)}")
+    return done.stdout
+
+
+def _number(pattern: re.Pattern[str], output: str, run: Run) -> int:
+    found = pattern.search(output)
+    if found is None:
+        raise CheckError(f"{run.name}: pan's output has no {pattern.pattern!r}")
+    return int(found.group(1))
+
+
+def check_all(runs: Iterable[Run], root: Path, jobs: int = 1) -> list[Result]:
+    """Every run, ``jobs`` at a time, each in a folder under ``root``."""
+    indexed = list(enumerate(runs))
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(lambda item: check(item[1], root / f"run{item[0]}"), indexed))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Model-check epochgc's SPIN models.")
+    parser.add_argument("scope", choices=sorted(SCOPES))
+    parser.add_argument("--jobs", type=int, default=1)
+    args = parser.parse_args(argv)
+    try:
+        with tempfile.TemporaryDirectory(prefix="epochgc-model-") as root:
+            results = check_all(SCOPES[args.scope], Path(root), args.jobs)
+            for result in results:
+                print(result.line(), flush=True)
+                if result.run.expect_error and result.steps:
+                    print("    " + "\n    ".join(result.steps[-6:]))
+    except (CheckError, OSError, subprocess.SubprocessError) as error:
+        print(f"check: {error}", file=sys.stderr)
+        return 2
+    return 0 if all(r.ok for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
