@@ -100,7 +100,7 @@ sim: $(STAMP)
 	$(BIN)/epochgc simulate --seeds $(SIM_SEEDS)
 
 # Each one-line mutant of a lease or ownership guard must make the
-# simulation fail within 200 seeds (about 10 minutes; not in make test).
+# simulation fail within 200 seeds (about four minutes; not in make test).
 mutants: $(STAMP)
 	$(BIN)/python -m tests.mutation.mutants
 
