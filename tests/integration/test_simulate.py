@@ -37,15 +37,16 @@ def test_a_broken_guard_is_caught_replayable_and_shrunk(monkeypatch: pytest.Monk
         return sent + self.ttl_seconds + self.skew_margin_seconds
 
     monkeypatch.setattr(LeasePolicy, "valid_until", too_long)
-    caught = run_seed(1)
+    caught = next(r for r in map(run_seed, range(1, 31)) if not r.ok)
+    seed = caught.seed
     assert caught.invariant == "two owners"
-    assert run_seed(1).trace_hash == caught.trace_hash
+    assert run_seed(seed).trace_hash == caught.trace_hash
     shrunk = shrink(caught)
     assert 0 < len(shrunk) < len(caught.faults)
-    assert run_seed(1, faults=shrunk).invariant == "two owners"
+    assert run_seed(seed, faults=shrunk).invariant == "two owners"
     lines = report_lines(caught, shrunk)
-    assert lines[0].startswith("seed 1: VIOLATION two owners: ")
-    assert "  replay: epochgc simulate --seed 1" in lines
+    assert lines[0].startswith(f"seed {seed}: VIOLATION two owners: ")
+    assert f"  replay: epochgc simulate --seed {seed}" in lines
     assert any(line.startswith("  shrunk fault schedule (") for line in lines)
     shown = len(caught.tail)
     assert shown == min(50, caught.events)
