@@ -141,7 +141,7 @@ async def _loop_stops(store: S3ObjectStore, loop: str, fault: str) -> None:
     trap = _trap(store, loop)
     node, owns = _node(trap, "node-a")
     async with running(node, owns, trap) as task:
-        await eventually(lambda: len(node.led_partitions()) == 4, 10, "the node to lead all")
+        await eventually(lambda: len(node.led_partitions()) == 4, 30, "the node to lead all")
         _arm(trap, fault)
         armed = time.monotonic()
         with pytest.raises(EpochGCError) as stopped:
