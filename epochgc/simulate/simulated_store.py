@@ -89,8 +89,6 @@ class Network:
             whole_second_stamps=True,
         )
         self.requests = 0
-        self.lost_answers = 0
-        self.refused = 0
         self.on_landed: Callable[[str, bytes], None] = lambda _key, _body: None
         """Called with every write that landed (the ghost state's view)."""
 
@@ -119,7 +117,6 @@ class Network:
         latency = self.latency()
         brownout = self._active("brownout", node)
         if brownout is not None and self._rng.random() < brownout.rate:
-            self.refused += 1
             self.sched.sleep(RETRY_SECONDS)
             self._trace(f"{process.name} {op} {key} -> 503 SlowDown (retries ran out)")
             raise RetriesExhaustedError(f"SlowDown: retries ran out key={key!r}", None)
@@ -142,7 +139,6 @@ class Network:
         self.sched.wait_until(lands + max(latency / 2, 1e-4))
         lossy = self._active("lost_answers", node)
         if write and lossy is not None and self._rng.random() < lossy.rate:
-            self.lost_answers += 1
             if "ok" in box and op.startswith("PutObject?") and self._rng.random() < 0.5:
                 self._trace(f"{process.name} {op} {key} answer lost; its retry answered 412")
                 raise PreconditionFailedError(f"412 after a retry key={key!r}")

@@ -275,17 +275,15 @@ class SimPool:
         results: list[tuple[bool, Any]] = [(False, None)] * len(items)
         pending = list(range(len(items)))
         running = 0
-        finished = 0
 
         def worker() -> None:
-            nonlocal running, finished
+            nonlocal running
             while pending:
                 index = pending.pop(0)
                 try:
                     results[index] = (True, fn(items[index]))
                 except Exception as err:  # handed to the caller, as a pool does
                     results[index] = (False, err)
-                finished += 1
             running -= 1
             if running == 0:
                 self._sched.wake(caller, self._sched.now)
