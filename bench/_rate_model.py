@@ -81,8 +81,8 @@ from epochgc.storage.object_store import (
     DeleteOutcome,
     ObjectInfo,
     ObjectStore,
+    PagedStore,
     StoredObject,
-    delete_in_batches,
 )
 from epochgc.storage.retry import RetryPolicy
 from tests.support.wrapping import StoreWrapper
@@ -282,7 +282,7 @@ class SlowDownAnswer(TransientStorageError):
 Snapshot = tuple[Counter[tuple[str, str]], Counter[tuple[str, str]], Counter[tuple[str, str]]]
 
 
-class RateLimitedStore(StoreWrapper):
+class RateLimitedStore(PagedStore, StoreWrapper):
     """An ``ObjectStore`` answering SlowDown beyond S3's per-prefix rates,
     with each request taking ``latency_seconds`` of the caller's lane (see
     the module docstring for the model).
@@ -397,12 +397,6 @@ class RateLimitedStore(StoreWrapper):
         if not served:
             self._send("ListObjectsV2", prefix)  # an empty listing is one request too
 
-    def list_objects(
-        self, prefix: str, *, start_after: str | None = None, page_size: int = 1000
-    ) -> Iterator[ObjectInfo]:
-        for page in self.list_pages(prefix, start_after=start_after, page_size=page_size):
-            yield from page
-
     def list_prefixes(self, prefix: str) -> list[str]:
         found = self._inner.list_prefixes(prefix)
         self._send("ListObjectsV2", prefix)
@@ -441,6 +435,3 @@ class RateLimitedStore(StoreWrapper):
         except RetriesExhaustedError:
             return DeleteOutcome((), dict.fromkeys(keys, "SlowDown"), 1)
         return self._inner.delete_batch(keys)
-
-    def delete_many(self, keys: Iterable[str]) -> DeleteOutcome:
-        return delete_in_batches(keys, self.delete_batch)

@@ -40,8 +40,8 @@ from epochgc.storage.object_store import (
     DeleteOutcome,
     ObjectInfo,
     ObjectStore,
+    PagedStore,
     StoredObject,
-    delete_in_batches,
 )
 
 log = logging.getLogger("epochgc.gc.pause")
@@ -133,7 +133,7 @@ class PauseGuard:
             self._on_change()
 
 
-class GuardedStore:
+class GuardedStore(PagedStore):
     """An ``ObjectStore`` whose deletions ask a ``PauseGuard`` first, on
     behalf of one ``DeletingJob``: one control-document GET before each
     DeleteObject or DeleteObjects request (``delete_many`` is sent as
@@ -197,11 +197,6 @@ class GuardedStore:
     ) -> Iterator[list[ObjectInfo]]:
         return self._store.list_pages(prefix, start_after=start_after, page_size=page_size)
 
-    def list_objects(
-        self, prefix: str, *, start_after: str | None = None, page_size: int = 1000
-    ) -> Iterator[ObjectInfo]:
-        return self._store.list_objects(prefix, start_after=start_after, page_size=page_size)
-
     def list_prefixes(self, prefix: str) -> list[str]:
         return self._store.list_prefixes(prefix)
 
@@ -212,6 +207,3 @@ class GuardedStore:
     def delete_batch(self, keys: list[str]) -> DeleteOutcome:
         self._guard.check(self._job)
         return self._store.delete_batch(keys)
-
-    def delete_many(self, keys: Iterable[str]) -> DeleteOutcome:
-        return delete_in_batches(keys, self.delete_batch)

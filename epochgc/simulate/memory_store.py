@@ -23,7 +23,7 @@ import bisect
 import hashlib
 import threading
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
@@ -33,8 +33,8 @@ from epochgc.storage.object_store import (
     MAX_KEYS_PER_DELETE,
     DeleteOutcome,
     ObjectInfo,
+    PagedStore,
     StoredObject,
-    delete_in_batches,
 )
 
 
@@ -70,7 +70,7 @@ class WallClock(Protocol):
     def now(self) -> datetime: ...
 
 
-class MemoryStore:
+class MemoryStore(PagedStore):
     """Test helper: an ``ObjectStore`` held in a dict, with request counts.
 
     Example::
@@ -188,12 +188,6 @@ class MemoryStore:
         bound = prefix[:-1] + chr(ord(prefix[-1]) + 1)
         return bisect.bisect_left(self._keys, bound, lo=start)
 
-    def list_objects(
-        self, prefix: str, *, start_after: str | None = None, page_size: int = 1000
-    ) -> Iterator[ObjectInfo]:
-        for page in self.list_pages(prefix, start_after=start_after, page_size=page_size):
-            yield from page
-
     def list_prefixes(self, prefix: str) -> list[str]:
         with self._lock:
             self._count("ListObjectsV2", prefix)
@@ -275,6 +269,3 @@ class MemoryStore:
             for key in keys:
                 self._remove(key)
         return DeleteOutcome(tuple(keys), {}, 1)
-
-    def delete_many(self, keys: Iterable[str]) -> DeleteOutcome:
-        return delete_in_batches(keys, self.delete_batch)

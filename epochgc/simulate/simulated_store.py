@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
@@ -39,8 +39,8 @@ from epochgc.simulate.virtual_time import Process, ProcessKilled, Scheduler
 from epochgc.storage.object_store import (
     DeleteOutcome,
     ObjectInfo,
+    PagedStore,
     StoredObject,
-    delete_in_batches,
 )
 
 T = TypeVar("T")
@@ -149,7 +149,7 @@ class Network:
         return box["ok"]  # type: ignore[return-value]
 
 
-class StoreView:
+class StoreView(PagedStore):
     """The bucket as one process sees it: an ``ObjectStore`` whose every
     request goes through the ``Network``."""
 
@@ -223,12 +223,6 @@ class StoreView:
                 return
             after = page[-1].key
 
-    def list_objects(
-        self, prefix: str, *, start_after: str | None = None, page_size: int = 1000
-    ) -> Iterator[ObjectInfo]:
-        for page in self.list_pages(prefix, start_after=start_after, page_size=page_size):
-            yield from page
-
     def list_prefixes(self, prefix: str) -> list[str]:
         return self._call("ListObjectsV2", prefix, lambda: self._bucket.list_prefixes(prefix))
 
@@ -240,6 +234,3 @@ class StoreView:
         return self._call(
             "DeleteObjects", first, lambda: self._bucket.delete_batch(keys), write=True
         )
-
-    def delete_many(self, keys: Iterable[str]) -> DeleteOutcome:
-        return delete_in_batches(keys, self.delete_batch)

@@ -91,6 +91,40 @@ def delete_in_batches(
     return DeleteOutcome.merge(delete_batch(batch) for batch in key_batches(keys))
 
 
+class PagedStore:
+    """``list_objects`` and ``delete_many``, derived once from the two
+    primitives every store and store wrapper implements itself
+    (``list_pages`` and ``delete_batch``).
+
+    Why a base class: the derivation is the same for S3, the simulated
+    bucket and every fault-injecting wrapper, and a wrapper that guards
+    ``delete_batch`` (the pause guard, a fault plan) must see every batch
+    ``delete_many`` sends, which holds only if ``delete_many`` goes through
+    ``self.delete_batch``.
+    """
+
+    def list_pages(
+        self, prefix: str, *, start_after: str | None = None, page_size: int = 1000
+    ) -> Iterator[list[ObjectInfo]]:
+        """One list of keys per LIST page; each store implements it."""
+        raise NotImplementedError
+
+    def delete_batch(self, keys: list[str]) -> DeleteOutcome:
+        """One DeleteObjects request; each store implements it."""
+        raise NotImplementedError
+
+    def list_objects(
+        self, prefix: str, *, start_after: str | None = None, page_size: int = 1000
+    ) -> Iterator[ObjectInfo]:
+        """The keys of ``list_pages``, one at a time."""
+        for page in self.list_pages(prefix, start_after=start_after, page_size=page_size):
+            yield from page
+
+    def delete_many(self, keys: Iterable[str]) -> DeleteOutcome:
+        """``delete_batch`` per batch of at most 1000 keys, outcomes merged."""
+        return delete_in_batches(keys, self.delete_batch)
+
+
 class DeleteFailedError(RetriesExhaustedError):
     """Some keys of a batched delete still failed after bounded retries."""
 

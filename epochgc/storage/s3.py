@@ -50,6 +50,7 @@ from epochgc.storage.object_store import (
     MAX_KEYS_PER_DELETE,
     DeleteOutcome,
     ObjectInfo,
+    PagedStore,
     StoredObject,
     key_batches,
 )
@@ -86,7 +87,7 @@ def if_match_value(etag: str, form: IfMatchForm) -> str:
     return bare if form == "bare" else f'"{bare}"'
 
 
-class S3ObjectStore:
+class S3ObjectStore(PagedStore):
     """``ObjectStore`` over a boto3 S3 client.
 
     Example::
@@ -238,12 +239,6 @@ class S3ObjectStore:
 
     def _list_page(self, prefix: str, kwargs: dict[str, Any]) -> ListObjectsV2OutputTypeDef:
         return self._call("ListObjectsV2", prefix, lambda: self._client.list_objects_v2(**kwargs))
-
-    def list_objects(
-        self, prefix: str, *, start_after: str | None = None, page_size: int = 1000
-    ) -> Iterator[ObjectInfo]:
-        for page in self.list_pages(prefix, start_after=start_after, page_size=page_size):
-            yield from page
 
     # --- writes -----------------------------------------------------------
 

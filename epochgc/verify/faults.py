@@ -27,6 +27,7 @@ from epochgc.storage.object_store import (
     DeleteOutcome,
     ObjectInfo,
     ObjectStore,
+    PagedStore,
     StoredObject,
     delete_in_batches,
 )
@@ -53,7 +54,7 @@ class FaultPlan:
     max_latency_seconds: float = 0.2
 
 
-class FaultyStore:
+class FaultyStore(PagedStore):
     """An ``ObjectStore`` that injects faults into another one.
 
     Args:
@@ -193,12 +194,6 @@ class FaultyStore:
             if page is None:
                 return
             yield page
-
-    def list_objects(
-        self, prefix: str, *, start_after: str | None = None, page_size: int = 1000
-    ) -> Iterator[ObjectInfo]:
-        for page in self.list_pages(prefix, start_after=start_after, page_size=page_size):
-            yield from page
 
     def list_prefixes(self, prefix: str) -> list[str]:
         return self._call("ListObjectsV2", prefix, lambda: self._inner.list_prefixes(prefix))
