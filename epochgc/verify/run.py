@@ -53,13 +53,12 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -67,7 +66,7 @@ from epochgc.config import load_config
 from epochgc.errors import EpochGCError
 from epochgc.gc.control import pause, resume
 from epochgc.reconciler.reader import PartitionReader, check_read_back
-from epochgc.storage.embedded import EMBEDDED_ACCESS_KEY, EMBEDDED_SECRET_KEY, EmbeddedS3
+from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import (
     PartitionId,
     controller_log_prefix,
@@ -79,6 +78,9 @@ from epochgc.storage.keys import (
 )
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.verify.faults import HeldWrites
+from epochgc.verify.processes import Processes, start_spark_job
+from epochgc.verify.result import VerifyResult
+from epochgc.verify.run_config import LEASE_TTL, ROOT, config_text
 from epochgc.verify.run_folder import fresh_run_folder
 from epochgc.verify.switches import set_stall_switch, stall_switch
 from epochgc.verify.truth import LogFollower, logged_safe_epoch
@@ -95,192 +97,12 @@ from epochgc.wiring.store import store_from_settings
 
 log = logging.getLogger("epochgc.verify")
 
-ROOT = "epochgc"
 BUCKET = "epochgc-verify"
 TOPICS = {"orders": 3, "clicks": 2}
 CHURN = "churn"
 """The topic ``_disturb`` deletes and recreates; the others keep their
 whole history, so a run has both long-lived partitions and fresh ones."""
 CHURN_PARTITIONS = 2
-LEASE_TTL = 3.0
-
-
-@dataclass
-class VerifyResult:
-    """What a run did and found."""
-
-    seed: int
-    records_acked: int = 0
-    records_verified: int = 0
-    records_discarded: int = 0
-    """Acknowledged to an incarnation deleted since: not required back."""
-    unreconciled_at_delete: int = 0
-    """Records not yet in L1 when their incarnation was deleted."""
-    duplicates: int = 0
-    deletions: int = 0
-    safe_epoch: int = 0
-    cluster_epoch: int = 0
-    store_faults: Counter[str] = field(default_factory=Counter)
-    process_faults: Counter[str] = field(default_factory=Counter)
-    violations: list[str] = field(default_factory=list)
-    paused: list[tuple[float, float]] = field(default_factory=list)
-    """(start, end) wall-clock seconds of each operator pause, from the
-    moment its write was acknowledged to the moment resume was sent."""
-
-    @property
-    def ok(self) -> bool:
-        return not self.violations and self.records_acked > 0
-
-
-def _config_text(endpoint: str, bucket: str, log_level: str) -> str:
-    return f"""
-[logging]
-level = "{log_level}"
-[store]
-bucket = "{bucket}"
-endpoint_url = "{endpoint}"
-access_key_id = "{EMBEDDED_ACCESS_KEY}"
-secret_access_key = "{EMBEDDED_SECRET_KEY}"
-addressing_style = "path"
-max_attempts = 3
-base_backoff_seconds = 0.01
-max_backoff_seconds = 0.1
-[layout]
-root = "{ROOT}"
-l0_shards = 8
-[epoch]
-interval_seconds = 1.0
-cache_ttl_seconds = 0.5
-# The daemons compete for the one ticker role (the nodes here run no ticker).
-ticker = true
-[lease]
-ttl_seconds = {LEASE_TTL}
-renew_interval_seconds = 0.5
-skew_margin_seconds = 0.5
-[ownership]
-# The product's proportion (rounds a third of the lease TTL): a node that
-# starts, or comes back from a pause with a new incarnation, waits one round
-# before it takes partitions, and failover takes about a TTL plus one round.
-round_interval_seconds = 1.0
-[reconciler]
-round_interval_seconds = 0.2
-idle_interval_seconds = 1.0
-snapshot_every_entries = 50
-[reports]
-interval_seconds = 0.5
-[gc]
-min_object_age_seconds = 0.0
-max_delete_fraction = 1.0
-# The leader's janitor and tidying run often, so a run exercises them.
-maintenance_interval_seconds = 2.0
-# Epochs last a second here: eligible objects wait at most about a round
-# for their shard's listing, so deletions follow M closely (check (b) sees
-# them while they may still be early) and quiesce ends soon.
-max_lag_seconds = 1.0
-[controller]
-# The leader compacts the controller log every few seconds (the churn
-# thread compacts at random moments too), so nodes and collectors open it
-# from a snapshot and race truncations.
-compact_interval_seconds = 3.0
-compact_min_entries = 5
-[daemon]
-interval_seconds = 1.0
-after_progress_seconds = 0.2
-after_failure_seconds = 0.3
-control_poll_seconds = 0.5
-blocked_after_failures = 1000
-[metrics]
-listen = ""
-"""
-
-
-class _Processes:
-    """The worker processes, with their kill/pause/restart history."""
-
-    def __init__(
-        self,
-        folder: Path,
-        config: Path,
-        seed: int,
-        env: dict[str, str],
-        worker_args: tuple[str, ...] = (),
-    ) -> None:
-        self._folder = folder
-        self._worker_args = worker_args
-        self._config = config
-        self._seed = seed
-        self._env = env
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self.roles: dict[str, str] = {}
-        self._generation: Counter[str] = Counter()
-        self._others: list[subprocess.Popen[bytes]] = []
-
-    def start(self, ident: str, role: str, clock_skew: float = 0.0) -> None:
-        self.roles[ident] = role
-        self._generation[ident] += 1
-        logfile = (self._folder / f"{ident}.log").open("ab")
-        self.procs[ident] = subprocess.Popen(  # noqa: S603 - our interpreter, our module
-            [
-                sys.executable,
-                "-m",
-                "epochgc.verify.worker",
-                "--role",
-                role,
-                "--id",
-                ident,
-                "--config",
-                str(self._config),
-                "--folder",
-                str(self._folder),
-                "--seed",
-                str(self._seed * 1000 + self._generation[ident]),
-                "--clock-skew",
-                str(clock_skew),
-                *self._worker_args,
-            ],
-            stdout=logfile,
-            stderr=logfile,
-            env=self._env,
-        )
-
-    def kill(self, ident: str) -> None:
-        proc = self.procs[ident]
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-
-    def terminate(self, ident: str) -> None:
-        """A clean stop (SIGTERM): a node steps down and releases its
-        ownership records and node lease; a daemon its roles. Killed after
-        20 s if it does not stop."""
-        proc = self.procs[ident]
-        proc.send_signal(signal.SIGCONT)
-        proc.terminate()
-        _wait_or_kill(proc)
-
-    def adopt(self, proc: subprocess.Popen[bytes]) -> None:
-        """Another child of the run (the Spark job): never disturbed, but
-        stopped with the workers if still running when the run ends
-        (interrupted, or the wait for it gave up)."""
-        self._others.append(proc)
-
-    def stop_all(self) -> None:
-        """Every process still running: SIGTERM to all, then the same wait."""
-        every = [*self.procs.values(), *self._others]
-        for proc in every:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGCONT)
-                proc.terminate()
-        for proc in every:
-            _wait_or_kill(proc)
-
-
-def _wait_or_kill(proc: subprocess.Popen[bytes], grace_seconds: float = 20.0) -> None:
-    """Wait for a process asked to stop; SIGKILL it after ``grace_seconds``."""
-    try:
-        proc.wait(timeout=grace_seconds)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def run_verify(
@@ -305,7 +127,7 @@ def run_verify(
         # start, which sets its own level.
         logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
         config_path = folder / "verify.toml"
-        config_path.write_text(_config_text(s3.endpoint_url, bucket, worker_log_level))
+        config_path.write_text(config_text(s3.endpoint_url, bucket, worker_log_level))
         config = load_config(config_path)
         store, _stats = store_from_settings(config, client_settings_of(config))
         controller = Controller(store, ROOT)
@@ -315,7 +137,7 @@ def run_verify(
         # The unsafe build is the workers' own composition (worker.py), not
         # something the environment could carry into another process.
         unsafe = ("--unsafe-test-build",) if unsafe_safe_epoch else ()
-        procs = _Processes(folder, config_path, seed, env, unsafe)
+        procs = Processes(folder, config_path, seed, env, unsafe)
         for ident, role in (
             ("node-1", "node"),
             ("node-2", "node"),
@@ -419,7 +241,7 @@ def _sample_m(
 
 
 def _disturb(
-    procs: _Processes,
+    procs: Processes,
     rng: random.Random,
     duration: float,
     result: VerifyResult,
@@ -440,7 +262,7 @@ def _disturb(
         stalls.maybe_stall()
         elapsed = time.monotonic() - started
         if spark_config is not None and spark_proc is None and elapsed > duration / 2:
-            spark_proc = _start_spark_job(spark_config, folder)
+            spark_proc = start_spark_job(spark_config, folder)
             procs.adopt(spark_proc)
             result.process_faults["spark_job"] += 1
         ident = rng.choice(sorted(procs.procs))
@@ -476,16 +298,6 @@ def _disturb(
         spark_proc.wait(timeout=300)
         if spark_proc.returncode not in (0, 1):
             result.violations.append(f"the Spark job crashed (exit {spark_proc.returncode})")
-
-
-def _start_spark_job(config: Path, folder: Path) -> subprocess.Popen[bytes]:
-    """``gc spark`` on a local Spark, its output in ``spark.log``."""
-    command = ("-m", "epochgc.cli", "gc", "spark", "--master", "local[1]", "--config")
-    return subprocess.Popen(  # noqa: S603 - our interpreter, our module
-        [sys.executable, *command, str(config)],
-        stdout=(folder / "spark.log").open("ab"),
-        stderr=subprocess.STDOUT,
-    )
 
 
 PAUSE_GRACE_SECONDS = 1.0
@@ -564,7 +376,7 @@ class _LoopStalls:
     ever (its peers take its partitions over)."""
 
     def __init__(
-        self, procs: _Processes, folder: Path, rng: random.Random, result: VerifyResult
+        self, procs: Processes, folder: Path, rng: random.Random, result: VerifyResult
     ) -> None:
         self._procs = procs
         self._folder = folder
@@ -789,7 +601,7 @@ class _Churn:
 
 def _quiesce(
     store: S3ObjectStore,
-    procs: _Processes,
+    procs: Processes,
     folder: Path,
     timeout: float,
     result: VerifyResult,
