@@ -57,8 +57,6 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -82,16 +80,14 @@ from epochgc.verify.processes import Processes, start_spark_job
 from epochgc.verify.result import VerifyResult
 from epochgc.verify.run_config import LEASE_TTL, ROOT, config_text
 from epochgc.verify.run_folder import fresh_run_folder
+from epochgc.verify.sampler import Sample, sample_m
 from epochgc.verify.switches import set_stall_switch, stall_switch
-from epochgc.verify.truth import LogFollower, logged_safe_epoch
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.partition.replica import PartitionReplica
 from epochgc.watermarks.safe_epoch.aggregate import (
     SafeEpochTracker,
-    join_safe_epoch,
 )
 from epochgc.watermarks.safe_epoch.compute import compute_safe_epoch
-from epochgc.watermarks.safe_epoch.reports import read_reports
 from epochgc.wiring.settings import client_settings_of
 from epochgc.wiring.store import store_from_settings
 
@@ -145,10 +141,10 @@ def run_verify(
             ("gc-2", "daemon"),
         ):
             procs.start(ident, role)
-        samples: list[_Sample] = []
+        samples: list[Sample] = []
         sampling = threading.Event()
         sampler = threading.Thread(
-            target=_sample_m,
+            target=sample_m,
             args=(store, samples, sampling, folder),
             daemon=True,
             name="verify-m",
@@ -181,63 +177,6 @@ def run_verify(
         _check(store, folder, samples, result)
         churn.check(store, result)
     return result
-
-
-@dataclass(frozen=True)
-class _Sample:
-    """One sample of ``M``: as the collectors would compute it from the
-    reports (``published``), and as the partition logs give it, read just
-    after the reports on the same controller view (``logged``)."""
-
-    t: float
-    published: int
-    logged: int
-
-
-def _sample_m(
-    store: S3ObjectStore,
-    samples: list[_Sample],
-    stop: threading.Event,
-    folder: Path,
-    clock: Callable[[], float] = time.time,
-) -> None:
-    """``M`` twice a second, published and logged (``truth.py``), each
-    sample with the partitions that pinned them and the controller offset
-    its view was at into ``sampled-m.jsonl`` (where a drop comes from, and
-    which entries the view had folded).
-
-    A sample is stamped *before* its reads: the logs' ``M`` it finds is then
-    at least the true ``M`` of its stamp (``M`` only grows), which is the
-    bound check (b) rests on. Stamped after them, a sample whose reads took
-    seconds could carry an ``M`` read before a deletion stamped earlier."""
-    controller = Controller(store, ROOT)
-    follower = LogFollower(store, ROOT)
-    with (folder / "sampled-m.jsonl").open("a", encoding="utf-8") as out:
-        while not stop.wait(0.5):
-            now = clock()
-            try:
-                view = controller.snapshot()
-                reports, _skipped = read_reports(store, ROOT)
-                # The raw join, never held up by an earlier sample: check (d)
-                # must see a published M that went down.
-                published = join_safe_epoch(view, reports)
-                logged = logged_safe_epoch(view, follower.safe_epochs(view))
-            except EpochGCError:
-                continue  # a store hiccup or a log mid-truncation: the next sample will do
-            samples.append(_Sample(now, published.safe_epoch, logged.safe_epoch))
-            pinning = [
-                [w.topic, w.revision, w.partition, w.safe_epoch, w.node] for w in published.pinning
-            ]
-            sample = {
-                "t": now,
-                "m": published.safe_epoch,
-                "logged_m": logged.safe_epoch,
-                "offset": published.controller_offset,
-                "pinning": pinning,
-                "logged_pinning": [[p.topic, p.revision, p.partition] for p in logged.pinning],
-            }
-            out.write(json.dumps(sample) + "\n")
-            out.flush()
 
 
 def _disturb(
@@ -698,9 +637,7 @@ def _read_lines(folder: Path, pattern: str) -> list[dict[str, object]]:
     return docs
 
 
-def _check(
-    store: S3ObjectStore, folder: Path, samples: list[_Sample], result: VerifyResult
-) -> None:
+def _check(store: S3ObjectStore, folder: Path, samples: list[Sample], result: VerifyResult) -> None:
     for path in folder.glob("faults-*.json"):
         try:
             result.store_faults.update(json.loads(path.read_text()))
@@ -803,7 +740,7 @@ def _tidied_incarnation(key: str) -> tuple[str, int] | bool | None:
 
 def _check_deletions(
     folder: Path,
-    samples: list[_Sample],
+    samples: list[Sample],
     result: VerifyResult,
     live: set[tuple[str, int]],
 ) -> None:
@@ -841,7 +778,7 @@ def _check_deletions(
         result.violations.append(f"(b) {early} deletions of epochs above the true M of their time")
 
 
-def _check_published_not_ahead(samples: list[_Sample], result: VerifyResult) -> None:
+def _check_published_not_ahead(samples: list[Sample], result: VerifyResult) -> None:
     """A published ``M`` above the logs' ``M`` read just after it is
     unsafe whether or not anything was deleted under it (``truth.py``)."""
     ahead = [sample for sample in samples if sample.published > sample.logged]
@@ -854,7 +791,7 @@ def _check_published_not_ahead(samples: list[_Sample], result: VerifyResult) -> 
         )
 
 
-def _check_monotone(folder: Path, samples: list[_Sample], result: VerifyResult) -> None:
+def _check_monotone(folder: Path, samples: list[Sample], result: VerifyResult) -> None:
     """This process's samples, and each daemon process's own values (a
     restarted daemon is a new observer: its floor starts again)."""
     series: dict[str, list[int]] = {
