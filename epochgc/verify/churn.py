@@ -13,14 +13,17 @@ deletes named.
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from epochgc.errors import EpochGCError
 from epochgc.storage.keys import PartitionId, controller_log_prefix
+from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.s3 import S3ObjectStore
+from epochgc.verify.disturbances import stream_of
 from epochgc.verify.faults import HeldWrites
 from epochgc.verify.result import VerifyResult
 from epochgc.verify.run_config import ROOT
@@ -33,6 +36,24 @@ CHURN = "churn"
 """The topic the churn deletes and recreates; the others keep their
 whole history, so a run has both long-lived partitions and fresh ones."""
 CHURN_PARTITIONS = 2
+
+
+@dataclass(frozen=True)
+class ChurnRound:
+    """One delete-and-recreate of ``CHURN``, as the churn's stream draws it."""
+
+    wait: float
+    """Seconds to wait for this round, from the previous one (or the start)."""
+    lag_before: float
+    """Seconds the reconcilers are held back before the delete."""
+    lag_after: float
+    """... and after the create."""
+    ticks: int
+    """Epoch ticks between the delete and the create."""
+    compact: bool
+    """Compact the controller log after the create."""
+    race: bool
+    """A second operator recreates the topic at the same moment."""
 
 
 class Churn:
@@ -58,9 +79,9 @@ class Churn:
     a delete that ended an incarnation it did not name is a violation.
     """
 
-    def __init__(
-        self, store: S3ObjectStore, folder: Path, rng: random.Random, duration: float
-    ) -> None:
+    NAME: ClassVar[str] = "churn"
+
+    def __init__(self, store: ObjectStore, folder: Path, seed: int, duration: float) -> None:
         self._store = store
         self._lag_switch = folder / "reconcile-lag"
         self._controller = Controller(store, ROOT)
@@ -69,7 +90,7 @@ class Churn:
         self.named_deletes: dict[int, int] = {}
         """Offset of each delete's own entry -> the revision it named."""
         self.raced = 0
-        self._rng = rng
+        self._rng = stream_of(seed, self.NAME)
         self._duration = duration
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -93,27 +114,33 @@ class Churn:
         if self.crashed is not None:
             result.violations.append(f"verify itself: the churn thread crashed: {self.crashed!r}")
 
+    def next_round(self) -> ChurnRound:
+        """The next recreate, drawn whole before any of it is done."""
+        wait = self._rng.uniform(3.0, 7.0)
+        lag_before, lag_after = self._rng.uniform(1.0, 2.5), self._rng.uniform(0.0, 1.0)
+        ticks = self._rng.choice([0, 0, 1, 2])
+        compact = self._rng.random() < 0.5
+        race = self._rng.random() < 0.5
+        return ChurnRound(wait, lag_before, lag_after, ticks, compact, race)
+
     def _run(self) -> None:
         started = time.monotonic()
         try:
-            while not self._stop.wait(self._rng.uniform(3.0, 7.0)):
-                if time.monotonic() - started > self._duration:
-                    return
+            while True:
                 # All drawn first: the schedule is the seed's whatever fails.
-                lag_before, lag_after = self._rng.uniform(1.0, 2.5), self._rng.uniform(0.0, 1.0)
-                ticks = self._rng.choice([0, 0, 1, 2])
-                compact = self._rng.random() < 0.5
-                race = self._rng.random() < 0.5
+                churn = self.next_round()
+                if self._stop.wait(churn.wait) or time.monotonic() - started > self._duration:
+                    return
                 self._lag_switch.touch()
                 try:
-                    time.sleep(lag_before)  # placeholders pile up unreconciled
-                    if race:
+                    time.sleep(churn.lag_before)  # placeholders pile up unreconciled
+                    if churn.race:
                         self._race()
                     else:
-                        self._recreate(self._controller, ticks)
-                    if compact:
+                        self._recreate(self._controller, churn.ticks)
+                    if churn.compact:
                         self._compact()
-                    time.sleep(lag_after)
+                    time.sleep(churn.lag_after)
                 finally:
                     self._lag_switch.unlink(missing_ok=True)
         except Exception as err:  # a bug of this harness: say so, never hide it
