@@ -6,13 +6,21 @@ they may, then ``check_outcome`` holds the store, the run folder's logs
 the safety properties:
 
 (a) every record acknowledged to a live topic incarnation reads back at
-    its offset, byte for byte, and nothing of another incarnation is in it;
-(b) no deletion came before its time, and the published ``M`` never ran
-    ahead of the partition logs' ``M``;
-(c) the run quiesced: no L0 object with epoch <= ``M`` is left, and every
-    live partition's ``M(p)`` reached the end of producing;
-(d) ``M`` never decreased;
-(f) no collector deleted while an operator pause held.
+    its offset, byte for byte (records acknowledged to a deleted incarnation
+    went with it and are only counted); acknowledged offsets are distinct
+    (payloads duplicated at other, unacknowledged offsets by at-least-once
+    replays are counted); every live incarnation's records start at offset
+    0 and hold nothing produced to another incarnation of its name;
+(b) no deletion came before its time: every key a collector sent to
+    DeleteObjects had an epoch at or below the logs' ``M`` of that moment;
+    and the published ``M`` was never above the logs' ``M`` read just
+    after it (an unsafe ``M`` is caught even when nothing was lost to it);
+(c) after quiesce, no L0 object with epoch <= ``M`` is left, and every live
+    partition's ``M(p)`` reached the epoch at which the producers stopped
+    (a partition stuck behind, e.g. on an L0 object deleted under it, is
+    named);
+(d) ``M`` never decreased, for this process's samples and for each daemon.
+(f) no collector delete is logged while an operator pause holds.
 
 Check (e) is judged by the churn (``churn.py``) and check (g) by the loop
 stalls (``disturbances.py``): each by the part that knows what it did.
