@@ -7,7 +7,8 @@ line in ``run.py``.
 every disturbance takes its ``step`` in turn (one may block while it
 lasts; the others wait, so an operator pause never overlaps a stopped
 process), and when the phase is over each one's ``settle`` finishes and
-judges what it left in flight.
+judges what it left in flight. The topic churn (``churn.py``) is not one
+of them: it runs in a thread of its own beside the rounds.
 
 Each disturbance draws only from a random stream of its own, derived from
 the run's seed and its name (``stream_of``), and draws a round's decision
