@@ -20,267 +20,52 @@ the partition logs give it (``truth.py``: the state every ``M(p)`` derives
 from, which a broken build's reports cannot fake).
 
 Then it quiesces (faults off, producers off, wait for the reconcilers to
-catch up and the collectors to delete everything they may) and checks:
+catch up and the collectors to delete everything they may) and checks the
+outcome (``checks.py``: every acknowledged record back, no deletion before
+its time, nothing eligible left, ``M`` never down). Exit 1 on any
+violation, with the seed to reproduce it.
 
-(a) every record acknowledged to a live topic incarnation reads back at
-    its offset, byte for byte (records acknowledged to a deleted incarnation
-    went with it and are only counted); acknowledged offsets are distinct
-    (payloads duplicated at other, unacknowledged offsets by at-least-once
-    replays are counted); every live incarnation's records start at offset
-    0 and hold nothing produced to another incarnation of its name;
-(b) no deletion came before its time: every key a collector sent to
-    DeleteObjects had an epoch at or below the logs' ``M`` of that moment;
-    and the published ``M`` was never above the logs' ``M`` read just
-    after it (an unsafe ``M`` is caught even when nothing was lost to it);
-(c) after quiesce, no L0 object with epoch <= ``M`` is left, and every live
-    partition's ``M(p)`` reached the epoch at which the producers stopped
-    (a partition stuck behind, e.g. on an L0 object deleted under it, is
-    named);
-(d) ``M`` never decreased, for this process's samples and for each daemon.
-
-Exit 1 on any violation, with the seed to reproduce it.
+This module puts one run together and prints its summary; each part has a
+module of its own: ``processes.py`` (the child processes), ``sampler.py``
+(``M``, sampled), ``disturbances.py`` (the faults of the disturbed phase,
+each drawing from a random stream of its own), ``churn.py`` (the topic
+deleted and recreated, the controller compacted), ``checks.py`` (the
+quiesce and the checks), ``run_config.py`` (what the workers are given)
+and ``result.py`` (what a run found).
 """
 
 from __future__ import annotations
 
-import bisect
-import contextlib
-import dataclasses
-import itertools
-import json
 import logging
 import os
-import random
-import signal
-import subprocess
-import sys
 import threading
-import time
 import uuid
-from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
 from epochgc.config import load_config
-from epochgc.errors import EpochGCError
-from epochgc.gc.control import pause, resume
-from epochgc.reconciler.reader import PartitionReader, check_read_back
-from epochgc.storage.embedded import EMBEDDED_ACCESS_KEY, EMBEDDED_SECRET_KEY, EmbeddedS3
-from epochgc.storage.keys import (
-    PartitionId,
-    controller_log_prefix,
-    l0_prefix,
-    parse_l0_key,
-    parse_l1_key,
-    parse_owner_key,
-    parse_partition_meta_key,
+from epochgc.storage.embedded import EmbeddedS3
+from epochgc.verify.checks import check_outcome, quiesce
+from epochgc.verify.churn import CHURN, CHURN_PARTITIONS, Churn
+from epochgc.verify.disturbances import (
+    DaysOffClocks,
+    Disturbance,
+    LoopStalls,
+    OperatorPauses,
+    ProcessFaults,
+    SparkJobMidway,
+    disturb,
 )
-from epochgc.storage.s3 import S3ObjectStore
-from epochgc.verify.faults import HeldWrites
+from epochgc.verify.processes import Processes
+from epochgc.verify.result import VerifyResult
+from epochgc.verify.run_config import ROOT, config_text
 from epochgc.verify.run_folder import fresh_run_folder
-from epochgc.verify.switches import set_stall_switch, stall_switch
-from epochgc.verify.truth import LogFollower, logged_safe_epoch
+from epochgc.verify.sampler import Sample, sample_m
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.partition.replica import PartitionReplica
-from epochgc.watermarks.safe_epoch.aggregate import (
-    SafeEpochTracker,
-    join_safe_epoch,
-)
-from epochgc.watermarks.safe_epoch.compute import compute_safe_epoch
-from epochgc.watermarks.safe_epoch.reports import read_reports
 from epochgc.wiring.settings import client_settings_of
 from epochgc.wiring.store import store_from_settings
 
-log = logging.getLogger("epochgc.verify")
-
-ROOT = "epochgc"
 BUCKET = "epochgc-verify"
 TOPICS = {"orders": 3, "clicks": 2}
-CHURN = "churn"
-"""The topic ``_disturb`` deletes and recreates; the others keep their
-whole history, so a run has both long-lived partitions and fresh ones."""
-CHURN_PARTITIONS = 2
-LEASE_TTL = 3.0
-
-
-@dataclass
-class VerifyResult:
-    """What a run did and found."""
-
-    seed: int
-    records_acked: int = 0
-    records_verified: int = 0
-    records_discarded: int = 0
-    """Acknowledged to an incarnation deleted since: not required back."""
-    unreconciled_at_delete: int = 0
-    """Records not yet in L1 when their incarnation was deleted."""
-    duplicates: int = 0
-    deletions: int = 0
-    safe_epoch: int = 0
-    cluster_epoch: int = 0
-    store_faults: Counter[str] = field(default_factory=Counter)
-    process_faults: Counter[str] = field(default_factory=Counter)
-    violations: list[str] = field(default_factory=list)
-    paused: list[tuple[float, float]] = field(default_factory=list)
-    """(start, end) wall-clock seconds of each operator pause, from the
-    moment its write was acknowledged to the moment resume was sent."""
-
-    @property
-    def ok(self) -> bool:
-        return not self.violations and self.records_acked > 0
-
-
-def _config_text(endpoint: str, bucket: str, log_level: str) -> str:
-    return f"""
-[logging]
-level = "{log_level}"
-[store]
-bucket = "{bucket}"
-endpoint_url = "{endpoint}"
-access_key_id = "{EMBEDDED_ACCESS_KEY}"
-secret_access_key = "{EMBEDDED_SECRET_KEY}"
-addressing_style = "path"
-max_attempts = 3
-base_backoff_seconds = 0.01
-max_backoff_seconds = 0.1
-[layout]
-root = "{ROOT}"
-l0_shards = 8
-[epoch]
-interval_seconds = 1.0
-cache_ttl_seconds = 0.5
-# The daemons compete for the one ticker role (the nodes here run no ticker).
-ticker = true
-[lease]
-ttl_seconds = {LEASE_TTL}
-renew_interval_seconds = 0.5
-skew_margin_seconds = 0.5
-[ownership]
-# The product's proportion (rounds a third of the lease TTL): a node that
-# starts, or comes back from a pause with a new incarnation, waits one round
-# before it takes partitions, and failover takes about a TTL plus one round.
-round_interval_seconds = 1.0
-[reconciler]
-round_interval_seconds = 0.2
-idle_interval_seconds = 1.0
-snapshot_every_entries = 50
-[reports]
-interval_seconds = 0.5
-[gc]
-min_object_age_seconds = 0.0
-max_delete_fraction = 1.0
-# The leader's janitor and tidying run often, so a run exercises them.
-maintenance_interval_seconds = 2.0
-# Epochs last a second here: eligible objects wait at most about a round
-# for their shard's listing, so deletions follow M closely (check (b) sees
-# them while they may still be early) and quiesce ends soon.
-max_lag_seconds = 1.0
-[controller]
-# The leader compacts the controller log every few seconds (the churn
-# thread compacts at random moments too), so nodes and collectors open it
-# from a snapshot and race truncations.
-compact_interval_seconds = 3.0
-compact_min_entries = 5
-[daemon]
-interval_seconds = 1.0
-after_progress_seconds = 0.2
-after_failure_seconds = 0.3
-control_poll_seconds = 0.5
-blocked_after_failures = 1000
-[metrics]
-listen = ""
-"""
-
-
-class _Processes:
-    """The worker processes, with their kill/pause/restart history."""
-
-    def __init__(
-        self,
-        folder: Path,
-        config: Path,
-        seed: int,
-        env: dict[str, str],
-        worker_args: tuple[str, ...] = (),
-    ) -> None:
-        self._folder = folder
-        self._worker_args = worker_args
-        self._config = config
-        self._seed = seed
-        self._env = env
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self.roles: dict[str, str] = {}
-        self._generation: Counter[str] = Counter()
-        self._others: list[subprocess.Popen[bytes]] = []
-
-    def start(self, ident: str, role: str, clock_skew: float = 0.0) -> None:
-        self.roles[ident] = role
-        self._generation[ident] += 1
-        logfile = (self._folder / f"{ident}.log").open("ab")
-        self.procs[ident] = subprocess.Popen(  # noqa: S603 - our interpreter, our module
-            [
-                sys.executable,
-                "-m",
-                "epochgc.verify.worker",
-                "--role",
-                role,
-                "--id",
-                ident,
-                "--config",
-                str(self._config),
-                "--folder",
-                str(self._folder),
-                "--seed",
-                str(self._seed * 1000 + self._generation[ident]),
-                "--clock-skew",
-                str(clock_skew),
-                *self._worker_args,
-            ],
-            stdout=logfile,
-            stderr=logfile,
-            env=self._env,
-        )
-
-    def kill(self, ident: str) -> None:
-        proc = self.procs[ident]
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-
-    def terminate(self, ident: str) -> None:
-        """A clean stop (SIGTERM): a node steps down and releases its
-        ownership records and node lease; a daemon its roles. Killed after
-        20 s if it does not stop."""
-        proc = self.procs[ident]
-        proc.send_signal(signal.SIGCONT)
-        proc.terminate()
-        _wait_or_kill(proc)
-
-    def adopt(self, proc: subprocess.Popen[bytes]) -> None:
-        """Another child of the run (the Spark job): never disturbed, but
-        stopped with the workers if still running when the run ends
-        (interrupted, or the wait for it gave up)."""
-        self._others.append(proc)
-
-    def stop_all(self) -> None:
-        """Every process still running: SIGTERM to all, then the same wait."""
-        every = [*self.procs.values(), *self._others]
-        for proc in every:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGCONT)
-                proc.terminate()
-        for proc in every:
-            _wait_or_kill(proc)
-
-
-def _wait_or_kill(proc: subprocess.Popen[bytes], grace_seconds: float = 20.0) -> None:
-    """Wait for a process asked to stop; SIGKILL it after ``grace_seconds``."""
-    try:
-        proc.wait(timeout=grace_seconds)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def run_verify(
@@ -295,7 +80,6 @@ def run_verify(
 ) -> VerifyResult:
     """One run (see the module docstring); the worker processes log at
     ``worker_log_level`` into ``folder``."""
-    rng = random.Random(seed)
     fresh_run_folder(folder)
     result = VerifyResult(seed)
     bucket = f"{BUCKET}-{seed}-{uuid.uuid4().hex[:8]}"  # moto's state outlives a server
@@ -305,7 +89,7 @@ def run_verify(
         # start, which sets its own level.
         logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
         config_path = folder / "verify.toml"
-        config_path.write_text(_config_text(s3.endpoint_url, bucket, worker_log_level))
+        config_path.write_text(config_text(s3.endpoint_url, bucket, worker_log_level))
         config = load_config(config_path)
         store, _stats = store_from_settings(config, client_settings_of(config))
         controller = Controller(store, ROOT)
@@ -315,7 +99,7 @@ def run_verify(
         # The unsafe build is the workers' own composition (worker.py), not
         # something the environment could carry into another process.
         unsafe = ("--unsafe-test-build",) if unsafe_safe_epoch else ()
-        procs = _Processes(folder, config_path, seed, env, unsafe)
+        procs = Processes(folder, config_path, seed, env, unsafe)
         for ident, role in (
             ("node-1", "node"),
             ("node-2", "node"),
@@ -323,737 +107,42 @@ def run_verify(
             ("gc-2", "daemon"),
         ):
             procs.start(ident, role)
-        samples: list[_Sample] = []
+        samples: list[Sample] = []
         sampling = threading.Event()
         sampler = threading.Thread(
-            target=_sample_m,
+            target=sample_m,
             args=(store, samples, sampling, folder),
             daemon=True,
             name="verify-m",
         )
         sampler.start()
         try:
-            # The churn has a random stream of its own (from the seed), so
-            # it interleaves with the other faults without reshuffling them.
-            churn = _Churn(store, folder, random.Random(f"churn-{seed}"), duration)
+            churn = Churn(store, folder, seed, duration)
             churn.start()
             try:
-                _disturb(
-                    procs,
-                    rng,
-                    duration,
-                    result,
-                    config_path if spark else None,
-                    folder,
-                    _OperatorPauses(store, random.Random(f"pause-{seed}"), result),
-                    _LoopStalls(procs, folder, random.Random(f"stall-{seed}"), result),
-                    random.Random(f"clock-{seed}"),
-                )
+                # Each draws from a stream of its own (disturbances.py); the
+                # process faults set the pace of the rounds, as they always have.
+                faults = ProcessFaults(procs, seed, DaysOffClocks(seed, result), result)
+                disturbances: list[Disturbance] = [
+                    OperatorPauses(store, seed, result),
+                    LoopStalls(procs, folder, seed, result),
+                ]
+                if spark:
+                    disturbances.append(
+                        SparkJobMidway(procs, config_path, folder, duration, result)
+                    )
+                disturbances.append(faults)
+                disturb(disturbances, duration, pace=faults.pace)
             finally:
                 churn.finish(result)
-            _quiesce(store, procs, folder, quiesce_timeout, result)
+            quiesce(store, procs, folder, quiesce_timeout, result)
         finally:
             procs.stop_all()
             sampling.set()
             sampler.join()
-        _check(store, folder, samples, result)
+        check_outcome(store, folder, samples, result)
         churn.check(store, result)
     return result
-
-
-@dataclass(frozen=True)
-class _Sample:
-    """One sample of ``M``: as the collectors would compute it from the
-    reports (``published``), and as the partition logs give it, read just
-    after the reports on the same controller view (``logged``)."""
-
-    t: float
-    published: int
-    logged: int
-
-
-def _sample_m(
-    store: S3ObjectStore,
-    samples: list[_Sample],
-    stop: threading.Event,
-    folder: Path,
-    clock: Callable[[], float] = time.time,
-) -> None:
-    """``M`` twice a second, published and logged (``truth.py``), each
-    sample with the partitions that pinned them and the controller offset
-    its view was at into ``sampled-m.jsonl`` (where a drop comes from, and
-    which entries the view had folded).
-
-    A sample is stamped *before* its reads: the logs' ``M`` it finds is then
-    at least the true ``M`` of its stamp (``M`` only grows), which is the
-    bound check (b) rests on. Stamped after them, a sample whose reads took
-    seconds could carry an ``M`` read before a deletion stamped earlier."""
-    controller = Controller(store, ROOT)
-    follower = LogFollower(store, ROOT)
-    with (folder / "sampled-m.jsonl").open("a", encoding="utf-8") as out:
-        while not stop.wait(0.5):
-            now = clock()
-            try:
-                view = controller.snapshot()
-                reports, _skipped = read_reports(store, ROOT)
-                # The raw join, never held up by an earlier sample: check (d)
-                # must see a published M that went down.
-                published = join_safe_epoch(view, reports)
-                logged = logged_safe_epoch(view, follower.safe_epochs(view))
-            except EpochGCError:
-                continue  # a store hiccup or a log mid-truncation: the next sample will do
-            samples.append(_Sample(now, published.safe_epoch, logged.safe_epoch))
-            pinning = [
-                [w.topic, w.revision, w.partition, w.safe_epoch, w.node] for w in published.pinning
-            ]
-            sample = {
-                "t": now,
-                "m": published.safe_epoch,
-                "logged_m": logged.safe_epoch,
-                "offset": published.controller_offset,
-                "pinning": pinning,
-                "logged_pinning": [[p.topic, p.revision, p.partition] for p in logged.pinning],
-            }
-            out.write(json.dumps(sample) + "\n")
-            out.flush()
-
-
-def _disturb(
-    procs: _Processes,
-    rng: random.Random,
-    duration: float,
-    result: VerifyResult,
-    spark_config: Path | None,
-    folder: Path,
-    pauses: _OperatorPauses,
-    stalls: _LoopStalls,
-    clocks: random.Random,
-) -> None:
-    """The process faults, drawn from ``rng``; operator pauses, stalled
-    node loops and days-off daemon clocks come from streams of their own,
-    so adding them left the seed's schedule of the others as it was."""
-    started = time.monotonic()
-    spark_proc: subprocess.Popen[bytes] | None = None
-    while time.monotonic() - started < duration:
-        time.sleep(rng.uniform(1.5, 3.5))
-        pauses.maybe_pause()
-        stalls.maybe_stall()
-        elapsed = time.monotonic() - started
-        if spark_config is not None and spark_proc is None and elapsed > duration / 2:
-            spark_proc = _start_spark_job(spark_config, folder)
-            procs.adopt(spark_proc)
-            result.process_faults["spark_job"] += 1
-        ident = rng.choice(sorted(procs.procs))
-        action = rng.choice(["kill", "pause", "nothing", "leave"])
-        if action == "leave":
-            # The node (or daemon) leaves cleanly, the others take its
-            # partitions (roles) at once, and it joins again a moment later:
-            # a join that takes its share back by hand-back.
-            procs.terminate(ident)
-            result.process_faults[f"leave_{procs.roles[ident]}"] += 1
-            time.sleep(rng.uniform(0.5, 2.5))
-            procs.start(ident, procs.roles[ident], _days_off(procs.roles[ident], clocks, result))
-            result.process_faults[f"join_{procs.roles[ident]}"] += 1
-        elif action == "kill":
-            procs.kill(ident)
-            result.process_faults[f"kill_{procs.roles[ident]}"] += 1
-            time.sleep(rng.uniform(0.2, 1.0))
-            skew = 0.0
-            if rng.random() < 0.3:  # restart it with its clock minutes off
-                skew = rng.choice([-1, 1]) * rng.uniform(30, 120)
-                result.process_faults[f"clock_skew_{procs.roles[ident]}"] += 1
-            else:
-                skew = _days_off(procs.roles[ident], clocks, result)
-            procs.start(ident, procs.roles[ident], skew)
-        elif action == "pause":
-            proc = procs.procs[ident]
-            proc.send_signal(signal.SIGSTOP)
-            time.sleep(LEASE_TTL + rng.uniform(0.5, 1.5))
-            proc.send_signal(signal.SIGCONT)
-            result.process_faults[f"pause_past_ttl_{procs.roles[ident]}"] += 1
-    stalls.settle(wait=True)
-    if spark_proc is not None:
-        spark_proc.wait(timeout=300)
-        if spark_proc.returncode not in (0, 1):
-            result.violations.append(f"the Spark job crashed (exit {spark_proc.returncode})")
-
-
-def _start_spark_job(config: Path, folder: Path) -> subprocess.Popen[bytes]:
-    """``gc spark`` on a local Spark, its output in ``spark.log``."""
-    command = ("-m", "epochgc.cli", "gc", "spark", "--master", "local[1]", "--config")
-    return subprocess.Popen(  # noqa: S603 - our interpreter, our module
-        [sys.executable, *command, str(config)],
-        stdout=(folder / "spark.log").open("ab"),
-        stderr=subprocess.STDOUT,
-    )
-
-
-PAUSE_GRACE_SECONDS = 1.0
-"""A collector's delete logged this soon after a pause was acknowledged may
-have read the control document just before it (the check and the batch
-are a few milliseconds apart; this leaves room for a busy machine)."""
-
-
-class _OperatorPauses:
-    """An operator pausing the collectors (``gc pause``) now and then, for
-    2 to 4 s, between the other disturbances (never while a process is
-    stopped, so no check-then-delete is frozen across the window). The
-    daemons compact every 3 s and tidy every 2 s in a verify run, so their
-    controller truncation, janitor and tidying fall due while paused;
-    check (f) fails the run if any collector delete is logged inside a
-    window (after ``PAUSE_GRACE_SECONDS``)."""
-
-    def __init__(self, store: S3ObjectStore, rng: random.Random, result: VerifyResult) -> None:
-        self._store = store
-        self._rng = rng
-        self._result = result
-
-    def maybe_pause(self) -> None:
-        if self._rng.random() >= 0.25:
-            return
-        hold = self._rng.uniform(2.0, 4.0)
-        try:
-            pause(self._store, ROOT, by="verify", reason="looking", now=datetime.now(UTC))
-        except EpochGCError as err:
-            log.warning("pausing the collectors failed: %s", err)
-            return
-        start = time.time()
-        try:
-            time.sleep(hold)
-        finally:
-            end = time.time()
-            self._resume()
-        self._result.paused.append((start, end))
-        self._result.process_faults["operator_pause"] += 1
-
-    def _resume(self) -> None:
-        for _ in range(10):
-            try:
-                resume(self._store, ROOT, by="verify", now=datetime.now(UTC))
-                return
-            except EpochGCError as err:
-                log.warning("resuming the collectors failed (retrying): %s", err)
-                time.sleep(0.5)
-        self._result.violations.append("verify itself: could not resume the collectors")
-
-
-def _days_off(role: str, clocks: random.Random, result: VerifyResult) -> float:
-    """A restarted daemon's clock offset: now and then days ahead (it writes
-    times from the future into shared documents, which must not stop the
-    others) or days behind (it must delete nothing sooner); 0 otherwise."""
-    if role != "daemon" or clocks.random() >= 0.4:
-        return 0.0
-    skew = clocks.choice([-1, 1]) * clocks.uniform(2, 5) * 86400
-    result.process_faults[f"clock_days_{'ahead' if skew > 0 else 'behind'}_daemon"] += 1
-    return skew
-
-
-STALL_EXIT_SECONDS = 6 * LEASE_TTL + 15.0
-"""How long a node with a stalled loop may take to exit: its round bound
-(``reconciler.max_round_seconds``: four lease TTLs), letting go (one TTL),
-a pause between rounds, and room for a busy machine."""
-
-
-class _LoopStalls:
-    """Now and then one node's rounds or ownership loop hangs or dies (the
-    worker's ``stall-{id}`` switch: its store hangs or raises a bug's error
-    for that loop's requests, while the lease heartbeat goes on). The node
-    must stop renewing, let go, say which loop stopped and exit 1 within
-    ``STALL_EXIT_SECONDS``; verify then restarts it, as a supervisor would.
-    Check (g) fails the run otherwise; the record checks (a)-(d) hold as
-    ever (its peers take its partitions over)."""
-
-    def __init__(
-        self, procs: _Processes, folder: Path, rng: random.Random, result: VerifyResult
-    ) -> None:
-        self._procs = procs
-        self._folder = folder
-        self._rng = rng
-        self._result = result
-        self._pending: list[tuple[str, subprocess.Popen[bytes], float, str]] = []
-
-    def maybe_stall(self) -> None:
-        self.settle()
-        if self._pending or self._rng.random() >= 0.15:
-            return
-        procs = self._procs
-        nodes = sorted(i for i, r in procs.roles.items() if r == "node")
-        ident = self._rng.choice(nodes)
-        mode, loop = self._rng.choice(["hang", "fail"]), self._rng.choice(["rounds", "ownership"])
-        if procs.procs[ident].poll() is not None:
-            return
-        set_stall_switch(self._folder, ident, f"{mode} {loop}")
-        self._pending.append((ident, procs.procs[ident], time.monotonic(), f"{mode} {loop}"))
-        self._result.process_faults[f"{mode}_{loop}_loop_node"] += 1
-
-    def settle(self, *, wait: bool = False) -> None:
-        """Restart every stalled node that exited; flag one that did not in
-        time (with ``wait``, wait for each up to its deadline)."""
-        procs = self._procs
-        for item in list(self._pending):
-            ident, proc, since, spec = item
-            if procs.procs.get(ident) is not proc:
-                # Killed or stopped and restarted meanwhile: nothing to judge.
-                self._pending.remove(item)
-                stall_switch(self._folder, ident).unlink(missing_ok=True)
-                continue
-            deadline = since + STALL_EXIT_SECONDS
-            if wait:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-            code = proc.poll()
-            if code is None and time.monotonic() < deadline:
-                continue
-            self._pending.remove(item)
-            mode, loop = spec.split()
-            what = f"(g) {ident}, its {loop} loop {'hung' if mode == 'hang' else 'failing'},"
-            if code is None:
-                self._result.violations.append(
-                    f"{what} did not exit within {STALL_EXIT_SECONDS:.0f} s"
-                )
-                procs.kill(ident)
-            elif code != 1:
-                self._result.violations.append(f"{what} exited with {code}, not 1")
-            elif f"loop {loop} stopped" not in _tail(self._folder / f"{ident}.log"):
-                self._result.violations.append(f"{what} exited without naming the loop")
-            procs.start(ident, "node")
-
-
-def _tail(path: Path, size: int = 65536) -> str:
-    try:
-        with path.open("rb") as file:
-            file.seek(max(0, path.stat().st_size - size))
-            return file.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
-class _Churn:
-    """Deletes ``CHURN`` and creates it again under the same name, at
-    random moments of the disturbed phase (every 3 to 7 seconds), on the
-    clean store: the controller is an operator here, not a faulty process.
-
-    The nodes keep producing to it throughout; from a moment before the
-    delete until a moment after the create, the ``reconcile-lag`` switch
-    slows every L1 write, so the reconcilers (of every topic) fall behind
-    and the deleted incarnation has placeholders no reconciler will ever
-    get to (counted at each delete): exactly what made a recreated topic
-    inherit the old log, whose L0 objects the collector then deleted, when
-    partitions were keyed by name alone. The new incarnation comes at once
-    (a node may never see the topic gone) or after an epoch tick or two
-    (the collector may run with the topic absent).
-
-    Half the recreates race a second operator doing the same at the same
-    moment: it reads the incarnation live, its delete's PUT is held while
-    the first operator deletes and recreates the topic, and it lands late
-    (after a lost slot and its back-off). Every delete's own entry offset and the revision it named
-    are kept; the end check holds every ended incarnation against them, so
-    a delete that ended an incarnation it did not name is a violation.
-    """
-
-    def __init__(
-        self, store: S3ObjectStore, folder: Path, rng: random.Random, duration: float
-    ) -> None:
-        self._store = store
-        self._lag_switch = folder / "reconcile-lag"
-        self._controller = Controller(store, ROOT)
-        self._late_store = HeldWrites(store, controller_log_prefix(ROOT))
-        self._late_operator = Controller(self._late_store, ROOT)
-        self.named_deletes: dict[int, int] = {}
-        """Offset of each delete's own entry -> the revision it named."""
-        self.raced = 0
-        self._rng = rng
-        self._duration = duration
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="verify-churn")
-        self.recreated = 0
-        self.compacted = 0
-        self.unreconciled = 0
-        self.crashed: BaseException | None = None
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def finish(self, result: VerifyResult) -> None:
-        """Stop (a recreate in progress completes) and count into ``result``."""
-        self._stop.set()
-        self._thread.join()
-        result.process_faults["recreate"] += self.recreated
-        result.process_faults["compact"] += self.compacted
-        result.process_faults["operators_racing"] += self.raced
-        result.unreconciled_at_delete += self.unreconciled
-        if self.crashed is not None:
-            result.violations.append(f"verify itself: the churn thread crashed: {self.crashed!r}")
-
-    def _run(self) -> None:
-        started = time.monotonic()
-        try:
-            while not self._stop.wait(self._rng.uniform(3.0, 7.0)):
-                if time.monotonic() - started > self._duration:
-                    return
-                # All drawn first: the schedule is the seed's whatever fails.
-                lag_before, lag_after = self._rng.uniform(1.0, 2.5), self._rng.uniform(0.0, 1.0)
-                ticks = self._rng.choice([0, 0, 1, 2])
-                compact = self._rng.random() < 0.5
-                race = self._rng.random() < 0.5
-                self._lag_switch.touch()
-                try:
-                    time.sleep(lag_before)  # placeholders pile up unreconciled
-                    if race:
-                        self._race()
-                    else:
-                        self._recreate(self._controller, ticks)
-                    if compact:
-                        self._compact()
-                    time.sleep(lag_after)
-                finally:
-                    self._lag_switch.unlink(missing_ok=True)
-        except Exception as err:  # a bug of this harness: say so, never hide it
-            log.exception("the churn thread crashed")
-            self.crashed = err
-
-    def _race(self) -> None:
-        """Two operators recreate ``CHURN`` at once: the late one reads the
-        live incarnation and its delete's PUT is held until the other has
-        deleted and recreated the topic, so it lands after the create."""
-        self._late_store.arm()
-        late = threading.Thread(
-            target=self._recreate, args=(self._late_operator, 0), name="verify-operator-2"
-        )
-        late.start()
-        try:
-            if self._late_store.held.wait(30.0):  # it read the controller; its PUT waits
-                self._recreate(self._controller, 0)
-                self.raced += 1
-        finally:
-            self._late_store.release()
-            late.join()
-
-    def _recreate(self, controller: Controller, ticks: int) -> None:
-        """Delete (if live), wait ``ticks`` epoch intervals, create. A step
-        that fails is logged; the next recreate finishes the job."""
-        try:
-            old = controller.snapshot().topics.get(CHURN)
-            if old is not None:
-                outcome = controller.delete_topic(CHURN)
-                behind = self._unreconciled(old.partition_ids())
-                with self._lock:
-                    self.named_deletes[outcome.entry_offset] = outcome.revision
-                    self.unreconciled += behind
-                log.info("%s, %d records unreconciled", outcome.describe(), behind)
-                time.sleep(ticks * 1.0)  # [epoch] interval_seconds: about one tick each
-            info = controller.create_topic(CHURN, CHURN_PARTITIONS)
-        except EpochGCError as err:
-            log.warning("recreating %s did not finish (the next one will): %s", CHURN, err)
-            return
-        log.info("recreated %s at revision %d after %d ticks", CHURN, info.revision, ticks)
-        with self._lock:
-            self.recreated += 1
-
-    def check(self, store: S3ObjectStore, result: VerifyResult) -> None:
-        """Every ended incarnation of ``CHURN`` was ended by a delete that
-        named it (among the deletes whose outcome came back)."""
-        deleted = Controller(store, ROOT).snapshot().deleted
-        for (name, revision), gone in sorted(deleted.items()):
-            named = self.named_deletes.get(gone.deleted_at)
-            if name == CHURN and named is not None and named != revision:
-                result.violations.append(
-                    f"(e) {name}@{revision} was ended at offset {gone.deleted_at} by a delete "
-                    f"that named {name}@{named}"
-                )
-
-    def _compact(self) -> None:
-        """Compact the controller log now, racing the daemons' own
-        compactions and every reader opening it."""
-        try:
-            done = self._controller.compact(min_entries=1)
-        except EpochGCError as err:
-            log.warning("compacting the controller did not finish: %s", err)
-            return
-        log.info("compacted the controller: %s", done)
-        self.compacted += 1
-
-    def _unreconciled(self, pids: list[PartitionId]) -> int:
-        """Records of a just-deleted incarnation that are not in L1 (the
-        data in flight a recreate must not inherit); best effort."""
-        total = 0
-        for pid in pids:
-            try:
-                state = PartitionReplica(self._store, ROOT, pid).open()
-            except EpochGCError:
-                continue
-            total += state.next_offset - 1 - state.lro
-        return total
-
-
-def _quiesce(
-    store: S3ObjectStore,
-    procs: _Processes,
-    folder: Path,
-    timeout: float,
-    result: VerifyResult,
-) -> None:
-    (folder / "faults-off").touch()
-    (folder / "producers-off").touch()
-    # Every record was written at an epoch at or below this one (a produce
-    # in flight may still land, at an epoch it already had).
-    end = Controller(store, ROOT).current_epoch()
-    for ident, proc in list(procs.procs.items()):
-        if proc.poll() is not None:  # a worker that died on its own: bring it back
-            procs.start(ident, procs.roles[ident])
-    deadline = time.monotonic() + timeout
-    left, behind = -1, ["not computed yet"]
-    while time.monotonic() < deadline:
-        time.sleep(1.0)
-        left = sum(1 for _ in store.list_objects(l0_prefix(ROOT)))
-        behind = _partitions_behind(store, end) if left == 0 else behind
-        if left == 0 and not behind:
-            return
-    if left:  # the partitions behind say why
-        behind = _partitions_behind(store, end)
-    _dump_state(store, folder)
-    if left:
-        result.violations.append(
-            f"(c) did not quiesce: {left} L0 objects still there {timeout:.0f}s after the "
-            "faults stopped (M stuck?)"
-        )
-    if behind:
-        result.violations.append(
-            f"(c) M(p) of live partitions did not reach epoch {end} (the end of producing) "
-            f"{timeout:.0f}s after the faults stopped: {'; '.join(behind)}"
-        )
-
-
-def _partitions_behind(store: S3ObjectStore, end: int) -> list[str]:
-    """Each live partition whose ``M(p)`` (as the join sees it) is below
-    ``end``, with its reconciliation progress: a partition stuck on a
-    missing L0 object, or one that inherited another incarnation's log,
-    shows here by name rather than only as an ``M`` that stopped."""
-    controller = Controller(store, ROOT)
-    safe = compute_safe_epoch(
-        controller, store, ROOT, SafeEpochTracker(blocked_after=1), pinning=1_000_000
-    )
-    if safe is None:
-        return ["M cannot be computed"]
-    behind = []
-    for w in safe.pinning:
-        if w.safe_epoch >= end:
-            continue
-        pid = PartitionId(w.topic, w.revision, w.partition)
-        try:
-            state = PartitionReplica(store, ROOT, pid).open()
-            progress = f"reconciled through {state.lro} of {state.next_offset} records"
-        except EpochGCError as err:
-            progress = f"cannot open: {err}"
-        behind.append(f"{pid} M(p) {w.safe_epoch} ({w.node or 'unreported'}; {progress})")
-    return behind
-
-
-def _dump_state(store: S3ObjectStore, folder: Path) -> None:
-    """What a stuck run looks like, for whoever debugs it: every node
-    report, lease and partition state, into ``final-state.json``."""
-    state: dict[str, object] = {}
-    for prefix in (f"{ROOT}/meta/reports/", f"{ROOT}/meta/leases/", f"{ROOT}/gc/status.json"):
-        for info in store.list_objects(prefix):
-            try:
-                state[info.key] = json.loads(store.get(info.key).body)
-            except (ValueError, EpochGCError) as err:
-                state[info.key] = f"unreadable: {err}"
-    view = Controller(store, ROOT).snapshot()
-    for pid in sorted(view.live_partitions()):
-        replica = PartitionReplica(store, ROOT, pid)
-        try:
-            replica.open()
-            state[f"partition {pid}"] = {
-                **dataclasses.asdict(replica.state),
-                "safe_epoch": replica.state.safe_epoch,
-                "hole": replica.hole,
-            }
-        except EpochGCError as err:
-            state[f"partition {pid}"] = f"cannot open: {err}"
-    (folder / "final-state.json").write_text(json.dumps(state, indent=2, default=str))
-
-
-def _read_lines(folder: Path, pattern: str) -> list[dict[str, object]]:
-    docs: list[dict[str, object]] = []
-    for path in sorted(folder.glob(pattern)):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                docs.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue  # the line a kill -9 cut short
-    return docs
-
-
-def _check(
-    store: S3ObjectStore, folder: Path, samples: list[_Sample], result: VerifyResult
-) -> None:
-    for path in folder.glob("faults-*.json"):
-        try:
-            result.store_faults.update(json.loads(path.read_text()))
-        except (OSError, json.JSONDecodeError):
-            continue
-    _check_records(store, folder, result)
-    controller = Controller(store, ROOT)
-    safe = compute_safe_epoch(controller, store, ROOT, SafeEpochTracker(blocked_after=1))
-    if safe is None:
-        result.violations.append("(c) M cannot be computed after quiesce")
-        return
-    result.safe_epoch, result.cluster_epoch = safe.safe_epoch, controller.current_epoch()
-    stale = [
-        parsed.epoch
-        for o in store.list_objects(l0_prefix(ROOT))
-        if (parsed := parse_l0_key(o.key, ROOT)) is not None and parsed.epoch <= safe.safe_epoch
-    ]
-    if stale:
-        result.violations.append(
-            f"(c) {len(stale)} L0 objects with epoch <= M={safe.safe_epoch} left after quiesce"
-        )
-    live = {(t.name, t.revision) for t in Controller(store, ROOT).snapshot().topics.values()}
-    _check_deletions(folder, samples, result, live)
-    _check_published_not_ahead(samples, result)
-    _check_monotone(folder, samples, result)
-
-
-def _check_records(store: S3ObjectStore, folder: Path, result: VerifyResult) -> None:
-    live = Controller(store, ROOT).snapshot().live_partitions()
-    acked: dict[PartitionId, dict[int, str]] = {}
-    for doc in _read_lines(folder, "acks-*.jsonl"):
-        key = PartitionId(
-            str(doc["t"]),
-            int(doc["rv"]),  # type: ignore[call-overload]
-            int(doc["p"]),  # type: ignore[call-overload]
-        )
-        offset, record = int(doc["o"]), str(doc["r"])  # type: ignore[call-overload]
-        previous = acked.setdefault(key, {}).setdefault(offset, record)
-        if previous != record:
-            result.violations.append(f"(a) {key} offset {offset} acknowledged for two records")
-    reader = PartitionReader(store, ROOT)
-    for pid, rows in sorted(acked.items()):
-        result.records_acked += len(rows)
-        if pid not in live:  # deleted: its records went with it
-            result.records_discarded += len(rows)
-    for pid in sorted(live):
-        rows = acked.get(pid, {})
-        try:
-            stored = reader.read_partition(pid, 0)
-        except Exception as err:
-            result.violations.append(f"(a) {pid} cannot be read back: {err}")
-            continue
-        by_offset = {offset: record.decode() for offset, record in stored}
-        if by_offset and min(by_offset) != 0:
-            result.violations.append(f"(a) {pid}: records start at offset {min(by_offset)}, not 0")
-        foreign = [o for o, r in by_offset.items() if _produced_to(r) not in (None, pid.revision)]
-        if foreign:
-            result.violations.append(
-                f"(a) {pid}: {len(foreign)} records produced to another incarnation of "
-                f"{pid.topic} (first at offset {min(foreign)}: {by_offset[min(foreign)]!r})"
-            )
-        payloads = Counter(by_offset.values())
-        result.duplicates += sum(n - 1 for n in payloads.values() if n > 1)
-        verified, problem = check_read_back(f"(a) {pid}", rows, by_offset)
-        result.records_verified += verified
-        if problem:
-            result.violations.append(problem)
-
-
-def _produced_to(record: str) -> int | None:
-    """The revision a verify producer wrote ``record`` to (its payload is
-    ``{node}.{seed}@{revision}:{n}``), or ``None`` for any other payload."""
-    tag, _, _ = record.partition(":")
-    _, at, revision = tag.rpartition("@")
-    return int(revision) if at and revision.isdigit() else None
-
-
-def _tidied_incarnation(key: str) -> tuple[str, int] | bool | None:
-    """What a GC leader's non-L0 delete of ``key`` may be: the incarnation
-    whose partition metadata, L1 object, ownership record or old partition
-    lease it is (the janitor), ``True`` for a controller entry (compaction), a node report
-    or a run summary (tidying) or a daemon's presence document (its clean
-    stop), ``False`` for anything else."""
-    tidy = ("meta/controller/", "meta/reports/", "gc/runs/", "gc/daemons/")
-    if key.startswith(tuple(f"{ROOT}/{prefix}" for prefix in tidy)):
-        return True
-    if (pid := parse_partition_meta_key(key, ROOT)) is not None:
-        return (pid.topic, pid.revision)
-    if (l1 := parse_l1_key(key, ROOT)) is not None:
-        return (l1.topic, l1.revision)
-    if (owned := parse_owner_key(key, ROOT)) is not None:
-        return (owned.topic, owned.revision)
-    lease = f"{ROOT}/meta/leases/partition."
-    if key.startswith(lease):
-        topic, revision, partition = ([*key[len(lease) :].rsplit(".", 2), "", ""])[:3]
-        if revision.isdigit() and partition.isdigit():
-            return (topic, int(revision))
-    return False
-
-
-def _check_deletions(
-    folder: Path,
-    samples: list[_Sample],
-    result: VerifyResult,
-    live: set[tuple[str, int]],
-) -> None:
-    times = [sample.t for sample in samples]
-    deletes = _read_lines(folder, "deletes-*.jsonl")
-    result.deletions = len(deletes)
-    early = 0
-    paused = [(start + PAUSE_GRACE_SECONDS, end) for start, end in result.paused]
-    for doc in deletes:
-        epoch = doc.get("e")
-        moment = float(doc["t"])  # type: ignore[arg-type]
-        if doc.get("role") != "node" and any(a <= moment <= b for a, b in paused):
-            result.violations.append(f"(f) a paused collector deleted {doc.get('k')}")
-        if doc.get("role") == "node":
-            # Nodes delete only their partition logs' old entries (truncation).
-            if isinstance(epoch, int) or str(doc.get("k", "")).startswith(l0_prefix(ROOT)):
-                result.violations.append(f"(b) a reconciler node deleted {doc.get('k')}")
-            continue
-        if not isinstance(epoch, int):
-            # The GC leader also tidies: controller compaction, gone nodes'
-            # reports, old runs, and the janitor (never a live incarnation).
-            tidied = _tidied_incarnation(str(doc.get("k", "")))
-            if tidied is False or tidied in live:
-                result.violations.append(
-                    f"(b) the collector deleted {doc.get('k')}"
-                    + (" of a live topic incarnation" if tidied else " (not an L0 key)")
-                )
-            continue
-        # The logs' M of the first sample taken after the deletion bounds
-        # the true M then (it only grows).
-        i = bisect.bisect_left(times, float(doc["t"]))  # type: ignore[arg-type]
-        if i < len(samples) and epoch > samples[i].logged:
-            early += 1
-    if early:
-        result.violations.append(f"(b) {early} deletions of epochs above the true M of their time")
-
-
-def _check_published_not_ahead(samples: list[_Sample], result: VerifyResult) -> None:
-    """A published ``M`` above the logs' ``M`` read just after it is
-    unsafe whether or not anything was deleted under it (``truth.py``)."""
-    ahead = [sample for sample in samples if sample.published > sample.logged]
-    if ahead:
-        first = ahead[0]
-        result.violations.append(
-            f"(b) the published M ran ahead of the partition logs in {len(ahead)} of "
-            f"{len(samples)} samples (first: published {first.published}, "
-            f"logs {first.logged}; see sampled-m.jsonl)"
-        )
-
-
-def _check_monotone(folder: Path, samples: list[_Sample], result: VerifyResult) -> None:
-    """This process's samples, and each daemon process's own values (a
-    restarted daemon is a new observer: its floor starts again)."""
-    series: dict[str, list[int]] = {
-        "verify (sampled-m.jsonl)": [sample.published for sample in samples]
-    }
-    for doc in _read_lines(folder, "m-*.jsonl"):
-        series.setdefault(f"daemon pid {doc.get('pid')}", []).append(int(doc["m"]))  # type: ignore[call-overload]
-    for name, values in series.items():
-        drops = [(a, b) for a, b in itertools.pairwise(values) if b < a]
-        if drops:
-            result.violations.append(f"(d) M decreased in {name}: {drops[:3]}")
 
 
 def summary(result: VerifyResult) -> str:

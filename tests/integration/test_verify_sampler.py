@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from epochgc.storage.s3 import S3ObjectStore
-from epochgc.verify.run import ROOT, _Sample, _sample_m
+from epochgc.verify.run_config import ROOT
+from epochgc.verify.sampler import Sample, sample_m
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.safe_epoch.reports import (
     NodeReport,
@@ -26,7 +27,7 @@ def publish(store: S3ObjectStore, revision: int, safe_epoch: int) -> None:
     publish_report(store, ROOT, NodeReport("node-1", datetime.now(UTC), (entry,)))
 
 
-def wait_for(samples: list[_Sample], count: int) -> None:
+def wait_for(samples: list[Sample], count: int) -> None:
     deadline = time.monotonic() + 30
     while len(samples) < count:
         assert time.monotonic() < deadline, f"only {len(samples)} samples in 30 s"
@@ -42,9 +43,9 @@ def test_a_published_m_that_goes_down_is_recorded_as_it_is(
     for _ in range(8):
         controller.tick()
     publish(store, revision, 6)
-    samples: list[_Sample] = []
+    samples: list[Sample] = []
     stop = threading.Event()
-    sampler = threading.Thread(target=_sample_m, args=(store, samples, stop, tmp_path))
+    sampler = threading.Thread(target=sample_m, args=(store, samples, stop, tmp_path))
     sampler.start()
     try:
         wait_for(samples, 1)
@@ -91,11 +92,11 @@ def test_a_sample_is_stamped_before_its_reads(store: S3ObjectStore, tmp_path: Pa
         events.append("clock")
         return time.time()
 
-    samples: list[_Sample] = []
+    samples: list[Sample] = []
     stop = threading.Event()
     recording = _Recording(store, events)
     sampler = threading.Thread(
-        target=_sample_m, args=(recording, samples, stop, tmp_path), kwargs={"clock": clock}
+        target=sample_m, args=(recording, samples, stop, tmp_path), kwargs={"clock": clock}
     )
     sampler.start()
     try:

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from epochgc.verify.run import _tidied_incarnation
+from epochgc.verify.checks import tidied_incarnation
 
 
 @pytest.mark.parametrize(
@@ -26,4 +26,4 @@ from epochgc.verify.run import _tidied_incarnation
     ],
 )
 def test_verify_knows_what_a_collector_may_tidy(key: str, expected: object) -> None:
-    assert _tidied_incarnation(key) == expected
+    assert tidied_incarnation(key) == expected
