@@ -130,6 +130,29 @@ class BucketSettingsError(EpochGCError):
     (object lock): refused before any round."""
 
 
+class SafetyBlockedError(EpochGCError):
+    """``M`` could not be computed from trusted inputs; nothing was deleted."""
+
+
+class CollectorPausedError(EpochGCError):
+    """An operator paused the collector (``gc pause``): nothing was deleted.
+    The message is ``paused by WHO: REASON``."""
+
+
+class InventoryError(EpochGCError):
+    """An inventory report that cannot be trusted or read: a bad checksum,
+    a schema without ``Key``, an unknown format, a missing manifest."""
+
+
+class SparkJobError(EpochGCError):
+    """The Spark job failed as a whole (tasks failed, the job was aborted):
+    the message is the cause in one line; the run's summary says the same."""
+
+
+class SparkPackageError(EpochGCError):
+    """The executors' package could not be built (pip, venv-pack, disk)."""
+
+
 class InvariantViolation(EpochGCError):
     """A safety invariant would be broken by the requested change."""
 
