@@ -187,6 +187,32 @@ class UnsupportedVersionError(RecordError):
     reader rather than guess at the fields."""
 
 
+class L0UnreadableError(EpochGCError):
+    """An L0 object a placeholder points into is missing or does not hold
+    what the placeholder says: the partition cannot be reconciled past
+    ``first_record`` (docs/operating.md, "Stuck partitions").
+
+    Attributes:
+        cause: ``missing`` (NoSuchKey) or ``corrupt`` (does not decode).
+        key: the L0 object.
+        first_record, last_record: the records of the first placeholder
+            that needs it (the one reconciliation stops at).
+        detail: the underlying error, one line.
+    """
+
+    def __init__(
+        self, cause: str, key: str, first_record: int, last_record: int, detail: str
+    ) -> None:
+        super().__init__(
+            f"L0 object {key} is {cause} (records {first_record}..{last_record}): {detail}"
+        )
+        self.cause = cause
+        self.key = key
+        self.first_record = first_record
+        self.last_record = last_record
+        self.detail = detail
+
+
 class StaleEpochError(EpochGCError):
     """A write's epoch is below the partition's window; refresh the epoch
     cache and retry. The uploaded L0 object becomes an orphan for GC."""
@@ -209,6 +235,16 @@ class TopicNotFoundError(EpochGCError):
 
 class LeaseLostError(FencedError):
     """This process no longer holds the lease it was writing under."""
+
+
+class NotLeaderError(EpochGCError):
+    """This service does not (or no longer) lead the partition at the term
+    the request was pinned to; find the current leader and replay."""
+
+
+class PartitionLedElsewhereError(EpochGCError):
+    """``epochgc produce`` could not lead the partition it was asked to
+    write to, because another node leads it."""
 
 
 class InvalidArgumentError(EpochGCError, ValueError):

@@ -85,9 +85,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TypeVar
 
-from epochgc.errors import EpochGCError, LeaseLostError, RecordError, StorageError
+from epochgc.errors import (
+    EpochGCError,
+    L0UnreadableError,
+    LeaseLostError,
+    RecordError,
+    StorageError,
+)
 from epochgc.leases.ownership_round import NodeOwnership, RoundReport
-from epochgc.reconciler.fetch import L0UnreadableError
 from epochgc.reconciler.ownership_pacing import OwnershipPacing, stale_look_fraction
 from epochgc.reconciler.reconcile import Reconciler
 from epochgc.reconciler.retention import RetentionTargets, update_retention_hint

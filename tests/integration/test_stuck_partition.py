@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from epochgc.errors import L0UnreadableError
 from epochgc.ingest.upload import upload_l0
-from epochgc.reconciler.fetch import L0UnreadableError, pending_placeholders
+from epochgc.reconciler.fetch import pending_placeholders
 from epochgc.reconciler.node_samples import sample_node
 from epochgc.reconciler.reader import PartitionReader, RecordsLostError
 from epochgc.reconciler.reconcile import Reconciler
