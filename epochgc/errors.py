@@ -5,10 +5,18 @@ retry, back off, stop writing, or page a human. Every error raised across a
 package boundary is one of these, raised ``from`` its cause so the botocore
 detail stays in the traceback. Messages carry ``key=value`` context.
 
-This module imports nothing from the rest of the package.
+This module imports nothing from the rest of the package, so that any
+module can catch any of these without importing the module that raises it.
+An error that carries a domain object (a delete's outcome, a range of lost
+records, a stalled loop) types it as a small ``Protocol`` defined here,
+listing the attributes the error promises; the domain class satisfies it.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Protocol
 
 
 class EpochGCError(Exception):
@@ -130,6 +138,29 @@ class BucketSettingsError(EpochGCError):
     (object lock): refused before any round."""
 
 
+class SafetyBlockedError(EpochGCError):
+    """``M`` could not be computed from trusted inputs; nothing was deleted."""
+
+
+class CollectorPausedError(EpochGCError):
+    """An operator paused the collector (``gc pause``): nothing was deleted.
+    The message is ``paused by WHO: REASON``."""
+
+
+class InventoryError(EpochGCError):
+    """An inventory report that cannot be trusted or read: a bad checksum,
+    a schema without ``Key``, an unknown format, a missing manifest."""
+
+
+class SparkJobError(EpochGCError):
+    """The Spark job failed as a whole (tasks failed, the job was aborted):
+    the message is the cause in one line; the run's summary says the same."""
+
+
+class SparkPackageError(EpochGCError):
+    """The executors' package could not be built (pip, venv-pack, disk)."""
+
+
 class InvariantViolation(EpochGCError):
     """A safety invariant would be broken by the requested change."""
 
@@ -150,6 +181,38 @@ class StoreUnreachableError(RetriesExhaustedError):
     of failed probes."""
 
 
+class DeleteResult(Protocol):
+    """A batched delete's outcome as ``DeleteFailedError`` holds it
+    (``storage.object_store.DeleteOutcome`` is one)."""
+
+    @property
+    def deleted(self) -> Sequence[str]:
+        """Every key the store confirmed deleted."""
+        ...
+
+    @property
+    def failed(self) -> Mapping[str, str]:
+        """Each key still not deleted -> the last error code the store gave."""
+        ...
+
+
+class DeleteFailedError(RetriesExhaustedError):
+    """Some keys of a batched delete still failed after bounded retries.
+
+    A ``RetriesExhaustedError``: the round fails and a later one deletes
+    what is left. ``outcome`` is the whole delete's outcome.
+    """
+
+    def __init__(self, outcome: DeleteResult) -> None:
+        sample = ", ".join(f"{k}={c}" for k, c in list(outcome.failed.items())[:3])
+        super().__init__(
+            f"delete failed for {len(outcome.failed)} keys (deleted={len(outcome.deleted)}); "
+            f"first: {sample}",
+            None,
+        )
+        self.outcome = outcome
+
+
 class RecordError(EpochGCError):
     """A stored JSON document (log entry, snapshot, report, lease) cannot be
     used as it is. Never guessed at."""
@@ -162,6 +225,101 @@ class MalformedRecordError(RecordError):
 class UnsupportedVersionError(RecordError):
     """The document's ``v`` is newer than this reader knows; upgrade the
     reader rather than guess at the fields."""
+
+
+class L0UnreadableError(EpochGCError):
+    """An L0 object a placeholder points into is missing or does not hold
+    what the placeholder says: the partition cannot be reconciled past
+    ``first_record`` (docs/operating.md, "Stuck partitions").
+
+    Attributes:
+        cause: ``missing`` (NoSuchKey) or ``corrupt`` (does not decode).
+        key: the L0 object.
+        first_record, last_record: the records of the first placeholder
+            that needs it (the one reconciliation stops at).
+        detail: the underlying error, one line.
+    """
+
+    def __init__(
+        self, cause: str, key: str, first_record: int, last_record: int, detail: str
+    ) -> None:
+        super().__init__(
+            f"L0 object {key} is {cause} (records {first_record}..{last_record}): {detail}"
+        )
+        self.cause = cause
+        self.key = key
+        self.first_record = first_record
+        self.last_record = last_record
+        self.detail = detail
+
+
+class PartitionRef(Protocol):
+    """One incarnation of one partition as an error names it
+    (``storage.keys.PartitionId`` is one)."""
+
+    @property
+    def topic(self) -> str:
+        """The topic's name."""
+        ...
+
+    @property
+    def revision(self) -> int:
+        """The topic incarnation (the controller offset of its creation)."""
+        ...
+
+    @property
+    def partition(self) -> int:
+        """The partition's number within the topic."""
+        ...
+
+
+class LostRecords(Protocol):
+    """Records recorded as lost, as ``RecordsLostError`` holds them
+    (``watermarks.partition.codec.LostRange`` is one)."""
+
+    @property
+    def first(self) -> int:
+        """The first record offset lost."""
+        ...
+
+    @property
+    def last(self) -> int:
+        """The last record offset lost (inclusive)."""
+        ...
+
+    @property
+    def ts(self) -> datetime:
+        """When they were recorded as lost."""
+        ...
+
+    @property
+    def by(self) -> str:
+        """Who recorded them as lost."""
+        ...
+
+    @property
+    def reason(self) -> str:
+        """Why, in the operator's words."""
+        ...
+
+
+class RecordsLostError(EpochGCError):
+    """The records asked for were recorded as lost (``epochgc partition
+    skip``): their L0 object went missing or corrupt before reconciliation.
+
+    The message, ``PID: records FIRST..LAST were recorded as lost at TIME
+    by WHO: REASON``, is written where the error is raised: the time takes
+    the store's format (``storage.documents.format_time``).
+
+    Attributes:
+        pid: the partition incarnation read.
+        lost: the recorded range (offsets, when, by whom, why).
+    """
+
+    def __init__(self, message: str, pid: PartitionRef, lost: LostRecords) -> None:
+        super().__init__(message)
+        self.pid = pid
+        self.lost = lost
 
 
 class StaleEpochError(EpochGCError):
@@ -186,6 +344,42 @@ class TopicNotFoundError(EpochGCError):
 
 class LeaseLostError(FencedError):
     """This process no longer holds the lease it was writing under."""
+
+
+class NotLeaderError(EpochGCError):
+    """This service does not (or no longer) lead the partition at the term
+    the request was pinned to; find the current leader and replay."""
+
+
+class PartitionLedElsewhereError(EpochGCError):
+    """``epochgc produce`` could not lead the partition it was asked to
+    write to, because another node leads it."""
+
+
+class StoppedLoop(Protocol):
+    """Why a loop of a node is judged stopped, as ``LoopStoppedError``
+    holds it (``reconciler.watchdog.LoopStall`` is one)."""
+
+    @property
+    def loop(self) -> str:
+        """The loop's name (``rounds``, ``ownership``)."""
+        ...
+
+    @property
+    def cause(self) -> str:
+        """One line: what it died of, or how long it went without a round."""
+        ...
+
+
+class LoopStoppedError(EpochGCError):
+    """A loop of the node stopped completing rounds or died: the node has
+    stopped renewing its lease and let go of its partitions; the process
+    should exit so that its supervisor restarts it. ``stall`` says which
+    loop and why."""
+
+    def __init__(self, message: str, stall: StoppedLoop) -> None:
+        super().__init__(message)
+        self.stall = stall
 
 
 class InvalidArgumentError(EpochGCError, ValueError):

@@ -16,11 +16,10 @@ from epochgc.cli.arguments import add_command, add_noun, add_process_options
 from epochgc.cli.output import EXIT_FAILED, EXIT_OK, SubParsers, dollars, emit, operator, print_run
 from epochgc.cli.spark_commands import add_gc_spark
 from epochgc.config import Config
-from epochgc.errors import InvalidArgumentError
+from epochgc.errors import CollectorPausedError, InvalidArgumentError
 from epochgc.extras import BASE, require
 from epochgc.gc.collection_round import collect_once
 from epochgc.gc.control import (
-    CollectorPausedError,
     ControlDocument,
     pause,
     read_control,

@@ -58,8 +58,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from epochgc.errors import EpochGCError, StorageError
-from epochgc.gc.control import CollectorPausedError, DeletingJob
+from epochgc.errors import CollectorPausedError, SafetyBlockedError, StorageError
+from epochgc.gc.control import DeletingJob
 from epochgc.gc.deletion_record import DeletionRecord, open_record, sink_of
 from epochgc.gc.future_times import FutureTimeLog
 from epochgc.gc.janitor import Janitor, JanitorResult
@@ -86,10 +86,6 @@ from epochgc.watermarks.safe_epoch.aggregate import SafeEpoch, SafeEpochTracker
 from epochgc.watermarks.safe_epoch.compute import compute_safe_epoch
 
 log = logging.getLogger("epochgc.gc.collect")
-
-
-class SafetyBlockedError(EpochGCError):
-    """``M`` could not be computed from trusted inputs; nothing was deleted."""
 
 
 @dataclass(frozen=True)

@@ -32,14 +32,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import Enum
 
-from epochgc.errors import EpochGCError
-from epochgc.gc.collection_round import (
-    CollectOutcome,
-    CollectSettings,
-    SafetyBlockedError,
-    collect_once,
-)
-from epochgc.gc.control import CollectorPausedError, CollectorState, ControlDocument, DeletingJob
+from epochgc.errors import CollectorPausedError, EpochGCError, SafetyBlockedError
+from epochgc.gc.collection_round import CollectOutcome, CollectSettings, collect_once
+from epochgc.gc.control import CollectorState, ControlDocument, DeletingJob
 from epochgc.gc.future_times import FutureTimeLog
 from epochgc.gc.janitor import Janitor
 from epochgc.gc.listing.knowledge import ShardKnowledge

@@ -50,11 +50,6 @@ class CollectorState(Enum):
     STOPPED = "stopped"
 
 
-class CollectorPausedError(EpochGCError):
-    """An operator paused the collector (``gc pause``): nothing was deleted.
-    The message is ``paused by WHO: REASON``."""
-
-
 class DeletingJob(Enum):
     """Every kind of deletion the collector role makes (the daemon, ``gc
     collect``, ``gc spark``): what a pause holds (``gc.pause``). A new kind

@@ -29,13 +29,8 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 
-from epochgc.gc.control import (
-    CollectorPausedError,
-    DeletingJob,
-    HeldJob,
-    paused_message,
-    read_control,
-)
+from epochgc.errors import CollectorPausedError
+from epochgc.gc.control import DeletingJob, HeldJob, paused_message, read_control
 from epochgc.storage.object_store import (
     DeleteOutcome,
     ObjectInfo,

@@ -31,8 +31,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from epochgc.errors import EpochGCError, TransientStorageError
-from epochgc.gc.control import CollectorPausedError
+from epochgc.errors import CollectorPausedError, EpochGCError, TransientStorageError
 from epochgc.gc.eligibility import Verdict
 from epochgc.gc.listing.knowledge import ShardObservation
 from epochgc.gc.planner import plan_page

@@ -40,13 +40,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
-from epochgc.errors import EpochGCError, StaleEpochError, TopicNotFoundError
+from epochgc.errors import EpochGCError, NotLeaderError, StaleEpochError, TopicNotFoundError
 from epochgc.ingest.upload import upload_l0
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.epoch import EpochCache
 from epochgc.watermarks.partition.commands import PlaceholderBatch
 from epochgc.watermarks.partition.directory import LeaderDirectory
-from epochgc.watermarks.partition.leader import NotLeaderError
 
 log = logging.getLogger("epochgc.ingest.producer")
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from epochgc.errors import CorruptLogError, EpochGCError, MalformedRecordError, NotFoundError
+from epochgc.errors import CorruptLogError, L0UnreadableError, MalformedRecordError, NotFoundError
 from epochgc.storage.l0_format import decode_records
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.partition.codec import RetainedPlaceholder, decode_command
@@ -30,32 +30,6 @@ class PendingPlaceholder:
     last_record: int
     epoch: int
     batches: tuple[PlaceholderBatch, ...]
-
-
-class L0UnreadableError(EpochGCError):
-    """An L0 object a placeholder points into is missing or does not hold
-    what the placeholder says: the partition cannot be reconciled past
-    ``first_record`` (docs/operating.md, "Stuck partitions").
-
-    Attributes:
-        cause: ``missing`` (NoSuchKey) or ``corrupt`` (does not decode).
-        key: the L0 object.
-        first_record, last_record: the records of the first placeholder
-            that needs it (the one reconciliation stops at).
-        detail: the underlying error, one line.
-    """
-
-    def __init__(
-        self, cause: str, key: str, first_record: int, last_record: int, detail: str
-    ) -> None:
-        super().__init__(
-            f"L0 object {key} is {cause} (records {first_record}..{last_record}): {detail}"
-        )
-        self.cause = cause
-        self.key = key
-        self.first_record = first_record
-        self.last_record = last_record
-        self.detail = detail
 
 
 @dataclass(frozen=True)

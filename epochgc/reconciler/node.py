@@ -85,9 +85,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TypeVar
 
-from epochgc.errors import EpochGCError, LeaseLostError, RecordError, StorageError
+from epochgc.errors import (
+    EpochGCError,
+    L0UnreadableError,
+    LeaseLostError,
+    LoopStoppedError,
+    RecordError,
+    StorageError,
+)
 from epochgc.leases.ownership_round import NodeOwnership, RoundReport
-from epochgc.reconciler.fetch import L0UnreadableError
 from epochgc.reconciler.ownership_pacing import OwnershipPacing, stale_look_fraction
 from epochgc.reconciler.reconcile import Reconciler
 from epochgc.reconciler.retention import RetentionTargets, update_retention_hint
@@ -128,17 +134,6 @@ RAISE_TERM_WAIT_SHARE = 0.25
 the ownership loop's round to let it raise a record's term: a hung
 ownership round then leaves the rounds loop completing rounds, and the
 watchdog names the loop that hung."""
-
-
-class LoopStoppedError(EpochGCError):
-    """A loop of the node stopped completing rounds or died: the node has
-    stopped renewing its lease and let go of its partitions; the process
-    should exit so that its supervisor restarts it. ``stall`` says which
-    loop and why."""
-
-    def __init__(self, message: str, stall: LoopStall) -> None:
-        super().__init__(message)
-        self.stall = stall
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from epochgc.errors import CorruptLogError, EpochGCError
+from epochgc.errors import CorruptLogError, RecordsLostError
 from epochgc.reconciler.fetch import fetch_records, pending_placeholders
 from epochgc.storage import documents
 from epochgc.storage.keys import (
@@ -27,25 +27,7 @@ from epochgc.storage.keys import (
 from epochgc.storage.l0_format import decode_records
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.partition.codec import LostRange
 from epochgc.watermarks.partition.replica import PartitionReplica
-
-
-class RecordsLostError(EpochGCError):
-    """The records asked for were recorded as lost (``epochgc partition
-    skip``): their L0 object went missing or corrupt before reconciliation.
-
-    Attributes:
-        lost: the recorded range (offsets, when, by whom, why).
-    """
-
-    def __init__(self, pid: PartitionId, lost: LostRange) -> None:
-        super().__init__(
-            f"{pid}: records {lost.first}..{lost.last} were recorded as lost at "
-            f"{documents.format_time(lost.ts)} by {lost.by}: {lost.reason}"
-        )
-        self.pid = pid
-        self.lost = lost
 
 
 class PartitionReader:
@@ -94,7 +76,12 @@ class PartitionReader:
         start = max(from_offset, state.start_offset)
         for lost in replica.lost:
             if lost.last >= start:
-                raise RecordsLostError(pid, lost)
+                raise RecordsLostError(
+                    f"{pid}: records {lost.first}..{lost.last} were recorded as lost at "
+                    f"{documents.format_time(lost.ts)} by {lost.by}: {lost.reason}",
+                    pid,
+                    lost,
+                )
         out = self._read_l1(pid, start, state.lro)
         above = max(start - 1, state.lro)
         pending = pending_placeholders(replica, above)

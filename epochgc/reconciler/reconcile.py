@@ -29,13 +29,8 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from epochgc.errors import CorruptLogError
-from epochgc.reconciler.fetch import (
-    L0UnreadableError,
-    PendingPlaceholder,
-    fetch_records,
-    pending_placeholders,
-)
+from epochgc.errors import CorruptLogError, L0UnreadableError
+from epochgc.reconciler.fetch import PendingPlaceholder, fetch_records, pending_placeholders
 from epochgc.storage.keys import encode_l1_key
 from epochgc.storage.l0_format import encode_records
 from epochgc.storage.object_store import ObjectStore

@@ -46,7 +46,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
-from epochgc.errors import EpochGCError, MalformedRecordError, NotFoundError
+from epochgc.errors import InventoryError, MalformedRecordError, NotFoundError
 from epochgc.storage import documents
 from epochgc.storage.object_store import ObjectInfo, ObjectStore
 from epochgc.storage.s3 import S3ObjectStore
@@ -72,11 +72,6 @@ _PARQUET_FIELD = re.compile(r"(?:required|optional|repeated)\s+\w+\s+(\w+)")
 _CSV_COLUMNS = {"Key": "key", "Size": "size", "LastModifiedDate": "last_modified"}
 _PARQUET_COLUMNS = {"key": "key", "size": "size", "last_modified_date": "last_modified"}
 _DELETE_MARKER = {"CSV": "IsDeleteMarker", "Parquet": "is_delete_marker"}
-
-
-class InventoryError(EpochGCError):
-    """An inventory report that cannot be trusted or read: a bad checksum,
-    a schema without ``Key``, an unknown format, a missing manifest."""
 
 
 @dataclass(frozen=True)

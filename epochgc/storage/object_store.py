@@ -17,7 +17,7 @@ from datetime import datetime
 from itertools import islice
 from typing import Protocol
 
-from epochgc.errors import NotFoundError, RetriesExhaustedError
+from epochgc.errors import DeleteFailedError, NotFoundError
 
 MAX_KEYS_PER_DELETE = 1000
 """S3's limit on keys in one DeleteObjects request."""
@@ -123,19 +123,6 @@ class PagedStore:
     def delete_many(self, keys: Iterable[str]) -> DeleteOutcome:
         """``delete_batch`` per batch of at most 1000 keys, outcomes merged."""
         return delete_in_batches(keys, self.delete_batch)
-
-
-class DeleteFailedError(RetriesExhaustedError):
-    """Some keys of a batched delete still failed after bounded retries."""
-
-    def __init__(self, outcome: DeleteOutcome) -> None:
-        sample = ", ".join(f"{k}={c}" for k, c in list(outcome.failed.items())[:3])
-        super().__init__(
-            f"delete failed for {len(outcome.failed)} keys (deleted={len(outcome.deleted)}); "
-            f"first: {sample}",
-            None,
-        )
-        self.outcome = outcome
 
 
 class ObjectStore(Protocol):

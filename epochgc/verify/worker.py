@@ -49,12 +49,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from epochgc.config import Config, load_config, log_level_of
+from epochgc.errors import LoopStoppedError
 from epochgc.files import write_atomically
 from epochgc.gc.daemon.scheduler import GcDaemon
 from epochgc.ingest.producer import Producer
 from epochgc.leases.ownership_round import NodeOwnership
 from epochgc.logging_setup import setup_logging
-from epochgc.reconciler.node import LoopStoppedError, ReconcilerNode
+from epochgc.reconciler.node import ReconcilerNode
 from epochgc.storage.keys import (
     l0_prefix,
     l1_prefix,

@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from typing import NoReturn
 
 from epochgc.config import Config
-from epochgc.errors import EpochGCError
+from epochgc.errors import EpochGCError, LoopStoppedError, PartitionLedElsewhereError
 from epochgc.leases.node_lease import NodeLease
 from epochgc.leases.ownership_round import NodeOwnership
 from epochgc.leases.ownership_store import read_owner
@@ -40,7 +40,7 @@ from epochgc.metrics.instruments import (
     register_ticker,
 )
 from epochgc.metrics.server import MetricsServer
-from epochgc.reconciler.node import LoopStoppedError, ReconcilerNode
+from epochgc.reconciler.node import ReconcilerNode
 from epochgc.reconciler.process_health import NodeMetrics, StallBackstop, reconciler_health
 from epochgc.runtime import Runtime
 from epochgc.storage.keys import PartitionId
@@ -211,11 +211,6 @@ async def run_reconciler(
         node.stats.errors,
     )
     return node
-
-
-class PartitionLedElsewhereError(EpochGCError):
-    """``epochgc produce`` could not lead the partition it was asked to
-    write to, because another node leads it."""
 
 
 def _not_led_here(store: ObjectStore, root: str, pid: PartitionId) -> EpochGCError:

@@ -13,8 +13,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from epochgc.errors import EpochGCError
-from epochgc.gc.collection_round import CollectSettings, SafetyBlockedError, collect_once
+from epochgc.errors import EpochGCError, SafetyBlockedError
+from epochgc.gc.collection_round import CollectSettings, collect_once
 from epochgc.gc.collector import Collector, CollectorState, RoundOutcome
 from epochgc.gc.control import pause
 from epochgc.gc.run_report import list_runs

@@ -7,6 +7,7 @@ import socket
 import pytest
 
 from epochgc.errors import (
+    DeleteFailedError,
     NotFoundError,
     PreconditionFailedError,
     RetriesExhaustedError,
@@ -14,7 +15,6 @@ from epochgc.errors import (
     StoreUnreachableError,
 )
 from epochgc.storage.client import ClientSettings, make_s3_client
-from epochgc.storage.object_store import DeleteFailedError
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.retry import RetryPolicy
 from epochgc.storage.s3 import S3ObjectStore

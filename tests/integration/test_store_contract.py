@@ -19,9 +19,14 @@ from dataclasses import dataclass
 
 import pytest
 
-from epochgc.errors import NotFoundError, PreconditionFailedError, RetriesExhaustedError
+from epochgc.errors import (
+    DeleteFailedError,
+    NotFoundError,
+    PreconditionFailedError,
+    RetriesExhaustedError,
+)
 from epochgc.simulate.memory_store import MemoryStore
-from epochgc.storage.object_store import DeleteFailedError, ObjectStore
+from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.verify.faults import FaultPlan, FaultyStore
 from tests.support.faults import OutageStore, inject_http_errors

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from epochgc.errors import L0UnreadableError, RecordsLostError
 from epochgc.ingest.upload import upload_l0
-from epochgc.reconciler.fetch import L0UnreadableError, pending_placeholders
+from epochgc.reconciler.fetch import pending_placeholders
 from epochgc.reconciler.node_samples import sample_node
-from epochgc.reconciler.reader import PartitionReader, RecordsLostError
+from epochgc.reconciler.reader import PartitionReader
 from epochgc.reconciler.reconcile import Reconciler
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import parse_l0_key

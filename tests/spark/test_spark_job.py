@@ -18,14 +18,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from epochgc.config import Config
-from epochgc.errors import EpochGCError, InvalidArgumentError
-from epochgc.gc.collection_round import CollectSettings, SafetyBlockedError, collect_once
+from epochgc.errors import EpochGCError, InvalidArgumentError, InventoryError, SafetyBlockedError
+from epochgc.gc.collection_round import CollectSettings, collect_once
 from epochgc.gc.control import pause
 from epochgc.gc.deletion_record import deleted_keys
 from epochgc.gc.run_report import decode_summary
 from epochgc.gc.spark.job import SparkOutcome
 from epochgc.storage.embedded import EmbeddedS3
-from epochgc.storage.inventory import InventoryError, build_inventory
+from epochgc.storage.inventory import build_inventory
 from epochgc.storage.keys import encode_l0_key, parse_l0_key
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats

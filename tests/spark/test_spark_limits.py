@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from epochgc.errors import EpochGCError
-from epochgc.gc.control import CollectorPausedError
+from epochgc.errors import CollectorPausedError, EpochGCError
 from epochgc.gc.run_report import RunSummary, decode_summary, list_runs
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.inventory import build_inventory

@@ -12,9 +12,9 @@ import hashlib
 
 import pyarrow as pa
 
+from epochgc.errors import InventoryError
 from epochgc.storage.inventory import (
     NORMALISED,
-    InventoryError,
     InventoryFile,
     InventoryManifest,
     iter_data_batches,

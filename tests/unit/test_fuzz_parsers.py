@@ -27,13 +27,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from epochgc.config import load_config
-from epochgc.errors import ConfigError, EpochGCError, RecordError
+from epochgc.errors import ConfigError, EpochGCError, InventoryError, RecordError
 from epochgc.gc.control import decode_control, decode_status
 from epochgc.gc.listing.knowledge import decode_knowledge
 from epochgc.gc.presence import decode_presence
 from epochgc.gc.run_report import decode_summary
 from epochgc.leases.role_leases import decode_lease
-from epochgc.storage.inventory import InventoryError, InventoryFile, parse_manifest
+from epochgc.storage.inventory import InventoryFile, parse_manifest
 from epochgc.storage.keys import (
     PartitionId,
     encode_l0_key,

@@ -30,8 +30,8 @@ from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
-from epochgc.errors import EpochGCError
-from epochgc.gc.control import CollectorPausedError, DeletingJob
+from epochgc.errors import CollectorPausedError, EpochGCError
+from epochgc.gc.control import DeletingJob
 from epochgc.gc.future_times import FutureTimeLog
 from epochgc.gc.pause import PauseGuard
 from epochgc.gc.run_report import delete_expired_runs

@@ -37,9 +37,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from epochgc.errors import EpochGCError, InvalidArgumentError
-from epochgc.gc.collection_round import SafetyBlockedError, guard_message, untrusted_inputs_message
-from epochgc.gc.control import CollectorPausedError, DeletingJob
+from epochgc.errors import (
+    CollectorPausedError,
+    EpochGCError,
+    InvalidArgumentError,
+    SafetyBlockedError,
+    SparkJobError,
+)
+from epochgc.gc.collection_round import guard_message, untrusted_inputs_message
+from epochgc.gc.control import DeletingJob
 from epochgc.gc.eligibility import Verdict
 from epochgc.gc.listing.shards import discover_shards
 from epochgc.gc.pause import PauseGuard
@@ -161,11 +167,6 @@ def shard_groups(shards: Sequence[int], tasks: int) -> list[list[int]]:
     tasks = max(1, min(tasks or count, count, MAX_LISTING_TASKS))
     size = -(-count // tasks)
     return [list(shards[start : start + size]) for start in range(0, count, size)]
-
-
-class SparkJobError(EpochGCError):
-    """The Spark job failed as a whole (tasks failed, the job was aborted):
-    the message is the cause in one line; the run's summary says the same."""
 
 
 def run_spark_gc(

@@ -59,7 +59,7 @@ from enum import Enum
 from pathlib import Path
 
 import epochgc
-from epochgc.errors import EpochGCError
+from epochgc.errors import SparkPackageError
 from epochgc.files import write_atomically
 from epochgc.logging_setup import SHOWN
 
@@ -74,10 +74,6 @@ EXECUTOR_PYTHON = f"./{ENVIRONMENT_ALIAS}/bin/python"
 
 ENVIRONMENT_PACKAGES = ("boto3", "pyarrow")
 """What the tasks import besides epochgc (and pyspark, which Spark ships)."""
-
-
-class SparkPackageError(EpochGCError):
-    """The executors' package could not be built (pip, venv-pack, disk)."""
 
 
 class EnvironmentStep(Enum):

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 
-from epochgc.watermarks.partition.leader import NotLeaderError, PartitionLeaderService
+from epochgc.errors import NotLeaderError
+from epochgc.watermarks.partition.leader import PartitionLeaderService
 
 TopicPartition = tuple[str, int]
 

@@ -26,7 +26,7 @@ import functools
 import logging
 from dataclasses import dataclass
 
-from epochgc.errors import EpochGCError, StaleEpochError
+from epochgc.errors import NotLeaderError, StaleEpochError
 from epochgc.watermarks.partition.commands import (
     AdvanceEpoch,
     PlaceholderBatch,
@@ -38,11 +38,6 @@ from epochgc.watermarks.partition.replica import AppliedEntry, PartitionLeader
 from epochgc.watermarks.partition.state import Outcome
 
 log = logging.getLogger("epochgc.ingest.leader")
-
-
-class NotLeaderError(EpochGCError):
-    """This service does not (or no longer) lead the partition at the term
-    the request was pinned to; find the current leader and replay."""
 
 
 @dataclass

@@ -10,14 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from epochgc.errors import MalformedRecordError
-from epochgc.gc.control import (
-    CollectorPausedError,
-    DeletingJob,
-    HeldJob,
-    pause,
-    resume,
-)
+from epochgc.errors import CollectorPausedError, MalformedRecordError
+from epochgc.gc.control import DeletingJob, HeldJob, pause, resume
 from epochgc.gc.pause import GuardedStore, PauseGuard
 from epochgc.simulate.memory_store import MemoryStore
 from epochgc.storage.keys import gc_control_key

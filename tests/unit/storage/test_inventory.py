@@ -10,12 +10,12 @@ from datetime import UTC, datetime
 
 import pytest
 
+from epochgc.errors import InventoryError
 from epochgc.simulate.memory_store import MemoryStore, VirtualClock
 from epochgc.storage.client import ClientSettings, make_s3_client
 from epochgc.storage.inventory import (
     CSV_SCHEMA,
     PARQUET_SCHEMA,
-    InventoryError,
     InventoryFile,
     InventoryLocation,
     _csv_bytes,
