@@ -23,7 +23,7 @@ import time
 from collections import Counter
 
 from bench._harness import figures, verdict
-from epochgc.leases.assignment import desired_assignment
+from epochgc.ownership.assignment import desired_assignment
 from epochgc.storage.keys import PartitionId
 
 TARGET_CPU_SECONDS = 1.0

@@ -27,7 +27,7 @@ every change is measured from a balanced cluster.
   Each node has two lanes, as in the product: its ownership rounds, paced
   as the reconciler node paces them (the next one a round interval after
   the last ended, earlier when a silent node is about to turn stale:
-  ``reconciler/ownership_pacing``), and its lease heartbeat (every
+  ``ownership/pacing``), and its lease heartbeat (every
   quarter renew interval, like ``PeriodicThread``). The GETs and the
   writes of a round go up to ``--request-concurrency`` (8, the product's
   default) at a time, each in a lane of its own, as the product's request
@@ -96,11 +96,11 @@ from bench._rate_model import (
     RateModel,
     Timelines,
 )
-from epochgc.leases.assignment import AssignmentCache, desired_assignment
 from epochgc.leases.node_lease import NodeLease
-from epochgc.leases.ownership_round import NodeOwnership
 from epochgc.leases.timing import LeasePolicy
-from epochgc.reconciler.ownership_pacing import OwnershipPacing, stale_look_fraction
+from epochgc.ownership.assignment import AssignmentCache, desired_assignment
+from epochgc.ownership.node_ownership import NodeOwnership
+from epochgc.ownership.pacing import OwnershipPacing, stale_look_fraction
 from epochgc.runtime import Runtime
 from epochgc.simulate.memory_store import MemoryStore, VirtualClock
 from epochgc.storage.embedded import EmbeddedS3

@@ -29,8 +29,8 @@ from epochgc.config import Config
 from epochgc.gc.daemon.scheduler import GcDaemon
 from epochgc.ingest.producer import Producer
 from epochgc.ingest.producer_samples import producer_sample
-from epochgc.leases.ownership_round import NodeOwnership
 from epochgc.metrics.instruments import CollectorRegistry, ProducerMetrics
+from epochgc.ownership.node_ownership import NodeOwnership
 from epochgc.reconciler.node import ReconcilerNode
 from epochgc.reconciler.process_health import NodeMetrics
 from epochgc.reconciler.reader import PartitionReader, check_read_back

@@ -53,13 +53,13 @@ byte gsend = 0;         /* send time of node 0's counted grant */
 bool alive0 = 1;
 #define VALID0 (alive0 && now < gsend + TTL - MARGIN)
 
-/* ---- the partition's ownership record (leases/ownership_store.py) ---- */
+/* ---- the partition's ownership record (epochgc/ownership/owner_records.py) ---- */
 byte owner = 0;         /* node named */
 byte rec_inc = 1;       /* incarnation named */
 byte term = 1;
 byte rec_ver = 1;       /* the record's ETag */
 
-/* ---- each node's belief (leases/ownership_round.py `_mine`) ---- */
+/* ---- each node's belief (epochgc/ownership/node_ownership.py `_mine`) ---- */
 byte mine_inc0 = 1;     /* incarnation node 0 believes the record names, 0: none */
 byte mine_ver0 = 1;     /* the ETag it holds for it */
 bool settled0 = 1;
@@ -131,14 +131,14 @@ proctype Lease0() {
 }
 
 /* Node 1: joins, and takes the partition over when node 0's lease is seen
- * unchanged for a TTL on its own clock (leases/cluster_view.py,
+ * unchanged for a TTL on its own clock (epochgc/ownership/cluster_view.py,
  * leases/timing.py, ownership_round.py), or when node 0 hands it back. */
 proctype Node1() {
 	byte seen_ver = 0, since = 0;
 end:
 	do
 	:: atomic { !joined -> joined = 1;
-		printf("STEP leases/assignment.py: node 1 joined; the partition is now node 1's share\n") }
+		printf("STEP epochgc/ownership/assignment.py: node 1 joined; the partition is now node 1's share\n") }
 	:: atomic {
 		joined && seen_ver != ver ->
 		/* a listing shows a new version; its store stamp lets the watch
@@ -150,25 +150,25 @@ end:
 		:: ver_at >= STAMP_ERROR -> since = ver_at - STAMP_ERROR
 			/* a gateway whose clock is behind by up to STAMP_ERROR */
 		fi;
-		printf("STEP leases/cluster_view.py (node 1): sees version %d of node 0's lease at t = %d; watches from %d\n", ver, now, since)
+		printf("STEP epochgc/ownership/cluster_view.py (node 1): sees version %d of node 0's lease at t = %d; watches from %d\n", ver, now, since)
 	}
 	:: atomic {
 		joined && !mine1 && seen_ver == ver && now >= since + TTL && owner == 0 && rec_inc != 0 ->
 		/* take over: CAS on the record with term + 1 */
 		VIOLATION(!VALID0, "VIOLATION lease exclusivity: taken while the owner's lease is valid on its own clock\n");
 		owner = 1; term++; rec_ver++; mine1 = 1; leads1 = 1;
-		printf("STEP leases/ownership_round.py (node 1): node 0's lease unchanged for a TTL; takes the partition at term %d\n", term)
+		printf("STEP epochgc/ownership/node_ownership.py (node 1): node 0's lease unchanged for a TTL; takes the partition at term %d\n", term)
 	}
 	:: atomic {
 		joined && !mine1 && owner == 0 && rec_inc == 0 ->
 		/* released: taken at once */
 		owner = 1; term++; rec_ver++; mine1 = 1; leads1 = 1; rec_inc = 1;
-		printf("STEP leases/ownership_round.py (node 1): takes the released partition at term %d\n", term)
+		printf("STEP epochgc/ownership/node_ownership.py (node 1): takes the released partition at term %d\n", term)
 	}
 	od
 }
 
-/* Node 0's ownership round (leases/ownership_round.py): raises its term
+/* Node 0's ownership round (epochgc/ownership/node_ownership.py): raises its term
  * after its leader broke, hands the partition back once it is node 1's
  * share, and re-reads records when unsettled. */
 proctype Round0() {
@@ -181,13 +181,13 @@ end:
 		if
 		:: lost > 0 -> lost--;
 #ifdef WEAKEN_RAISE_LOST
-			printf("STEP leases/ownership_round.py raise_term: landed at term %d, the answer lost; the error goes up, the node stays settled\n", term)
+			printf("STEP epochgc/ownership/node_ownership.py raise_term: landed at term %d, the answer lost; the error goes up, the node stays settled\n", term)
 #else
 			settled0 = 0;
-			printf("STEP leases/ownership_round.py raise_term: landed at term %d, the answer lost; the partition is marked unsettled\n", term)
+			printf("STEP epochgc/ownership/node_ownership.py raise_term: landed at term %d, the answer lost; the partition is marked unsettled\n", term)
 #endif
 		:: true -> mine_ver0 = rec_ver; leads0 = 1;
-			printf("STEP leases/ownership_round.py raise_term: term %d; node 0 leads\n", term)
+			printf("STEP epochgc/ownership/node_ownership.py raise_term: term %d; node 0 leads\n", term)
 		fi
 	}
 	:: atomic {
@@ -201,7 +201,7 @@ end:
 			rec_inc = inc; term++; rec_ver++; mine_inc0 = inc; mine_ver0 = rec_ver
 		:: else -> mine_inc0 = 0
 		fi;
-		printf("STEP leases/ownership_round.py: full read of the records at t = %d\n", now)
+		printf("STEP epochgc/ownership/node_ownership.py: full read of the records at t = %d\n", now)
 	}
 	:: atomic {
 		/* hand back: the partition is node 1's share */
@@ -209,11 +209,11 @@ end:
 		if
 		:: rec_ver == mine_ver0 && owner == 0 ->
 			rec_inc = 0; rec_ver++; mine_inc0 = 0; leads0 = 0;
-			printf("STEP leases/ownership_round.py: hands the partition back to node 1\n")
+			printf("STEP epochgc/ownership/node_ownership.py: hands the partition back to node 1\n")
 		:: else ->
 			/* refused: the record changed under us; dropped, not re-read */
 			mine_inc0 = 0; leads0 = 0;
-			printf("STEP leases/ownership_round.py: hand-back refused (the record changed); dropped\n")
+			printf("STEP epochgc/ownership/node_ownership.py: hand-back refused (the record changed); dropped\n")
 		fi
 	}
 	:: atomic {

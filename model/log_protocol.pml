@@ -453,7 +453,7 @@ proctype Node(byte n) {
 	}
 	/* node 0 (which leads the partitions written to) crashes: node 1 takes
 	 * its partitions over, each with term_start at the ownership term + 1
-	 * (leases/ownership_round.py, watermarks/partition/replica.py). What
+	 * (epochgc/ownership/node_ownership.py, watermarks/partition/replica.py). What
 	 * node 0 had in flight may still land. */
 	:: atomic {
 		n == 1 && crashes > 0 && !busy && CRASH_WHEN ->

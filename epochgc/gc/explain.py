@@ -23,7 +23,7 @@ from epochgc.errors import EpochGCError
 from epochgc.gc.control import read_control
 from epochgc.gc.deletion_record import DeletionSearch, find_deletion
 from epochgc.gc.eligibility import Verdict, judge
-from epochgc.leases.ownership_store import read_owner
+from epochgc.ownership.owner_records import read_owner
 from epochgc.storage import documents
 from epochgc.storage.keys import PartitionId, parse_l0_key
 from epochgc.storage.object_store import ObjectStore, head_or_none

@@ -1,12 +1,11 @@
-"""Leases and partition ownership: the lease timing rules, one
-compare-and-swap lease core with role leases (the ``gc`` and ``ticker``
-singletons) and node leases on it, and the balanced assignment of
-partitions to nodes with the records that make it durable.
+"""Leases: the lease timing rules, one compare-and-swap lease core, the
+role leases (the ``gc`` and ``ticker`` singletons) and the node leases on
+it, and the one codec of their documents.
 
-``assignment`` and ``timing`` are pure; ``codec`` turns documents into
-values; ``core`` (and ``role_leases``, ``node_lease`` on it),
-``ownership_store`` and ``cluster_view`` talk to the store;
-``ownership_round`` drives one round.
+``timing`` is pure; ``holder_codec`` turns documents into values; ``core``
+(and ``role_leases``, ``node_lease`` on it) talk to the store. Which node
+owns which partition is the ``ownership`` layer above.
 
-Imports ``storage``; never ``watermarks``, ``gc``, ``reconciler`` or ``ingest``.
+Imports ``storage``; never ``ownership``, ``watermarks``, ``gc``,
+``reconciler`` or ``ingest``.
 """

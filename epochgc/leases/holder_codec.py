@@ -41,6 +41,13 @@ from epochgc.errors import MalformedRecordError
 from epochgc.storage import documents
 from epochgc.storage.keys import is_valid_node_id
 
+ASSIGNMENT_VERSION = 2
+"""The assignment this code computes by default (``ownership.assignment``
+says what each version is); a node lease advertises it."""
+OLDEST_ASSIGNMENT_VERSION = 1
+"""A node lease without an ``assignment`` field was written by a node that
+computes version 1."""
+
 
 @dataclass(frozen=True)
 class LeaseDocument:
@@ -74,9 +81,9 @@ class NodeLeaseDocument:
     """The holder's wall-clock estimate, for display only."""
     released: bool = False
     """Given up on a clean stop: the node is gone at once."""
-    assignment: int = 1
+    assignment: int = OLDEST_ASSIGNMENT_VERSION
     """The newest assignment version the node computes
-    (``leases.assignment``); absent (1) in leases written before it existed."""
+    (``ownership.assignment``); absent (1) in leases written before it existed."""
 
     def who(self) -> str:
         """The holder, for log lines."""

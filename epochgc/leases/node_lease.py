@@ -46,9 +46,13 @@ from datetime import timedelta
 from typing import NoReturn
 
 from epochgc.errors import EpochGCError, LeaseLostError
-from epochgc.leases.assignment import ASSIGNMENT_VERSION
 from epochgc.leases.core import AcquireDecision, CasLease, Refused, Written, decide_acquire
-from epochgc.leases.holder_codec import NodeLeaseDocument, decode_node_lease, encode_node_lease
+from epochgc.leases.holder_codec import (
+    ASSIGNMENT_VERSION,
+    NodeLeaseDocument,
+    decode_node_lease,
+    encode_node_lease,
+)
 from epochgc.leases.timing import LeasePolicy
 from epochgc.periodic import PeriodicThread
 from epochgc.runtime import SYSTEM, Runtime

@@ -11,7 +11,7 @@ per-process random suffix, so a lease is ours exactly when it names that
 id, and a restarted process never mistakes an old grant for its own.
 ``term`` grows on every change of holder. Partitions are owned through node
 leases and ownership records instead (``node_lease.py``,
-``ownership_round.py``), whose record term is the fencing token every
+``ownership/node_ownership.py``), whose record term is the fencing token every
 partition-log entry carries.
 
 No decision compares wall clocks across processes (``timing.py``): a wall

@@ -93,8 +93,8 @@ from epochgc.errors import (
     RecordError,
     StorageError,
 )
-from epochgc.leases.ownership_round import NodeOwnership, RoundReport
-from epochgc.reconciler.ownership_pacing import OwnershipPacing, stale_look_fraction
+from epochgc.ownership.node_ownership import NodeOwnership, RoundReport
+from epochgc.ownership.pacing import OwnershipPacing, stale_look_fraction
 from epochgc.reconciler.reconcile import Reconciler
 from epochgc.reconciler.retention import RetentionTargets, update_retention_hint
 from epochgc.reconciler.topics import epochgc_topics

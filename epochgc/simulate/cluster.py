@@ -8,7 +8,7 @@ real node runs around the same steps:
 * the lease heartbeat: ``NodeLease.renew_if_due`` every quarter of the
   renew interval (``PeriodicThread`` in production);
 * the ownership loop: ``ensure_lease`` then ``NodeOwnership.run_round``,
-  paced by ``reconciler.ownership_pacing`` as the node paces it;
+  paced by ``ownership.pacing`` as the node paces it;
 * the leading loop: every partition in ``owned()`` not yet led at its
   term is led: the partition log's term is read; a log already at or
   above the record's term makes the node ``raise_term`` (as
@@ -43,9 +43,9 @@ from datetime import datetime, timedelta
 from epochgc.errors import EpochGCError
 from epochgc.leases.holder_codec import OwnerDocument, decode_owner, encode_owner
 from epochgc.leases.node_lease import NodeLease
-from epochgc.leases.ownership_round import NodeOwnership
 from epochgc.leases.timing import LeasePolicy
-from epochgc.reconciler.ownership_pacing import OwnershipPacing, stale_look_fraction
+from epochgc.ownership.node_ownership import NodeOwnership
+from epochgc.ownership.pacing import OwnershipPacing, stale_look_fraction
 from epochgc.runtime import Runtime
 from epochgc.simulate.simulated_store import EPOCH_ORIGIN, Network, StoreView
 from epochgc.simulate.virtual_time import Process, Scheduler

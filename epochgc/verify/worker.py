@@ -53,8 +53,8 @@ from epochgc.errors import LoopStoppedError
 from epochgc.files import write_atomically
 from epochgc.gc.daemon.scheduler import GcDaemon
 from epochgc.ingest.producer import Producer
-from epochgc.leases.ownership_round import NodeOwnership
 from epochgc.logging_setup import setup_logging
+from epochgc.ownership.node_ownership import NodeOwnership
 from epochgc.reconciler.node import ReconcilerNode
 from epochgc.storage.keys import (
     l0_prefix,

@@ -30,8 +30,6 @@ from typing import NoReturn
 from epochgc.config import Config
 from epochgc.errors import EpochGCError, LoopStoppedError, PartitionLedElsewhereError
 from epochgc.leases.node_lease import NodeLease
-from epochgc.leases.ownership_round import NodeOwnership
-from epochgc.leases.ownership_store import read_owner
 from epochgc.leases.role_leases import LeaseManager
 from epochgc.metrics.instruments import (
     CollectorRegistry,
@@ -40,6 +38,8 @@ from epochgc.metrics.instruments import (
     register_ticker,
 )
 from epochgc.metrics.server import MetricsServer
+from epochgc.ownership.node_ownership import NodeOwnership
+from epochgc.ownership.owner_records import read_owner
 from epochgc.reconciler.node import ReconcilerNode
 from epochgc.reconciler.process_health import NodeMetrics, StallBackstop, reconciler_health
 from epochgc.runtime import Runtime

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 from epochgc.leases.node_lease import NodeLease
-from epochgc.leases.ownership_round import NodeOwnership
 from epochgc.leases.timing import LeasePolicy
+from epochgc.ownership.node_ownership import NodeOwnership
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import PartitionId, owner_key
 from epochgc.storage.s3 import S3ObjectStore

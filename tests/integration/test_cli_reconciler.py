@@ -9,9 +9,9 @@ from pathlib import Path
 
 from epochgc.leases.holder_codec import decode_node_lease
 from epochgc.leases.node_lease import NodeLease
-from epochgc.leases.ownership_round import NodeOwnership
 from epochgc.leases.role_leases import LeaseManager
 from epochgc.leases.timing import LeasePolicy
+from epochgc.ownership.node_ownership import NodeOwnership
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import PartitionId, node_lease_key
 from epochgc.storage.s3 import S3ObjectStore

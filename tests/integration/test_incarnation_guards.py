@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from epochgc.errors import CorruptLogError
 from epochgc.gc.janitor import Janitor
-from epochgc.leases.ownership_store import OwnershipStore, read_owner
+from epochgc.ownership.owner_records import OwnershipStore, read_owner
 from epochgc.storage.cas_log import COVERED_OFFSET_METADATA
 from epochgc.storage.keys import (
     PartitionId,

@@ -15,9 +15,9 @@ import pytest
 
 from epochgc.errors import FencedError, LeaseLostError, TransientStorageError
 from epochgc.leases.node_lease import NodeLease
-from epochgc.leases.ownership_round import NodeOwnership
 from epochgc.leases.role_leases import LeaseManager
 from epochgc.leases.timing import LeasePolicy
+from epochgc.ownership.node_ownership import NodeOwnership
 from epochgc.runtime import Runtime
 from epochgc.storage.keys import PartitionId, lease_key
 from epochgc.storage.s3 import S3ObjectStore

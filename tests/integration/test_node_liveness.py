@@ -25,8 +25,8 @@ import pytest
 
 from epochgc.errors import EpochGCError
 from epochgc.leases.holder_codec import decode_node_lease
-from epochgc.leases.ownership_round import NodeOwnership
 from epochgc.leases.timing import LeasePolicy
+from epochgc.ownership.node_ownership import NodeOwnership
 from epochgc.reconciler.node import NodeSettings, ReconcilerNode
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import (

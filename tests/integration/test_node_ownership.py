@@ -14,12 +14,12 @@ from datetime import timedelta
 import pytest
 
 from epochgc.errors import NotFoundError, PreconditionFailedError, TransientStorageError
-from epochgc.leases.assignment import AssignmentCache, OwnerRecord, desired_assignment
 from epochgc.leases.holder_codec import decode_node_lease, decode_owner
 from epochgc.leases.node_lease import NodeLease
-from epochgc.leases.ownership_round import NodeOwnership
-from epochgc.leases.ownership_store import OwnershipStore
 from epochgc.leases.timing import STAMP_RESOLUTION_SECONDS, LeasePolicy
+from epochgc.ownership.assignment import AssignmentCache, OwnerRecord, desired_assignment
+from epochgc.ownership.node_ownership import NodeOwnership
+from epochgc.ownership.owner_records import OwnershipStore
 from epochgc.simulate.memory_store import MemoryStore, VirtualClock
 from epochgc.storage.keys import PartitionId, node_lease_key, nodes_prefix, owner_key
 from epochgc.storage.object_store import ObjectInfo, ObjectStore

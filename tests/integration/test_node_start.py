@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import asyncio
 
-from epochgc.leases.assignment import desired_assignment
-from epochgc.leases.ownership_round import NodeOwnership
 from epochgc.leases.timing import LeasePolicy
+from epochgc.ownership.assignment import desired_assignment
+from epochgc.ownership.node_ownership import NodeOwnership
 from epochgc.reconciler.node import NodeSettings, ReconcilerNode
 from epochgc.simulate.memory_store import MemoryStore, VirtualClock
 from epochgc.storage.object_store import ObjectStore

@@ -11,8 +11,8 @@ from pathlib import Path
 from epochgc.gc.daemon.maintenance import LeaderMaintenance, MaintenanceSettings
 from epochgc.gc.run_report import new_run_id
 from epochgc.leases.node_lease import NodeLease
-from epochgc.leases.ownership_round import NodeOwnership
 from epochgc.leases.timing import LeasePolicy
+from epochgc.ownership.node_ownership import NodeOwnership
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import PartitionId, gc_run_summary_key
 from epochgc.storage.s3 import S3ObjectStore

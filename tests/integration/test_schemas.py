@@ -15,7 +15,7 @@ from epochgc.gc.control import pause, request_reset
 from epochgc.gc.daemon.scheduler import GcDaemon
 from epochgc.gc.listing.schedule import ListingPolicy
 from epochgc.leases.node_lease import NodeLease
-from epochgc.leases.ownership_round import NodeOwnership
+from epochgc.ownership.node_ownership import NodeOwnership
 from epochgc.reconciler.fetch import pending_placeholders
 from epochgc.reconciler.node import NodeSettings
 from epochgc.storage.keys import (

@@ -55,7 +55,7 @@ MUTANTS = (
     ),
     Mutant(
         "stamps-latch-dropped",
-        "epochgc/leases/cluster_view.py",
+        "epochgc/ownership/cluster_view.py",
         "self._stamps_inconsistent = True",
         "self._stamps_inconsistent = False",
         "stamps found inconsistent are never used again (issue's mutant 2)",
@@ -97,14 +97,14 @@ MUTANTS = (
     ),
     Mutant(
         "raise-term-failure-forgotten",
-        "epochgc/leases/ownership_round.py",
+        "epochgc/ownership/node_ownership.py",
         "            self._unsettle(pid)\n            raise",
         "            raise",
         "a term raise that failed reads the record again (defect A's fix)",
     ),
     Mutant(
         "balance-on-bad-stamps",
-        "epochgc/leases/cluster_view.py",
+        "epochgc/ownership/cluster_view.py",
         "if mine is None or self._stamps_inconsistent:",
         "if mine is None:",
         "balance stops reading stamps found inconsistent",
@@ -118,7 +118,7 @@ MUTANTS = (
     ),
     Mutant(
         "incarnation-not-checked",
-        "epochgc/leases/ownership_round.py",
+        "epochgc/ownership/node_ownership.py",
         "        if not self._lease.is_valid() or self._lease.incarnation != self._incarnation:\n"
         "            return frozenset()",
         "        if not self._lease.is_valid():\n            return frozenset()",
@@ -126,7 +126,7 @@ MUTANTS = (
     ),
     Mutant(
         "own-record-not-adopted",
-        "epochgc/leases/ownership_round.py",
+        "epochgc/ownership/node_ownership.py",
         "if is_owned_by(record, me, incarnation) and pid not in self._mine:",
         "if False:",
         "a record naming us (a write whose answer was lost) is adopted",

@@ -17,8 +17,8 @@ from typing import Any
 
 from epochgc.ingest.producer import Producer
 from epochgc.leases.node_lease import NodeLease
-from epochgc.leases.ownership_round import NodeOwnership
 from epochgc.leases.timing import LeasePolicy
+from epochgc.ownership.node_ownership import NodeOwnership
 from epochgc.reconciler.node import NodeSettings, ReconcilerNode
 from epochgc.runtime import Runtime
 from epochgc.storage.object_store import ObjectStore

@@ -18,7 +18,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-PROTOCOL = ("epochgc/leases", "epochgc/simulate")
+PROTOCOL = ("epochgc/leases", "epochgc/ownership", "epochgc/simulate")
 """Packages whose every module must go through the runtime."""
 
 SHELLS = {

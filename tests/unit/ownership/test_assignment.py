@@ -13,8 +13,9 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from epochgc.leases.assignment import (
-    ASSIGNMENT_VERSION,
+from epochgc.leases.holder_codec import ASSIGNMENT_VERSION
+from epochgc.leases.timing import VersionWatch
+from epochgc.ownership.assignment import (
     UNKNOWN_INCARNATION,
     AssignmentCache,
     MoveKind,
@@ -23,7 +24,6 @@ from epochgc.leases.assignment import (
     is_free,
     plan_round,
 )
-from epochgc.leases.timing import VersionWatch
 from epochgc.storage.keys import PartitionId
 
 node_names = st.lists(

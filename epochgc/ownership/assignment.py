@@ -60,13 +60,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
+from epochgc.leases.holder_codec import ASSIGNMENT_VERSION
 from epochgc.storage.keys import PartitionId
 
-ASSIGNMENT_VERSION = 2
-"""The assignment this code computes by default (see the module docstring)."""
-OLDEST_ASSIGNMENT_VERSION = 1
-"""A node lease without an ``assignment`` field was written by a node that
-computes version 1."""
 RING_POINTS_PER_NODE = 100
 """Ring points per node in version 2: more points spread each node's arc
 more evenly (fewer partitions overflow their first choice) at

@@ -21,8 +21,9 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from epochgc.errors import EpochGCError
-from epochgc.leases.assignment import (
-    ASSIGNMENT_VERSION,
+from epochgc.leases.holder_codec import ASSIGNMENT_VERSION
+from epochgc.leases.node_lease import NodeLease
+from epochgc.ownership.assignment import (
     AssignmentCache,
     Move,
     MoveKind,
@@ -30,9 +31,8 @@ from epochgc.leases.assignment import (
     is_owned_by,
     plan_round,
 )
-from epochgc.leases.cluster_view import ClusterView, side_by_side
-from epochgc.leases.node_lease import NodeLease
-from epochgc.leases.ownership_store import OwnershipStore
+from epochgc.ownership.cluster_view import ClusterView, side_by_side
+from epochgc.ownership.owner_records import OwnershipStore
 from epochgc.runtime import SYSTEM, RequestPool, Runtime
 from epochgc.storage.keys import PartitionId
 from epochgc.storage.object_store import ObjectStore
@@ -62,7 +62,7 @@ class RoundReport:
     the TTL plus the rest of a round."""
     nodes: int = 0
     """Node leases in the round's listing: how many peers may look again at
-    the same ``next_stale_at`` (``reconciler/ownership_pacing``)."""
+    the same ``next_stale_at`` (``ownership/pacing``)."""
     records_read: bool = True
     """False: a settled round that listed the nodes only (nothing it could
     see changed since the records were read)."""

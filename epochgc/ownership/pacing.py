@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from epochgc.leases.cluster_view import node_fraction
+from epochgc.ownership.cluster_view import node_fraction
 
 STALE_LOOK_DELAY = 0.05
 """How long after another node's lease would turn stale the early round

@@ -57,18 +57,22 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from epochgc.errors import RecordError
-from epochgc.leases.assignment import (
+from epochgc.leases.holder_codec import (
     ASSIGNMENT_VERSION,
-    UNKNOWN_INCARNATION,
-    AssignmentCache,
-    OwnerRecord,
+    NodeLeaseDocument,
+    decode_node_lease,
+    decode_owner,
 )
-from epochgc.leases.holder_codec import NodeLeaseDocument, decode_node_lease, decode_owner
 from epochgc.leases.timing import (
     VersionWatch,
     stamps_checkable,
     stamps_contradict,
     written_by,
+)
+from epochgc.ownership.assignment import (
+    UNKNOWN_INCARNATION,
+    AssignmentCache,
+    OwnerRecord,
 )
 from epochgc.runtime import RequestPool
 from epochgc.storage.keys import (
@@ -153,7 +157,7 @@ def node_fraction(node: str, purpose: str) -> float:
     """A stable number in [0, 1) for ``node``, different per ``purpose``:
     where in a shared window this node acts, so that a thousand nodes that
     would all act at one moment spread over it (the periodic re-reads; the
-    early look at a silent lease, ``reconciler/ownership_pacing``)."""
+    early look at a silent lease, ``ownership/pacing``)."""
     digest = hashlib.blake2b(f"{purpose}\0{node}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") / 2**64
 

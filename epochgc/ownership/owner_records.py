@@ -28,9 +28,9 @@ from collections.abc import Callable
 from datetime import datetime
 
 from epochgc.errors import RecordError
-from epochgc.leases.assignment import OwnerRecord
 from epochgc.leases.holder_codec import OwnerDocument, decode_owner, encode_owner
 from epochgc.leases.role_leases import decode_lease
+from epochgc.ownership.assignment import OwnerRecord
 from epochgc.storage.conditional_put import put_conditionally
 from epochgc.storage.keys import (
     LEGACY_PARTITION_LEASE_PREFIX,

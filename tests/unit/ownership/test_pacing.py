@@ -1,4 +1,4 @@
-"""When a node's next ownership round runs (``reconciler/ownership_pacing``):
+"""When a node's next ownership round runs (``ownership/pacing``):
 at its interval after the last regular round, or just after another node's
 lease would turn stale if that comes first, at the node's point of a window
 as wide as the cluster needs, without moving the regular rounds."""
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from epochgc.reconciler.ownership_pacing import (
+from epochgc.ownership.pacing import (
     LOOKS_PER_SECOND,
     STALE_LOOK_DELAY,
     OwnershipPacing,
