@@ -30,7 +30,8 @@ from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller, TopicInfo
 from epochgc.watermarks.partition.commands import PlaceholderBatch
 from epochgc.watermarks.partition.leader import PartitionLeaderService
-from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
+from epochgc.watermarks.partition.replica import PartitionReplica
+from epochgc.watermarks.partition.term_writer import TermWriter
 
 TARGET_RATIO = 5.0
 ROOT = "epochgc"
@@ -39,7 +40,7 @@ ROOT = "epochgc"
 async def append_many(store: S3ObjectStore, topic: TopicInfo, count: int, depth: int) -> float:
     replica = PartitionReplica(store, ROOT, topic.partition_id(0))
     await asyncio.to_thread(replica.open)
-    leader = PartitionLeader(replica, 1, depth=depth)
+    leader = TermWriter(replica, 1, depth=depth)
     await asyncio.to_thread(leader.start)
     service = PartitionLeaderService(leader)
     service.start()

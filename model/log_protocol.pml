@@ -453,7 +453,7 @@ proctype Node(byte n) {
 	}
 	/* node 0 (which leads the partitions written to) crashes: node 1 takes
 	 * its partitions over, each with term_start at the ownership term + 1
-	 * (epochgc/ownership/node_ownership.py, watermarks/partition/replica.py). What
+	 * (epochgc/ownership/node_ownership.py, watermarks/partition/term_writer.py). What
 	 * node 0 had in flight may still land. */
 	:: atomic {
 		n == 1 && crashes > 0 && !busy && CRASH_WHEN ->
@@ -467,7 +467,7 @@ proctype Node(byte n) {
 				leader[hk] = n
 			:: leader[hk] == 1 - n && inc_rev[INC(hk)] != 0 && !IDLE(hk) && llen[hk] < LMAX ->
 				leader[hk] = n; llen[hk]++; lterm[hk]++;
-				printf("STEP watermarks/partition/replica.py (node %d): term_start(%d) on partition %d at slot %d\n", n, lterm[hk], hk, llen[hk])
+				printf("STEP watermarks/partition/term_writer.py (node %d): term_start(%d) on partition %d at slot %d\n", n, lterm[hk], hk, llen[hk])
 			:: else -> skip
 			fi;
 			hk++

@@ -105,7 +105,8 @@ from epochgc.watermarks.controller import Controller, ControllerView, TopicInfo
 from epochgc.watermarks.partition.directory import LeaderDirectory
 from epochgc.watermarks.partition.fence import FenceStats
 from epochgc.watermarks.partition.leader import PartitionLeaderService
-from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
+from epochgc.watermarks.partition.replica import PartitionReplica
+from epochgc.watermarks.partition.term_writer import TermWriter
 from epochgc.watermarks.safe_epoch.reports import (
     PartitionReport,
     SafeEpochRule,
@@ -592,7 +593,7 @@ class ReconcilerNode:
                 if raised is None:
                     return
                 term = raised
-            leader = PartitionLeader(
+            leader = TermWriter(
                 replica,
                 term,
                 check_lease=lambda: self._check_owned(pid, term),

@@ -34,7 +34,7 @@ from epochgc.reconciler.fetch import PendingPlaceholder, fetch_records, pending_
 from epochgc.storage.keys import encode_l1_key
 from epochgc.storage.l0_format import encode_records
 from epochgc.storage.object_store import ObjectStore
-from epochgc.watermarks.partition.replica import PartitionLeader
+from epochgc.watermarks.partition.term_writer import TermWriter
 
 log = logging.getLogger("epochgc.reconciler")
 
@@ -79,7 +79,7 @@ class Reconciler:
         self._max_records = max_records
         self._fetch_concurrency = fetch_concurrency
 
-    def reconcile_once(self, leader: PartitionLeader) -> ReconcileResult:
+    def reconcile_once(self, leader: TermWriter) -> ReconcileResult:
         """One pass (see the module docstring).
 
         Raises:
@@ -122,7 +122,7 @@ class Reconciler:
 
     def _write(
         self,
-        leader: PartitionLeader,
+        leader: TermWriter,
         pending: list[PendingPlaceholder],
         records: list[bytes],
         log_end: int,
@@ -148,7 +148,7 @@ class Reconciler:
 
     def _result(
         self,
-        leader: PartitionLeader,
+        leader: TermWriter,
         records: int,
         size: int,
         key: str | None,

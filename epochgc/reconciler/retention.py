@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from epochgc.watermarks.partition.codec import RetainedPlaceholder
-from epochgc.watermarks.partition.replica import PartitionLeader
+from epochgc.watermarks.partition.term_writer import TermWriter
 
 log = logging.getLogger("epochgc.reconciler.retention")
 
@@ -110,7 +110,7 @@ def _keep_by_age(
 
 
 def update_retention_hint(
-    leader: PartitionLeader,
+    leader: TermWriter,
     targets: RetentionTargets,
     now: datetime,
     epoch_started_at: Callable[[int], datetime | None],

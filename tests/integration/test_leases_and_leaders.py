@@ -24,8 +24,9 @@ from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.partition.commands import Placeholders
 from epochgc.watermarks.partition.directory import LeaderDirectory
-from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
+from epochgc.watermarks.partition.replica import PartitionReplica
 from epochgc.watermarks.partition.state import Outcome
+from epochgc.watermarks.partition.term_writer import TermWriter
 from tests.support.faults import HookedStore, TimesOutAfterApplyingStore
 from tests.support.nodes import reconciler_node
 from tests.support.placeholders import append_placeholders, batch
@@ -236,7 +237,7 @@ class Owner:
             raise LeaseLostError(f"{ORDERS0} not owned at term {term}")
 
 
-def _leader(store: object, owner: Owner, depth: int = 8) -> PartitionLeader:
+def _leader(store: object, owner: Owner, depth: int = 8) -> TermWriter:
     """A leader at the ownership record's term, raised above the log's
     highest term the way the reconciler node does it."""
     replica = PartitionReplica(store, ROOT, ORDERS0)  # type: ignore[arg-type]
@@ -248,7 +249,7 @@ def _leader(store: object, owner: Owner, depth: int = 8) -> PartitionLeader:
         raised = owner.ownership.raise_term(ORDERS0, replica.state.term)
         assert raised is not None
         term = raised
-    return PartitionLeader(replica, term, check_lease=lambda: owner.check(term), depth=depth)
+    return TermWriter(replica, term, check_lease=lambda: owner.check(term), depth=depth)
 
 
 def two_owners(store: S3ObjectStore) -> tuple[Clock, Owner, Owner]:
@@ -379,7 +380,7 @@ def test_upgrade_a_node_leads_above_the_old_partition_lease_and_fences_its_holde
     store.put(legacy, old_lease)
     replica = PartitionReplica(store, ROOT, ORDERS0)
     replica.open()
-    old = PartitionLeader(replica, 7)
+    old = TermWriter(replica, 7)
     old.start()
     append_placeholders(old, 1, batch(1))
 

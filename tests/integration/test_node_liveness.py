@@ -38,7 +38,8 @@ from epochgc.storage.keys import (
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.partition.directory import LeaderDirectory
-from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
+from epochgc.watermarks.partition.replica import PartitionReplica
+from epochgc.watermarks.partition.term_writer import TermWriter
 from tests.support.cli import run_python
 from tests.support.config_files import write_server_config
 from tests.support.faults import StallingStore
@@ -223,7 +224,7 @@ async def _raise_term_behind_a_hung_round(store: S3ObjectStore) -> None:
     (pid,) = Controller(store, ROOT).create_topic("orders", 1).partition_ids()
     earlier = PartitionReplica(store, ROOT, pid)
     earlier.open()
-    PartitionLeader(earlier, 5).start()  # an earlier leader's term, above the record's
+    TermWriter(earlier, 5).start()  # an earlier leader's term, above the record's
     # Opening the partition's log stalls first (the rounds loop waits in
     # ``_try_lead``), then the ownership round hangs, then the log opens:
     # the rounds loop asks for the term while the round holds the records.

@@ -20,8 +20,9 @@ from epochgc.storage.keys import partition_snapshot_key
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.partition.codec import encode_command
 from epochgc.watermarks.partition.commands import Placeholders, RecordsLost
-from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
+from epochgc.watermarks.partition.replica import PartitionReplica
 from epochgc.watermarks.partition.skip import plan_skip
+from epochgc.watermarks.partition.term_writer import TermWriter
 from tests.support.faults import OutageStore
 from tests.support.placeholders import (
     ORDERS_0,
@@ -42,7 +43,7 @@ def topic(store: S3ObjectStore) -> int:
     return create_orders(store)  # revision 2
 
 
-def compact_all(lead: PartitionLeader) -> int:
+def compact_all(lead: TermWriter) -> int:
     """Reconcile everything appended so far, snapshot, truncate."""
     state = lead.replica.state
     lead.advance_reconciled(lro=state.next_offset - 1, log_offset=state.applied_log_offset)
@@ -100,7 +101,7 @@ def test_a_put_not_acknowledged_for_want_of_the_snapshot_check_says_so(
     flaky = OutageStore(store, partition_snapshot_key(ROOT, PID))
     replica = PartitionReplica(flaky, ROOT, PID)  # type: ignore[arg-type]
     replica.open()
-    lead = PartitionLeader(replica, 1)
+    lead = TermWriter(replica, 1)
     lead.start()
     flaky.down = True  # the HEAD of the snapshot before acknowledging
     future = lead.submit(Placeholders(0, 0, 3, batch(1)))

@@ -20,8 +20,9 @@ from epochgc.storage.keys import PartitionId, partition_log_prefix
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.partition.commands import PlaceholderBatch, RecordsLost
-from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
+from epochgc.watermarks.partition.replica import PartitionReplica
 from epochgc.watermarks.partition.skip import plan_skip
+from epochgc.watermarks.partition.term_writer import TermWriter
 from tests.support.faults import HookedStore
 from tests.support.placeholders import append_placeholders
 
@@ -64,7 +65,7 @@ def skip_all(replica: PartitionReplica) -> RecordsLost:
 
 @pytest.mark.usefixtures("partition")
 def test_two_operators_skipping_the_same_records_in_one_second(store: S3ObjectStore) -> None:
-    lead = PartitionLeader(open_replica(store), 1)
+    lead = TermWriter(open_replica(store), 1)
     lead.start()
     append_placeholders(lead, 1, (PlaceholderBatch("l0/a", 0, 10, 3),))
     lead.close()
@@ -84,8 +85,8 @@ def test_a_second_writer_starting_the_same_term_is_fenced(store: S3ObjectStore) 
     """Terms come from the ownership record's compare-and-swap, so two
     writers of one term mean a broken store or a bug; the one that did not
     write the term's ``term_start`` must not lead it."""
-    rival = PartitionLeader(open_replica(store), 4)
-    mine = PartitionLeader(open_replica(on_log_puts(store, lambda: rival.start() and None)), 4)
+    rival = TermWriter(open_replica(store), 4)
+    mine = TermWriter(open_replica(on_log_puts(store, lambda: rival.start() and None)), 4)
 
     with pytest.raises(FencedError, match="term 4 was started by another writer"):
         mine.start()

@@ -16,7 +16,8 @@ from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
 from epochgc.watermarks.partition.directory import LeaderDirectory
 from epochgc.watermarks.partition.leader import PartitionLeaderService
-from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
+from epochgc.watermarks.partition.replica import PartitionReplica
+from epochgc.watermarks.partition.term_writer import TermWriter
 from tests.support.faults import HookedStore
 from tests.support.nodes import producer_for
 
@@ -30,7 +31,7 @@ async def start_service(
 ) -> PartitionLeaderService:
     replica = PartitionReplica(store, ROOT, pid)  # type: ignore[arg-type]
     await asyncio.to_thread(replica.open)
-    leader = PartitionLeader(replica, term, depth=8)
+    leader = TermWriter(replica, term, depth=8)
     await asyncio.to_thread(leader.start)
     service = PartitionLeaderService(leader)
     service.start()

@@ -15,8 +15,9 @@ from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.partition.commands import AdvanceEpoch
-from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
+from epochgc.watermarks.partition.replica import PartitionReplica
 from epochgc.watermarks.partition.state import Outcome
+from epochgc.watermarks.partition.term_writer import TermWriter
 from tests.support.placeholders import append_placeholders
 
 ROOT = "epochgc"
@@ -35,7 +36,7 @@ class Cluster:
         for partition in range(2):
             replica = PartitionReplica(store, ROOT, self.topic.partition_id(partition))
             replica.open()
-            leader = PartitionLeader(replica, term=1)
+            leader = TermWriter(replica, term=1)
             leader.start()
             self.leaders.append(leader)
         self.written: dict[int, list[bytes]] = {0: [], 1: []}

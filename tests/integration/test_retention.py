@@ -12,14 +12,15 @@ from epochgc.reconciler.reconcile import Reconciler
 from epochgc.reconciler.retention import RetentionTargets, update_retention_hint
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
+from epochgc.watermarks.partition.replica import PartitionReplica
+from epochgc.watermarks.partition.term_writer import TermWriter
 from tests.support.placeholders import append_placeholders
 
 ROOT = "epochgc"
 NOW = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
 
 
-def write(store: S3ObjectStore, leader: PartitionLeader, records: list[bytes]) -> None:
+def write(store: S3ObjectStore, leader: TermWriter, records: list[bytes]) -> None:
     uploaded = upload_l0(store, ROOT, 1, [("orders", 0, records)], shards=4)
     append_placeholders(leader, 1, [uploaded.batch_for("orders", 0)])
 
@@ -33,7 +34,7 @@ def test_hint_truncation_pressure_and_clearing(store: S3ObjectStore) -> None:
     topic = controller.create_topic("orders", 1, {"retention.local.target.bytes": 40})
     replica = PartitionReplica(store, ROOT, topic.partition_id(0))
     replica.open()
-    leader = PartitionLeader(replica, 1)
+    leader = TermWriter(replica, 1)
     leader.start()
     for i in range(5):  # five placeholders of two 4-byte records: 16 bytes each framed
         write(store, leader, [f"r{i}-a".encode(), f"r{i}-b".encode()])

@@ -24,7 +24,8 @@ from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import parse_l0_key
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
+from epochgc.watermarks.partition.replica import PartitionReplica
+from epochgc.watermarks.partition.term_writer import TermWriter
 from epochgc.watermarks.safe_epoch.aggregate import SafeEpochTracker
 from epochgc.watermarks.safe_epoch.compute import compute_safe_epoch
 from epochgc.watermarks.safe_epoch.reports import read_reports
@@ -161,7 +162,7 @@ def test_a_corrupt_l0_object_stops_the_pass_after_the_readable_placeholders(
     topic = controller.create_topic("orders", 1)
     replica = PartitionReplica(store, ROOT, topic.partition_id(0))
     replica.open()
-    leader = PartitionLeader(replica, term=1)
+    leader = TermWriter(replica, term=1)
     leader.start()
     keys = []
     for records in ([b"a0", b"a1"], [b"b0"], [b"c0", b"c1"]):

@@ -13,8 +13,9 @@ from epochgc.storage.keys import PartitionId
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.partition.commands import PlaceholderBatch, Placeholders
-from epochgc.watermarks.partition.replica import AppliedEntry, PartitionLeader, PartitionReplica
+from epochgc.watermarks.partition.replica import AppliedEntry, PartitionReplica
 from epochgc.watermarks.partition.state import Outcome
+from epochgc.watermarks.partition.term_writer import TermWriter
 
 ROOT = "epochgc"
 ORDERS_0 = PartitionId("orders", 2, 0)
@@ -22,7 +23,7 @@ ORDERS_0 = PartitionId("orders", 2, 0)
 
 
 def append_placeholders(
-    leader: PartitionLeader, epoch: int, batches: Sequence[PlaceholderBatch]
+    leader: TermWriter, epoch: int, batches: Sequence[PlaceholderBatch]
 ) -> AppliedEntry:
     """Append one ``placeholders`` of ``batches`` at ``epoch``.
 
@@ -56,8 +57,8 @@ def open_replica(store: ObjectStore) -> PartitionReplica:
     return replica
 
 
-def leader(store: ObjectStore, term: int) -> PartitionLeader:
+def leader(store: ObjectStore, term: int) -> TermWriter:
     """A started leader of ``ORDERS_0`` in ``term`` (its ``term_start`` appended)."""
-    lead = PartitionLeader(open_replica(store), term)
+    lead = TermWriter(open_replica(store), term)
     lead.start()
     return lead

@@ -34,8 +34,9 @@ from epochgc.watermarks.partition.commands import (
     SequencedCommand,
 )
 from epochgc.watermarks.partition.fence import EpochFence
-from epochgc.watermarks.partition.replica import AppliedEntry, PartitionLeader
+from epochgc.watermarks.partition.replica import AppliedEntry
 from epochgc.watermarks.partition.state import Outcome
+from epochgc.watermarks.partition.term_writer import TermWriter
 
 log = logging.getLogger("epochgc.ingest.leader")
 
@@ -67,11 +68,11 @@ class PartitionLeaderService:
         first_offset = await future
 
     Args:
-        leader: a started ``PartitionLeader``; the fence starts from its
+        leader: a started ``TermWriter``; the fence starts from its
             applied window.
     """
 
-    def __init__(self, leader: PartitionLeader) -> None:
+    def __init__(self, leader: TermWriter) -> None:
         self.leader = leader
         self._fence = EpochFence(leader.replica.applied_window())
         self._queue: list[_Queued] = []

@@ -13,7 +13,8 @@ from epochgc.simulate.memory_store import MemoryStore
 from epochgc.storage.keys import PartitionId
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.partition.commands import PlaceholderBatch, Placeholders
-from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
+from epochgc.watermarks.partition.replica import PartitionReplica
+from epochgc.watermarks.partition.term_writer import TermWriter
 
 ROOT = "epochgc"
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
@@ -27,7 +28,7 @@ def stuck_partition(store: MemoryStore) -> PartitionId:
     """Records 0..2 in L0 object ``a``; 3 in ``b`` (missing) and 4 in ``c``."""
     revision = Controller(store, ROOT).create_topic("orders", 1).revision
     pid = PartitionId("orders", revision, 0)
-    leader = PartitionLeader(opened(store, pid), 1)
+    leader = TermWriter(opened(store, pid), 1)
     leader.start()
     leader.append_all(
         [

@@ -34,8 +34,9 @@ from epochgc.simulate.memory_store import MemoryStore
 from epochgc.storage.keys import PartitionId
 from epochgc.watermarks.partition.codec import encode_command
 from epochgc.watermarks.partition.commands import PlaceholderBatch, Placeholders
-from epochgc.watermarks.partition.replica import PartitionLeader, PartitionReplica
+from epochgc.watermarks.partition.replica import PartitionReplica
 from epochgc.watermarks.partition.state import Outcome
+from epochgc.watermarks.partition.term_writer import TermWriter
 from tests.support.placeholders import append_placeholders
 
 ROOT = "epochgc"
@@ -49,7 +50,7 @@ class PartitionLateWrites(RuleBasedStateMachine):
         self.store = MemoryStore()
         self.term = 0
         self.current = self._lead()
-        self.deposed: list[PartitionLeader] = []
+        self.deposed: list[TermWriter] = []
         self.acked: dict[int, int] = {}
         """Unique byte length of an acknowledged placeholder -> its record offset."""
         self.length = 0
@@ -59,9 +60,9 @@ class PartitionLateWrites(RuleBasedStateMachine):
         replica.open()
         return replica
 
-    def _lead(self) -> PartitionLeader:
+    def _lead(self) -> TermWriter:
         self.term += 1
-        leader = PartitionLeader(self._replica(), self.term, depth=2)
+        leader = TermWriter(self._replica(), self.term, depth=2)
         leader.start()
         return leader
 
