@@ -44,7 +44,7 @@ from epochgc.wiring.reconciler_process import build_node
 from epochgc.wiring.settings import daemon_settings_of
 from epochgc.wiring.store import StoreHandle
 
-log = logging.getLogger("epochgc.demo")
+log = logging.getLogger(__name__)
 
 TOPICS = {"orders": 4, "clicks": 4}
 PRODUCERS = 8

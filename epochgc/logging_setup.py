@@ -1,8 +1,13 @@
 """Logging, set up once by the CLI.
 
-Components log through ``logging.getLogger("epochgc.<component>")``. The
-HTTP libraries are held at INFO or above whatever level is asked for: at
-DEBUG, botocore and urllib3 print request headers, which include signed
+Every module logs under its own name (``logging.getLogger(__name__)``), so
+a line names the module that wrote it and an operator quiets or raises a
+whole layer by its package (``epochgc.gc``, ``epochgc.leases``). The few
+names operators are told to look for (``OPERATOR_LOGGERS``) stay fixed
+whatever module writes them.
+
+The HTTP libraries are held at INFO or above whatever level is asked for:
+at DEBUG, botocore and urllib3 print request headers, which include signed
 authorization, and credentials must never reach a log.
 """
 
@@ -14,6 +19,14 @@ import sys
 SHOWN = {"shown": True}
 """``extra=`` of an INFO line a one-shot command shows even when quiet:
 progress lines and announcements of long work (``progress.ProgressLog``)."""
+
+OPERATOR_LOGGERS = {
+    "epochgc.gc.clock": "epochgc.gc.future_times",
+}
+"""Logger names the documentation and the alert rules' runbooks tell
+operators to look for, each with the one module that logs under it; every
+other module logs under its own name. ``tests/unit/test_logger_names.py``
+holds the code and the docs to this list."""
 
 _NOISY_LIBRARIES = ("botocore", "boto3", "urllib3", "s3transfer", "werkzeug", "py4j", "apscheduler")
 _FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"

@@ -13,7 +13,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-log = logging.getLogger("epochgc.periodic")
+log = logging.getLogger(__name__)
 
 
 class PeriodicThread:

@@ -13,7 +13,7 @@ from epochgc.progress import ProgressLog
 from epochgc.watermarks.controller import Controller
 from epochgc.wiring.store import open_store
 
-log = logging.getLogger("epochgc.cli")
+log = logging.getLogger(__name__)
 
 
 def register(sub: SubParsers, reporting: argparse.ArgumentParser) -> None:

@@ -34,7 +34,7 @@ from epochgc.config_examples import example_path
 from epochgc.errors import ConfigError, EpochGCError, StoreCapabilityError
 from epochgc.logging_setup import setup_logging
 
-log = logging.getLogger("epochgc.cli")
+log = logging.getLogger(__name__)
 
 
 def build_parser() -> argparse.ArgumentParser:

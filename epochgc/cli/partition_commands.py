@@ -20,7 +20,7 @@ from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.partition.replica import PartitionReplica
 from epochgc.wiring.store import open_store
 
-log = logging.getLogger("epochgc.cli")
+log = logging.getLogger(__name__)
 
 DEFAULT_SKIP_REASON = "L0 data missing or corrupt before reconciliation"
 

@@ -85,7 +85,7 @@ from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.safe_epoch.aggregate import SafeEpoch, SafeEpochTracker
 from epochgc.watermarks.safe_epoch.compute import compute_safe_epoch
 
-log = logging.getLogger("epochgc.gc.collect")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ from epochgc.storage.request_stats import RequestStats
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.safe_epoch.aggregate import SafeEpochTracker
 
-log = logging.getLogger("epochgc.gc.collector")
+log = logging.getLogger(__name__)
 
 
 class RoundOutcome(Enum):

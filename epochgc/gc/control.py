@@ -31,7 +31,7 @@ from epochgc.storage import documents
 from epochgc.storage.keys import gc_control_key, gc_status_key
 from epochgc.storage.object_store import ObjectStore, get_or_none
 
-log = logging.getLogger("epochgc.gc.control")
+log = logging.getLogger(__name__)
 
 CONTROL_VERSION = 1
 STATUS_VERSION = 1

@@ -35,7 +35,7 @@ from epochgc.gc.sweeper import PlanSink
 from epochgc.storage.keys import gc_run_deleted_key, gc_run_summary_key, parse_l0_key
 from epochgc.storage.object_store import ObjectInfo, ObjectStore
 
-log = logging.getLogger("epochgc.gc.deletion_record")
+log = logging.getLogger(__name__)
 
 FIELDS = (
     ("key", "string"),

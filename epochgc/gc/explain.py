@@ -32,7 +32,7 @@ from epochgc.watermarks.safe_epoch.aggregate import PartitionWatermark
 from epochgc.watermarks.safe_epoch.compute import compute_safe_epoch_once
 from epochgc.watermarks.safe_epoch.reports import StuckCause
 
-log = logging.getLogger("epochgc.cli")  # the command's name for it: log lines are unchanged
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ from epochgc.storage.keys import (
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.controller import ControllerView
 
-log = logging.getLogger("epochgc.gc.janitor")
+log = logging.getLogger(__name__)
 
 Incarnation = tuple[str, int]
 

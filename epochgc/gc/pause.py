@@ -39,7 +39,7 @@ from epochgc.storage.object_store import (
     StoredObject,
 )
 
-log = logging.getLogger("epochgc.gc.pause")
+log = logging.getLogger(__name__)
 
 
 class PauseGuard:

@@ -40,7 +40,7 @@ from epochgc.progress import ProgressLog
 from epochgc.storage.keys import l0_shard_prefix, parse_l0_key
 from epochgc.storage.object_store import MAX_KEYS_PER_DELETE, DeleteOutcome, ObjectInfo, ObjectStore
 
-log = logging.getLogger("epochgc.gc.sweeper")
+log = logging.getLogger(__name__)
 
 PlanSink = Callable[[Sequence[ObjectInfo]], None]
 """Receives a dry run's eligible objects, a batch (at most 1000) at a time,

@@ -47,7 +47,7 @@ from epochgc.watermarks.epoch import EpochCache
 from epochgc.watermarks.partition.commands import PlaceholderBatch
 from epochgc.watermarks.partition.directory import LeaderDirectory
 
-log = logging.getLogger("epochgc.ingest.producer")
+log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 

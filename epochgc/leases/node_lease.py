@@ -59,7 +59,7 @@ from epochgc.runtime import SYSTEM, Runtime
 from epochgc.storage.keys import node_lease_key
 from epochgc.storage.object_store import ObjectStore
 
-log = logging.getLogger("epochgc.watermarks.node_lease")
+log = logging.getLogger(__name__)
 
 
 def _never_closed() -> str | None:

@@ -58,7 +58,7 @@ __all__ = [
 """``LeaseDocument`` and its codec live in ``holder_codec.py``; named here too
 because readers of role leases import them from here."""
 
-log = logging.getLogger("epochgc.watermarks.leases")
+log = logging.getLogger(__name__)
 
 
 def decide_acquire(

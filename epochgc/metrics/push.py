@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry, Gauge, push_to_gateway
 
-log = logging.getLogger("epochgc.metrics.push")
+log = logging.getLogger(__name__)
 
 SPARK_JOB = "epochgc_spark"
 COLLECT_JOB = "epochgc_collect"

@@ -16,7 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from epochgc.errors import ConfigError
 from epochgc.metrics.instruments import HealthCheck
 
-log = logging.getLogger("epochgc.metrics.server")
+log = logging.getLogger(__name__)
 
 
 def parse_listen_address(address: str) -> tuple[str, int]:

@@ -84,7 +84,7 @@ from epochgc.storage.keys import (
 )
 from epochgc.storage.object_store import ObjectInfo, ObjectStore, StoredObject, get_or_none
 
-log = logging.getLogger("epochgc.watermarks.cluster_view")
+log = logging.getLogger(__name__)
 
 A = TypeVar("A")
 T = TypeVar("T")

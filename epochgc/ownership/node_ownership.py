@@ -37,7 +37,7 @@ from epochgc.runtime import SYSTEM, RequestPool, Runtime
 from epochgc.storage.keys import PartitionId
 from epochgc.storage.object_store import ObjectStore
 
-log = logging.getLogger("epochgc.watermarks.node_ownership")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from epochgc.storage.keys import (
 )
 from epochgc.storage.object_store import ObjectStore, get_or_none
 
-log = logging.getLogger("epochgc.watermarks.owner_store")
+log = logging.getLogger(__name__)
 
 
 class OwnershipStore:

@@ -119,7 +119,7 @@ from epochgc.watermarks.safe_epoch.reports import (
     safe_epoch_rule,
 )
 
-log = logging.getLogger("epochgc.reconciler.node")
+log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 

@@ -22,7 +22,7 @@ from epochgc.periodic import PeriodicThread
 from epochgc.reconciler.node import ReconcilerNode
 from epochgc.reconciler.node_samples import sample_node
 
-log = logging.getLogger("epochgc.reconciler.service")
+log = logging.getLogger(__name__)
 
 
 class NodeMetrics:

@@ -36,7 +36,7 @@ from epochgc.storage.l0_format import encode_records
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.partition.term_writer import TermWriter
 
-log = logging.getLogger("epochgc.reconciler")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from typing import Any
 from epochgc.watermarks.partition.codec import RetainedPlaceholder
 from epochgc.watermarks.partition.term_writer import TermWriter
 
-log = logging.getLogger("epochgc.reconciler.retention")
+log = logging.getLogger(__name__)
 
 TARGET_BYTES = "retention.local.target.bytes"
 TARGET_MS = "retention.local.target.ms"

@@ -39,7 +39,7 @@ from epochgc.wording import counted, human_bytes
 if TYPE_CHECKING:
     from mypy_boto3_s3.type_defs import LifecycleRuleTypeDef
 
-log = logging.getLogger("epochgc.storage.bucket_settings")
+log = logging.getLogger(__name__)
 
 ABORT_INCOMPLETE_UPLOADS: LifecycleRuleTypeDef = {
     "ID": "abort-incomplete-uploads",

@@ -53,7 +53,7 @@ from epochgc.storage.keys import encode_log_entry_key, parse_log_entry_key
 from epochgc.storage.object_store import ObjectStore, get_or_none, head_or_none
 from epochgc.storage.retry import RetryPolicy
 
-log = logging.getLogger("epochgc.storage.cas_log")
+log = logging.getLogger(__name__)
 
 COVERED_OFFSET_METADATA = "epochgc-covered-offset"
 

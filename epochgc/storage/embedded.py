@@ -22,7 +22,7 @@ from epochgc.extras import EMBEDDED, require
 from epochgc.storage.bucket_settings import ABORT_INCOMPLETE_UPLOADS
 from epochgc.storage.client import ClientSettings, make_s3_client
 
-log = logging.getLogger("epochgc.storage.embedded")
+log = logging.getLogger(__name__)
 
 EMBEDDED_ACCESS_KEY = "epochgc-embedded"
 EMBEDDED_SECRET_KEY = "epochgc-embedded-secret"  # noqa: S105 - not a secret: moto accepts any pair

@@ -67,7 +67,7 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_s3.type_defs import ListObjectsV2OutputTypeDef
 
-log = logging.getLogger("epochgc.storage.s3")
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 

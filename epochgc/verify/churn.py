@@ -30,7 +30,7 @@ from epochgc.verify.run_config import ROOT
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.partition.replica import PartitionReplica
 
-log = logging.getLogger("epochgc.verify")
+log = logging.getLogger(__name__)
 
 CHURN = "churn"
 """The topic the churn deletes and recreates; the others keep their

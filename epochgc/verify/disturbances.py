@@ -42,7 +42,7 @@ from epochgc.verify.result import VerifyResult
 from epochgc.verify.run_config import LEASE_TTL, ROOT
 from epochgc.verify.switches import set_stall_switch, stall_switch
 
-log = logging.getLogger("epochgc.verify")
+log = logging.getLogger(__name__)
 
 
 def stream_of(seed: int, name: str) -> random.Random:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from epochgc.errors import InvalidArgumentError
 
-log = logging.getLogger("epochgc.verify.run_folder")
+log = logging.getLogger(__name__)
 
 RUN_MARKER = "verify.toml"
 """The settings file every run writes first into its folder."""

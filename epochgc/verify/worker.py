@@ -74,7 +74,7 @@ from epochgc.wiring.reconciler_process import build_node
 from epochgc.wiring.settings import client_settings_of, daemon_settings_of
 from epochgc.wiring.store import store_from_settings
 
-log = logging.getLogger("epochgc.verify.worker")
+log = logging.getLogger(__name__)
 
 
 class _Lines:

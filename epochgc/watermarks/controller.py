@@ -86,7 +86,7 @@ from epochgc.watermarks.partition.replica import open_partition_log
 from epochgc.watermarks.partition.state import PartitionState
 from epochgc.wording import counted
 
-log = logging.getLogger("epochgc.watermarks.controller")
+log = logging.getLogger(__name__)
 
 CONTROLLER_FIRST_OFFSET = 1
 MAX_PARTITIONS = 100_000

@@ -35,7 +35,7 @@ from epochgc.storage import documents
 from epochgc.storage.keys import l1_prefix, partitions_prefix
 from epochgc.storage.object_store import ObjectStore, get_or_none
 
-log = logging.getLogger("epochgc.watermarks.layout")
+log = logging.getLogger(__name__)
 
 LAYOUT = 2
 """The bucket layout this code writes."""

@@ -56,7 +56,7 @@ from epochgc.watermarks.layout import (
 )
 from epochgc.watermarks.partition.codec import decode_snapshot
 
-log = logging.getLogger("epochgc.watermarks.migrate")
+log = logging.getLogger(__name__)
 
 
 @dataclass

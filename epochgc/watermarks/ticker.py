@@ -53,7 +53,7 @@ from enum import Enum
 from epochgc.errors import EpochGCError
 from epochgc.leases.role_leases import LeaseManager
 
-log = logging.getLogger("epochgc.watermarks.ticker")
+log = logging.getLogger(__name__)
 
 TICKER_LEASE = "ticker"
 """The singleton lease whose holder ticks (``{root}/meta/leases/ticker``)."""

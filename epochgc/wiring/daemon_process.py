@@ -13,7 +13,7 @@ from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
 from epochgc.wiring.settings import daemon_settings_of
 
-log = logging.getLogger("epochgc.gc.service")
+log = logging.getLogger(__name__)
 
 
 def run_daemon(

@@ -52,7 +52,7 @@ from epochgc.watermarks.safe_epoch.reports import SafeEpochRule, safe_epoch_rule
 from epochgc.watermarks.ticker import EpochTicker
 from epochgc.wiring.settings import default_node_id, lease_policy_of, node_settings_of
 
-log = logging.getLogger("epochgc.reconciler.service")
+log = logging.getLogger(__name__)
 
 
 def build_node(

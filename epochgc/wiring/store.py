@@ -23,7 +23,7 @@ from epochgc.storage.s3 import IF_MATCH_FORMS, IfMatchForm, S3ObjectStore
 from epochgc.watermarks.layout import ensure_layout
 from epochgc.wiring.settings import client_settings_of, retry_policy_of
 
-log = logging.getLogger("epochgc.runtime")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

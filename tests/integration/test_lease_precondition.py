@@ -53,7 +53,7 @@ def test_a_renewal_answered_412_is_a_lost_lease_even_if_holder_and_term_match(
     assert manager.try_acquire(NAME) is not None
     clock.advance(5)
     with (
-        caplog.at_level(logging.WARNING, "epochgc.watermarks.leases"),
+        caplog.at_level(logging.WARNING, "epochgc.leases"),
         pytest.raises(LeaseLostError),
     ):
         manager.renew(NAME)
@@ -83,7 +83,7 @@ def test_a_release_answered_412_counts_only_if_the_release_landed(
     clock = Clock()
     landed = leases(AnswerLostStore(store), clock, node="node-a")
     assert landed.try_acquire(NAME) is not None
-    with caplog.at_level(logging.INFO, "epochgc.watermarks.leases"):
+    with caplog.at_level(logging.INFO, "epochgc.leases"):
         landed.release(NAME)
     assert decode_lease(store.get(lease_key(ROOT, NAME)).body, "lease").released
     assert any("released lease gc" in r.getMessage() for r in caplog.records)
@@ -94,7 +94,7 @@ def test_a_release_answered_412_counts_only_if_the_release_landed(
     assert refused.try_acquire(NAME) is None  # a released lease is taken by CAS: refused
     other = "other-lease"
     assert refused.try_acquire(other) is not None  # created: no If-Match
-    with caplog.at_level(logging.INFO, "epochgc.watermarks.leases"):
+    with caplog.at_level(logging.INFO, "epochgc.leases"):
         refused.release(other)
     assert not decode_lease(store.get(lease_key(ROOT, other)).body, "lease").released
     [warning] = [r for r in caplog.records if "could not release" in r.getMessage()]
@@ -110,7 +110,7 @@ def test_a_failed_take_over_says_why(
     assert a.try_acquire(NAME) is not None
     assert b.try_acquire(NAME) is None  # first sight of a's grant
     clock.advance(POLICY.ttl_seconds)  # a is silent: b may take over
-    with caplog.at_level(logging.INFO, "epochgc.watermarks.leases"):
+    with caplog.at_level(logging.INFO, "epochgc.leases"):
         assert b.try_acquire(NAME) is None
     [message] = [r.getMessage() for r in caplog.records if "take-over" in r.getMessage()]
     assert "had not changed" in message and "check-store" in message
@@ -124,7 +124,7 @@ def test_a_failed_take_over_says_why(
     c = leases(RacingStore(store, someone_else_first), clock, node="node-c")
     assert c.try_acquire(NAME) is None
     clock.advance(POLICY.ttl_seconds)
-    with caplog.at_level(logging.INFO, "epochgc.watermarks.leases"):
+    with caplog.at_level(logging.INFO, "epochgc.leases"):
         assert c.try_acquire(NAME) is None
     [message] = [r.getMessage() for r in caplog.records if "take-over" in r.getMessage()]
     assert "someone else moved first" in message and "node-d/1" in message

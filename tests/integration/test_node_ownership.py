@@ -627,7 +627,7 @@ def test_a_cluster_computes_the_oldest_assignment_version_while_an_old_node_is_l
     cluster = Cluster(any_store, clock, pids(60))
     cluster.add("a")
     cluster.add("b")
-    caplog.set_level("INFO", logger="epochgc.watermarks.node_ownership")
+    caplog.set_level("INFO", logger="epochgc.ownership.node_ownership")
     for _ in range(6):
         _old_release_lease(any_store, clock, "old", released=False)
         cluster.round()

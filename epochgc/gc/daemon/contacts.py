@@ -27,7 +27,7 @@ from epochgc.gc.daemon.health import RENEWAL, Contact, record_failure, record_ok
 from epochgc.leases.role_leases import LeaseManager
 from epochgc.watermarks.ticker import EpochTicker
 
-log = logging.getLogger("epochgc.gc.daemon")  # the daemon's log lines keep their logger
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 

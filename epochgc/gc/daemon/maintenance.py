@@ -47,8 +47,7 @@ from epochgc.watermarks.controller import (
 from epochgc.watermarks.safe_epoch.lifecycle import removable_reports
 from epochgc.watermarks.safe_epoch.reports import read_reports
 
-log = logging.getLogger("epochgc.gc.maintenance")
-daemon_log = logging.getLogger("epochgc.gc.daemon")  # the jobs' lines keep their logger
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -167,9 +166,9 @@ def tidying_pass(step: Callable[[], T], *, held: str, failed: str) -> T | None:
     try:
         return step()
     except CollectorPausedError as err:
-        daemon_log.info(held, err)
+        log.info(held, err)
     except EpochGCError as err:
-        daemon_log.warning(failed, err)
+        log.warning(failed, err)
     return None
 
 
@@ -243,7 +242,7 @@ class CompactionJob:
             return
         self.last_result = result
         if result.skipped:
-            daemon_log.debug(
+            log.debug(
                 "controller compaction skipped: %d entries above the snapshot",
                 result.entries_above_snapshot,
             )

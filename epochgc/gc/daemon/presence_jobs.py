@@ -28,7 +28,7 @@ from epochgc.gc.presence import (
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.stored_time import find_future
 
-log = logging.getLogger("epochgc.gc.daemon")  # the daemon's log lines keep their logger
+log = logging.getLogger(__name__)
 
 
 @dataclass(eq=False)

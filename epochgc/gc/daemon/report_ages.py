@@ -26,7 +26,7 @@ from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.stored_time import find_future, stored_age_seconds
 from epochgc.watermarks.safe_epoch.reports import read_reports
 
-log = logging.getLogger("epochgc.gc.daemon")  # the daemon's log lines keep their logger
+log = logging.getLogger(__name__)
 
 
 @dataclass(eq=False)

@@ -27,7 +27,7 @@ from epochgc.gc.pause import PauseGuard
 from epochgc.metrics.instruments import GcMetrics
 from epochgc.storage.object_store import ObjectStore
 
-log = logging.getLogger("epochgc.gc.daemon")  # the daemon's log lines keep their logger
+log = logging.getLogger(__name__)
 
 SUCCESS = (RoundOutcome.COLLECTED, RoundOutcome.IDLE)
 """The outcomes of a round that finished without errors."""

@@ -77,7 +77,7 @@ from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
 from epochgc.watermarks.controller import CompactionPolicy, CompactionResult
 
-log = logging.getLogger("epochgc.gc.daemon")
+log = logging.getLogger(__name__)
 
 GC_LEASE = "gc"
 

@@ -31,7 +31,7 @@ from epochgc.gc.listing.knowledge import ShardKnowledge, decode_knowledge, encod
 from epochgc.storage.keys import gc_shard_state_key, l0_prefix
 from epochgc.storage.object_store import ObjectStore, get_or_none
 
-log = logging.getLogger("epochgc.gc.shards")
+log = logging.getLogger(__name__)
 
 _SHARD_SEGMENT = re.compile(r"[0-9]{3}/")
 

@@ -33,7 +33,7 @@ import boto3
 from epochgc.errors import CredentialsError, InvalidArgumentError
 from epochgc.storage.client import ClientSettings
 
-log = logging.getLogger("epochgc.gc.spark.credentials")
+log = logging.getLogger(__name__)
 
 CREDENTIAL_MODES = ("driver", "executor")
 

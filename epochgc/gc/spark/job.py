@@ -88,7 +88,7 @@ from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.safe_epoch.aggregate import SafeEpochTracker
 from epochgc.watermarks.safe_epoch.compute import compute_safe_epoch
 
-log = logging.getLogger("epochgc.gc.spark")
+log = logging.getLogger(__name__)
 
 MODES = ("listing", "inventory")
 MAX_LISTING_TASKS = 1000

@@ -63,7 +63,7 @@ from epochgc.errors import SparkPackageError
 from epochgc.files import write_atomically
 from epochgc.logging_setup import SHOWN
 
-log = logging.getLogger("epochgc.gc.spark.package")
+log = logging.getLogger(__name__)
 
 ENVIRONMENT_ALIAS = "environment"
 """The folder name executors unpack the environment archive into."""

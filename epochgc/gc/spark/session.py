@@ -34,7 +34,7 @@ from epochgc.gc.spark.package import (
     ensure_package,
 )
 
-log = logging.getLogger("epochgc.gc.spark")
+log = logging.getLogger(__name__)
 
 _LOG4J = """\
 rootLogger.level = {level}

@@ -67,7 +67,7 @@ from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.retry import RetryPolicy
 from epochgc.storage.s3 import S3ObjectStore
 
-log = logging.getLogger("epochgc.gc.spark.task")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

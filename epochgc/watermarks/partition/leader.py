@@ -38,7 +38,7 @@ from epochgc.watermarks.partition.replica import AppliedEntry
 from epochgc.watermarks.partition.state import Outcome
 from epochgc.watermarks.partition.term_writer import TermWriter
 
-log = logging.getLogger("epochgc.ingest.leader")
+log = logging.getLogger(__name__)
 
 
 @dataclass

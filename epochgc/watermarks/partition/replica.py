@@ -54,7 +54,7 @@ from epochgc.watermarks.partition.state import (
 )
 from epochgc.watermarks.partition.window import EpochWindow
 
-log = logging.getLogger("epochgc.watermarks.replica")
+log = logging.getLogger(__name__)
 
 
 def open_partition_log(store: ObjectStore, root: str, pid: PartitionId) -> ConditionalAppendLog:

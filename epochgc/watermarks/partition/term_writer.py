@@ -42,7 +42,7 @@ from epochgc.watermarks.partition.state import (
 )
 from epochgc.watermarks.partition.window import EpochWindow
 
-log = logging.getLogger("epochgc.watermarks.replica")
+log = logging.getLogger(__name__)
 
 
 def _put_succeeded(item: _InFlightAppend) -> bool:

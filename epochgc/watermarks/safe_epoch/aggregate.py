@@ -30,7 +30,7 @@ from epochgc.storage.keys import PartitionId
 from epochgc.watermarks.controller import ControllerView
 from epochgc.watermarks.safe_epoch.reports import NodeReport, StuckCause
 
-log = logging.getLogger("epochgc.watermarks.aggregate")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ from epochgc.storage.keys import (
 from epochgc.storage.object_store import ObjectStore, get_or_none
 from epochgc.watermarks.partition.state import PartitionState
 
-log = logging.getLogger("epochgc.watermarks.reports")
+log = logging.getLogger(__name__)
 
 REPORT_VERSION = 2
 LEGACY_REPORT_VERSION = 1

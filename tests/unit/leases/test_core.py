@@ -176,12 +176,12 @@ def test_both_lease_kinds_name_a_store_that_ignores_if_match(
     node = NodeLease(broken, "epochgc", "n1", **clocks)
     assert role.try_acquire("gc") is not None and node.try_acquire()
     clock.advance(5)
-    with caplog.at_level(logging.WARNING, "epochgc.watermarks"), pytest.raises(LeaseLostError):
+    with caplog.at_level(logging.WARNING, "epochgc.leases"), pytest.raises(LeaseLostError):
         role.renew("gc")
-    with caplog.at_level(logging.WARNING, "epochgc.watermarks"), pytest.raises(LeaseLostError):
+    with caplog.at_level(logging.WARNING, "epochgc.leases"), pytest.raises(LeaseLostError):
         node.renew()
     lost = {r.name: r.getMessage() for r in caplog.records if "lost" in r.getMessage()}
-    assert lost.keys() == {"epochgc.watermarks.leases", "epochgc.watermarks.node_lease"}
+    assert lost.keys() == {"epochgc.leases.role_leases", "epochgc.leases.node_lease"}
     for message in lost.values():
         assert "renewal not applied: the store rejected (412) the ETag it had returned" in message
         assert "does not honour If-Match (run `epochgc check-store`)" in message
