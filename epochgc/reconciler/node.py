@@ -1,5 +1,11 @@
-"""A reconciler node: leads partitions, reconciles them, keeps idle ones
-moving, and publishes its node report.
+"""A reconciler node's supervisor: its two loops (rounds and ownership),
+the watchdog that judges them, and letting go when one stops.
+
+What a round does is composed here from the node's parts: which
+partitions it leads is ``leadership.py`` (term raise, replica open,
+pipeline, directory), the work on them is ``duties.py`` (reconcile, stuck
+partitions, housekeeping, the node report), and its settings and counters
+are ``node_settings.py``.
 
 Each round (``run_round``):
 
@@ -81,41 +87,28 @@ import threading
 import time
 from collections.abc import Callable, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TypeVar
 
 from epochgc.errors import (
     EpochGCError,
-    L0UnreadableError,
-    LeaseLostError,
     LoopStoppedError,
-    RecordError,
     StorageError,
 )
 from epochgc.ownership.node_ownership import NodeOwnership, RoundReport
 from epochgc.ownership.pacing import OwnershipPacing, stale_look_fraction
-from epochgc.reconciler.reconcile import Reconciler
-from epochgc.reconciler.retention import RetentionTargets, update_retention_hint
+from epochgc.reconciler.duties import NodeDuties
+from epochgc.reconciler.leadership import Leadership
+from epochgc.reconciler.node_settings import NodeSettings, NodeStats
 from epochgc.reconciler.topics import epochgc_topics
 from epochgc.reconciler.watchdog import LoopStall, ProgressWatchdog
-from epochgc.storage.keys import PartitionId, report_key
-from epochgc.storage.object_store import ObjectStore, get_or_none
-from epochgc.watermarks.controller import Controller, ControllerView, TopicInfo
+from epochgc.storage.keys import PartitionId
+from epochgc.storage.object_store import ObjectStore
+from epochgc.watermarks.controller import Controller, ControllerView
 from epochgc.watermarks.partition.directory import LeaderDirectory
-from epochgc.watermarks.partition.fence import FenceStats
 from epochgc.watermarks.partition.leader import PartitionLeaderService
-from epochgc.watermarks.partition.replica import PartitionReplica
-from epochgc.watermarks.partition.term_writer import TermWriter
 from epochgc.watermarks.safe_epoch.reports import (
-    PartitionReport,
     SafeEpochRule,
-    StuckCause,
-    carried_entries,
-    decode_report,
-    publish_report,
-    read_reports,
-    report_of,
     safe_epoch_rule,
 )
 
@@ -135,79 +128,6 @@ RAISE_TERM_WAIT_SHARE = 0.25
 the ownership loop's round to let it raise a record's term: a hung
 ownership round then leaves the rounds loop completing rounds, and the
 watchdog names the loop that hung."""
-
-
-@dataclass(frozen=True)
-class NodeSettings:
-    """How a node paces its duties.
-
-    Attributes:
-        idle_interval_seconds: an idle partition whose ``M(p)`` has not moved
-            this long gets an ``advance_epoch`` (keeps idle partitions from
-            pinning ``M``).
-        report_interval_seconds: how often the node report is written.
-        snapshot_every_entries: partition snapshot (and truncation) period.
-        reconcile_concurrency: partitions reconciled at once.
-        max_records_per_pass: records per L1 object.
-        append_depth: appends in flight per partition.
-        max_log_entries: a partition log longer than this is under space
-            pressure and is truncated up to ``lro`` whatever the retention
-            hint says (0: no cap).
-        publish_reports: write the node report (off for one-shot commands).
-    """
-
-    idle_interval_seconds: float = 30.0
-    report_interval_seconds: float = 10.0
-    snapshot_every_entries: int = 1000
-    reconcile_concurrency: int = 4
-    max_records_per_pass: int = 100_000
-    append_depth: int = 8
-    max_log_entries: int = 0
-    publish_reports: bool = True
-    """Off for one-shot commands: their report would outlive them."""
-    stuck_retry_seconds: float = 10.0
-    """A stuck partition retries reading its missing or corrupt L0 object
-    this often (it may come back, e.g. after a replication lag)."""
-    ownership_interval_seconds: float = 0.0
-    """Ownership rounds (LIST nodes and records, move partitions) run at
-    most this often; 0: every round."""
-    max_round_seconds: float = 0.0
-    """In ``run``: a loop that completes no round for this long (plus its
-    pause between rounds) stops the node; 0: four lease TTLs."""
-
-
-@dataclass
-class _Led:
-    service: PartitionLeaderService
-    term: int
-    last_safe_epoch: int
-    safe_epoch_moved_at: float
-    stuck: StuckCause | None = None
-    stuck_retry_at: float = 0.0
-
-
-@dataclass
-class NodeStats:
-    """Counters for metrics."""
-
-    rounds: int = 0
-    round_failures: int = 0
-    """Rounds that ended early on an error (the round is retried next time)."""
-    records_reconciled: int = 0
-    bytes_reconciled: int = 0
-    l1_objects: int = 0
-    housekeeping_advances: int = 0
-    reports_published: int = 0
-    errors: int = 0
-    leaderships: int = 0
-    lost_leaderships: int = 0
-    ownership_rounds: int = 0
-    last_ownership: RoundReport = field(default_factory=RoundReport)
-    last_round_seconds: float = 0.0
-    led: list[str] = field(default_factory=list)
-    retired_fence: FenceStats = field(default_factory=FenceStats)
-    """Fence counters of partitions no longer led (so node totals only grow)."""
-    retired_appends: int = 0
 
 
 class ReconcilerNode:
@@ -252,17 +172,10 @@ class ReconcilerNode:
         """Ownership rounds run here, not in the default executor, where a
         node opening a hundred partitions queues its requests: a takeover
         or a hand-back must not wait behind them."""
-        self._directory = directory
         self._settings = settings or NodeSettings()
         self._monotonic = monotonic
-        self._now = now
         self._controller = Controller(store, root)
-        self._reconciler = Reconciler(store, root, max_records=self._settings.max_records_per_pass)
-        self._led: dict[PartitionId, _Led] = {}
-        self._last_report = float("-inf")
         self._on_round = on_round
-        self._safe_epoch_rule = safe_epoch_rule
-        self._reported: dict[PartitionId, PartitionReport] | None = None
         self._live: set[PartitionId] = set()
         self._view: ControllerView | None = None
         """The last controller view read (a round whose read fails uses it)."""
@@ -273,6 +186,29 @@ class ReconcilerNode:
         self._watchdog = ProgressWatchdog(bound, bound_name="reconciler.max_round_seconds")
         self._announced = threading.Lock()
         self._announce_done = False
+        self.leadership = Leadership(
+            store,
+            root,
+            node_id,
+            ownership,
+            directory,
+            settings=self._settings,
+            stats=self.stats,
+            monotonic=monotonic,
+            raise_term_wait_seconds=bound * RAISE_TERM_WAIT_SHARE,
+        )
+        self.duties = NodeDuties(
+            store,
+            root,
+            node_id,
+            self.leadership,
+            self._controller,
+            settings=self._settings,
+            stats=self.stats,
+            monotonic=monotonic,
+            now=now,
+            safe_epoch_rule=safe_epoch_rule,
+        )
         ownership.lease.set_renewal_gate(self._closed_by)
 
     @property
@@ -317,7 +253,13 @@ class ReconcilerNode:
         return self._ownership
 
     def led_partitions(self) -> list[PartitionId]:
-        return sorted(self._led)
+        return self.leadership.partitions()
+
+    @property
+    def live_partitions(self) -> set[PartitionId]:
+        """The partitions of live epochgc topics, as of the last controller
+        view read."""
+        return self._live
 
     async def run_round(self) -> None:
         """One round of every duty (see the module docstring)."""
@@ -347,12 +289,12 @@ class ReconcilerNode:
             self._view_ready.set()
             if not self._ownership_loop_running:
                 await self._ownership_round(self._live)
-        await self._drop_lost(self._live)
+        await self.leadership.drop_lost(self._live)
         if fresh:
-            await self._lead_new(self._live)
-        await self._reconcile_all(topics)
-        await self._housekeep(view.offset)
-        await self._publish_report()
+            await self.leadership.lead_new(self._live)
+        await self.duties.reconcile_all(topics)
+        await self.duties.housekeep(view.offset)
+        await self.duties.publish_report(self._live)
         self.stats.rounds += 1
         self.stats.last_round_seconds = self._monotonic() - started
         self.stats.led = [f"{pid.topic}/{pid.partition}" for pid in self.led_partitions()]
@@ -361,7 +303,7 @@ class ReconcilerNode:
 
     def led_services(self) -> list[PartitionLeaderService]:
         """The leader services of the partitions led now (for metrics)."""
-        return [led.service for led in list(self._led.values())]
+        return self.leadership.services()
 
     async def run(self, stop: asyncio.Event, *, round_interval_seconds: float = 1.0) -> None:
         """Run rounds until ``stop`` is set, then ``stop()`` the node.
@@ -495,18 +437,16 @@ class ReconcilerNode:
         in its own thread, so a lock held by a hung round delays only the
         steps that need it."""
         await asyncio.to_thread(self._ownership.lease.release)
-        for key in list(self._led):
-            await self._step_down(key, "node stopped making progress")
+        await self.leadership.step_down_all("node stopped making progress")
         await asyncio.to_thread(self._ownership.stop, release=True)
 
     async def stop(self) -> None:
         """Stop every leader service, then release every ownership record
         and the node lease (the others take over at their next round)."""
-        for key in list(self._led):
-            await self._step_down(key, "node stopping")
+        await self.leadership.step_down_all("node stopping")
         await asyncio.to_thread(self._ownership.stop, release=True)
 
-    # --- leadership --------------------------------------------------------------
+    # --- ownership -------------------------------------------------------------
 
     async def _ownership_round(
         self, live: set[PartitionId], *, force: bool = False
@@ -544,265 +484,10 @@ class ReconcilerNode:
             )
         return report
 
-    async def _lead_new(self, live: set[PartitionId]) -> None:
-        """Start leading every partition owned but not led yet, several at
-        once (``reconcile_concurrency``): opening a replica and writing its
-        ``term_start`` is a few requests each, and a node taking over a
-        dead node's hundred partitions must not do them one after another."""
-        limit = asyncio.Semaphore(self._settings.reconcile_concurrency)
-
-        async def one(pid: PartitionId) -> None:
-            async with limit:
-                await self._try_lead(pid)
-
-        new = sorted(p for p in self._ownership.owned() - set(self._led) if p in live)
-        await asyncio.gather(*(one(pid) for pid in new))
-
     async def _in_ownership_thread(self, fn: Callable[..., _T], *args: object) -> _T:
         return await asyncio.get_running_loop().run_in_executor(
             self._ownership_thread, functools.partial(fn, *args)
         )
-
-    def _check_owned(self, pid: PartitionId, term: int) -> None:
-        """The leader's guard before every append: still ours, at ``term``."""
-        if self._ownership.term(pid) != term:
-            raise LeaseLostError(f"{pid} is no longer owned by {self.node_id} at term {term}")
-
-    async def _try_lead(self, pid: PartitionId) -> None:
-        term = self._ownership.term(pid)
-        if term is None:
-            return
-        try:
-            replica = PartitionReplica(self._store, self._root, pid)
-            await asyncio.to_thread(replica.open)
-            if replica.state.term >= term:
-                # The log holds our term or a higher one (an old leader's, a
-                # spent term of ours): start above it so it is fenced. The
-                # records are the ownership loop's too: a round of it hung
-                # in the store must not hang this loop (its watchdog would
-                # name this loop), so the wait is bounded; the next round
-                # tries again.
-                raised = await asyncio.to_thread(
-                    functools.partial(
-                        self._ownership.raise_term,
-                        pid,
-                        replica.state.term,
-                        wait_seconds=self._watchdog.bound_seconds * RAISE_TERM_WAIT_SHARE,
-                    )
-                )
-                if raised is None:
-                    return
-                term = raised
-            leader = TermWriter(
-                replica,
-                term,
-                check_lease=lambda: self._check_owned(pid, term),
-                depth=self._settings.append_depth,
-            )
-            await asyncio.to_thread(leader.start)
-        except EpochGCError as err:
-            self.stats.errors += 1
-            log.warning("%s: could not lead %s: %s", self.node_id, pid, err)
-            return
-        service = PartitionLeaderService(leader)
-        service.start()
-        await self._directory.register(service)
-        state = replica.state
-        self._led[pid] = _Led(service, term, state.safe_epoch, self._monotonic())
-        self.stats.leaderships += 1
-        log.info("%s: leading %s at term %d", self.node_id, pid, term)
-
-    async def _drop_lost(self, live: set[PartitionId]) -> None:
-        for key, led in list(self._led.items()):
-            if key not in live:
-                await self._step_down(key, "topic deleted or not epochgc's")
-            elif self._ownership.term(key) != led.term:
-                self.stats.lost_leaderships += 1
-                await self._step_down(key, "no longer owned")
-            elif not led.service.is_open:
-                # The leader failed an append: its term is spent. The next
-                # _try_lead raises the record's term above it.
-                await self._step_down(key, "leader failed")
-
-    async def _step_down(self, key: PartitionId, reason: str) -> None:
-        led = self._led.pop(key, None)
-        if led is None:
-            return
-        await self._directory.unregister(led.service)
-        await led.service.stop(reason)
-        self._retire(led.service)
-        log.info("%s: stopped leading %s: %s", self.node_id, key, reason)
-
-    def _retire(self, service: PartitionLeaderService) -> None:
-        fence, retired = service.fence.stats, self.stats.retired_fence
-        retired.accepted_same_epoch += fence.accepted_same_epoch
-        retired.accepted_new_epoch += fence.accepted_new_epoch
-        retired.rejected_below += fence.rejected_below
-        retired.window_slides += fence.window_slides
-        self.stats.retired_appends += service.stats.appended
-
-    # --- duties ----------------------------------------------------------------------
-
-    async def _reconcile_all(self, topics: Mapping[str, TopicInfo]) -> None:
-        limit = asyncio.Semaphore(self._settings.reconcile_concurrency)
-
-        async def one(key: PartitionId, led: _Led) -> None:
-            async with limit:
-                topic = topics.get(key.topic)
-                if not led.service.is_open or topic is None or topic.revision != key.revision:
-                    return
-                leader = led.service.leader
-                if led.stuck is not None:
-                    try:
-                        if await asyncio.to_thread(leader.check_foreign_entries):
-                            return  # a partition skip landed: a new term replays it
-                    except EpochGCError as err:
-                        log.warning("%s: checking the log of %s failed: %s", self.node_id, key, err)
-                    if self._monotonic() < led.stuck_retry_at:
-                        return
-                try:
-                    result = await asyncio.to_thread(self._reconciler.reconcile_once, leader)
-                    await asyncio.to_thread(
-                        update_retention_hint,
-                        leader,
-                        RetentionTargets.of(topic.config),
-                        self._now(),
-                        self._controller.epoch_started_at,
-                    )
-                    await asyncio.to_thread(
-                        leader.maybe_snapshot,
-                        self._settings.snapshot_every_entries,
-                        self._settings.max_log_entries,
-                    )
-                except L0UnreadableError as err:
-                    self._mark_stuck(key, led, err)
-                    return
-                except EpochGCError as err:
-                    self.stats.errors += 1
-                    log.warning("%s: reconciling %s failed: %s", self.node_id, key, err)
-                    return
-                if led.stuck is not None:
-                    log.info("%s: %s is no longer stuck", self.node_id, key)
-                    led.stuck = None
-                self.stats.records_reconciled += result.records
-                self.stats.bytes_reconciled += result.bytes_written
-                self.stats.l1_objects += 1 if result.l1_key else 0
-
-        await asyncio.gather(*(one(k, led) for k, led in list(self._led.items())))
-
-    def _mark_stuck(self, key: PartitionId, led: _Led, err: L0UnreadableError) -> None:
-        """Record why ``key`` cannot be reconciled; WARNING once per cause
-        (not every retry), with the way out."""
-        self.stats.errors += 1
-        led.stuck_retry_at = self._monotonic() + self._settings.stuck_retry_seconds
-        previous = led.stuck
-        same = previous is not None and (
-            previous.cause,
-            previous.key,
-            previous.first_offset,
-            previous.last_offset,
-        ) == (err.cause, err.key, err.first_record, err.last_record)
-        if same:
-            return
-        led.stuck = StuckCause(
-            err.cause, err.key, err.first_record, err.last_record, self._now(), err.detail
-        )
-        log.warning(
-            "%s: %s is stuck: L0 object %s is %s (records %d..%d): %s; retrying every %gs. "
-            "If it will not come back: epochgc partition skip %s %d --through %d "
-            "--accept-data-loss",
-            self.node_id,
-            key,
-            err.key,
-            err.cause,
-            err.first_record,
-            err.last_record,
-            err.detail,
-            self._settings.stuck_retry_seconds,
-            key.topic,
-            key.partition,
-            err.last_record,
-        )
-
-    def stuck_partitions(self) -> dict[PartitionId, StuckCause]:
-        """The led partitions that cannot be reconciled now, with the cause."""
-        return {
-            pid: led.stuck
-            for pid, led in list(self._led.items())
-            if led.stuck is not None and led.service.is_open
-        }
-
-    async def _housekeep(self, cluster_epoch: int) -> None:
-        now = self._monotonic()
-        for key, led in list(self._led.items()):
-            state = led.service.leader.replica.state
-            if state.safe_epoch != led.last_safe_epoch:
-                led.last_safe_epoch = state.safe_epoch
-                led.safe_epoch_moved_at = now
-                continue
-            idle_for = now - led.safe_epoch_moved_at
-            if (
-                state.is_fully_reconciled
-                and idle_for >= self._settings.idle_interval_seconds
-                and cluster_epoch > state.max_applied_epoch
-                and led.service.is_open
-            ):
-                try:
-                    await led.service.advance_epoch(cluster_epoch)
-                except EpochGCError as err:
-                    self.stats.errors += 1
-                    log.warning("%s: housekeeping %s failed: %s", self.node_id, key, err)
-                    continue
-                self.stats.housekeeping_advances += 1
-                led.safe_epoch_moved_at = now
-
-    async def _publish_report(self, *, force: bool = False) -> None:
-        if not self._settings.publish_reports:
-            return
-        now = self._monotonic()
-        if not force and now - self._last_report < self._settings.report_interval_seconds:
-            return
-        led = [
-            (pid, led.service.leader.replica.state)
-            for pid, led in sorted(self._led.items())
-            if led.service.is_open
-        ]
-        carried = await asyncio.to_thread(self._carried, [pid for pid, _ in led])
-        report = report_of(
-            self.node_id,
-            self._now(),
-            led,
-            carried.values(),
-            self.stuck_partitions(),
-            rule=self._safe_epoch_rule,
-        )
-        # Remembered before the PUT: its entries are true whether or not the
-        # PUT lands, and one that lands with its answer lost must not be
-        # followed by a report carrying the older entries (M would dip).
-        self._reported = {e.pid: e for e in report.partitions}
-        await asyncio.to_thread(publish_report, self._store, self._root, report)
-        self._last_report = now
-        self.stats.reports_published += 1
-
-    def _carried(self, led: list[PartitionId]) -> dict[PartitionId, PartitionReport]:
-        """Entries of partitions this node reported before but leads no
-        more, kept until another node covers them (``carried_entries``).
-        The first time, the node's own last report (from a previous run of
-        this node id) is the starting point."""
-        if self._reported is None:
-            stored = get_or_none(self._store, report_key(self._root, self.node_id))
-            try:
-                own = None if stored is None else decode_report(stored.body)
-            except RecordError as err:
-                log.warning(
-                    "%s: own previous report unreadable, not carried: %s", self.node_id, err
-                )
-                own = None
-            self._reported = {} if own is None else {e.pid: e for e in own.partitions}
-        if not set(self._reported) - set(led):
-            return {}
-        reports, _skipped = read_reports(self._store, self._root)
-        return carried_entries(self.node_id, self._reported, led, self._live, reports)
 
 
 def _stack_of(task: asyncio.Task[None]) -> str:

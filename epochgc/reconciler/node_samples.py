@@ -54,6 +54,6 @@ def sample_node(node: ReconcilerNode) -> NodeSample:
         node_lease_renew_seconds=lease.last_renew_seconds,
         stuck=tuple(
             StuckSample(pid.topic, pid.partition, cause.cause)
-            for pid, cause in sorted(node.stuck_partitions().items())
+            for pid, cause in sorted(node.duties.stuck_partitions().items())
         ),
     )

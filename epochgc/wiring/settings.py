@@ -25,7 +25,7 @@ from epochgc.gc.listing.cost import Prices
 from epochgc.gc.listing.schedule import ListingPolicy
 from epochgc.gc.spark.run_settings import SparkGcSettings
 from epochgc.leases.timing import LeasePolicy
-from epochgc.reconciler.node import NodeSettings
+from epochgc.reconciler.node_settings import NodeSettings
 from epochgc.storage.client import ClientSettings
 from epochgc.storage.retry import RetryPolicy
 from epochgc.watermarks.controller import CompactionPolicy

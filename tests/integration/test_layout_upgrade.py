@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from epochgc.reconciler.node import NodeSettings
+from epochgc.reconciler.node_settings import NodeSettings
 from epochgc.reconciler.reader import PartitionReader
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.s3 import S3ObjectStore

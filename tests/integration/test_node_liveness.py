@@ -27,7 +27,8 @@ from epochgc.errors import EpochGCError
 from epochgc.leases.holder_codec import decode_node_lease
 from epochgc.leases.timing import LeasePolicy
 from epochgc.ownership.node_ownership import NodeOwnership
-from epochgc.reconciler.node import NodeSettings, ReconcilerNode
+from epochgc.reconciler.node import ReconcilerNode
+from epochgc.reconciler.node_settings import NodeSettings
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import (
     controller_log_prefix,

@@ -79,7 +79,9 @@ def test_a_node_leads_nothing_new_on_a_view_it_could_not_refresh(store: S3Object
 async def _stale(store: S3ObjectStore) -> None:
     async with leading_ours(store) as (node, flaky, revision):
         (pid,) = node.led_partitions()
-        await node._step_down(pid, "its leader failed")  # owned, not led: next round re-leads
+        await node.leadership.step_down(
+            pid, "its leader failed"
+        )  # owned, not led: next round re-leads
         flaky.down = True
         Controller(store, ROOT).delete_topic("ours")
         meta = topic_meta_prefix(ROOT, "ours", revision)

@@ -9,7 +9,8 @@ import asyncio
 from epochgc.leases.timing import LeasePolicy
 from epochgc.ownership.assignment import desired_assignment
 from epochgc.ownership.node_ownership import NodeOwnership
-from epochgc.reconciler.node import NodeSettings, ReconcilerNode
+from epochgc.reconciler.node import ReconcilerNode
+from epochgc.reconciler.node_settings import NodeSettings
 from epochgc.simulate.memory_store import MemoryStore, VirtualClock
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.controller import Controller

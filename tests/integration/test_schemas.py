@@ -17,7 +17,7 @@ from epochgc.gc.listing.schedule import ListingPolicy
 from epochgc.leases.node_lease import NodeLease
 from epochgc.ownership.node_ownership import NodeOwnership
 from epochgc.reconciler.fetch import pending_placeholders
-from epochgc.reconciler.node import NodeSettings
+from epochgc.reconciler.node_settings import NodeSettings
 from epochgc.storage.keys import (
     PartitionId,
     controller_log_prefix,

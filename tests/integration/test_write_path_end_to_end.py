@@ -54,7 +54,7 @@ async def produce_some(
 
 
 def _quiesced(node: ReconcilerNode, last_epoch_written: int) -> bool:
-    led = node._led
+    led = node.leadership.led
     if len(led) != len(TOPICS) * PARTITIONS:
         return False
     states = [entry.service.leader.replica.state for entry in led.values()]

@@ -19,7 +19,8 @@ from epochgc.ingest.producer import Producer
 from epochgc.leases.node_lease import NodeLease
 from epochgc.leases.timing import LeasePolicy
 from epochgc.ownership.node_ownership import NodeOwnership
-from epochgc.reconciler.node import NodeSettings, ReconcilerNode
+from epochgc.reconciler.node import ReconcilerNode
+from epochgc.reconciler.node_settings import NodeSettings
 from epochgc.runtime import Runtime
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.controller import Controller
@@ -78,7 +79,7 @@ async def crash(node: ReconcilerNode, directory: LeaderDirectory) -> None:
 
 async def publish_report_now(node: ReconcilerNode) -> None:
     """Write ``node``'s report regardless of its report interval."""
-    await node._publish_report(force=True)
+    await node.duties.publish_report(node.live_partitions, force=True)
 
 
 def producer_for(

@@ -26,6 +26,8 @@ from epochgc.errors import (
     StorageError,
 )
 from epochgc.storage.cas_log import LogEntry, new_nonce
+from epochgc.storage.keys import PartitionId
+from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.partition.codec import (
     encode_command,
 )
@@ -443,3 +445,46 @@ class TermWriter:
     def set_allowed_local_start_offset(self, offset: int | None) -> AppliedEntry:
         """Record the reconciler's retention hint."""
         return self.append_all([SetAllowedLocalStartOffset(0, 0, offset)])[0]
+
+
+def start_leading(
+    store: ObjectStore,
+    root: str,
+    pid: PartitionId,
+    term: int,
+    *,
+    raise_term: Callable[[int], int | None],
+    still_owned: Callable[[int], object],
+    depth: int = 8,
+) -> TermWriter | None:
+    """Lead ``pid`` at ``term``: open its replica, start a term above every
+    term its log holds, and return the started writer; ``None`` when the
+    term could not be raised now (the caller tries again next round).
+
+    Why one call: opening the log, fencing an older leader's late entries
+    with a higher term and starting the pipeline are one protocol step, and
+    the node, the simulation and the tests must take it the same way.
+
+    Args:
+        term: the term the ownership record gives the node.
+        raise_term: called with the highest term the log holds when it is
+            not below ``term`` (an old leader's, a spent term of ours);
+            returns the record's new, higher term, or ``None``.
+        still_owned: called with the final term before every append;
+            raises ``LeaseLostError`` once the partition is not ours at it.
+        depth: appends kept in flight.
+
+    Raises:
+        EpochGCError: the log could not be opened or the term not started.
+    """
+    replica = PartitionReplica(store, root, pid)
+    replica.open()
+    if replica.state.term >= term:
+        raised = raise_term(replica.state.term)
+        if raised is None:
+            return None
+        term = raised
+    final = term
+    writer = TermWriter(replica, final, check_lease=lambda: still_owned(final), depth=depth)
+    writer.start()
+    return writer

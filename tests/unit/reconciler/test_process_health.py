@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 
 from epochgc.leases.timing import LeasePolicy
-from epochgc.reconciler.node import NodeSettings
+from epochgc.reconciler.node_settings import NodeSettings
 from epochgc.reconciler.process_health import StallBackstop, reconciler_health
 from epochgc.simulate.memory_store import MemoryStore, VirtualClock
 from epochgc.watermarks.partition.directory import LeaderDirectory
