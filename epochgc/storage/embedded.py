@@ -118,7 +118,9 @@ class EmbeddedS3:
             server = make_server(
                 self._host,
                 port,
-                moto_server.DomainDispatcherApplication(moto_server.create_backend_app),
+                AtomicConditionalWrites(
+                    moto_server.DomainDispatcherApplication(moto_server.create_backend_app)
+                ),
                 threaded=True,
                 fd=listener.fileno(),
             )
@@ -132,7 +134,7 @@ class EmbeddedS3:
         require("moto.server", EMBEDDED, "the embedded S3")
         port = self._port or _free_port(self._host)
         process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-            [sys.executable, "-m", "moto.server", "-H", self._host, "-p", str(port)],
+            [sys.executable, "-m", "epochgc.storage.embedded", self._host, str(port)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -187,6 +189,33 @@ class EmbeddedS3:
         self.stop()
 
 
+class AtomicConditionalWrites:
+    """WSGI middleware that applies conditional writes one at a time.
+
+    moto checks a write's precondition (``If-None-Match: *``, ``If-Match``)
+    and then stores the object, as two steps with no lock between them: two
+    writers racing on one key can both pass the check and both win, which
+    S3 never allows and every lease and log of epochgc relies on (seen once
+    in a full test run on a loaded machine, in the store probes' create-only
+    race). Running PUTs and POSTs that carry a precondition under one lock
+    makes each atomic against the others; unconditional writes and reads
+    are not held up.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self._app = app
+        self._lock = threading.Lock()
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        conditional = "HTTP_IF_NONE_MATCH" in environ or "HTTP_IF_MATCH" in environ
+        if not conditional or environ.get("REQUEST_METHOD") not in ("PUT", "POST"):
+            return self._app(environ, start_response)
+        with self._lock:
+            # The whole answer is produced inside the lock: the write is
+            # applied while the response is generated, not when it is called.
+            return list(self._app(environ, start_response))
+
+
 class _ThreadServer:
     """The embedded server's WSGI server and the thread serving it."""
 
@@ -226,3 +255,16 @@ def _free_port(host: str) -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def _serve_in_this_process(host: str, port: int) -> None:
+    """The child of ``in_process=False``: the same server (with its atomic
+    conditional writes) on ``host:port`` until the parent terminates it."""
+    server = EmbeddedS3(host=host, port=port)
+    server.start()
+    threading.Event().wait()
+
+
+if __name__ == "__main__":
+    _serve_in_this_process(sys.argv[1], int(sys.argv[2]))
+
