@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from epochgc.errors import CollectorPausedError, EpochGCError
+from epochgc.gc.deletion_record import deleted_keys
 from epochgc.gc.run_report import RunSummary, decode_summary, list_runs
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.inventory import build_inventory
@@ -124,6 +125,35 @@ def test_a_task_that_crashes_after_deleting_leaves_a_failed_record_with_its_dele
     assert not summary.success
     assert summary.cause is not None and "RuntimeError: injected crash" in summary.cause
     assert summary.deleted == gone and summary.errors >= 1
+
+
+def test_a_task_that_crashes_after_deleting_leaves_its_deletions_in_the_deletion_record(
+    spark: Any, tmp_path: Path, s3_server: EmbeddedS3, store: S3ObjectStore, bucket: str
+) -> None:
+    """Issue 39 (the deletion record is exact): the same crash as above, a
+    task of 4,000 keys raising right before its third DeleteObjects. Its
+    2,000 deleted keys were gone from the bucket and in no record (the part
+    was uploaded only when the task ended well). The run's record lists
+    exactly the keys that are gone, each once, and the summary names no
+    unrecorded deletion."""
+    keys = eligible_world(store, bucket, per_shard=500)
+    config = make_config(tmp_path, s3_server, bucket, "delete_concurrency = 1\n")
+    with pytest.raises(EpochGCError):
+        run_job(
+            spark,
+            config,
+            store,
+            s3_server,
+            listing_tasks=1,
+            client_hook=FailBeforeDelete(3, "injected crash"),
+        )
+    gone = set(keys) - l0_left(store)
+    assert len(gone) == 2000
+    summary = only_summary(store)
+    recorded = [row.key for row in deleted_keys(store, ROOT, summary.run_id)]
+    assert len(recorded) == len(set(recorded)), "a key recorded twice"
+    assert set(recorded) == gone
+    assert summary.cause is not None and "unrecorded" not in summary.cause
 
 
 def test_tasks_that_cannot_start_leave_a_failed_record_naming_the_cause(

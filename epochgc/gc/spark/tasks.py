@@ -26,6 +26,11 @@ A record of every attempt: a deleting task writes its running totals to
 once more when it ends (finished, or failed with its one-line cause), so
 the driver can count the deletions of an attempt that crashed, or whose
 executor died, even though Spark never returns that attempt's result.
+
+The deletion record of an attempt (``_RecordParts``): the keys each batch
+confirmed stream to a local Parquet file, uploaded as the attempt's part
+of the run's record when the attempt ends, however it ends (an exception
+included).
 """
 
 from __future__ import annotations
@@ -39,8 +44,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -49,11 +53,11 @@ import pyarrow as pa
 
 from epochgc.errors import EpochGCError
 from epochgc.gc.control import paused_message, read_control
-from epochgc.gc.deletion_record import DeletionRecord, open_record, sink_of
+from epochgc.gc.deletion_record import DeletionRecord
 from epochgc.gc.eligibility import Verdict
 from epochgc.gc.plan_file import PlanWriter
 from epochgc.gc.spark.inventory_filter import select_eligible
-from epochgc.gc.sweeper import Sweeper, SweepPolicy, SweepResult
+from epochgc.gc.sweeper import PlanSink, Sweeper, SweepPolicy, SweepResult
 from epochgc.storage.client import ClientSettings, make_s3_client
 from epochgc.storage.inventory import (
     InventoryFile,
@@ -162,7 +166,7 @@ def listing_task(spec: TaskSpec, task: int, shards: list[int]) -> TaskResult:
         sweeper = attempt.sweeper()
         planning = spec.dry_run or spec.count_only
         plan_key = f"{gc_run_prefix(spec.root, spec.run_id)}plan/part-{task:05d}.parquet"
-        with PlanWriter(with_last_modified=False) as plan, _task_record(attempt) as record:
+        with PlanWriter(with_last_modified=False) as plan:
             sweep = sweeper.sweep(
                 shards,
                 spec.safe_epoch,
@@ -171,10 +175,9 @@ def listing_task(spec: TaskSpec, task: int, shards: list[int]) -> TaskResult:
                 full_listing=spec.count_only,
                 plan_sink=plan.add if spec.dry_run and not spec.count_only else None,
                 stop=attempt.stop,
-                deleted_sink=sink_of(record),
+                deleted_sink=attempt.deleted_sink,
             )
             attempt.take_sweep(sweep)
-            _upload_record(attempt, record)
             if spec.dry_run and not spec.count_only:
                 try:
                     attempt.result.plan_key = plan.upload(store, plan_key)
@@ -261,14 +264,12 @@ def _delete_batches(attempt: _Attempt, batches: Iterator[pa.Table]) -> None:
                 for key, size in zip(keys, sizes, strict=True):
                     yield ObjectInfo(key, size or 0, "", now)
 
-    with _task_record(attempt) as record:
-        done = attempt.sweeper().delete_objects(
-            rows(),
-            attempt.spec.safe_epoch,
-            stop=attempt.stop,
-            deleted_sink=sink_of(record),
-        )
-        _upload_record(attempt, record)
+    done = attempt.sweeper().delete_objects(
+        rows(),
+        attempt.spec.safe_epoch,
+        stop=attempt.stop,
+        deleted_sink=attempt.deleted_sink,
+    )
     result = attempt.result
     result.deleted += done.deleted
     result.bytes_deleted += done.bytes_deleted
@@ -276,24 +277,59 @@ def _delete_batches(attempt: _Attempt, batches: Iterator[pa.Table]) -> None:
     result.error_samples += done.error_samples
 
 
-def _task_record(attempt: _Attempt) -> AbstractContextManager[DeletionRecord | None]:
-    """This attempt's part of the run's deletion record, when it deletes."""
-    spec = attempt.spec
-    deletes = not (spec.dry_run or spec.count_only)
-    return open_record(spec.root, spec.safe_epoch, on=deletes and spec.record_deletions)
+class _RecordParts:
+    """One attempt's share of the run's deletion record.
+
+    The keys each DeleteObjects confirmed stream to a temporary Parquet file
+    (``DeletionRecord``); ``finish``, called however the attempt ends,
+    uploads it as ``deleted/part-{task:05d}-{attempt}.parquet``. A part
+    whose upload fails is the task's error. Fed from the sweeper's deleting
+    threads: one of them adds at a time.
+    """
+
+    def __init__(self, attempt: _Attempt) -> None:
+        self._attempt = attempt
+        self._lock = threading.Lock()
+        self._open: DeletionRecord | None = None
+
+    def add(self, batch: Sequence[ObjectInfo]) -> None:
+        """Record one batch of confirmed deletions."""
+        spec = self._attempt.spec
+        with self._lock:
+            if self._open is None:
+                self._open = DeletionRecord(spec.root, spec.safe_epoch)
+            self._open.add(batch)
+
+    def finish(self) -> None:
+        """Upload the rows recorded (the attempt is ending)."""
+        with self._lock:
+            if self._open is not None:
+                self._upload()
+
+    def _upload(self) -> None:
+        record, self._open = self._open, None
+        assert record is not None
+        spec, result = self._attempt.spec, self._attempt.result
+        key = gc_run_deleted_key(spec.root, spec.run_id, result.task, result.attempt)
+        with record:
+            if not record.rows:
+                return
+            try:
+                record.upload(self._attempt.store, key)
+            except _RECORD_ERRORS as err:
+                cause = str(err) if isinstance(err, EpochGCError) else one_line(err)
+                log.warning(
+                    "task %d: deletion record part %s (%d keys) not uploaded: %s",
+                    result.task,
+                    key,
+                    record.rows,
+                    cause,
+                )
+                self._attempt.locked_error(f"{key}: {cause}")
 
 
-def _upload_record(attempt: _Attempt, record: DeletionRecord | None) -> None:
-    """Put this attempt's part (when it deleted anything); a failure is the
-    task's error, the deletions stand."""
-    if record is None or not record.rows:
-        return
-    spec, result = attempt.spec, attempt.result
-    key = gc_run_deleted_key(spec.root, spec.run_id, result.task, result.attempt)
-    try:
-        record.upload(attempt.store, key)
-    except EpochGCError as err:
-        attempt.error(f"{key}: {err}")
+_RECORD_ERRORS = (EpochGCError, pa.ArrowException, OSError)
+"""What fails the upload of a part: the store, or the local file."""
 
 
 def _write_plan_part(attempt: _Attempt, batches: Iterator[pa.Table]) -> None:
@@ -388,7 +424,9 @@ class _Attempt:
     Used as a context manager around the task's work: it writes the record
     after every DeleteObjects batch (deleting tasks only) and at the end;
     an exception is recorded with its one-line cause and re-raised, so
-    Spark still sees the task fail (and may rerun it).
+    Spark still sees the task fail (and may rerun it). A deleting attempt
+    feeds its deletion record through ``deleted_sink``; the end, an
+    exception included, uploads the part it has before the last record.
     """
 
     def __init__(self, spec: TaskSpec, task: int, what: str) -> None:
@@ -404,11 +442,17 @@ class _Attempt:
         self._store, self.stats = _open_store(spec, spec.bucket)
         self.store: S3ObjectStore = self._store
         self._gate = _PauseGate(self._store, spec.root, self)
+        self._parts = _RecordParts(self) if self._records and spec.record_deletions else None
         # running totals of the deletions so far (the sweeper's result
         # arrives only at the end)
         self._deleted = 0
         self._bytes = 0
         self._failed = 0
+
+    @property
+    def deleted_sink(self) -> PlanSink | None:
+        """The sweeper's ``deleted_sink``: this attempt's deletion record."""
+        return None if self._parts is None else self._parts.add
 
     def sweeper(self) -> Sweeper:
         spec = self.spec
@@ -439,6 +483,11 @@ class _Attempt:
         self.result.errors += 1
         if len(self.result.error_samples) < 10:
             self.result.error_samples.append(message)
+
+    def locked_error(self, message: str) -> None:
+        """``error`` from a deleting thread."""
+        with self._lock:
+            self.error(message)
 
     def fail_file(self, key: str, cause: str) -> None:
         """A data file that could not be read (or only in part)."""
@@ -486,6 +535,10 @@ class _Attempt:
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if self._parts is not None:
+            # however the attempt ends, its deletions are done: the rows it
+            # has go up before its last task record
+            self._parts.finish()
         logging.getLogger("epochgc").removeHandler(self._capture)
         r = self.result
         r.requests = self.stats.by_operation()
