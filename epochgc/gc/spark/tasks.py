@@ -28,9 +28,11 @@ the driver can count the deletions of an attempt that crashed, or whose
 executor died, even though Spark never returns that attempt's result.
 
 The deletion record of an attempt (``_RecordParts``): the keys each batch
-confirmed stream to a local Parquet file, uploaded as the attempt's part
-of the run's record when the attempt ends, however it ends (an exception
-included).
+confirmed stream to a local Parquet file, uploaded as a part of the run's
+record every ``RECORD_FLUSH_KEYS`` keys and once more when the attempt
+ends, however it ends (an exception included). The task record says how
+many of its deletions are in uploaded parts (``recorded``), so for an
+attempt killed outright the driver knows how many went unrecorded.
 """
 
 from __future__ import annotations
@@ -72,6 +74,18 @@ from epochgc.storage.retry import RetryPolicy
 from epochgc.storage.s3 import S3ObjectStore
 
 log = logging.getLogger(__name__)
+
+RECORD_FLUSH_KEYS = 10_000
+"""Confirmed deletions after which a deleting attempt uploads the rows of
+its deletion record so far as a part of their own (``_RecordParts``): an
+executor killed outright, with no Python left to upload anything, takes at
+most this many keys (plus the batches in flight) out of the record, and
+its task record says how many. Why 10,000: one extra PUT per 10,000
+deletions, against the 30-odd requests those deletions already take (per
+1,000 keys a DeleteObjects, a read of the control document, a task record
+PUT and, in listing mode, a LIST page), about 3% more; a part of 10,000
+rows is about 400 KB, so ``gc explain`` reads at most one more part per
+10,000 deletions, and a smaller figure would multiply the parts it reads."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +151,15 @@ class TaskResult:
     """The task's own warnings, for the driver to print (bounded)."""
     peak_rss_bytes: int = 0
     """Peak resident memory of the Python worker that ran it."""
+    recorded: int | None = None
+    """Deletions of this attempt in uploaded parts of the run's deletion
+    record (``None``: it keeps no record: records off, a pass that deletes
+    nothing)."""
+
+    def unrecorded(self) -> int:
+        """Deletions of this attempt that are in no uploaded part of the
+        run's deletion record (0 when it keeps no record)."""
+        return 0 if self.recorded is None else max(0, self.deleted - self.recorded)
 
     def counts(self) -> str:
         """What it did, for the executor's and the driver's log lines."""
@@ -278,31 +301,42 @@ def _delete_batches(attempt: _Attempt, batches: Iterator[pa.Table]) -> None:
 
 
 class _RecordParts:
-    """One attempt's share of the run's deletion record.
+    """One attempt's share of the run's deletion record, uploaded in chunks.
 
     The keys each DeleteObjects confirmed stream to a temporary Parquet file
-    (``DeletionRecord``); ``finish``, called however the attempt ends,
-    uploads it as ``deleted/part-{task:05d}-{attempt}.parquet``. A part
-    whose upload fails is the task's error. Fed from the sweeper's deleting
-    threads: one of them adds at a time.
+    (``DeletionRecord``); once it holds ``RECORD_FLUSH_KEYS`` rows it is
+    uploaded as ``deleted/part-{task:05d}-{attempt}-{chunk:05d}.parquet``
+    and the next rows go to a new file. ``finish`` uploads the rest, and is
+    called however the attempt ends. ``recorded`` counts the rows in
+    uploaded parts: what the attempt's task record tells the driver. A part
+    whose upload fails is the task's error; its rows stay out of
+    ``recorded`` (the driver names them). Fed from the sweeper's deleting
+    threads: one of them adds or uploads at a time.
     """
 
     def __init__(self, attempt: _Attempt) -> None:
         self._attempt = attempt
         self._lock = threading.Lock()
         self._open: DeletionRecord | None = None
+        self._chunk = 0
+        self._finished = False
+        self.recorded = 0
 
     def add(self, batch: Sequence[ObjectInfo]) -> None:
-        """Record one batch of confirmed deletions."""
+        """Record one batch of confirmed deletions; upload the chunk it fills."""
         spec = self._attempt.spec
         with self._lock:
             if self._open is None:
                 self._open = DeletionRecord(spec.root, spec.safe_epoch)
             self._open.add(batch)
+            # once finished, a late batch goes up at once rather than be lost
+            if self._finished or self._open.rows >= RECORD_FLUSH_KEYS:
+                self._upload()
 
     def finish(self) -> None:
-        """Upload the rows recorded (the attempt is ending)."""
+        """Upload the rows not yet in a part (the attempt is ending)."""
         with self._lock:
+            self._finished = True
             if self._open is not None:
                 self._upload()
 
@@ -310,7 +344,8 @@ class _RecordParts:
         record, self._open = self._open, None
         assert record is not None
         spec, result = self._attempt.spec, self._attempt.result
-        key = gc_run_deleted_key(spec.root, spec.run_id, result.task, result.attempt)
+        key = gc_run_deleted_key(spec.root, spec.run_id, result.task, result.attempt, self._chunk)
+        self._chunk += 1
         with record:
             if not record.rows:
                 return
@@ -326,6 +361,8 @@ class _RecordParts:
                     cause,
                 )
                 self._attempt.locked_error(f"{key}: {cause}")
+                return
+            self.recorded += record.rows
 
 
 _RECORD_ERRORS = (EpochGCError, pa.ArrowException, OSError)
@@ -454,6 +491,9 @@ class _Attempt:
         """The sweeper's ``deleted_sink``: this attempt's deletion record."""
         return None if self._parts is None else self._parts.add
 
+    def _recorded(self) -> int | None:
+        return None if self._parts is None else self._parts.recorded
+
     def sweeper(self) -> Sweeper:
         spec = self.spec
         return Sweeper(
@@ -517,6 +557,7 @@ class _Attempt:
                 deleted=self._deleted,
                 bytes_deleted=self._bytes,
                 errors=self.result.errors + self._failed,
+                recorded=self._recorded(),
             )
             self._record(partial)
 
@@ -537,8 +578,9 @@ class _Attempt:
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         if self._parts is not None:
             # however the attempt ends, its deletions are done: the rows it
-            # has go up before its last task record
+            # has go up before its last task record says how many did
             self._parts.finish()
+            self.result.recorded = self._parts.recorded
         logging.getLogger("epochgc").removeHandler(self._capture)
         r = self.result
         r.requests = self.stats.by_operation()
