@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from epochgc.gc.run_report import new_run_id
+from epochgc.gc.spark.job import record_gap
 from epochgc.gc.spark.tasks import (
     RECORD_FLUSH_KEYS,
     TaskResult,
@@ -138,15 +139,15 @@ def test_a_part_goes_up_every_record_flush_keys_and_the_parts_hold_every_deletio
         store.get(task_record_key(ROOT, run_id, "delete", 0, result.attempt)).body
     )
     assert result.recorded == record.recorded == record.deleted == KEYS
-    assert result.unrecorded() == 0
+    assert result.unrecorded() == 0 and record_gap([result], []) is None
 
 
 def test_a_part_that_cannot_be_uploaded_is_the_tasks_error_and_named_unrecorded(
     s3_server: EmbeddedS3, store: S3ObjectStore, bucket: str
 ) -> None:
     """The first part's PUT is refused: the task goes on and ends, one
-    error naming that part; its result says only the last part's keys are
-    recorded."""
+    error naming that part; its task record says only the last part's
+    keys are recorded, and the driver names the rest."""
     one_shard(bucket, 12_000)
     watch = Watch(fail="-00000.parquet")
     run_id, result = run_task(s3_server, bucket, watch)
@@ -156,3 +157,7 @@ def test_a_part_that_cannot_be_uploaded_is_the_tasks_error_and_named_unrecorded(
     assert stored == [gc_run_deleted_key(ROOT, run_id, 0, result.attempt, 1)]
     assert len(part_keys(store, stored[0])) == 2000 == result.recorded
     assert result.unrecorded() == 10_000
+    assert record_gap([result], []) == (
+        "deletion record incomplete: 10000 deletions unrecorded "
+        "(10000 of parts that could not be uploaded)"
+    )

@@ -154,7 +154,8 @@ class TaskResult:
     recorded: int | None = None
     """Deletions of this attempt in uploaded parts of the run's deletion
     record (``None``: it keeps no record: records off, a pass that deletes
-    nothing)."""
+    nothing; the driver reads a lost attempt's ``None`` under records on,
+    an executor older than this field, as nothing recorded)."""
 
     def unrecorded(self) -> int:
         """Deletions of this attempt that are in no uploaded part of the
