@@ -5,9 +5,11 @@ traced to the run that deleted it.
 Each deleting run writes, beside its ``summary.json``, Parquet parts under
 ``{root}/gc/runs/{run_id}/deleted/`` (docs/contract.md): one row per key
 DeleteObjects confirmed, with ``key``, ``size``, ``epoch``, ``shard`` and the
-run's ``m``. The local engine writes one part, each Spark task its own.
-Rows are streamed to a temporary file as the batches are confirmed (the
-plan's machinery, ``plan_file``), never held in memory. A part goes with its
+run's ``m``. The local engine writes one part, each Spark task attempt one
+per ``RECORD_FLUSH_KEYS`` keys and one for the rest (``spark.tasks``);
+readers take every object under ``deleted/`` as a part. Rows are streamed
+to a temporary file as the batches are confirmed (the plan's machinery,
+``plan_file``), never held in memory. A part goes with its
 run when the daemon deletes runs older than ``gc.runs_retention_days``.
 ``gc.record_deletions = false`` turns it off.
 

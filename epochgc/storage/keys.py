@@ -408,11 +408,16 @@ def gc_run_prefix(root: str, run_id: str) -> str:
     return f"{root}/gc/runs/{run_id}/"
 
 
-def gc_run_deleted_key(root: str, run_id: str, part: int, attempt: str = "") -> str:
+def gc_run_deleted_key(
+    root: str, run_id: str, part: int, attempt: str = "", chunk: int | None = None
+) -> str:
     """Key of one part of a GC run's deletion record (the keys it deleted);
-    a Spark task's part names its attempt, so a rerun adds a part of its
-    own instead of replacing what the first attempt recorded."""
+    a Spark task's parts name its attempt, so a rerun adds parts of its own
+    instead of replacing what the first attempt recorded, and number the
+    chunks the attempt uploads as it goes (``part-{task}-{attempt}-{chunk}``)."""
     suffix = f"-{attempt}" if attempt else ""
+    if chunk is not None:
+        suffix += f"-{chunk:05d}"
     return f"{gc_run_prefix(root, run_id)}deleted/part-{part:05d}{suffix}.parquet"
 
 

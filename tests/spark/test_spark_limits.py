@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 
 from epochgc.errors import CollectorPausedError, EpochGCError
+from epochgc.gc.deletion_record import deleted_keys
 from epochgc.gc.run_report import RunSummary, decode_summary, list_runs
+from epochgc.gc.spark.tasks import RECORD_FLUSH_KEYS
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.inventory import build_inventory
 from epochgc.storage.keys import encode_l0_key, gc_run_summary_key
@@ -26,6 +28,7 @@ from tests.support.moto_seed import seed_objects
 from tests.support.spark_job import ROOT, SHARDS, M, make_config, run_job
 from tests.support.task_hooks import (
     DeleteLog,
+    ExitBeforeDelete,
     FailAtStart,
     FailBeforeDelete,
     LimitMemory,
@@ -124,6 +127,70 @@ def test_a_task_that_crashes_after_deleting_leaves_a_failed_record_with_its_dele
     assert not summary.success
     assert summary.cause is not None and "RuntimeError: injected crash" in summary.cause
     assert summary.deleted == gone and summary.errors >= 1
+
+
+def test_a_task_that_crashes_after_deleting_leaves_its_deletions_in_the_deletion_record(
+    spark: Any, tmp_path: Path, s3_server: EmbeddedS3, store: S3ObjectStore, bucket: str
+) -> None:
+    """Issue 39 (the deletion record is exact): the same crash as above, a
+    task of 4,000 keys raising right before its third DeleteObjects. Its
+    2,000 deleted keys were gone from the bucket and in no record (the part
+    was uploaded only when the task ended well). The run's record lists
+    exactly the keys that are gone, each once, and the summary names no
+    unrecorded deletion."""
+    keys = eligible_world(store, bucket, per_shard=500)
+    config = make_config(tmp_path, s3_server, bucket, "delete_concurrency = 1\n")
+    with pytest.raises(EpochGCError):
+        run_job(
+            spark,
+            config,
+            store,
+            s3_server,
+            listing_tasks=1,
+            client_hook=FailBeforeDelete(3, "injected crash"),
+        )
+    gone = set(keys) - l0_left(store)
+    assert len(gone) == 2000
+    summary = only_summary(store)
+    recorded = [row.key for row in deleted_keys(store, ROOT, summary.run_id)]
+    assert len(recorded) == len(set(recorded)), "a key recorded twice"
+    assert set(recorded) == gone
+    assert summary.cause is not None and "unrecorded" not in summary.cause
+
+
+def test_an_executor_killed_mid_task_loses_at_most_one_chunk_and_the_run_names_it(
+    spark: Any,
+    tmp_path: Path,
+    s3_server: EmbeddedS3,
+    store: S3ObjectStore,
+    bucket: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A task of 13,000 keys whose Python worker is killed right before its
+    13th DeleteObjects (os._exit: no code of the task runs after), 12,000
+    keys deleted. The first RECORD_FLUSH_KEYS (10,000) went up as a part
+    while it ran; the last 2,000 are in no record, and the task record the
+    worker left says so: the summary counts the 12,000, fails naming the
+    2,000 unrecorded deletions, and the driver logs it in one WARNING."""
+    assert RECORD_FLUSH_KEYS == 10_000, "the figures below are for chunks of 10,000"
+    keys = eligible_world(store, bucket, per_shard=1625)
+    config = make_config(tmp_path, s3_server, bucket, "delete_concurrency = 1\n")
+    with pytest.raises(EpochGCError):
+        run_job(spark, config, store, s3_server, listing_tasks=1, client_hook=ExitBeforeDelete(13))
+    gone = set(keys) - l0_left(store)
+    assert len(gone) == 12_000
+    summary = only_summary(store)
+    assert not summary.success and summary.deleted == 12_000
+    gap = (
+        "deletion record incomplete: 2000 deletions unrecorded "
+        "(2000 of attempts that never returned)"
+    )
+    assert summary.cause is not None and summary.cause.endswith(gap)
+    recorded = [row.key for row in deleted_keys(store, ROOT, summary.run_id)]
+    assert len(recorded) == len(set(recorded)) == 10_000 and set(recorded) <= gone
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    (line,) = [m for m in warnings if m.startswith(f"gc spark {summary.run_id}: {gap}")]
+    assert line.endswith("of task 1: gc explain cannot name this run for those keys")
 
 
 def test_tasks_that_cannot_start_leave_a_failed_record_naming_the_cause(

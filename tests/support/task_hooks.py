@@ -11,8 +11,10 @@ test process could see.
   operator's pause landing mid-job.
 * ``FailBeforeDelete`` raises inside a task right before its n-th
   DeleteObjects (a task crashing after it deleted some keys);
-  ``FailAtStart`` raises as soon as the task opens the store (what a task
-  sees when the executor cannot import epochgc).
+  ``ExitBeforeDelete`` ends the Python worker there instead (``os._exit``:
+  an executor killed, no code of the task runs after); ``FailAtStart``
+  raises as soon as the task opens the store (what a task sees when the
+  executor cannot import epochgc).
 """
 
 from __future__ import annotations
@@ -150,6 +152,22 @@ class FailBeforeDelete:
             calls[0] += 1
             if calls[0] >= hook.nth:
                 raise RuntimeError(hook.message)
+
+        client.meta.events.register("before-call.s3.DeleteObjects", before)
+
+
+@dataclass(frozen=True)
+class ExitBeforeDelete:
+    nth: int
+
+    def __call__(self, client: Any) -> None:
+        calls = [0]
+        hook = self
+
+        def before(**_kwargs: Any) -> None:
+            calls[0] += 1
+            if calls[0] >= hook.nth:
+                os._exit(9)  # no finally, no atexit: as if the executor were killed
 
         client.meta.events.register("before-call.s3.DeleteObjects", before)
 

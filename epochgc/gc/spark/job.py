@@ -32,7 +32,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -232,8 +232,23 @@ def run_spark_gc(
         raise _as_one_line(err, run_id) from err
     finally:
         summarising = time.perf_counter()
+        lost = job.lost_attempts()
+        records = settings.record_deletions
+        gap = record_gap(job.results, lost, records=records)
+        if gap is not None:
+            short = [r for r in job.results if r.unrecorded()]
+            short += [r for r in lost if _unrecorded_of_lost(r)]
+            log.warning(
+                "gc spark %s: %s, by %s%s: gc explain cannot name this run for those keys",
+                run_id,
+                gap,
+                ", ".join(f"attempt {r.attempt} of task {r.task + 1}" for r in short[:5]),
+                f" and {len(short) - 5} more" if len(short) > 5 else "",
+            )
         summary = summarise(
-            job.results + job.lost_attempts(),
+            job.results,
+            lost=lost,
+            records=records,
             run_id=run_id,
             engine=engine,
             safe_epoch=safe_epoch,
@@ -501,22 +516,63 @@ class _Job:
         if self._phase != "delete":
             return []
         known = {r.attempt for r in self.results}
-        prefix = task_records_prefix(self._root, self._run_id)
-        lost: list[TaskResult] = []
-        try:
-            for info in self._store.list_objects(f"{prefix}{self._phase}-"):
-                attempt = info.key.rsplit("-", 1)[-1].removesuffix(".json")
-                if attempt in known:
-                    continue
-                try:
-                    lost.append(decode_task_record(self._store.get(info.key).body))
-                except (EpochGCError, ValueError, TypeError) as err:
-                    log.warning(
-                        "gc spark %s: task record %s unreadable: %s", self._run_id, info.key, err
-                    )
-        except EpochGCError as err:
-            log.warning("gc spark %s: task records unreadable: %s", self._run_id, err)
-        return lost
+        return lost_attempts(self._store, self._root, self._run_id, known)
+
+
+def lost_attempts(
+    store: ObjectStore, root: str, run_id: str, known: Collection[str]
+) -> list[TaskResult]:
+    """The task records of the deleting phase of ``run_id`` but those of
+    the ``known`` attempts (whose results reached the driver). A record
+    that cannot be read is logged and left out."""
+    prefix = task_records_prefix(root, run_id)
+    lost: list[TaskResult] = []
+    try:
+        for info in store.list_objects(f"{prefix}delete-"):
+            attempt = info.key.rsplit("-", 1)[-1].removesuffix(".json")
+            if attempt in known:
+                continue
+            try:
+                lost.append(decode_task_record(store.get(info.key).body))
+            except (EpochGCError, ValueError, TypeError) as err:
+                log.warning("gc spark %s: task record %s unreadable: %s", run_id, info.key, err)
+    except EpochGCError as err:
+        log.warning("gc spark %s: task records unreadable: %s", run_id, err)
+    return lost
+
+
+def record_gap(
+    returned: Sequence[TaskResult], lost: Sequence[TaskResult], *, records: bool = True
+) -> str | None:
+    """What the run's deletion record misses, in one line, or ``None``
+    when it misses nothing (or the run keeps none: ``records`` false,
+    ``gc.record_deletions = false``). Pure.
+
+    ``lost`` are the task records of attempts that never returned: their
+    ``recorded`` says how many of their deletions are in uploaded parts, so
+    the rest (at most the last ``RECORD_FLUSH_KEYS`` keys of an executor
+    killed outright, all of them when its last part could not be uploaded)
+    are gone from the bucket and in no record. A lost attempt's record
+    without ``recorded`` (written by an executor older than that field,
+    which uploaded its part only when it ended) counts all its deletions
+    as unrecorded. ``returned`` attempts miss only the rows of parts whose
+    upload failed.
+    """
+    if not records:
+        return None
+    of_lost = sum(_unrecorded_of_lost(r) for r in lost)
+    of_returned = sum(r.unrecorded() for r in returned)
+    if not of_lost and not of_returned:
+        return None
+    why = []
+    if of_lost:
+        why.append(f"{of_lost} of attempts that never returned")
+    if of_returned:
+        why.append(f"{of_returned} of parts that could not be uploaded")
+    return (
+        f"deletion record incomplete: {of_lost + of_returned} deletions unrecorded "
+        f"({', '.join(why)})"
+    )
 
 
 def _check_source(manifest: InventoryManifest, bucket: str) -> None:
@@ -652,9 +708,15 @@ class _JobRunner:
         return len(arrived)
 
 
+def _unrecorded_of_lost(result: TaskResult) -> int:
+    return result.deleted if result.recorded is None else result.unrecorded()
+
+
 def summarise(
     results: Sequence[TaskResult],
     *,
+    lost: Sequence[TaskResult] = (),
+    records: bool = True,
     run_id: str,
     engine: str,
     safe_epoch: int,
@@ -666,10 +728,17 @@ def summarise(
     cause: str | None = None,
 ) -> RunSummary:
     """Sum the tasks into a run summary (docs/contract.md, "Run summary
-    (version 2)"). ``results`` may hold several attempts of one task (a
-    finished one and the records of attempts that failed): deletions of
-    every attempt count; an attempt that did not finish counts what it
-    deleted as listed and eligible, since its listing is lost with it."""
+    (version 2)"). ``results`` are the attempts whose result reached the
+    driver, ``lost`` the task records of attempts that never returned (so
+    one task may appear in both): deletions of every attempt count; an
+    attempt that did not finish counts what it deleted as listed and
+    eligible, since its listing is lost with it. Deletions missing from the
+    deletion record (``record_gap``; ``records``: the run keeps one) fail
+    the run and are named in its ``cause``, after the job's own cause."""
+    gap = record_gap(results, lost, records=records)
+    if gap is not None:
+        cause = f"{cause}; {gap}" if cause else gap
+    results = [*results, *lost]
     sweep = SweepResult(safe_epoch)
     sweep.listed = sum(r.listed for r in results)
     sweep.eligible = sum(r.eligible for r in results)

@@ -26,6 +26,13 @@ A record of every attempt: a deleting task writes its running totals to
 once more when it ends (finished, or failed with its one-line cause), so
 the driver can count the deletions of an attempt that crashed, or whose
 executor died, even though Spark never returns that attempt's result.
+
+The deletion record of an attempt (``_RecordParts``): the keys each batch
+confirmed stream to a local Parquet file, uploaded as a part of the run's
+record every ``RECORD_FLUSH_KEYS`` keys and once more when the attempt
+ends, however it ends (an exception included). The task record says how
+many of its deletions are in uploaded parts (``recorded``), so for an
+attempt killed outright the driver knows how many went unrecorded.
 """
 
 from __future__ import annotations
@@ -39,8 +46,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -49,11 +55,11 @@ import pyarrow as pa
 
 from epochgc.errors import EpochGCError
 from epochgc.gc.control import paused_message, read_control
-from epochgc.gc.deletion_record import DeletionRecord, open_record, sink_of
+from epochgc.gc.deletion_record import DeletionRecord
 from epochgc.gc.eligibility import Verdict
 from epochgc.gc.plan_file import PlanWriter
 from epochgc.gc.spark.inventory_filter import select_eligible
-from epochgc.gc.sweeper import Sweeper, SweepPolicy, SweepResult
+from epochgc.gc.sweeper import PlanSink, Sweeper, SweepPolicy, SweepResult
 from epochgc.storage.client import ClientSettings, make_s3_client
 from epochgc.storage.inventory import (
     InventoryFile,
@@ -68,6 +74,18 @@ from epochgc.storage.retry import RetryPolicy
 from epochgc.storage.s3 import S3ObjectStore
 
 log = logging.getLogger(__name__)
+
+RECORD_FLUSH_KEYS = 10_000
+"""Confirmed deletions after which a deleting attempt uploads the rows of
+its deletion record so far as a part of their own (``_RecordParts``): an
+executor killed outright, with no Python left to upload anything, takes at
+most this many keys (plus the batches in flight) out of the record, and
+its task record says how many. Why 10,000: one extra PUT per 10,000
+deletions, against the 30-odd requests those deletions already take (per
+1,000 keys a DeleteObjects, a read of the control document, a task record
+PUT and, in listing mode, a LIST page), about 3% more; a part of 10,000
+rows is about 400 KB, so ``gc explain`` reads at most one more part per
+10,000 deletions, and a smaller figure would multiply the parts it reads."""
 
 
 @dataclass(frozen=True)
@@ -133,6 +151,16 @@ class TaskResult:
     """The task's own warnings, for the driver to print (bounded)."""
     peak_rss_bytes: int = 0
     """Peak resident memory of the Python worker that ran it."""
+    recorded: int | None = None
+    """Deletions of this attempt in uploaded parts of the run's deletion
+    record (``None``: it keeps no record: records off, a pass that deletes
+    nothing; the driver reads a lost attempt's ``None`` under records on,
+    an executor older than this field, as nothing recorded)."""
+
+    def unrecorded(self) -> int:
+        """Deletions of this attempt that are in no uploaded part of the
+        run's deletion record (0 when it keeps no record)."""
+        return 0 if self.recorded is None else max(0, self.deleted - self.recorded)
 
     def counts(self) -> str:
         """What it did, for the executor's and the driver's log lines."""
@@ -162,7 +190,7 @@ def listing_task(spec: TaskSpec, task: int, shards: list[int]) -> TaskResult:
         sweeper = attempt.sweeper()
         planning = spec.dry_run or spec.count_only
         plan_key = f"{gc_run_prefix(spec.root, spec.run_id)}plan/part-{task:05d}.parquet"
-        with PlanWriter(with_last_modified=False) as plan, _task_record(attempt) as record:
+        with PlanWriter(with_last_modified=False) as plan:
             sweep = sweeper.sweep(
                 shards,
                 spec.safe_epoch,
@@ -171,10 +199,9 @@ def listing_task(spec: TaskSpec, task: int, shards: list[int]) -> TaskResult:
                 full_listing=spec.count_only,
                 plan_sink=plan.add if spec.dry_run and not spec.count_only else None,
                 stop=attempt.stop,
-                deleted_sink=sink_of(record),
+                deleted_sink=attempt.deleted_sink,
             )
             attempt.take_sweep(sweep)
-            _upload_record(attempt, record)
             if spec.dry_run and not spec.count_only:
                 try:
                     attempt.result.plan_key = plan.upload(store, plan_key)
@@ -261,14 +288,12 @@ def _delete_batches(attempt: _Attempt, batches: Iterator[pa.Table]) -> None:
                 for key, size in zip(keys, sizes, strict=True):
                     yield ObjectInfo(key, size or 0, "", now)
 
-    with _task_record(attempt) as record:
-        done = attempt.sweeper().delete_objects(
-            rows(),
-            attempt.spec.safe_epoch,
-            stop=attempt.stop,
-            deleted_sink=sink_of(record),
-        )
-        _upload_record(attempt, record)
+    done = attempt.sweeper().delete_objects(
+        rows(),
+        attempt.spec.safe_epoch,
+        stop=attempt.stop,
+        deleted_sink=attempt.deleted_sink,
+    )
     result = attempt.result
     result.deleted += done.deleted
     result.bytes_deleted += done.bytes_deleted
@@ -276,24 +301,73 @@ def _delete_batches(attempt: _Attempt, batches: Iterator[pa.Table]) -> None:
     result.error_samples += done.error_samples
 
 
-def _task_record(attempt: _Attempt) -> AbstractContextManager[DeletionRecord | None]:
-    """This attempt's part of the run's deletion record, when it deletes."""
-    spec = attempt.spec
-    deletes = not (spec.dry_run or spec.count_only)
-    return open_record(spec.root, spec.safe_epoch, on=deletes and spec.record_deletions)
+class _RecordParts:
+    """One attempt's share of the run's deletion record, uploaded in chunks.
+
+    The keys each DeleteObjects confirmed stream to a temporary Parquet file
+    (``DeletionRecord``); once it holds ``RECORD_FLUSH_KEYS`` rows it is
+    uploaded as ``deleted/part-{task:05d}-{attempt}-{chunk:05d}.parquet``
+    and the next rows go to a new file. ``finish`` uploads the rest, and is
+    called however the attempt ends. ``recorded`` counts the rows in
+    uploaded parts: what the attempt's task record tells the driver. A part
+    whose upload fails is the task's error; its rows stay out of
+    ``recorded`` (the driver names them). Fed from the sweeper's deleting
+    threads: one of them adds or uploads at a time.
+    """
+
+    def __init__(self, attempt: _Attempt) -> None:
+        self._attempt = attempt
+        self._lock = threading.Lock()
+        self._open: DeletionRecord | None = None
+        self._chunk = 0
+        self._finished = False
+        self.recorded = 0
+
+    def add(self, batch: Sequence[ObjectInfo]) -> None:
+        """Record one batch of confirmed deletions; upload the chunk it fills."""
+        spec = self._attempt.spec
+        with self._lock:
+            if self._open is None:
+                self._open = DeletionRecord(spec.root, spec.safe_epoch)
+            self._open.add(batch)
+            # once finished, a late batch goes up at once rather than be lost
+            if self._finished or self._open.rows >= RECORD_FLUSH_KEYS:
+                self._upload()
+
+    def finish(self) -> None:
+        """Upload the rows not yet in a part (the attempt is ending)."""
+        with self._lock:
+            self._finished = True
+            if self._open is not None:
+                self._upload()
+
+    def _upload(self) -> None:
+        record, self._open = self._open, None
+        assert record is not None
+        spec, result = self._attempt.spec, self._attempt.result
+        key = gc_run_deleted_key(spec.root, spec.run_id, result.task, result.attempt, self._chunk)
+        self._chunk += 1
+        with record:
+            if not record.rows:
+                return
+            try:
+                record.upload(self._attempt.store, key)
+            except _RECORD_ERRORS as err:
+                cause = str(err) if isinstance(err, EpochGCError) else one_line(err)
+                log.warning(
+                    "task %d: deletion record part %s (%d keys) not uploaded: %s",
+                    result.task,
+                    key,
+                    record.rows,
+                    cause,
+                )
+                self._attempt.locked_error(f"{key}: {cause}")
+                return
+            self.recorded += record.rows
 
 
-def _upload_record(attempt: _Attempt, record: DeletionRecord | None) -> None:
-    """Put this attempt's part (when it deleted anything); a failure is the
-    task's error, the deletions stand."""
-    if record is None or not record.rows:
-        return
-    spec, result = attempt.spec, attempt.result
-    key = gc_run_deleted_key(spec.root, spec.run_id, result.task, result.attempt)
-    try:
-        record.upload(attempt.store, key)
-    except EpochGCError as err:
-        attempt.error(f"{key}: {err}")
+_RECORD_ERRORS = (EpochGCError, pa.ArrowException, OSError)
+"""What fails the upload of a part: the store, or the local file."""
 
 
 def _write_plan_part(attempt: _Attempt, batches: Iterator[pa.Table]) -> None:
@@ -388,7 +462,9 @@ class _Attempt:
     Used as a context manager around the task's work: it writes the record
     after every DeleteObjects batch (deleting tasks only) and at the end;
     an exception is recorded with its one-line cause and re-raised, so
-    Spark still sees the task fail (and may rerun it).
+    Spark still sees the task fail (and may rerun it). A deleting attempt
+    feeds its deletion record through ``deleted_sink``; the end, an
+    exception included, uploads the part it has before the last record.
     """
 
     def __init__(self, spec: TaskSpec, task: int, what: str) -> None:
@@ -404,11 +480,20 @@ class _Attempt:
         self._store, self.stats = _open_store(spec, spec.bucket)
         self.store: S3ObjectStore = self._store
         self._gate = _PauseGate(self._store, spec.root, self)
+        self._parts = _RecordParts(self) if self._records and spec.record_deletions else None
         # running totals of the deletions so far (the sweeper's result
         # arrives only at the end)
         self._deleted = 0
         self._bytes = 0
         self._failed = 0
+
+    @property
+    def deleted_sink(self) -> PlanSink | None:
+        """The sweeper's ``deleted_sink``: this attempt's deletion record."""
+        return None if self._parts is None else self._parts.add
+
+    def _recorded(self) -> int | None:
+        return None if self._parts is None else self._parts.recorded
 
     def sweeper(self) -> Sweeper:
         spec = self.spec
@@ -440,6 +525,11 @@ class _Attempt:
         if len(self.result.error_samples) < 10:
             self.result.error_samples.append(message)
 
+    def locked_error(self, message: str) -> None:
+        """``error`` from a deleting thread."""
+        with self._lock:
+            self.error(message)
+
     def fail_file(self, key: str, cause: str) -> None:
         """A data file that could not be read (or only in part)."""
         self.error(f"{key}: {cause}")
@@ -468,6 +558,7 @@ class _Attempt:
                 deleted=self._deleted,
                 bytes_deleted=self._bytes,
                 errors=self.result.errors + self._failed,
+                recorded=self._recorded(),
             )
             self._record(partial)
 
@@ -486,6 +577,11 @@ class _Attempt:
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if self._parts is not None:
+            # however the attempt ends, its deletions are done: the rows it
+            # has go up before its last task record says how many did
+            self._parts.finish()
+            self.result.recorded = self._parts.recorded
         logging.getLogger("epochgc").removeHandler(self._capture)
         r = self.result
         r.requests = self.stats.by_operation()

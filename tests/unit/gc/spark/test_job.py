@@ -1,14 +1,18 @@
 """The Spark driver's pure decisions: which ``M`` it may use, how shards are
-dealt into tasks."""
+dealt into tasks, what a run summary says of deletions in no record."""
 
 from __future__ import annotations
+
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from epochgc.errors import InvalidArgumentError
-from epochgc.gc.spark.job import choose_safe_epoch, one_line_cause, shard_groups
+from epochgc.gc.run_report import RunSummary
+from epochgc.gc.spark.job import choose_safe_epoch, one_line_cause, shard_groups, summarise
+from epochgc.gc.spark.tasks import TaskResult
 
 
 @given(
@@ -68,3 +72,65 @@ def test_the_cause_of_a_failed_job_is_the_workers_exception_line() -> None:
     assert one_line_cause(RuntimeError("no luck\nmore")) == "RuntimeError: no luck"
     assert "\n" not in one_line_cause(RuntimeError("x" * 1000))
     assert len(one_line_cause(RuntimeError("x" * 1000))) <= 400
+
+
+def summary_of(
+    results: list[TaskResult],
+    lost: list[TaskResult],
+    cause: str | None = None,
+    *,
+    records: bool = True,
+) -> RunSummary:
+    return summarise(
+        results,
+        lost=lost,
+        records=records,
+        run_id="20261129T000000Z-00000001",
+        engine="spark-listing",
+        safe_epoch=10,
+        controller_offset=12,
+        started_at=datetime(2026, 11, 29, tzinfo=UTC),
+        dry_run=False,
+        driver_requests={},
+        stopped=False,
+        cause=cause,
+    )
+
+
+def test_deletions_a_lost_attempt_left_out_of_the_record_fail_the_run_by_name() -> None:
+    """A lost attempt's task record says 12,000 deleted, 10,000 in uploaded
+    parts: the summary counts the 12,000 and names the 2,000, after the
+    job's own cause; a finished attempt's refused part is named too."""
+    finished = TaskResult(0, listed=3000, eligible=3000, deleted=3000, recorded=3000, finished=True)
+    lost = TaskResult(1, deleted=12_000, recorded=10_000, cause="RuntimeError: boom")
+    summary = summary_of([finished], [lost], cause="Job aborted due to stage failure")
+    assert summary.deleted == 15_000 and not summary.success
+    assert summary.cause == (
+        "Job aborted due to stage failure; deletion record incomplete: 2000 deletions "
+        "unrecorded (2000 of attempts that never returned)"
+    )
+    refused = TaskResult(2, deleted=5000, recorded=1000, errors=1, finished=True)
+    both = summary_of([finished, refused], [lost])
+    assert both.cause == (
+        "deletion record incomplete: 6000 deletions unrecorded (2000 of attempts that never "
+        "returned, 4000 of parts that could not be uploaded)"
+    )
+
+
+def test_a_lost_record_that_does_not_say_what_it_recorded_recorded_nothing() -> None:
+    """A task record without ``recorded`` (an older executor, which
+    uploaded its part only when it ended) is not taken as complete."""
+    older = TaskResult(1, deleted=7, recorded=None, cause="RuntimeError: boom")
+    assert summary_of([], [older]).cause == (
+        "deletion record incomplete: 7 deletions unrecorded (7 of attempts that never returned)"
+    )
+
+
+def test_a_run_whose_record_misses_nothing_or_keeps_none_names_no_gap() -> None:
+    whole = TaskResult(0, listed=9, eligible=9, deleted=9, recorded=9, finished=True)
+    summary = summary_of([whole], [])
+    assert summary.success and summary.cause is None and summary.deleted == 9
+    off = TaskResult(0, listed=5, eligible=5, deleted=5, recorded=None, finished=True)
+    lost_off = TaskResult(1, deleted=7, recorded=None)
+    summary = summary_of([off], [lost_off], records=False)
+    assert summary.success and summary.cause is None and summary.deleted == 12
