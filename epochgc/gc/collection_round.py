@@ -1,4 +1,8 @@
 """One collection round with the local engine: ``epochgc gc collect``.
+It follows the protocol every engine follows (``round_protocol``: open,
+guarded passes, summary); what is its own is how a pass runs (the
+sweeper, over shards, in this process) and what a long-lived collector
+keeps between rounds (the shard knowledge, the janitor).
 
 ``collect_once`` reads as the round runs, one step per function; the values
 the steps share (``M``, the pause guard, the sweeper, when it started...)
@@ -58,7 +62,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from epochgc.errors import CollectorPausedError, SafetyBlockedError, StorageError
+from epochgc.errors import CollectorPausedError, StorageError
 from epochgc.gc.control import DeletingJob
 from epochgc.gc.deletion_record import DeletionRecord, open_record, sink_of
 from epochgc.gc.future_times import FutureTimeLog
@@ -75,15 +79,15 @@ from epochgc.gc.listing.schedule import ListingPolicy
 from epochgc.gc.listing.shards import discover_shards, load_knowledge, save_knowledge
 from epochgc.gc.pause import GuardedStore, PauseGuard
 from epochgc.gc.plan_file import PlanWriter
-from epochgc.gc.run_report import RunShards, RunSummary, new_run_id, write_summary
-from epochgc.gc.sweeper import Sweeper, SweepPolicy, SweepResult
+from epochgc.gc.round_protocol import PassesOutcome, open_round, run_guarded_passes
+from epochgc.gc.run_report import RunShards, RunSummary, write_summary
+from epochgc.gc.sweeper import PlanSink, Sweeper, SweepPolicy, SweepResult
 from epochgc.storage.keys import gc_run_deleted_key, gc_run_prefix
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
 from epochgc.storage.stored_time import DEFAULT_MARGIN_SECONDS
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.safe_epoch.aggregate import SafeEpoch, SafeEpochTracker
-from epochgc.watermarks.safe_epoch.compute import compute_safe_epoch
 
 log = logging.getLogger(__name__)
 
@@ -136,29 +140,6 @@ class CollectOutcome:
     paused: str | None = None
     """``paused by WHO: REASON`` when a pause that came after the round's
     first read stopped its deleting pass or held its janitor."""
-
-
-def guard_message(eligible: int, listed: int, max_fraction: float, command: str) -> str | None:
-    """Why the delete-fraction guard stops a round, or ``None`` when the
-    share is within ``max_fraction``. Pure.
-
-    The message names the one flag that bypasses the guard and nothing
-    else (``--force`` no longer unlocks anything more)."""
-    fraction = eligible / listed if listed else 0.0
-    if not eligible or fraction <= max_fraction:
-        return None
-    return (
-        f"would delete {eligible} of {listed} listed L0 objects ({fraction:.1%} > "
-        f"max_delete_fraction {max_fraction:.0%}); nothing deleted; if that share is "
-        f"expected, run `{command} --force` once (it bypasses only this guard)"
-    )
-
-
-def untrusted_inputs_message(tracker: SafeEpochTracker) -> str:
-    """The one line of a round or job blocked on untrusted ``M`` inputs: it
-    names the input (the tracker's last error), so the operator knows what
-    to fix before ``gc reset``. ``gc collect`` and ``gc spark`` share it."""
-    return f"untrusted M inputs ({tracker.last_error}); nothing deleted"
 
 
 def collect_once(
@@ -293,15 +274,10 @@ def _open_round(
     Raises:
         SafetyBlockedError: ``M`` could not be computed from trusted inputs.
     """
-    started = now or datetime.now(UTC)
     monotonic_start = time.monotonic()
-    run_id = new_run_id(started)
     requests_before = stats.by_operation()
-    tracker = tracker or SafeEpochTracker(blocked_after=1)
     controller = controller or Controller(store, root)
-    safe = compute_safe_epoch(controller, store, root, tracker)
-    if safe is None:
-        raise SafetyBlockedError(untrusted_inputs_message(tracker))
+    opened = open_round(store, root, tracker=tracker, controller=controller, now=now)
     guard = guard or PauseGuard(store, root)
     sweeper = Sweeper(
         GuardedStore(store, guard, DeletingJob.L0),
@@ -314,14 +290,14 @@ def _open_round(
         ),
     )
     return _RoundContext(
-        run_id=run_id,
-        started_at=started,
+        run_id=opened.run_id,
+        started_at=opened.started_at,
         store=store,
         root=root,
         settings=settings,
         dry_run=dry_run,
         stop=stop,
-        safe=safe,
+        safe=opened.safe,
         controller=controller,
         guard=guard,
         sweeper=sweeper,
@@ -369,7 +345,7 @@ def _sweep(ctx: _RoundContext, shards: tuple[int, ...]) -> _Swept:
     """Step 3: list and delete (module docstring): a dry run writes the
     plan; with the guard on, a counting pass comes first; the pause is read
     before each pass."""
-    safe, started, stop = ctx.safe, ctx.started_at, ctx.stop
+    safe = ctx.safe
     log.debug(
         "gc run %s: M=%d (controller offset %d), %d shards",
         ctx.run_id,
@@ -377,36 +353,28 @@ def _sweep(ctx: _RoundContext, shards: tuple[int, ...]) -> _Swept:
         safe.controller_offset,
         len(shards),
     )
-    stopped: str | None = None
     plan_key: str | None = None
     record_failed: str | None = None
     if ctx.dry_run:
         with PlanWriter(with_last_modified=True) as plan:
-            result = ctx.sweeper.sweep(
-                shards,
-                safe.safe_epoch,
-                started,
-                dry_run=True,
-                full_listing=ctx.guarded,
-                plan_sink=plan.add,
-                stop=stop,
-            )
+            outcome = _passes(ctx, _LocalPasses(ctx, shards, plan_sink=plan.add))
             key = f"{gc_run_prefix(ctx.root, ctx.run_id)}plan.parquet"
             plan_key = plan.upload(ctx.store, key)
-        if ctx.guarded:
-            stopped = _why_guard_stops(ctx, result)
+        assert outcome.done is not None, "a dry run always plans"
+        result, stopped = outcome.done, outcome.stopped_by_guard
     else:
         on = ctx.settings.record_deletions
         with open_record(ctx.root, safe.safe_epoch, on=on) as record:
-            if ctx.guarded:
-                result, stopped = _count_then_delete(ctx, shards, record)
-                if stopped is not None:
-                    log.warning("gc run %s stopped: %s", ctx.run_id, stopped)
+            outcome = _passes(ctx, _LocalPasses(ctx, shards, deleted_sink=sink_of(record)))
+            stopped = outcome.stopped_by_guard
+            if outcome.done is None:
+                assert outcome.counted is not None, "only a counting pass stops a round"
+                result = outcome.counted
+                log.warning("gc run %s stopped: %s", ctx.run_id, stopped)
+            elif outcome.counted is not None:
+                result = _counted_then_deleted(outcome.counted, outcome.done)
             else:
-                ctx.guard.check(DeletingJob.L0)
-                result = ctx.sweeper.sweep(
-                    shards, safe.safe_epoch, started, stop=stop, deleted_sink=sink_of(record)
-                )
+                result = outcome.done
             if record is not None and record.rows:
                 record_failed = _upload_record(ctx, record)
     if result.paused is not None:
@@ -434,34 +402,71 @@ def _upload_record(ctx: _RoundContext, record: DeletionRecord) -> str | None:
     return None
 
 
-def _count_then_delete(
-    ctx: _RoundContext, shards: tuple[int, ...], record: DeletionRecord | None
-) -> tuple[SweepResult, str | None]:
-    """A guarded round: a counting pass, then (within ``max_delete_fraction``)
-    a deleting pass; the pause is read before each. Returns the result and
-    the guard's message when it stopped the round."""
-    sweeper, safe_epoch, started, stop = ctx.sweeper, ctx.safe.safe_epoch, ctx.started_at, ctx.stop
-    ctx.guard.check(DeletingJob.L0)
-    counted = sweeper.sweep(shards, safe_epoch, started, dry_run=True, full_listing=True, stop=stop)
-    stopped = _why_guard_stops(ctx, counted)
-    if stopped is not None:
-        return counted, stopped
-    ctx.guard.check(DeletingJob.L0)  # a pause may have come during the count
-    deleted = sweeper.sweep(
-        shards,
-        safe_epoch,
-        started,
-        expected_deletes=counted.eligible,
-        stop=stop,
-        deleted_sink=sink_of(record),
+class _LocalPasses:
+    """The local engine's passes (``round_protocol.GuardedPasses``): the
+    round's sweeper over its shards, in this process."""
+
+    def __init__(
+        self,
+        ctx: _RoundContext,
+        shards: tuple[int, ...],
+        *,
+        plan_sink: PlanSink | None = None,
+        deleted_sink: PlanSink | None = None,
+    ) -> None:
+        self._ctx = ctx
+        self._shards = shards
+        self._plan_sink = plan_sink
+        self._deleted_sink = deleted_sink
+
+    def count(self) -> SweepResult:
+        ctx = self._ctx
+        return ctx.sweeper.sweep(
+            self._shards,
+            ctx.safe.safe_epoch,
+            ctx.started_at,
+            dry_run=True,
+            full_listing=True,
+            stop=ctx.stop,
+        )
+
+    def delete(self, counted: SweepResult | None) -> SweepResult:
+        ctx = self._ctx
+        return ctx.sweeper.sweep(
+            self._shards,
+            ctx.safe.safe_epoch,
+            ctx.started_at,
+            expected_deletes=None if counted is None else counted.eligible,
+            stop=ctx.stop,
+            deleted_sink=self._deleted_sink,
+        )
+
+    def plan(self) -> SweepResult:
+        ctx = self._ctx
+        return ctx.sweeper.sweep(
+            self._shards,
+            ctx.safe.safe_epoch,
+            ctx.started_at,
+            dry_run=True,
+            full_listing=ctx.guarded,
+            plan_sink=self._plan_sink,
+            stop=ctx.stop,
+        )
+
+    def listed_and_eligible(self, result: SweepResult) -> tuple[int, int]:
+        return result.listed, result.eligible
+
+
+def _passes(ctx: _RoundContext, passes: _LocalPasses) -> PassesOutcome[SweepResult]:
+    """The round's passes in the protocol's order (``run_guarded_passes``)."""
+    return run_guarded_passes(
+        passes,
+        ctx.guard,
+        dry_run=ctx.dry_run,
+        guarded=ctx.guarded,
+        max_delete_fraction=ctx.settings.max_delete_fraction,
+        command="epochgc gc collect",
     )
-    return _counted_then_deleted(counted, deleted), None
-
-
-def _why_guard_stops(ctx: _RoundContext, counted: SweepResult) -> str | None:
-    """``guard_message`` for what ``counted`` saw."""
-    fraction = ctx.settings.max_delete_fraction
-    return guard_message(counted.eligible, counted.listed, fraction, "epochgc gc collect")
 
 
 def _counted_then_deleted(counted: SweepResult, deleted: SweepResult) -> SweepResult:

@@ -267,4 +267,3 @@ def _serve_in_this_process(host: str, port: int) -> None:
 
 if __name__ == "__main__":
     _serve_in_this_process(sys.argv[1], int(sys.argv[2]))
-

@@ -41,21 +41,18 @@ from epochgc.errors import (
     CollectorPausedError,
     EpochGCError,
     InvalidArgumentError,
-    SafetyBlockedError,
     SparkJobError,
 )
-from epochgc.gc.collection_round import guard_message, untrusted_inputs_message
 from epochgc.gc.control import DeletingJob
 from epochgc.gc.eligibility import Verdict
 from epochgc.gc.listing.shards import discover_shards
 from epochgc.gc.pause import PauseGuard
 from epochgc.gc.rate import task_rate_share
+from epochgc.gc.round_protocol import open_round, run_guarded_passes, write_summary_anyway
 from epochgc.gc.run_report import (
     MAX_FAILED_FILES,
     RunSummary,
-    new_run_id,
     run_figures,
-    write_summary,
 )
 from epochgc.gc.spark.credentials import hand_over, without_secrets
 from epochgc.gc.spark.phase_times import PhaseTimes
@@ -84,9 +81,6 @@ from epochgc.storage.inventory import (
 from epochgc.storage.keys import gc_run_prefix
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
-from epochgc.watermarks.controller import Controller
-from epochgc.watermarks.safe_epoch.aggregate import SafeEpochTracker
-from epochgc.watermarks.safe_epoch.compute import compute_safe_epoch
 
 log = logging.getLogger(__name__)
 
@@ -203,16 +197,12 @@ def run_spark_gc(
     """
     if options.mode not in MODES:
         raise InvalidArgumentError(f"mode must be one of {MODES}, got {options.mode!r}")
-    started = now or datetime.now(UTC)
     clock = time.perf_counter()
     times = times if times is not None else PhaseTimes()
     root = settings.root
-    run_id = new_run_id(started)
     with times.phase("safe_epoch"):
-        tracker = SafeEpochTracker(blocked_after=1)
-        safe = compute_safe_epoch(Controller(store, root), store, root, tracker)
-        if safe is None:
-            raise SafetyBlockedError(untrusted_inputs_message(tracker))
+        opened = open_round(store, root, now=now)
+        started, run_id, safe = opened.started_at, opened.run_id, opened.safe
         safe_epoch = choose_safe_epoch(
             safe.safe_epoch,
             safe.controller_offset,
@@ -259,7 +249,9 @@ def run_spark_gc(
             stopped=job.stopped is not None,
             cause=one_line_cause(failure) if failure is not None else job.paused,
         )
-        key = _write_summary_anyway(store, root, summary, failure)
+        key = write_summary_anyway(
+            store, root, summary, failure, what=lambda run: f"gc spark {run}"
+        )
         seconds = time.perf_counter() - clock
         log.log(
             logging.INFO if summary.success else logging.WARNING,
@@ -299,20 +291,6 @@ def _as_one_line(err: BaseException, run_id: str) -> BaseException:
     if isinstance(err, EpochGCError | KeyboardInterrupt | SystemExit):
         return err
     return SparkJobError(f"spark job failed: {one_line_cause(err)} (run {run_id})")
-
-
-def _write_summary_anyway(
-    store: ObjectStore, root: str, summary: RunSummary, failure: BaseException | None
-) -> str:
-    """Write the summary; when the job already failed, a summary that cannot
-    be written is logged, not raised over the job's own cause."""
-    if failure is None:
-        return write_summary(store, root, summary)
-    try:
-        return write_summary(store, root, summary)
-    except EpochGCError as err:
-        log.error("gc spark %s: could not write the run summary: %s", summary.run_id, err)
-        return ""
 
 
 _PY_EXCEPTION = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)): (.*)$")
@@ -477,23 +455,34 @@ class _Job:
             else "",
         )
         guard_on = settings.max_delete_fraction < 1.0 and not options.force and not options.dry_run
-        if guard_on:
-            self._phase = "count"
-            with self._times.phase("count", f"{run.task_count} tasks counting what would go"):
-                counted = run.run(
-                    dataclasses.replace(spec, count_only=True, phase="count"), "count what would go"
-                )
-            self.results = counted
-            self.stopped = guard_message(
-                sum(r.eligible for r in counted),
-                sum(r.listed for r in counted),
-                settings.max_delete_fraction,
-                "epochgc gc spark",
+        outcome = run_guarded_passes(
+            _SparkPasses(self, run, spec),
+            PauseGuard(store, root),
+            dry_run=options.dry_run,
+            guarded=guard_on,
+            max_delete_fraction=settings.max_delete_fraction,
+            command="epochgc gc spark",
+            pause_read=True,  # by run_spark_gc, before the plan
+        )
+        if outcome.stopped_by_guard is not None:
+            self.stopped = outcome.stopped_by_guard
+            log.warning("gc spark %s stopped: %s", self._run_id, self.stopped)
+            return
+        self.paused = next((r.paused for r in self.results if r.paused), None)
+
+    def count_job(self, run: _JobRunner, spec: TaskSpec) -> list[TaskResult]:
+        """The counting job: every task lists its units to the end."""
+        self._phase = "count"
+        with self._times.phase("count", f"{run.task_count} tasks counting what would go"):
+            counted = run.run(
+                dataclasses.replace(spec, count_only=True, phase="count"), "count what would go"
             )
-            if self.stopped is not None:
-                log.warning("gc spark %s stopped: %s", self._run_id, self.stopped)
-                return
-            PauseGuard(store, root).check(DeletingJob.L0)  # a pause may have come during the count
+        self.results = counted
+        return counted
+
+    def deleting_job(self, run: _JobRunner, spec: TaskSpec) -> list[TaskResult]:
+        """The deleting job, or a dry run's planning job."""
+        options = self._options
         self._phase = "plan" if options.dry_run else "delete"
         self.results = []
         reading = "the inventory" if options.mode == "inventory" else "their shards"
@@ -507,7 +496,7 @@ class _Job:
                 "plan (dry run)" if options.dry_run else "delete",
                 sink=self.results,
             )
-        self.paused = next((r.paused for r in self.results if r.paused), None)
+        return self.results
 
     def lost_attempts(self) -> list[TaskResult]:
         """Records of attempts whose result never reached the driver (a
@@ -573,6 +562,28 @@ def record_gap(
         f"deletion record incomplete: {of_lost + of_returned} deletions unrecorded "
         f"({', '.join(why)})"
     )
+
+
+class _SparkPasses:
+    """The Spark engine's passes (``round_protocol.GuardedPasses``): one
+    Spark job each, over the job's tasks."""
+
+    def __init__(self, job: _Job, run: _JobRunner, spec: TaskSpec) -> None:
+        self._job = job
+        self._run = run
+        self._spec = spec
+
+    def count(self) -> list[TaskResult]:
+        return self._job.count_job(self._run, self._spec)
+
+    def delete(self, counted: list[TaskResult] | None) -> list[TaskResult]:
+        return self._job.deleting_job(self._run, self._spec)
+
+    def plan(self) -> list[TaskResult]:
+        return self._job.deleting_job(self._run, self._spec)
+
+    def listed_and_eligible(self, result: list[TaskResult]) -> tuple[int, int]:
+        return sum(r.listed for r in result), sum(r.eligible for r in result)
 
 
 def _check_source(manifest: InventoryManifest, bucket: str) -> None:

@@ -54,7 +54,7 @@ def test_too_young_objects_report_when_they_age_in() -> None:
 
 
 def test_the_guard_message_names_the_flag_that_bypasses_only_it() -> None:
-    from epochgc.gc.collection_round import guard_message  # noqa: PLC0415
+    from epochgc.gc.round_protocol import guard_message  # noqa: PLC0415
 
     assert guard_message(50, 100, 0.5, "epochgc gc collect") is None
     assert guard_message(0, 0, 0.5, "epochgc gc collect") is None
