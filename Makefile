@@ -45,8 +45,13 @@ typecheck: $(STAMP)
 	$(BIN)/mypy --strict epochgc
 	cd model && ../$(BIN)/mypy --strict check.py render_trail.py
 
+# Two workers: most tests wait on servers and subprocesses, so two halve
+# the wall time on two cores. Tests that measure time, memory or a race
+# (marked serial) run afterwards, alone, as on an idle machine; the Spark
+# and SPIN tests stay on one worker (tests/conftest.py).
 unit: $(STAMP) servers spin
-	$(BIN)/pytest -q tests
+	$(BIN)/pytest -q -n 2 --dist loadgroup -m "not serial" tests
+	$(BIN)/pytest -q -m serial tests
 
 # The unit tests again on the newest Python the dependencies support, in a
 # venv of its own (requires-python has no upper bound: say so by testing).
@@ -60,7 +65,7 @@ $(VENV_NEWEST)/.installed: pyproject.toml
 	touch $@
 
 unit-newest: $(VENV_NEWEST)/.installed
-	$(VENV_NEWEST)/bin/pytest -q tests/unit
+	$(VENV_NEWEST)/bin/pytest -q -n 2 tests/unit
 
 test: lint typecheck unit unit-newest
 

@@ -23,6 +23,26 @@ from tests.support.spark_cluster import StandaloneCluster
 settings.register_profile("epochgc", deadline=None)
 settings.load_profile("epochgc")
 
+SPARK_FIXTURES = frozenset({"spark", "spark_cluster", "spark_cache_home", "spark_package_dir"})
+"""Fixtures that hold a Spark session, a standalone cluster or the shared
+executors' environment cache."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that share an expensive fixture go to one worker when the
+    suite runs in parallel (``make test`` runs ``pytest -n 2 --dist
+    loadgroup``): every test that uses Spark (one SparkSession and one
+    standalone cluster per run, as on one process, and one writer of the
+    executors' environment cache), and the SPIN models (their module
+    fixture runs every model once)."""
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if fixtures & SPARK_FIXTURES or "spark" in item.path.parts:
+            item.add_marker(pytest.mark.xdist_group("spark"))
+        elif "model" in item.path.parts:
+            item.add_marker(pytest.mark.xdist_group("model"))
+
+
 FAST_RETRIES = RetryPolicy(max_attempts=5, base_delay_seconds=0.001, max_delay_seconds=0.01)
 
 

@@ -250,6 +250,7 @@ def test_the_delete_phase_of_a_guarded_round_logs_progress(
     assert deleting and deleting[-1].startswith("delete M=6: 120/120 objects"), deleting
 
 
+@pytest.mark.serial
 def test_a_guarded_round_over_two_million_keys_keeps_no_key_in_memory(
     store: S3ObjectStore,
 ) -> None:

@@ -149,6 +149,7 @@ def test_gc_runs_shows_cost_per_run_and_per_gb_old_summaries_included(
     assert "cost $" in table and "$/GB" in table and "0.005000" in table
 
 
+@pytest.mark.serial
 def test_the_daemon_lists_shards_when_due_and_deletes_within_the_lag_bound(
     store: S3ObjectStore, bucket: str
 ) -> None:

@@ -200,6 +200,7 @@ def test_the_leader_compacts_the_controller_log_on_schedule(
     assert last is not None and last.skipped, "fewer than min_entries new entries: skipped"
 
 
+@pytest.mark.serial
 def test_sigterm_mid_sweep_exits_cleanly_within_10_seconds(
     tmp_path: Path, s3_server: EmbeddedS3, store: S3ObjectStore, bucket: str
 ) -> None:

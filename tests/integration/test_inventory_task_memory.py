@@ -56,6 +56,7 @@ def s3_elsewhere() -> Iterator[EmbeddedS3]:
         yield server
 
 
+@pytest.mark.serial
 def test_an_inventory_tasks_memory_does_not_grow_with_its_data_file(
     s3_elsewhere: EmbeddedS3,
 ) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
@@ -53,6 +54,7 @@ def lists_failed_while_deleting(s3: EmbeddedS3, bucket: str) -> tuple[int, int]:
     return failed, made
 
 
+@pytest.mark.serial
 def test_a_list_racing_deletes_is_answered() -> None:
     with EmbeddedS3(bucket="race-free") as s3, race_free_listing() as applied:
         assert applied

@@ -46,6 +46,8 @@ from tests.support.config_files import write_server_config
 from tests.support.faults import StallingStore
 from tests.support.nodes import reconciler_node
 
+pytestmark = pytest.mark.serial  # timing: a node must act within its TTL
+
 ROOT = "epochgc"
 POLICY = LeasePolicy(ttl_seconds=1.5, renew_interval_seconds=0.3, skew_margin_seconds=0.3)
 ROUND_SECONDS = 0.05

@@ -210,6 +210,7 @@ def test_tasks_that_cannot_start_leave_a_failed_record_naming_the_cause(
     assert "FAILED" in line and "ModuleNotFoundError: No module named 'epochgc'" in line
 
 
+@pytest.mark.serial
 def test_a_memory_error_reading_one_data_file_fails_that_file_not_the_job(
     spark: Any, tmp_path: Path, s3_server: EmbeddedS3, store: S3ObjectStore, bucket: str
 ) -> None:
