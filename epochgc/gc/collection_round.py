@@ -420,15 +420,7 @@ class _LocalPasses:
         self._deleted_sink = deleted_sink
 
     def count(self) -> SweepResult:
-        ctx = self._ctx
-        return ctx.sweeper.sweep(
-            self._shards,
-            ctx.safe.safe_epoch,
-            ctx.started_at,
-            dry_run=True,
-            full_listing=True,
-            stop=ctx.stop,
-        )
+        return self._list_only(full_listing=True)
 
     def delete(self, counted: SweepResult | None) -> SweepResult:
         ctx = self._ctx
@@ -442,14 +434,19 @@ class _LocalPasses:
         )
 
     def plan(self) -> SweepResult:
+        return self._list_only(full_listing=self._ctx.guarded, plan_sink=self._plan_sink)
+
+    def _list_only(self, *, full_listing: bool, plan_sink: PlanSink | None = None) -> SweepResult:
+        """A pass that deletes nothing: to every shard's end
+        (``full_listing``, what the guard counts against) or to ``M``."""
         ctx = self._ctx
         return ctx.sweeper.sweep(
             self._shards,
             ctx.safe.safe_epoch,
             ctx.started_at,
             dry_run=True,
-            full_listing=ctx.guarded,
-            plan_sink=self._plan_sink,
+            full_listing=full_listing,
+            plan_sink=plan_sink,
             stop=ctx.stop,
         )
 
