@@ -185,7 +185,7 @@ async def _takeover(store: S3ObjectStore) -> None:
     async with running(a, a_owns, trap) as a_task, running(b, b_owns):
         await eventually(
             lambda: a.led_partitions() and len(a.led_partitions() + b.led_partitions()) == 6,
-            20,
+            30,
             "the two nodes to share the partitions",
         )
         trap.hang()  # a's ownership loop hangs; its rounds and heartbeat go on
@@ -236,9 +236,9 @@ async def _raise_term_behind_a_hung_round(store: S3ObjectStore) -> None:
     log_trap.hang()
     node, owns = _node(trap, "node-a", settings)
     async with running(node, owns, trap, log_trap) as task:
-        await eventually(lambda: log_trap.hits >= 1, 10, "the node to open the partition")
+        await eventually(lambda: log_trap.hits >= 1, 30, "the node to open the partition")
         trap.hang()
-        await eventually(lambda: trap.hits >= 1, 10, "the ownership round to hang")
+        await eventually(lambda: trap.hits >= 1, 30, "the ownership round to hang")
         log_trap.release()
         with pytest.raises(EpochGCError) as stopped:
             await asyncio.wait_for(asyncio.shield(task), bound + 6)
@@ -273,7 +273,7 @@ async def _healthz(store: S3ObjectStore) -> None:
 
     try:
         async with running(node, owns, trap) as task:
-            await eventually(lambda: len(node.led_partitions()) == 2, 10, "the node to lead")
+            await eventually(lambda: len(node.led_partitions()) == 2, 30, "the node to lead")
             status, body = await asyncio.to_thread(healthz)
             assert status == 200 and body["healthy"] is True, body
             trap.fail(RuntimeError("injected"))
