@@ -161,8 +161,6 @@ class ReconcilerNode:
         always the safe rule, except in ``epochgc verify``'s worker
         processes, whose composition passes the deliberately unsafe build's
         rule (no setting or environment variable reaches it)."""
-        self._store = store
-        self._root = root
         self.node_id = node_id
         self._ownership = ownership
         self._last_ownership_round = float("-inf")
