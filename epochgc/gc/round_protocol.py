@@ -26,7 +26,6 @@ engine hands in.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Generic, Protocol, TypeVar
@@ -189,15 +188,16 @@ def write_summary_anyway(
     summary: RunSummary,
     failure: BaseException | None,
     *,
-    what: Callable[[str], str] = lambda run_id: f"gc run {run_id}",
+    command: str,
 ) -> str:
     """Step 3: write the summary; when the round already failed, a summary
-    that cannot be written is logged, not raised over the round's own
-    cause. Returns its key (``""`` when it could not be written)."""
+    that cannot be written is logged (``COMMAND RUN: could not write ...``),
+    not raised over the round's own cause. Returns its key (``""`` when it
+    could not be written)."""
     if failure is None:
         return write_summary(store, root, summary)
     try:
         return write_summary(store, root, summary)
     except EpochGCError as err:
-        log.error("%s: could not write the run summary: %s", what(summary.run_id), err)
+        log.error("%s %s: could not write the run summary: %s", command, summary.run_id, err)
         return ""

@@ -249,9 +249,7 @@ def run_spark_gc(
             stopped=job.stopped is not None,
             cause=one_line_cause(failure) if failure is not None else job.paused,
         )
-        key = write_summary_anyway(
-            store, root, summary, failure, what=lambda run: f"gc spark {run}"
-        )
+        key = write_summary_anyway(store, root, summary, failure, command="gc spark")
         seconds = time.perf_counter() - clock
         log.log(
             logging.INFO if summary.success else logging.WARNING,
