@@ -163,8 +163,17 @@ def test_untrusted_controller_blocks_until_reset(
     assert json.loads(health.value.read())["state"] == "safety_blocked"
     metrics = urllib.request.urlopen(f"{daemon.metrics_url}/metrics", timeout=5).read().decode()
     assert 'epochgc_collector_state{state="safety_blocked"} 1.0' in metrics
-    status = read_status(store, ROOT)
-    assert status is not None and status.state is CollectorState.SAFETY_BLOCKED
+
+    # The status document is written when the round that blocked ends, just
+    # after the collector's state changes: wait for it, then read it.
+    def stored_state() -> CollectorState | None:
+        status = read_status(store, ROOT)
+        return None if status is None else status.state
+
+    wait_for(
+        lambda: stored_state() is CollectorState.SAFETY_BLOCKED,
+        what="the status document to say safety_blocked",
+    )
 
     # Fixing the entry is not enough: the block is sticky until an operator resets.
     store.put(bad_key, b'{"v": 1, "type": "epoch_tick", "ts": "2026-11-22T03:00:00Z"}')
