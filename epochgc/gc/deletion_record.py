@@ -128,7 +128,11 @@ class DeletionSearch:
 
 def _read_part(store: ObjectStore, key: str, wanted: str | None) -> Iterator[dict[str, object]]:
     pq = require("pyarrow.parquet", BASE, "reading a deletion record")
-    table = pq.read_table(io.BytesIO(store.get(key).body))
+    # One thread: a part is at most RECORD_FLUSH_KEYS-odd rows, and a CLI
+    # process that started pyarrow's thread pool to decode it aborted at
+    # exit about one time in a hundred ("terminate called without an
+    # active exception", exit -6) after printing its answer.
+    table = pq.read_table(io.BytesIO(store.get(key).body), use_threads=False)
     if wanted is not None:
         pc = require("pyarrow.compute", BASE, "reading a deletion record")
         table = table.filter(pc.equal(table["key"], wanted))
