@@ -71,6 +71,7 @@ from epochgc.gc.collection_round import CollectSettings
 from epochgc.gc.collector import Collector, RoundOutcome, ScheduleSettings, next_round_delay
 from epochgc.gc.listing.cost import GB, Prices, economic_interval_seconds
 from epochgc.gc.listing.schedule import ListingPolicy
+from epochgc.runtime import Runtime
 from epochgc.simulate.memory_store import MemoryStore, VirtualClock
 from epochgc.storage.keys import encode_l0_key, l0_prefix
 from epochgc.storage.request_stats import RequestStats
@@ -121,7 +122,7 @@ class World:
         self.args = args
         self.clock = VirtualClock()
         self.store = MemoryStore(self.clock)
-        self.controller = Controller(self.store, ROOT, now=self.clock.now)
+        self.controller = Controller(self.store, ROOT, runtime=Runtime(wall=self.clock.now))
         self.rng = random.Random(19)
         self.remaining: dict[int, set[str]] = {}
         """Keys written and not yet deleted, by epoch."""

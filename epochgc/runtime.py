@@ -1,6 +1,6 @@
 """The one way protocol code reaches what makes a run non-deterministic:
-the wall and monotonic clocks, sleeping, locks, concurrent requests and
-random ids.
+the wall and monotonic clocks, sleeping, locks and conditions, concurrent
+requests, background workers, and random ids and jitter.
 
 Protocol code (the leases, ownership rounds, and the layers being moved
 onto this one by one: ``tests/unit/test_runtime_boundary.py`` lists them)
@@ -19,17 +19,36 @@ moves, e.g. ``Runtime(wall=clock.now, monotonic=clock.monotonic)``.
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
+__all__ = [
+    "SYSTEM",
+    "Condition",
+    "Executor",
+    "Future",
+    "Lock",
+    "RequestPool",
+    "Runtime",
+    "new_future",
+    "new_random_id",
+    "start_daemon",
+    "thread_executor",
+    "thread_pool",
+    "utc_now",
+]
+"""``Future`` is re-exported: protocol code names futures through here."""
+
 T = TypeVar("T")
+A = TypeVar("A")
 
 
 class Lock(Protocol):
@@ -51,11 +70,42 @@ class Lock(Protocol):
     ) -> None: ...
 
 
+class Condition(Protocol):
+    """A condition variable over a ``Lock``: ``wait`` releases the lock
+    until ``notify_all`` (or the timeout), then takes it again."""
+
+    def wait(self, timeout: float | None = None) -> bool: ...
+
+    def notify_all(self) -> None: ...
+
+    def __enter__(self) -> bool: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+        /,
+    ) -> None: ...
+
+
+class Executor(Protocol):
+    """Runs submitted calls on up to a fixed number of workers; each call's
+    ``Future`` resolves when it ends. ``shutdown(wait=True)`` waits for
+    every submitted call."""
+
+    def submit(self, fn: Callable[..., T], /, *args: Any) -> Future[T]: ...
+
+    def shutdown(self, wait: bool = True) -> None: ...
+
+
 class RequestPool(Protocol):
     """Runs requests side by side: a ``ThreadPoolExecutor``, or the
     simulation's pool that runs them as simulated tasks in virtual time."""
 
     def map(self, fn: Callable[[Any], T], iterable: Iterable[Any], /) -> Iterator[T]: ...
+
+    def shutdown(self, wait: bool = True) -> None: ...
 
 
 def utc_now() -> datetime:
@@ -80,6 +130,27 @@ def _new_rlock() -> Lock:
     return threading.RLock()
 
 
+def _new_condition(lock: Lock) -> Condition:
+    return threading.Condition(lock)  # type: ignore[arg-type]
+
+
+def thread_executor(workers: int, name: str) -> Executor:
+    """A ``ThreadPoolExecutor`` of ``workers`` threads named ``name``."""
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
+
+
+def new_future() -> Future[Any]:
+    """A future another worker resolves."""
+    return Future()
+
+
+def start_daemon(name: str, fn: Callable[[], None]) -> None:
+    """Run ``fn`` on a daemon thread named ``name``: it never keeps the
+    process alive, and whoever waits for it waits on a condition it
+    signals, not on the thread."""
+    threading.Thread(target=fn, name=name, daemon=True).start()
+
+
 @dataclass(frozen=True)
 class Runtime:
     """Clocks, sleeping, locks, request pools and ids for protocol code.
@@ -99,7 +170,14 @@ class Runtime:
         lock: a new re-entrant lock.
         request_pool: a pool running up to ``workers`` requests side by
             side (``None``: one after another).
-        new_id: a new random id.
+        new_id: a new random id of 32 hex digits (incarnations, and the nonces
+            that keep two writers from ever writing equal log entries).
+        condition: a condition variable over a lock from ``lock``.
+        executor: an executor of ``workers`` named ``name`` whose futures
+            other code may wait on (a pipeline of puts).
+        future: a new unresolved future (what ``executor`` hands out).
+        spawn: start a background worker running ``fn``.
+        unit_random: a draw uniform in [0, 1) (retry jitter).
     """
 
     wall: Callable[[], datetime] = utc_now
@@ -108,6 +186,25 @@ class Runtime:
     lock: Callable[[], Lock] = _new_rlock
     request_pool: Callable[[int, str], RequestPool | None] = thread_pool
     new_id: Callable[[], str] = new_random_id
+    condition: Callable[[Lock], Condition] = _new_condition
+    executor: Callable[[int, str], Executor] = thread_executor
+    future: Callable[[], Future[Any]] = new_future
+    spawn: Callable[[str, Callable[[], None]], None] = start_daemon
+    unit_random: Callable[[], float] = random.random
+
+    def run_requests(
+        self, workers: int, name: str, fn: Callable[[A], T], items: Iterable[A]
+    ) -> list[T]:
+        """``fn`` of every item, up to ``workers`` side by side (one after
+        another for one worker), results in order; the first failure is
+        raised once every request ended."""
+        pool = self.request_pool(workers, name)
+        if pool is None:
+            return [fn(item) for item in items]
+        try:
+            return list(pool.map(fn, items))
+        finally:
+            pool.shutdown()
 
 
 SYSTEM = Runtime()

@@ -9,12 +9,11 @@ carries, and only an applied placeholder acknowledges its records.
 
 from __future__ import annotations
 
-import random
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from epochgc.storage.keys import encode_l0_key
+from epochgc.runtime import SYSTEM, Runtime
+from epochgc.storage.keys import encode_l0_key, uuid_text
 from epochgc.storage.l0_format import ChunkRef, build_l0_object
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.partition.commands import PlaceholderBatch
@@ -42,14 +41,21 @@ def upload_l0(
     chunks: Sequence[tuple[str, int, Sequence[bytes]]],
     *,
     shards: int,
-    choose_shard: Callable[[int], int] = random.randrange,
+    choose_shard: Callable[[int], int] | None = None,
+    runtime: Runtime = SYSTEM,
 ) -> UploadedL0:
-    """Lay out and upload one L0 object at ``epoch`` into a random shard.
+    """Lay out and upload one L0 object at ``epoch`` into a random shard
+    (``choose_shard``, or drawn from ``runtime``).
 
-    The key is unique (a fresh uuid), so a plain PUT cannot overwrite
+    The key is unique (a fresh random id), so a plain PUT cannot overwrite
     anything; a retried PUT after a lost answer rewrites the same bytes.
     """
     body, index = build_l0_object(chunks)
-    key = encode_l0_key(root, choose_shard(shards), epoch, str(uuid.uuid4()))
+    shard = (
+        choose_shard(shards)
+        if choose_shard is not None
+        else min(int(runtime.unit_random() * shards), shards - 1)
+    )
+    key = encode_l0_key(root, shard, epoch, uuid_text(runtime.new_id()))
     store.put(key, body)
     return UploadedL0(key, epoch, len(body), {(c.topic, c.partition): c for c in index})

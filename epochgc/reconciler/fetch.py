@@ -10,10 +10,10 @@ trip costs more than a few kilobytes of slack).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from epochgc.errors import CorruptLogError, L0UnreadableError, MalformedRecordError, NotFoundError
+from epochgc.runtime import SYSTEM, Runtime
 from epochgc.storage.l0_format import decode_records
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.partition.codec import RetainedPlaceholder, decode_command
@@ -106,7 +106,11 @@ def pending_placeholders(
 
 
 def fetch_records(
-    store: ObjectStore, placeholders: Sequence[PendingPlaceholder], *, concurrency: int = 8
+    store: ObjectStore,
+    placeholders: Sequence[PendingPlaceholder],
+    *,
+    concurrency: int = 8,
+    runtime: Runtime = SYSTEM,
 ) -> list[bytes]:
     """The records of ``placeholders`` in record-offset order.
 
@@ -131,11 +135,10 @@ def fetch_records(
             ) from err
         return fetch.key, fetch.first_byte, body
 
-    with ThreadPoolExecutor(
-        max_workers=max(1, min(concurrency, len(fetches) or 1)),
-        thread_name_prefix="epochgc-l0-fetch",
-    ) as pool:
-        fetched = {key: (start, body) for key, start, body in pool.map(get, fetches)}
+    got = runtime.run_requests(
+        max(1, min(concurrency, len(fetches) or 1)), "epochgc-l0-fetch", get, fetches
+    )
+    fetched = {key: (start, body) for key, start, body in got}
     records: list[bytes] = []
     for placeholder in placeholders:
         for batch in placeholder.batches:

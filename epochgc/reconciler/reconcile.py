@@ -25,13 +25,11 @@ alone, which is what lifts ``M(p)``.
 from __future__ import annotations
 
 import logging
-import time
-import uuid
 from dataclasses import dataclass
 
 from epochgc.errors import CorruptLogError, L0UnreadableError
 from epochgc.reconciler.fetch import PendingPlaceholder, fetch_records, pending_placeholders
-from epochgc.storage.keys import encode_l1_key
+from epochgc.storage.keys import encode_l1_key, uuid_text
 from epochgc.storage.l0_format import encode_records
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.partition.term_writer import TermWriter
@@ -88,8 +86,9 @@ class Reconciler:
             L0UnreadableError: an L0 object is missing or damaged; the
                 placeholders before it were reconciled, nothing after.
         """
-        started = time.perf_counter()
         replica = leader.replica
+        runtime = replica.runtime
+        started = runtime.monotonic()
         leader.catch_up()
         state = replica.state
         log_end = state.applied_log_offset
@@ -110,11 +109,15 @@ class Reconciler:
                 leader.advance_reconciled(state.lro, log_end)
             return self._result(leader, 0, 0, None, started)
         try:
-            records = fetch_records(self._store, pending, concurrency=self._fetch_concurrency)
+            records = fetch_records(
+                self._store, pending, concurrency=self._fetch_concurrency, runtime=runtime
+            )
         except L0UnreadableError as err:
             readable = [p for p in pending if p.last_record < err.first_record]
             if readable:
-                records = fetch_records(self._store, readable, concurrency=self._fetch_concurrency)
+                records = fetch_records(
+                    self._store, readable, concurrency=self._fetch_concurrency, runtime=runtime
+                )
                 self._write(leader, readable, records, log_end)
             raise
         key, size = self._write(leader, pending, records, log_end)
@@ -137,7 +140,9 @@ class Reconciler:
                 f"{pending[0].first_record}..{last} but lro is {state.lro}"
             )
         body = encode_records(records)
-        key = encode_l1_key(self._root, replica.pid, first, last, str(uuid.uuid4()))
+        key = encode_l1_key(
+            self._root, replica.pid, first, last, uuid_text(replica.runtime.new_id())
+        )
         self._store.put(key, body)
         following = [
             r.log_offset for r in replica.retained if r.log_offset > pending[-1].log_offset
@@ -162,7 +167,7 @@ class Reconciler:
             state.lro,
             state.reconciled_log_offset,
             state.safe_epoch,
-            time.perf_counter() - started,
+            leader.replica.runtime.monotonic() - started,
         )
         if records:
             log.debug(

@@ -24,6 +24,7 @@ every wake-up of its tasks to the pause's end.
 
 from __future__ import annotations
 
+import collections
 import heapq
 import random
 from collections.abc import Callable, Iterable, Iterator
@@ -32,6 +33,8 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 import greenlet
+
+from epochgc.runtime import Future
 
 T = TypeVar("T")
 
@@ -83,6 +86,9 @@ class Scheduler:
         self._current: Task | None = None
         self.after_each: Callable[[], None] = lambda: None
         """Called after every event (the invariant checks)."""
+        self.ran: Process | None = None
+        """The process whose task the last event resumed (``None``: the
+        event was the scheduler's own, such as a request landing)."""
 
     # --- queue -------------------------------------------------------------------
 
@@ -99,6 +105,7 @@ class Scheduler:
         while self._queue and self._queue[0][0] <= end:
             when, _tie, _seq, callback = heapq.heappop(self._queue)
             self.now = when
+            self.ran = None
             callback()
             self.after_each()
         self.now = max(self.now, end)
@@ -151,6 +158,7 @@ class Scheduler:
             self.at(task.process.paused_until, lambda: self._switch(task, token))
             return
         task.wait_id += 1
+        self.ran = task.process
         self._current = task
         try:
             task.glet.switch()
@@ -200,6 +208,20 @@ class Scheduler:
         """A request pool of ``workers`` tasks (``None`` for one)."""
         return None if workers <= 1 else SimPool(self, workers, name)
 
+    def condition(self, lock: SimLock) -> SimCondition:
+        """A condition variable over ``lock`` whose waiters wait in
+        virtual time."""
+        return SimCondition(self, lock)
+
+    def future(self) -> SimFuture[Any]:
+        """A future whose ``result`` waits in virtual time."""
+        return SimFuture(self)
+
+    def executor(self, process: Process, workers: int, name: str) -> SimExecutor:
+        """An executor whose workers are tasks of ``process`` (they die
+        with it, whoever submitted to them)."""
+        return SimExecutor(self, process, workers, name)
+
 
 class SimLock:
     """A re-entrant lock owned by a task: another task that wants it waits
@@ -244,6 +266,19 @@ class SimLock:
             self._owner = None
             for waiter in list(self._waiters):
                 self._sched.wake(waiter, self._sched.now)
+
+    def release_all(self) -> int:
+        """Release however deep this task holds the lock; return the depth
+        (a condition's ``wait`` gives the lock up whole)."""
+        depth = self._depth
+        self._depth = 1
+        self.release()
+        return depth
+
+    def restore(self, depth: int) -> None:
+        """Take the lock again at ``depth`` (after ``release_all``)."""
+        self.acquire()
+        self._depth = depth
 
     def __enter__(self) -> bool:
         return self.acquire()
@@ -295,9 +330,150 @@ class SimPool:
             self._sched.suspend()
         return _results(results)
 
+    def shutdown(self, wait: bool = True) -> None:
+        """Nothing to release: ``map`` returns once its tasks ended."""
+
 
 def _results(results: list[tuple[bool, Any]]) -> Iterator[Any]:
     for ok, value in results:
         if not ok:
             raise value
         yield value
+
+
+class SimCondition:
+    """``threading.Condition`` over a ``SimLock``, in virtual time."""
+
+    def __init__(self, sched: Scheduler, lock: SimLock) -> None:
+        self._sched = sched
+        self._lock = lock
+        self._waiters: list[Task] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Release the lock until ``notify_all`` or ``timeout``; True when
+        notified."""
+        me = self._sched.current
+        depth = self._lock.release_all()
+        self._waiters.append(me)
+        if timeout is not None:
+            self._sched.wake(me, self._sched.now + max(0.0, timeout))
+        try:
+            self._sched.suspend()
+        finally:
+            notified = me not in self._waiters
+            if not notified:
+                self._waiters.remove(me)
+            self._lock.restore(depth)
+        return notified
+
+    def notify_all(self) -> None:
+        for waiter in self._waiters:
+            self._sched.wake(waiter, self._sched.now)
+        self._waiters.clear()
+
+    def __enter__(self) -> bool:
+        return self._lock.acquire()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+        /,
+    ) -> None:
+        self._lock.release()
+
+
+class SimFuture(Future[T]):
+    """A ``concurrent.futures.Future`` whose ``result`` and ``exception``
+    wait in virtual time (the base class would block the one real
+    thread). Resolving it needs no lock another task could hold."""
+
+    def __init__(self, sched: Scheduler) -> None:
+        super().__init__()
+        self._sched = sched
+        self._sim_waiters: list[Task] = []
+        self.add_done_callback(self._wake_waiters)
+
+    def _wake_waiters(self, _done: Future[T]) -> None:
+        for waiter in self._sim_waiters:
+            self._sched.wake(waiter, self._sched.now)
+
+    def _wait(self, timeout: float | None) -> None:
+        if self.done():
+            return
+        me = self._sched.current
+        deadline = None if timeout is None else self._sched.now + timeout
+        self._sim_waiters.append(me)
+        try:
+            while not self.done():
+                if deadline is not None:
+                    if self._sched.now >= deadline:
+                        raise TimeoutError("simulated future not resolved in time")
+                    self._sched.wake(me, deadline)
+                self._sched.suspend()
+        finally:
+            self._sim_waiters.remove(me)
+
+    def result(self, timeout: float | None = None) -> T:
+        self._wait(timeout)
+        return super().result(timeout=0)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        self._wait(timeout)
+        return super().exception(timeout=0)
+
+
+class SimExecutor:
+    """A ``ThreadPoolExecutor`` whose workers are tasks of one process:
+    calls run in submission order on at most ``workers`` tasks."""
+
+    def __init__(self, sched: Scheduler, process: Process, workers: int, name: str) -> None:
+        self._sched = sched
+        self._process = process
+        self._workers = max(1, workers)
+        self._name = name
+        self._queue: collections.deque[tuple[Callable[..., Any], tuple[Any, ...], SimFuture[Any]]]
+        self._queue = collections.deque()
+        self._running = 0
+        self._idle_waiters: list[Task] = []
+        self._spawned = 0
+
+    def submit(self, fn: Callable[..., T], /, *args: Any) -> Future[T]:
+        future: SimFuture[T] = SimFuture(self._sched)
+        self._queue.append((fn, args, future))
+        if self._running < self._workers:
+            self._running += 1
+            self._spawned += 1
+            self._sched.spawn(self._process, f"{self._name}-{self._spawned}", self._work)
+        return future
+
+    def _work(self) -> None:
+        try:
+            while self._queue:
+                fn, args, future = self._queue.popleft()
+                if not future.set_running_or_notify_cancel():
+                    continue
+                try:
+                    value = fn(*args)
+                except Exception as err:  # handed to the future, as a pool does
+                    future.set_exception(err)
+                else:
+                    future.set_result(value)
+        finally:
+            self._running -= 1
+            if self._running == 0:
+                for waiter in self._idle_waiters:
+                    self._sched.wake(waiter, self._sched.now)
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Wait (in virtual time) until every submitted call has ended."""
+        if not wait:
+            return
+        me = self._sched.current
+        self._idle_waiters.append(me)
+        try:
+            while self._running > 0 and self._process.alive:
+                self._sched.suspend()
+        finally:
+            self._idle_waiters.remove(me)

@@ -34,12 +34,6 @@ Invariants:
 from __future__ import annotations
 
 import logging
-import random
-import threading
-import time
-import uuid
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from epochgc.errors import (
@@ -49,6 +43,7 @@ from epochgc.errors import (
     PreconditionFailedError,
     RetriesExhaustedError,
 )
+from epochgc.runtime import SYSTEM, Runtime
 from epochgc.storage.keys import encode_log_entry_key, parse_log_entry_key
 from epochgc.storage.object_store import ObjectStore, get_or_none, head_or_none
 from epochgc.storage.retry import RetryPolicy
@@ -56,14 +51,6 @@ from epochgc.storage.retry import RetryPolicy
 log = logging.getLogger(__name__)
 
 COVERED_OFFSET_METADATA = "epochgc-covered-offset"
-
-
-def new_nonce() -> str:
-    """128 random bits in hex, for an entry whose bytes would otherwise
-    equal another writer's (same command, same second): ``append_at`` takes
-    a slot holding our exact bytes for our own write, so two writers must
-    never write equal bytes."""
-    return uuid.uuid4().hex
 
 
 @dataclass(frozen=True)
@@ -121,6 +108,8 @@ class ConditionalAppendLog:
         append_policy: bounds the lost-race loop of ``append`` (full jitter:
             the contenders are uncoordinated processes).
         read_concurrency: parallel GETs when reading many entries.
+        runtime: the lock, the back-off's sleep and jitter, and the read
+            pool (virtual in ``epochgc simulate``).
     """
 
     def __init__(
@@ -132,8 +121,7 @@ class ConditionalAppendLog:
         snapshot_key: str | None = None,
         append_policy: RetryPolicy | None = None,
         read_concurrency: int = 8,
-        sleep: Callable[[float], None] = time.sleep,
-        unit_random: Callable[[], float] = random.random,
+        runtime: Runtime = SYSTEM,
     ) -> None:
         if not prefix.endswith("/"):
             raise ValueError(f"log prefix must end with '/', got {prefix!r}")
@@ -147,9 +135,8 @@ class ConditionalAppendLog:
             max_attempts=32, base_delay_seconds=0.01, max_delay_seconds=1.0
         )
         self._read_concurrency = max(1, read_concurrency)
-        self._sleep = sleep
-        self._unit_random = unit_random
-        self._lock = threading.Lock()
+        self._runtime = runtime
+        self._lock = runtime.lock()
         self._known_tail: int | None = None
 
     @property
@@ -243,7 +230,8 @@ class ConditionalAppendLog:
                 raise RetriesExhaustedError(
                     f"append to {self._prefix!r} lost {attempt} races in a row", None
                 )
-            self._sleep(self._append_policy.backoff_seconds(attempt, self._unit_random()))
+            jitter = self._runtime.unit_random()
+            self._runtime.sleep(self._append_policy.backoff_seconds(attempt, jitter))
             offset = max(offset, self.tail()) + 1
 
     # --- read -------------------------------------------------------------
@@ -283,11 +271,9 @@ class ConditionalAppendLog:
 
         if len(offsets) <= 1 or self._read_concurrency == 1:
             return [fetch(o) for o in offsets]
-        with ThreadPoolExecutor(
-            max_workers=min(self._read_concurrency, len(offsets)),
-            thread_name_prefix="epochgc-log-read",
-        ) as pool:
-            return list(pool.map(fetch, offsets))
+        return self._runtime.run_requests(
+            min(self._read_concurrency, len(offsets)), "epochgc-log-read", fetch, offsets
+        )
 
     # --- snapshot and truncation -------------------------------------------
 

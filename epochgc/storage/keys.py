@@ -63,6 +63,15 @@ def is_valid_node_id(node_id: str) -> bool:
     return _is_plain_segment(node_id, _NODE_ID)
 
 
+def uuid_text(hex_id: str) -> str:
+    """A 32-hex-digit random id (``Runtime.new_id``) written the canonical
+    uuid way, as object ids in keys are."""
+    if len(hex_id) != 32:
+        raise ValueError(f"an object id needs 32 hex digits, got {hex_id!r}")
+    h = hex_id.lower()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 def is_valid_uuid(value: str) -> bool:
     """A canonical lowercase UUID (any version), as ``str(uuid.uuid4())``."""
     return _UUID.fullmatch(value) is not None

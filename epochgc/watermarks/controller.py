@@ -43,11 +43,10 @@ Invariants:
 from __future__ import annotations
 
 import logging
-import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from epochgc.errors import (
@@ -60,7 +59,8 @@ from epochgc.errors import (
     TopicExistsError,
     TopicNotFoundError,
 )
-from epochgc.storage.cas_log import ConditionalAppendLog, LogEntry, LogSnapshot, new_nonce
+from epochgc.runtime import SYSTEM, Runtime
+from epochgc.storage.cas_log import ConditionalAppendLog, LogEntry, LogSnapshot
 from epochgc.storage.keys import (
     PartitionId,
     controller_log_prefix,
@@ -368,9 +368,11 @@ class Controller:
     Args:
         store: the bucket.
         root: the layout root.
-        now: wall clock for entry timestamps (injected for tests).
         epoch_history: epoch start times kept in memory (and written by
             ``compact``); see ``EpochStarts``.
+        runtime: the wall clock for entry timestamps, the entries' nonces,
+            the lock and the log's back-off (virtual in tests and
+            ``epochgc simulate``).
     """
 
     def __init__(
@@ -378,21 +380,21 @@ class Controller:
         store: ObjectStore,
         root: str,
         *,
-        now: Callable[[], datetime] = lambda: datetime.now(UTC),
         epoch_history: int = DEFAULT_EPOCH_HISTORY,
-        nonce: Callable[[], str] = new_nonce,
+        runtime: Runtime = SYSTEM,
     ) -> None:
         self._store = store
         self._root = root
-        self._now = now
-        self._nonce = nonce
+        self._now = runtime.wall
+        self._nonce = runtime.new_id
         self._log = ConditionalAppendLog(
             store,
             controller_log_prefix(root),
             first_offset=CONTROLLER_FIRST_OFFSET,
             snapshot_key=controller_snapshot_key(root),
+            runtime=runtime,
         )
-        self._lock = threading.Lock()
+        self._lock = runtime.lock()
         self._view = ControllerView.empty()
         self._epochs = EpochStarts(epoch_history)
         self._snapshot_looked_up = False

@@ -11,9 +11,9 @@ cluster, so a cached epoch lags by at most one.
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable
+
+from epochgc.runtime import SYSTEM, Runtime
 
 
 class EpochCache:
@@ -27,7 +27,8 @@ class EpochCache:
     Args:
         source: reads the current cluster epoch (one LIST).
         ttl_seconds: how long a read value is reused.
-        clock: monotonic seconds (injected for tests).
+        runtime: the monotonic clock and the lock (virtual in tests and
+            ``epochgc simulate``).
     """
 
     def __init__(
@@ -35,14 +36,14 @@ class EpochCache:
         source: Callable[[], int],
         *,
         ttl_seconds: float = 30.0,
-        clock: Callable[[], float] = time.monotonic,
+        runtime: Runtime = SYSTEM,
     ) -> None:
         if ttl_seconds < 0:
             raise ValueError("ttl_seconds must be >= 0")
         self._source = source
         self._ttl = ttl_seconds
-        self._clock = clock
-        self._lock = threading.Lock()
+        self._clock = runtime.monotonic
+        self._lock = runtime.lock()
         self._value: int | None = None
         self._read_at = 0.0
         self.refreshes = 0

@@ -11,6 +11,7 @@ from epochgc.errors import (
     InvariantViolation,
     PreconditionFailedError,
 )
+from epochgc.runtime import Runtime
 from epochgc.storage.cas_log import ConditionalAppendLog
 from epochgc.storage.s3 import S3ObjectStore
 
@@ -23,7 +24,7 @@ def make_log(store: object, **kwargs: object) -> ConditionalAppendLog:
         store,  # type: ignore[arg-type]
         PREFIX,
         snapshot_key=SNAPSHOT,
-        sleep=lambda _s: None,
+        runtime=Runtime(sleep=lambda _s: None),
         **kwargs,  # type: ignore[arg-type]
     )
 

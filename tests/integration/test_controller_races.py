@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 import pytest
 
 from epochgc.errors import TopicExistsError, TopicNotFoundError
+from epochgc.runtime import Runtime
 from epochgc.storage.keys import controller_log_prefix
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.controller import Controller
@@ -52,14 +53,14 @@ def test_a_late_delete_never_deletes_the_incarnation_created_after_its_read(
     chose; X creates orders@3 while Y backs off; Y's retried delete must
     not delete orders@3, and Y must say that its own entry did nothing."""
     Controller(store, ROOT).create_topic("orders", 1)  # orders@1
-    x = Controller(store, ROOT, now=lambda: SAME_SECOND.replace(minute=1))
+    x = Controller(store, ROOT, runtime=Runtime(wall=lambda: SAME_SECOND.replace(minute=1)))
     created: list[int] = []
     y_store = on_controller_puts(
         store,
         lambda: x.delete_topic("orders"),  # takes slot 2, the one Y chose
         lambda: created.append(x.create_topic("orders", 1).revision),  # slot 3
     )
-    y = Controller(y_store, ROOT, now=lambda: SAME_SECOND)
+    y = Controller(y_store, ROOT, runtime=Runtime(wall=lambda: SAME_SECOND))
 
     outcome = y.delete_topic("orders")
 
@@ -82,10 +83,10 @@ def test_two_deletes_in_the_same_second_are_told_apart(store: S3ObjectStore) -> 
     """Entries written in one second by two writers used to be
     byte-identical, so the loser read the winner's entry as its own."""
     Controller(store, ROOT).create_topic("orders", 1)
-    x = Controller(store, ROOT, now=lambda: SAME_SECOND)
+    x = Controller(store, ROOT, runtime=Runtime(wall=lambda: SAME_SECOND))
     outcomes = []
     y_store = on_controller_puts(store, lambda: outcomes.append(x.delete_topic("orders")))
-    y = Controller(y_store, ROOT, now=lambda: SAME_SECOND)
+    y = Controller(y_store, ROOT, runtime=Runtime(wall=lambda: SAME_SECOND))
 
     outcomes.append(y.delete_topic("orders"))
 

@@ -224,8 +224,8 @@ def build_jobs(parts: DaemonParts, hooks: DaemonHooks) -> DaemonJobs:
     compactor = Controller(
         p.guarded(DeletingJob.CONTROLLER_TRUNCATION),
         p.root,
-        now=now,
         epoch_history=s.compaction.epoch_history,
+        runtime=Runtime(wall=now),
     )
     return DaemonJobs(
         round=round_job,

@@ -27,7 +27,8 @@ from epochgc.errors import (
     FencedError,
     PreconditionFailedError,
 )
-from epochgc.storage.cas_log import ConditionalAppendLog, LogEntry, LogSnapshot, new_nonce
+from epochgc.runtime import SYSTEM, Runtime
+from epochgc.storage.cas_log import ConditionalAppendLog, LogEntry, LogSnapshot
 from epochgc.storage.keys import PartitionId, partition_log_prefix, partition_snapshot_key
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.partition.codec import (
@@ -57,13 +58,16 @@ from epochgc.watermarks.partition.window import EpochWindow
 log = logging.getLogger(__name__)
 
 
-def open_partition_log(store: ObjectStore, root: str, pid: PartitionId) -> ConditionalAppendLog:
+def open_partition_log(
+    store: ObjectStore, root: str, pid: PartitionId, *, runtime: Runtime = SYSTEM
+) -> ConditionalAppendLog:
     """The conditional-append log (with its snapshot) of one partition."""
     return ConditionalAppendLog(
         store,
         partition_log_prefix(root, pid),
         first_offset=0,
         snapshot_key=partition_snapshot_key(root, pid),
+        runtime=runtime,
     )
 
 
@@ -98,6 +102,8 @@ class PartitionReplica:
             revision, and a partition with no snapshot yet (its creator
             crashed before writing one) starts from ``PartitionState.new``.
         rules: test-only; production always uses ``SAFE``.
+        runtime: the log's lock, back-off and read pool, and the nonces of
+            entries written through this replica.
     """
 
     def __init__(
@@ -107,11 +113,13 @@ class PartitionReplica:
         pid: PartitionId,
         *,
         rules: SafetyRules = SAFE,
+        runtime: Runtime = SYSTEM,
     ) -> None:
         self.pid = pid
         self.topic = pid.topic
         self.partition = pid.partition
-        self._log = open_partition_log(store, root, pid)
+        self.runtime = runtime
+        self._log = open_partition_log(store, root, pid, runtime=runtime)
         self._rules = rules
         self._state: PartitionState | None = None
         self._retained: list[RetainedPlaceholder] = []
@@ -310,7 +318,7 @@ class PartitionReplica:
         """
         for _ in range(attempts):
             self.catch_up()
-            command = dataclasses.replace(build(self), nonce=new_nonce())
+            command = dataclasses.replace(build(self), nonce=self.runtime.new_id())
             slot = self.hole if self.hole is not None else self.state.applied_log_offset + 1
             if not self._log.append_at(slot, encode_command(command)):
                 continue

@@ -16,16 +16,15 @@ import collections
 import dataclasses
 import itertools
 import logging
-import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 from epochgc.errors import (
     FencedError,
     StorageError,
 )
-from epochgc.storage.cas_log import LogEntry, new_nonce
+from epochgc.runtime import SYSTEM, Future, Runtime
+from epochgc.storage.cas_log import LogEntry
 from epochgc.storage.keys import PartitionId
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.partition.codec import (
@@ -103,6 +102,8 @@ class TermWriter:
         if depth < 1:
             raise ValueError("depth must be >= 1")
         self.replica = replica
+        runtime = replica.runtime
+        self._runtime = runtime
         self.term = term
         self._check_lease = check_lease
         self._depth = depth
@@ -112,20 +113,20 @@ class TermWriter:
         # Stamping, slot assignment and settlement share one lock so that
         # sequence numbers and slots are handed out in the same order and
         # entries are applied in slot order.
-        self._lock = threading.RLock()
-        # Puts settle on a thread of their own (see ``_settle_loop``), woken
+        self._lock = runtime.lock()
+        # Puts settle on a worker of their own (see ``_settle_loop``), woken
         # when a put finishes; it runs while puts are queued, so an idle or
-        # abandoned leader holds no thread.
-        self._put_done = threading.Condition(self._lock)
-        self._settler: threading.Thread | None = None
+        # abandoned leader holds no thread. ``close`` waits on the same
+        # condition for it to end.
+        self._put_done = runtime.condition(self._lock)
+        self._settling = False
         self._inflight: collections.deque[_InFlightAppend] = collections.deque()
         # The stored snapshot this leader started from; with the one its
         # replica last wrote, the only ones it expects to find. Another
         # means another writer compacted the log (see ``_settle``).
         self._snapshot_etag: str | None = None
-        self._executor = ThreadPoolExecutor(
-            max_workers=depth,
-            thread_name_prefix=f"epochgc-leader-{replica.topic}-{replica.partition}",
+        self._executor = runtime.executor(
+            depth, f"epochgc-leader-{replica.topic}-{replica.partition}"
         )
 
     def start(self) -> EpochWindow:
@@ -144,7 +145,7 @@ class TermWriter:
                 f"{replica.topic}/{replica.partition}: term {self.term} is not above "
                 f"the log's term {replica.state.term}"
             )
-        payload = encode_command(TermStart(self.term, new_nonce()))
+        payload = encode_command(TermStart(self.term, self._runtime.new_id()))
         wrote_start = False
         for _ in range(16):
             if replica.state.term >= self.term:
@@ -183,9 +184,8 @@ class TermWriter:
         """Wait for appends in flight to settle, then release the threads."""
         self._executor.shutdown(wait=True)
         with self._lock:
-            settler = self._settler
-        if settler is not None:
-            settler.join()
+            while self._settling:
+                self._put_done.wait()
 
     def catch_up(self) -> list[AppliedEntry]:
         """Nothing to read: the leader applies its own entries as they
@@ -234,7 +234,7 @@ class TermWriter:
         leader can no longer write, or with the store's error when the put
         failed; in both cases the leader is finished.
         """
-        result: Future[AppliedEntry] = Future()
+        result: Future[AppliedEntry] = self._runtime.future()
         with self._lock:
             if self._next_slot is None:
                 raise RuntimeError("leader not started; call start() first")
@@ -252,13 +252,12 @@ class TermWriter:
             self._next_slot += 1
             self._inflight.append(item)
             item.put = self._executor.submit(self.replica.log.append_at, item.slot, item.payload)
-            if self._settler is None:
-                self._settler = threading.Thread(
-                    target=self._settle_loop,
-                    name=f"epochgc-settle-{self.replica.topic}-{self.replica.partition}",
-                    daemon=True,
+            if not self._settling:
+                self._settling = True
+                self._runtime.spawn(
+                    f"epochgc-settle-{self.replica.topic}-{self.replica.partition}",
+                    self._settle_loop,
                 )
-                self._settler.start()
         item.put.add_done_callback(lambda _done: self._wake_settler())
         return result
 
@@ -284,7 +283,8 @@ class TermWriter:
                 while self._inflight and not self._head_done():
                     self._put_done.wait()
                 if not self._inflight:
-                    self._settler = None  # the next submit starts another
+                    self._settling = False  # the next submit starts another
+                    self._put_done.notify_all()  # ``close`` waits for this
                     return
                 count = self._head_done()
                 batch = list(itertools.islice(self._inflight, count))
@@ -415,10 +415,9 @@ class TermWriter:
         the leading ones that made it, and the error that stopped the rest
         (``None`` if all did)."""
         futures = [self.submit(c) for c in commands]
-        wait(futures)
+        errors = [future.exception() for future in futures]  # waits for every one
         applied: list[AppliedEntry] = []
-        for future in futures:
-            error = future.exception()
+        for future, error in zip(futures, errors, strict=True):
             if error is not None:
                 return applied, error
             applied.append(future.result())
@@ -456,6 +455,7 @@ def start_leading(
     raise_term: Callable[[int], int | None],
     still_owned: Callable[[int], object],
     depth: int = 8,
+    runtime: Runtime = SYSTEM,
 ) -> TermWriter | None:
     """Lead ``pid`` at ``term``: open its replica, start a term above every
     term its log holds, and return the started writer; ``None`` when the
@@ -473,11 +473,12 @@ def start_leading(
         still_owned: called with the final term before every append;
             raises ``LeaseLostError`` once the partition is not ours at it.
         depth: appends kept in flight.
+        runtime: the writer's locks, workers and nonces.
 
     Raises:
         EpochGCError: the log could not be opened or the term not started.
     """
-    replica = PartitionReplica(store, root, pid)
+    replica = PartitionReplica(store, root, pid, runtime=runtime)
     replica.open()
     if replica.state.term >= term:
         raised = raise_term(replica.state.term)

@@ -4,6 +4,7 @@ node (never one per partition), joined by ``aggregate.join_safe_epoch``."""
 from __future__ import annotations
 
 from epochgc.errors import CorruptLogError, InvariantViolation, RecordError
+from epochgc.runtime import SYSTEM, Runtime
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.safe_epoch.aggregate import (
@@ -26,6 +27,7 @@ def compute_safe_epoch(
     tracker: SafeEpochTracker,
     *,
     pinning: int = 10,
+    runtime: Runtime = SYSTEM,
 ) -> SafeEpoch | None:
     """One lazy computation of ``M``: the value the collector may use now,
     or ``None`` when the inputs could not be trusted (the tracker counts the
@@ -44,7 +46,7 @@ def compute_safe_epoch(
     """
     try:
         view = controller.snapshot()
-        reports, _skipped = read_reports(store, root)
+        reports, _skipped = read_reports(store, root, runtime=runtime)
     except UNTRUSTED_CONTENT_ERRORS as err:
         tracker.failed(err)
         return None

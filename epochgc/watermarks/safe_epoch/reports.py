@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 
 from epochgc.errors import MalformedRecordError, RecordError
+from epochgc.runtime import SYSTEM, Runtime
 from epochgc.storage import documents
 from epochgc.storage.keys import (
     PartitionId,
@@ -244,7 +244,7 @@ class SkippedReport:
 
 
 def read_reports(
-    store: ObjectStore, root: str, *, concurrency: int = 8
+    store: ObjectStore, root: str, *, concurrency: int = 8, runtime: Runtime = SYSTEM
 ) -> tuple[list[NodeReport], list[SkippedReport]]:
     """Every node's report: one LIST plus one GET per node.
 
@@ -268,10 +268,7 @@ def read_reports(
             return SkippedReport(key, f"report names node {report.node!r}, key names {node_id!r}")
         return report
 
-    with ThreadPoolExecutor(
-        max_workers=max(1, concurrency), thread_name_prefix="epochgc-reports"
-    ) as pool:
-        results = list(pool.map(load, keys))
+    results = runtime.run_requests(max(1, concurrency), "epochgc-reports", load, keys)
     reports = [r for r in results if isinstance(r, NodeReport)]
     skipped = [r for r in results if isinstance(r, SkippedReport)]
     for item in skipped:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from epochgc.leases.core import AcquireDecision
 from epochgc.leases.role_leases import LeaseDocument, decide_acquire
 from epochgc.leases.timing import LeasePolicy
+from epochgc.runtime import Runtime
 from epochgc.watermarks.epoch import EpochCache
 from tests.support.clocks import SetClock
 
@@ -86,7 +87,7 @@ def test_lease_policy_refuses_timings_that_lose_healthy_leases() -> None:
 def test_epoch_cache_reuses_within_ttl_and_never_goes_backwards() -> None:
     clock = SetClock(0.0)
     values = iter([5, 7, 6, 9])
-    cache = EpochCache(lambda: next(values), ttl_seconds=30, clock=clock)
+    cache = EpochCache(lambda: next(values), ttl_seconds=30, runtime=Runtime(monotonic=clock))
     assert cache.get() == 5
     clock.at = 29
     assert cache.get() == 5
@@ -100,7 +101,7 @@ def test_epoch_cache_reuses_within_ttl_and_never_goes_backwards() -> None:
 def test_epoch_cache_invalidate_below() -> None:
     clock = SetClock(0.0)
     values = iter([5, 8, 9])
-    cache = EpochCache(lambda: next(values), ttl_seconds=30, clock=clock)
+    cache = EpochCache(lambda: next(values), ttl_seconds=30, runtime=Runtime(monotonic=clock))
     assert cache.get() == 5
     cache.invalidate(below=5)
     assert cache.get() == 5, "5 is not below 5: kept"

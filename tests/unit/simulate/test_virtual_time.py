@@ -192,3 +192,116 @@ def test_the_scheduler_is_not_a_task() -> None:
     sched = Scheduler(random.Random(8))
     with pytest.raises(RuntimeError, match="not inside a simulated task"):
         sched.sleep(1.0)
+
+
+def test_a_condition_wait_releases_the_lock_until_notified() -> None:
+    sched = Scheduler(random.Random(3))
+    lock = sched.lock()
+    cond = sched.condition(lock)
+    proc = Process("p")
+    seen: list[tuple[float, str]] = []
+    ready = {"flag": False}
+
+    def waiter() -> None:
+        with lock, lock:  # re-entrant: wait gives the lock up whole
+            while not ready["flag"]:
+                cond.wait()
+            seen.append((sched.now, "woke"))
+
+    def notifier() -> None:
+        sched.sleep(2.0)
+        with lock:  # would wait forever if the waiter still held it
+            ready["flag"] = True
+            cond.notify_all()
+            seen.append((sched.now, "notified"))
+
+    sched.spawn(proc, "waiter", waiter)
+    sched.spawn(proc, "notifier", notifier)
+    sched.run_until(5.0)
+    assert seen == [(2.0, "notified"), (2.0, "woke")]
+
+
+def test_a_condition_wait_times_out_in_virtual_time() -> None:
+    sched = Scheduler(random.Random(4))
+    lock = sched.lock()
+    cond = sched.condition(lock)
+    results: list[tuple[float, bool]] = []
+
+    def waiter() -> None:
+        with lock:
+            notified = cond.wait(1.5)
+            results.append((sched.now, notified))
+
+    sched.spawn(Process("p"), "waiter", waiter)
+    sched.run_until(5.0)
+    assert results == [(1.5, False)]
+
+
+def test_a_future_result_waits_in_virtual_time_and_can_time_out() -> None:
+    sched = Scheduler(random.Random(5))
+    future = sched.future()
+    results: list[tuple[float, object]] = []
+
+    def reader() -> None:
+        try:
+            sched.sleep(0.0)
+            future.result(timeout=0.5)
+        except TimeoutError:
+            results.append((sched.now, "timeout"))
+        value = future.result()
+        results.append((sched.now, value))
+
+    def resolver() -> None:
+        sched.sleep(3.0)
+        future.set_result(42)
+
+    sched.spawn(Process("a"), "reader", reader)
+    sched.spawn(Process("b"), "resolver", resolver)
+    sched.run_until(5.0)
+    assert results == [(0.5, "timeout"), (3.0, 42)]
+
+
+def test_an_executor_runs_calls_on_at_most_its_workers_and_shutdown_waits() -> None:
+    sched = Scheduler(random.Random(6))
+    owner = Process("node")
+    running = {"now": 0, "most": 0}
+    finished: list[float] = []
+
+    def call(n: int) -> int:
+        running["now"] += 1
+        running["most"] = max(running["most"], running["now"])
+        sched.sleep(1.0)
+        running["now"] -= 1
+        return n * 2
+
+    def submitter() -> None:
+        pool = sched.executor(owner, 2, "puts")
+        futures = [pool.submit(call, n) for n in range(5)]
+        pool.shutdown(wait=True)
+        finished.append(sched.now)
+        assert [f.result() for f in futures] == [0, 2, 4, 6, 8]
+
+    sched.spawn(owner, "submitter", submitter)
+    sched.run_until(10.0)
+    assert running["most"] == 2
+    assert finished == [3.0]  # five one-second calls on two workers
+
+
+def test_an_executors_calls_die_with_its_process_not_the_submitters() -> None:
+    sched = Scheduler(random.Random(7))
+    node, producer = Process("node"), Process("producer")
+    pool = sched.executor(node, 1, "puts")
+    outcome: list[str] = []
+
+    def submit_and_wait() -> None:
+        future = pool.submit(sched.sleep, 5.0)
+        try:
+            future.result(timeout=10.0)
+            outcome.append("done")
+        except TimeoutError:
+            outcome.append(f"timed out at {sched.now}")
+
+    sched.spawn(producer, "produce", submit_and_wait)
+    sched.at(1.0, lambda: sched.kill(node))
+    sched.run_until(20.0)
+    assert outcome == ["timed out at 10.0"]

@@ -17,6 +17,7 @@ from epochgc.gc.daemon.maintenance import (
 from epochgc.gc.pause import GuardedStore, PauseGuard
 from epochgc.gc.run_report import expired_runs, new_run_id
 from epochgc.metrics.instruments import CollectorRegistry, GcMetrics
+from epochgc.runtime import Runtime
 from epochgc.simulate.memory_store import MemoryStore
 from epochgc.storage.keys import is_valid_node_id
 from epochgc.storage.object_store import ObjectInfo
@@ -107,7 +108,7 @@ def test_only_a_leader_tidies_and_a_pause_holds_it(caplog: pytest.LogCaptureFixt
 def test_only_a_leader_compacts_and_a_pause_holds_it(caplog: pytest.LogCaptureFixture) -> None:
     store = MemoryStore()
     guard = PauseGuard(store, "epochgc")
-    Controller(store, "epochgc", now=lambda: NOW).tick()
+    Controller(store, "epochgc", runtime=Runtime(wall=lambda: NOW)).tick()
     standby = CompactionJob(
         Controller(store, "epochgc"), guard, min_entries=0, leading=lambda: False
     )
