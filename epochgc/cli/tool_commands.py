@@ -62,8 +62,9 @@ def register(sub: SubParsers, common: argparse.ArgumentParser) -> None:
         "simulate",
         _cmd_simulate,
         common,
-        "deterministic simulation: the lease and ownership code of a whole cluster in one "
-        "thread on virtual time, under faults; one seed replays a run",
+        "deterministic simulation: the lease, ownership, partition log, reconciler and "
+        "collector code of a whole cluster in one thread on virtual time, under faults; "
+        "one seed replays a run",
     )
     which = simulate.add_mutually_exclusive_group(required=True)
     which.add_argument("--seed", type=int, help="run (or replay) one seed, with its trace")
@@ -76,6 +77,12 @@ def register(sub: SubParsers, common: argparse.ArgumentParser) -> None:
     )
     simulate.add_argument(
         "--workers", type=int, help="processes for --seeds (default: one per core)"
+    )
+    simulate.add_argument(
+        "--unsafe-test-build",
+        action="store_true",
+        help="nodes publish M(p) = max_applied_epoch - 1 (a broken build the invariants "
+        "must catch)",
     )
     demo = add_command(
         sub,
@@ -167,19 +174,23 @@ def _cmd_simulate(config: Config, args: argparse.Namespace) -> int:
         argv = [sys.executable, "-m", "epochgc.cli", *sys.argv[1:]]
         os.execve(sys.executable, argv, env)  # noqa: S606 - this very command, again
     if args.seed is not None:
-        result = run_seed(args.seed, seconds=args.virtual_seconds)
+        result = run_seed(args.seed, seconds=args.virtual_seconds, unsafe=args.unsafe_test_build)
         shrunk = None if result.ok else shrink(result, seconds=args.virtual_seconds)
         print("\n".join(report_lines(result, shrunk)))
         print(
             f"simulate: seed {result.seed}: {result.events:,} events, {result.requests:,} "
-            f"requests, {result.virtual_seconds:.0f} virtual seconds, trace {result.trace_hash}"
+            f"requests, {result.chunks_applied:,} chunks applied, {result.l0_deleted:,} L0 "
+            f"objects deleted, {result.virtual_seconds:.0f} virtual seconds, "
+            f"trace {result.trace_hash}"
         )
         return EXIT_OK if result.ok else EXIT_FAILED
     seeds: range = args.seeds
     progress = Progress(len(seeds))
     failed = []
     done = 0
-    for result in run_seeds(seeds, seconds=args.virtual_seconds, workers=args.workers):
+    for result in run_seeds(
+        seeds, seconds=args.virtual_seconds, workers=args.workers, unsafe=args.unsafe_test_build
+    ):
         done += 1
         if not result.ok:
             failed.append(result)

@@ -28,11 +28,13 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from epochgc.leases.timing import LeasePolicy
-from epochgc.simulate.cluster import ClusterSettings, Violation, World
+from epochgc.simulate.cluster import TOPICS, ClusterSettings, Violation, World
 from epochgc.simulate.fault_schedule import Fault, draw_schedule
 from epochgc.simulate.simulated_store import Network
 from epochgc.simulate.virtual_time import Scheduler
 from epochgc.storage.keys import PartitionId
+from epochgc.verify.unsafe_rule import unsafe_max_applied_rule
+from epochgc.watermarks.safe_epoch.reports import safe_epoch_rule
 
 DEFAULT_SECONDS = 600.0
 """Virtual seconds of faults in the default scenario (the heal follows)."""
@@ -41,6 +43,8 @@ GATEWAY_OFF_SHARE = 0.3
 """Share of seeds with one gateway whose clock is 10 to 60 s off."""
 SHRINK_RUNS = 100
 """Most re-runs spent shrinking one failing seed's fault schedule."""
+SHRINK_MARGIN_SECONDS = 60.0
+"""How long past the original violation a shrinking re-run goes on."""
 
 
 class Trace:
@@ -112,7 +116,9 @@ def scenario_of(seed: int) -> Scenario:
     nodes = tuple(f"node-{i}" for i in range(1, count + 1))
     spare = tuple(f"node-{i}" for i in range(count + 1, count + 3))
     partitions = tuple(
-        PartitionId(topic, 1, p) for topic in ("orders", "clicks") for p in range(rng.randint(2, 4))
+        PartitionId(topic, revision, p)
+        for revision, topic in enumerate(TOPICS, start=1)
+        for p in range(rng.randint(2, 4))
     )
     gateways = (0.0, *(rng.uniform(-0.45, 0.45) for _ in range(rng.randint(0, 2))))
     if rng.random() < GATEWAY_OFF_SHARE:
@@ -137,8 +143,16 @@ class SeedResult:
     faults: list[Fault]
     violation: str | None = None
     invariant: str | None = None
+    violated_at: float | None = None
+    """Virtual time of the violation."""
+    planned_end: float = 0.0
+    """Virtual time the run would have ended at (faults, then the heal)."""
     tail: list[str] = field(default_factory=list)
     requests: int = 0
+    unsafe: bool = False
+    """Run with the deliberately unsafe ``M(p)`` rule (``--unsafe-test-build``)."""
+    chunks_applied: int = 0
+    l0_deleted: int = 0
 
     @property
     def ok(self) -> bool:
@@ -166,33 +180,46 @@ def heal_seconds(settings: ClusterSettings) -> float:
 
 
 def run_seed(
-    seed: int, *, seconds: float = DEFAULT_SECONDS, faults: list[Fault] | None = None
+    seed: int,
+    *,
+    seconds: float = DEFAULT_SECONDS,
+    faults: list[Fault] | None = None,
+    unsafe: bool = False,
+    stop_at: float | None = None,
 ) -> SeedResult:
     """Run ``seed`` (with ``faults`` instead of its own schedule, when
-    given: shrinking) and check every invariant."""
+    given: shrinking) and check every invariant; ``unsafe`` composes the
+    nodes with the deliberately unsafe ``M(p)`` rule the invariants must
+    catch. ``stop_at`` ends the run early (the checks made after the heal
+    phase are then not made): a shrinking run need not go on long past
+    the violation it looks for."""
     scenario = scenario_of(seed)
     schedule = default_faults(seed, seconds) if faults is None else faults
     sched = Scheduler(_stream(seed, "scheduler"))
     trace = Trace(lambda: sched.now)
     network = Network(sched, _stream(seed, "store"), schedule, list(scenario.gateways), trace.add)
-    settings = ClusterSettings(scenario.partitions)
+    rule = unsafe_max_applied_rule if unsafe else safe_epoch_rule
+    settings = ClusterSettings(scenario.partitions, safe_epoch_rule=rule)
     world = World(sched, network, _stream(seed, "nodes"), settings, trace.add)
     sched.after_each = world.check_safety
     starts = _stream(seed, "starts")
     for name in scenario.nodes:
         sched.at(starts.uniform(0.0, 2.0), partial(_start, world, name))
+    sched.at(0.0, world.start_data_path)
     for fault in schedule:
         trace.add(f"fault scheduled: {fault.describe()}")
         sched.at(fault.at, partial(_apply, world, fault))
     end = seconds + heal_seconds(settings)
-    result = SeedResult(seed, "", 0, end, schedule)
+    result = SeedResult(seed, "", 0, end, schedule, unsafe=unsafe, planned_end=end)
     try:
         with _logs_into(trace):
-            sched.run_until(end)
-            world.check_liveness()
+            sched.run_until(end if stop_at is None else min(end, stop_at))
+            if stop_at is None or stop_at >= end:
+                world.check_liveness()
     except Violation as violation:
         result.violation = str(violation)
         result.invariant = violation.invariant
+        result.violated_at = sched.now
         trace.add(f"VIOLATION {violation}")
     finally:
         for node in world.processes():
@@ -203,6 +230,8 @@ def run_seed(
     result.tail = list(trace.tail)
     result.virtual_seconds = sched.now
     result.requests = network.requests
+    result.chunks_applied = world.data.chunks
+    result.l0_deleted = world.data.deleted_l0
     return result
 
 
@@ -228,19 +257,37 @@ def _apply(world: World, fault: Fault) -> None:
 
 def shrink(result: SeedResult, *, seconds: float = DEFAULT_SECONDS) -> list[Fault]:
     """The fewest faults with which ``result``'s seed still breaks the same
-    invariant: chunks of the schedule are dropped, halves first, then
-    smaller ones down to single faults (delta debugging), within
-    ``SHRINK_RUNS`` re-runs."""
+    invariant: first every fault scheduled after the violation is
+    dropped, then chunks of the rest, halves first, then smaller ones
+    down to single faults (delta debugging), within ``SHRINK_RUNS``
+    re-runs. A re-run stops ``SHRINK_MARGIN_SECONDS`` after the original
+    violation: one that breaks the invariant only later is counted as
+    not breaking it (shrinking stays a search, and a fast one)."""
     faults = list(result.faults)
+    stop_at = None
+    if result.violated_at is not None and result.violated_at < result.planned_end:
+        stop_at = result.violated_at + SHRINK_MARGIN_SECONDS
     runs = 0
+
+    def still_fails(candidate: list[Fault]) -> bool:
+        nonlocal runs
+        runs += 1
+        again = run_seed(
+            result.seed, seconds=seconds, faults=candidate, unsafe=result.unsafe, stop_at=stop_at
+        )
+        return again.invariant == result.invariant
+
+    if result.violated_at is not None:
+        before = [f for f in faults if f.at <= result.violated_at]
+        if len(before) < len(faults) and still_fails(before):
+            faults = before
     size = max(1, len(faults) // 2)
     while runs < SHRINK_RUNS:
         dropped = False
         start = 0
         while start < len(faults) and runs < SHRINK_RUNS:
             fewer = faults[:start] + faults[start + size :]
-            runs += 1
-            if run_seed(result.seed, seconds=seconds, faults=fewer).invariant == result.invariant:
+            if still_fails(fewer):
                 faults, dropped = fewer, True
             else:
                 start += size
@@ -257,7 +304,8 @@ def report_lines(result: SeedResult, shrunk: list[Fault] | None = None) -> list[
         return [f"seed {result.seed}: OK (trace {result.trace_hash})"]
     lines = [
         f"seed {result.seed}: VIOLATION {result.violation}",
-        f"  replay: epochgc simulate --seed {result.seed}",
+        f"  replay: epochgc simulate --seed {result.seed}"
+        + (" --unsafe-test-build" if result.unsafe else ""),
         f"  trace {result.trace_hash}; last {len(result.tail)} events:",
         *(f"    {line}" for line in result.tail),
     ]
@@ -267,18 +315,22 @@ def report_lines(result: SeedResult, shrunk: list[Fault] | None = None) -> list[
     return lines
 
 
-def _run_in_worker(job: tuple[int, float]) -> SeedResult:
-    seed, seconds = job
-    return run_seed(seed, seconds=seconds)
+def _run_in_worker(job: tuple[int, float, bool]) -> SeedResult:
+    seed, seconds, unsafe = job
+    return run_seed(seed, seconds=seconds, unsafe=unsafe)
 
 
 def run_seeds(
-    seeds: Iterable[int], *, seconds: float = DEFAULT_SECONDS, workers: int | None = None
+    seeds: Iterable[int],
+    *,
+    seconds: float = DEFAULT_SECONDS,
+    workers: int | None = None,
+    unsafe: bool = False,
 ) -> Iterator[SeedResult]:
     """Every seed, on ``workers`` processes (default: every core), in
     seed order. Workers run with ``PYTHONHASHSEED=0`` so a seed's
     trace hash is the same in every run."""
-    jobs = [(seed, seconds) for seed in seeds]
+    jobs = [(seed, seconds, unsafe) for seed in seeds]
     count = workers or os.cpu_count() or 1
     os.environ["PYTHONHASHSEED"] = "0"
     context = multiprocessing.get_context("spawn")

@@ -89,8 +89,12 @@ class Network:
             whole_second_stamps=True,
         )
         self.requests = 0
-        self.on_landed: Callable[[str, bytes], None] = lambda _key, _body: None
-        """Called with every write that landed (the ghost state's view)."""
+        self.on_landed: Callable[[str, bytes, str], None] = lambda _key, _body, _by: None
+        """Called with every write that landed and the process that sent it
+        (the ghost state's view)."""
+        self.on_deleted: Callable[[tuple[str, ...], str], None] = lambda _keys, _by: None
+        """Called with the keys of every deletion that landed and the
+        process that sent it."""
 
     def _active(self, kind: str, target: str) -> Fault | None:
         t = self.sched.now
@@ -175,7 +179,7 @@ class StoreView(PagedStore):
     def _write(self, op: str, key: str, body: bytes, apply: Callable[[], str]) -> str:
         def landed() -> str:
             etag = apply()
-            self._net.on_landed(key, body)
+            self._net.on_landed(key, body, self._process.name)
             return etag
 
         return self._call(op, key, landed, write=True)
@@ -227,10 +231,16 @@ class StoreView(PagedStore):
         return self._call("ListObjectsV2", prefix, lambda: self._bucket.list_prefixes(prefix))
 
     def delete(self, key: str) -> None:
-        self._call("DeleteObject", key, lambda: self._bucket.delete(key), write=True)
+        def landed() -> None:
+            self._bucket.delete(key)
+            self._net.on_deleted((key,), self._process.name)
+
+        self._call("DeleteObject", key, landed, write=True)
 
     def delete_batch(self, keys: list[str]) -> DeleteOutcome:
-        first = keys[0] if keys else ""
-        return self._call(
-            "DeleteObjects", first, lambda: self._bucket.delete_batch(keys), write=True
-        )
+        def landed() -> DeleteOutcome:
+            outcome = self._bucket.delete_batch(keys)
+            self._net.on_deleted(outcome.deleted, self._process.name)
+            return outcome
+
+        return self._call("DeleteObjects", keys[0] if keys else "", landed, write=True)

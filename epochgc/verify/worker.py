@@ -65,10 +65,10 @@ from epochgc.storage.keys import (
 )
 from epochgc.verify.faults import FaultPlan, FaultyStore
 from epochgc.verify.switches import take_stall_switch
+from epochgc.verify.unsafe_rule import unsafe_max_applied_rule
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
 from epochgc.watermarks.partition.directory import LeaderDirectory
-from epochgc.watermarks.partition.state import PartitionState
 from epochgc.watermarks.safe_epoch.reports import SafeEpochRule, safe_epoch_rule
 from epochgc.wiring.reconciler_process import build_node
 from epochgc.wiring.settings import client_settings_of, daemon_settings_of
@@ -120,14 +120,6 @@ def _watch(folder: Path, store: FaultyStore, ident: str, root: str, stop: thread
         store.slow_prefix = l1_prefix(root) if lagging else None
         store.slow_read_prefix = l0_prefix(root) if lagging else None
         write_atomically(faults_path, json.dumps(dict(store.injected)))
-
-
-def unsafe_max_applied_rule(state: PartitionState) -> int:
-    """The unsafe test build's ``M(p)``: ``max_applied_epoch - 1`` instead of
-    ``min_epoch_lower_bound - 1``, so placeholders written at
-    ``previous_applied_epoch`` and not reconciled yet fall at or below it.
-    ``epochgc verify --unsafe-test-build`` must fail on it."""
-    return max(state.safe_epoch, state.max_applied_epoch - 1)
 
 
 STALL_SECONDS = 15.0

@@ -1,6 +1,6 @@
 """``epochgc simulate``: one seed, one trace; a fixed window of seeds
-passes on today's code; a broken guard is caught and reported so that a
-person can replay it."""
+passes on today's code; a broken guard, and the deliberately unsafe
+``M(p)`` rule, are caught and reported so that a person can replay them."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ def test_the_same_seed_gives_the_same_trace_twice() -> None:
     assert [r.trace_hash for r in first] == [r.trace_hash for r in again]
     assert first[0].trace_hash != first[1].trace_hash
     assert all(r.events > 500 and r.requests > 500 for r in first)
+    # The data path ran: leaders applied chunks, the collector deleted.
+    assert all(r.chunks_applied > 100 and r.l0_deleted > 50 for r in first)
 
 
 def test_a_fixed_window_of_seeds_passes_every_invariant() -> None:
@@ -71,4 +73,29 @@ def test_many_seeds_end_with_the_summary_line() -> None:
     last = done.stdout.splitlines()[-1]
     assert last.startswith("simulate: 4 seeds, 0 violations, ")
     assert last.endswith(" seeds/hour")
+    assert not fatal_lines(done)
+
+
+def test_the_unsafe_test_build_is_caught_within_20_seeds() -> None:
+    """Nodes publishing ``M(p) = max_applied_epoch - 1`` let the collector
+    delete an L0 object whose records are not in L1 yet."""
+    unsafe = (run_seed(seed, unsafe=True) for seed in range(1, 21))
+    caught = next((r for r in unsafe if not r.ok), None)
+    assert caught is not None, "the unsafe rule survived 20 seeds"
+    assert caught.invariant == "deleted too soon"
+    assert caught.violated_at is not None and caught.violated_at < caught.planned_end
+    replay = f"  replay: epochgc simulate --seed {caught.seed} --unsafe-test-build"
+    assert replay in report_lines(caught)
+    assert run_seed(caught.seed).ok  # the shipped rule, same seed: nothing lost
+    done = run_cli(
+        "simulate",
+        "--seeds",
+        f"{caught.seed}-{caught.seed}",
+        "--unsafe-test-build",
+        "--workers",
+        "1",
+    )
+    assert done.returncode == 1, done.stderr
+    assert f"seed {caught.seed}: VIOLATION deleted too soon: " in done.stdout
+    assert done.stdout.splitlines()[-1].startswith("simulate: 1 seeds, 1 violations, ")
     assert not fatal_lines(done)

@@ -7,7 +7,8 @@ Not listed: guards the simulation cannot reach by design, each covered by
 a test instead (a record someone else rewrote is dropped:
 ``test_a_record_taken_from_under_us_is_dropped``; the deletion record
 lists only confirmed keys: ``test_the_deletion_record_lists_only_the_keys_
-deleteobjects_confirmed``, since the simulation has no collector yet), and
+deleteobjects_confirmed``, since the simulated collector keeps no deletion
+record yet), and
 one it finds redundant: an ownership write is not sent once the lease ran
 out, which ``owned()`` (empty without a valid lease) and a new incarnation
 after a late renewal already make harmless in every seed tried.
@@ -151,6 +152,56 @@ MUTANTS = (
         "        if stored.body == body:\n            return stored.etag",
         "        if False:\n            return stored.etag",
         "a conditional write that landed unanswered counts when the bytes are ours",
+    ),
+    Mutant(
+        "apply-time-check-off",
+        "epochgc/watermarks/partition/state.py",
+        "if rules.apply_time_check and command.epoch < state.previous_applied_epoch:",
+        "if False:",
+        "window: a placeholder below the applied window is rejected at apply time",
+    ),
+    Mutant(
+        "window-gate-off",
+        "epochgc/watermarks/partition/state.py",
+        "gate_open = state.window_offset <= reconciled or not rules.window_offset_gate",
+        "gate_open = True",
+        "window: the lower bound moves only once every placeholder up to "
+        "window_offset is reconciled",
+    ),
+    Mutant(
+        "lower-bound-from-max",
+        "epochgc/watermarks/partition/state.py",
+        "            if rules.lower_bound_from_previous\n",
+        "            if False\n",
+        "window: the new lower bound is previous_applied_epoch, not max_applied_epoch",
+    ),
+    Mutant(
+        "unreported-counted-at-snapshot",
+        "epochgc/watermarks/safe_epoch/aggregate.py",
+        "topic.name, pid.partition, topic.revision - 1, None, topic.revision",
+        "topic.name, pid.partition, view.offset, None, topic.revision",
+        "report join: a partition nobody reports counts as revision - 1",
+    ),
+    Mutant(
+        "eligible-one-above-m",
+        "epochgc/gc/eligibility.py",
+        "if parsed.epoch > safe_epoch:",
+        "if parsed.epoch > safe_epoch + 1:",
+        "collector: only objects at or below M are eligible",
+    ),
+    Mutant(
+        "l1-not-written",
+        "epochgc/reconciler/reconcile.py",
+        "        self._store.put(key, body)\n",
+        "        pass\n",
+        "reconciler: records reach L1 before advance_reconciled counts them",
+    ),
+    Mutant(
+        "stolen-slot-counted",
+        "epochgc/watermarks/partition/term_writer.py",
+        "        if not ours:\n",
+        "        if False:\n",
+        "fence: a put that lost its slot to another writer fails the term",
     ),
 )
 

@@ -1,0 +1,273 @@
+"""The data path of the simulated cluster: the ticker that moves the
+cluster epoch, a producer writing shared L0 objects and registering each
+partition's chunk with its leader, and a collector computing ``M`` and
+deleting what it allows, all on the product's own code (``Controller``,
+``upload_l0``, ``TermWriter.submit``, ``compute_safe_epoch``,
+``plan_page``), plus the ghost record of what must never be lost.
+
+Each is one simulated process with one task, the thin shell around the
+step the product takes:
+
+* the ticker: ``Controller.tick`` every ``TICK_SECONDS`` (the
+  ``watermarks/ticker.py`` thread's step);
+* the producer: every ``PRODUCE_SECONDS``, read the cluster epoch
+  through an ``EpochCache`` (its TTL, 0 to 30 s, drawn from the seed: a
+  stale epoch is what the partitions' windows must judge), upload one L0
+  object holding a chunk for one to three partitions
+  (``upload_l0``), then hand each chunk to the process leading its
+  partition (a request to that process: it runs ``TermWriter.submit`` there
+  and answers once the placeholder is applied or rejected); a chunk with
+  no leader, a stale epoch or no answer is not acknowledged, and its
+  object is an orphan for the collector, as in production (a stale epoch
+  also drops the cached one);
+* the collector: every ``COLLECT_SECONDS``, ``compute_safe_epoch`` from the
+  controller and the node reports, then every shard listed in pages,
+  judged by ``plan_page`` and its eligible keys deleted by DeleteObjects
+  (the local sweeper's steps, one shard after another).
+
+The ghost (``DataGhost``) knows, from the leaders' side, every placeholder
+a leader applied (its records are then promised to readers) and, from the
+bucket's side, every L1 object that landed. Its invariants:
+
+* ``deleted too soon``: when the deletion of an L0 object reaches the
+  bucket, every applied record in it is already in a landed L1 object;
+* ``record lost`` (after the heal phase): every applied record is readable,
+  from L1 or from an L0 object still there.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from epochgc.errors import EpochGCError
+from epochgc.gc.planner import plan_page
+from epochgc.ingest.upload import upload_l0
+from epochgc.runtime import Runtime
+from epochgc.simulate.virtual_time import Process
+from epochgc.storage.keys import PartitionId, l0_shard_prefix, parse_l0_key, parse_l1_key
+from epochgc.storage.object_store import ObjectStore
+from epochgc.watermarks.controller import Controller
+from epochgc.watermarks.epoch import EpochCache
+from epochgc.watermarks.partition.commands import Placeholders
+from epochgc.watermarks.partition.state import Outcome
+from epochgc.watermarks.safe_epoch.aggregate import SafeEpochTracker
+from epochgc.watermarks.safe_epoch.compute import compute_safe_epoch
+
+if TYPE_CHECKING:
+    from epochgc.simulate.cluster import World
+
+TICK_SECONDS = 5.0
+MAX_EPOCH_CACHE_SECONDS = 30.0
+PRODUCE_SECONDS = 2.0
+COLLECT_SECONDS = 10.0
+SHARDS = 4
+APPEND_ANSWER_SECONDS = 10.0
+"""How long the producer waits for a leader's answer before giving up on
+the chunk (it is then not acknowledged)."""
+
+
+@dataclass
+class _Coverage:
+    """Record offsets of one partition that landed in L1, as sorted,
+    disjoint, inclusive ranges."""
+
+    ranges: list[tuple[int, int]] = field(default_factory=list)
+
+    def add(self, first: int, last: int) -> None:
+        merged = [*self.ranges, (first, last)]
+        merged.sort()
+        out: list[tuple[int, int]] = []
+        for lo, hi in merged:
+            if out and lo <= out[-1][1] + 1:
+                out[-1] = (out[-1][0], max(out[-1][1], hi))
+            else:
+                out.append((lo, hi))
+        self.ranges = out
+
+    def covers(self, first: int, last: int) -> bool:
+        index = bisect.bisect_right(self.ranges, (first, float("inf"))) - 1
+        return index >= 0 and self.ranges[index][0] <= first and last <= self.ranges[index][1]
+
+
+@dataclass(frozen=True)
+class AppliedChunk:
+    """Records ``first..last`` of a partition, in one L0 object, applied by
+    a leader: promised to readers from then on."""
+
+    pid: PartitionId
+    first: int
+    last: int
+    l0_key: str
+    leader: str
+
+
+class DataGhost:
+    """What must never be lost, known to no process (module docstring)."""
+
+    def __init__(self, root: str, violation: Callable[[str, str], BaseException]) -> None:
+        self._root = root
+        self._violation = violation
+        self.applied: dict[str, list[AppliedChunk]] = {}
+        """L0 key -> the applied chunks in it."""
+        self.l1: dict[PartitionId, _Coverage] = {}
+        self.deleted_l0 = 0
+        self.chunks = 0
+
+    def chunk_applied(self, chunk: AppliedChunk) -> None:
+        self.applied.setdefault(chunk.l0_key, []).append(chunk)
+        self.chunks += 1
+
+    def landed(self, key: str) -> None:
+        """A write that reached the bucket: L1 objects count as durable."""
+        parsed = parse_l1_key(key, self._root)
+        if parsed is None:
+            return
+        pid = PartitionId(parsed.topic, parsed.revision, parsed.partition)
+        self.l1.setdefault(pid, _Coverage()).add(parsed.first_offset, parsed.last_offset)
+
+    def in_l1(self, chunk: AppliedChunk) -> bool:
+        coverage = self.l1.get(chunk.pid)
+        return coverage is not None and coverage.covers(chunk.first, chunk.last)
+
+    def deleted(self, keys: tuple[str, ...], by: str) -> None:
+        """A deletion that reached the bucket."""
+        for key in keys:
+            if parse_l0_key(key, self._root) is None:
+                continue
+            self.deleted_l0 += 1
+            for chunk in self.applied.get(key, ()):
+                if not self.in_l1(chunk):
+                    raise self._violation(
+                        "deleted too soon",
+                        f"{by} deleted {key} while records {chunk.first}..{chunk.last} of "
+                        f"{chunk.pid} in it (applied by {chunk.leader}) were not in L1",
+                    )
+
+    def check_readable(self, exists: Callable[[str], bool]) -> None:
+        """After the heal phase: every applied record can still be read."""
+        for key, chunks in self.applied.items():
+            for chunk in chunks:
+                if not self.in_l1(chunk) and not exists(key):
+                    raise self._violation(
+                        "record lost",
+                        f"records {chunk.first}..{chunk.last} of {chunk.pid} (applied by "
+                        f"{chunk.leader}) are in no L1 object and {key} is gone",
+                    )
+
+
+class SimTicker:
+    """The cluster's one ticker process."""
+
+    def __init__(self, world: World, runtime: Runtime, store: ObjectStore, process: Process):
+        self.process = process
+        self._world = world
+        self._runtime = runtime
+        self._controller = Controller(store, world.root, runtime=runtime)
+
+    def run(self) -> None:
+        while True:
+            self._runtime.sleep(TICK_SECONDS)
+            try:
+                epoch = self._controller.tick()
+                self._world.note(f"ticker: epoch {epoch}")
+            except EpochGCError as err:
+                self._world.note(f"ticker: tick failed: {err}")
+
+
+class SimProducer:
+    """One producer process (module docstring)."""
+
+    def __init__(self, world: World, runtime: Runtime, store: ObjectStore, process: Process):
+        self.process = process
+        self._world = world
+        self._runtime = runtime
+        self._store = store
+        controller = Controller(store, world.root, runtime=runtime)
+        ttl = runtime.unit_random() * MAX_EPOCH_CACHE_SECONDS
+        self._epochs = EpochCache(controller.current_epoch, ttl_seconds=ttl, runtime=runtime)
+        self._sequence = 0
+
+    def run(self) -> None:
+        partitions = self._world.settings.partitions
+        while True:
+            self._runtime.sleep(PRODUCE_SECONDS)
+            picked = sorted(
+                {partitions[int(self._runtime.unit_random() * len(partitions))] for _ in range(3)},
+                key=str,
+            )
+            try:
+                self._produce(picked)
+            except EpochGCError as err:
+                self._world.note(f"producer: batch failed: {err}")
+
+    def _produce(self, picked: list[PartitionId]) -> None:
+        epoch = self._epochs.get()
+        chunks = []
+        for pid in picked:
+            self._sequence += 1
+            count = 1 + int(self._runtime.unit_random() * 3)
+            records = [f"{pid}/{self._sequence}/{n}".encode() for n in range(count)]
+            chunks.append((pid.topic, pid.partition, records))
+        uploaded = upload_l0(
+            self._store, self._world.root, epoch, chunks, shards=SHARDS, runtime=self._runtime
+        )
+        for pid in picked:
+            batch = uploaded.batch_for(pid.topic, pid.partition)
+            outcome = self._world.append_at_leader(pid, Placeholders(0, 0, epoch, (batch,)))
+            self._world.note(f"producer: {pid} epoch {epoch} {uploaded.key}: {outcome}")
+            if Outcome.REJECTED_STALE_EPOCH.value in outcome:
+                self._epochs.invalidate()
+
+
+class SimCollector:
+    """One collector process (module docstring)."""
+
+    def __init__(self, world: World, runtime: Runtime, store: ObjectStore, process: Process):
+        self.process = process
+        self._world = world
+        self._runtime = runtime
+        self._store = store
+        self._controller = Controller(store, world.root, runtime=runtime)
+        self._tracker = SafeEpochTracker()
+
+    def run(self) -> None:
+        while True:
+            self._runtime.sleep(COLLECT_SECONDS)
+            try:
+                self._collect()
+            except EpochGCError as err:
+                self._world.note(f"collector: round failed: {err}")
+
+    def _collect(self) -> None:
+        root = self._world.root
+        safe = compute_safe_epoch(
+            self._controller, self._store, root, self._tracker, runtime=self._runtime
+        )
+        if safe is None:
+            self._world.note("collector: M untrusted; nothing deleted")
+            return
+        deleted = 0
+        for shard in range(SHARDS):
+            for page in self._store.list_pages(l0_shard_prefix(root, shard)):
+                plan = plan_page(
+                    page,
+                    root=root,
+                    safe_epoch=safe.safe_epoch,
+                    now=self._runtime.wall(),
+                    min_age=timedelta(0),
+                )
+                if plan.eligible:
+                    outcome = self._store.delete_batch([info.key for info in plan.eligible])
+                    deleted += len(outcome.deleted)
+                if plan.stop:
+                    break
+        self._world.note(f"collector: M={safe.safe_epoch}, deleted {deleted}")
+
+
+def leader_answer(outcome: Outcome) -> str:
+    """The producer's view of an applied entry: acknowledged or not."""
+    return "acknowledged" if outcome is Outcome.APPLIED else f"not acknowledged ({outcome.value})"
