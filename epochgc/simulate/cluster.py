@@ -582,4 +582,14 @@ class World:
                     )
             if not [n for n in live if n.leads(pid)]:
                 raise Violation("unled", f"{pid} is led by no live node after the heal phase")
+
+    def data_faults_end(self) -> None:
+        """The faults stop: note the cluster epoch ``M`` must pass."""
+        self.data.faults_ended(Controller(self.network.bucket, ROOT).current_epoch())
+
+    def check_data_liveness(self) -> None:
+        """At the end: nothing applied lost, ``M`` past the epoch of the
+        faults' end, nothing the collector was allowed to delete left."""
+        bucket = self.network.bucket
         self.data.check_readable(lambda key: head_or_none(bucket, key) is not None)
+        self.data.check_collected(bucket, self.sched.now)

@@ -32,7 +32,14 @@ bucket's side, every L1 object that landed. Its invariants:
 * ``deleted too soon``: when the deletion of an L0 object reaches the
   bucket, every applied record in it is already in a landed L1 object;
 * ``record lost`` (after the heal phase): every applied record is readable,
-  from L1 or from an L0 object still there.
+  from L1 or from an L0 object still there;
+* ``M stalled`` (after the heal phase): the collector's ``M`` has passed
+  the cluster epoch of the moment the faults stopped;
+* ``not collected`` (after the heal phase): no L0 object is left whose
+  epoch is at or below an ``M`` the collector used two rounds before the
+  end and whose stamp was older than that round (it lists every shard
+  each round, so it had the chance twice; an object stamped by a gateway
+  whose clock runs ahead looks too young until its stamp has passed).
 """
 
 from __future__ import annotations
@@ -47,8 +54,15 @@ from epochgc.errors import EpochGCError
 from epochgc.gc.planner import plan_page
 from epochgc.ingest.upload import upload_l0
 from epochgc.runtime import Runtime
+from epochgc.simulate.simulated_store import EPOCH_ORIGIN
 from epochgc.simulate.virtual_time import Process
-from epochgc.storage.keys import PartitionId, l0_shard_prefix, parse_l0_key, parse_l1_key
+from epochgc.storage.keys import (
+    PartitionId,
+    l0_prefix,
+    l0_shard_prefix,
+    parse_l0_key,
+    parse_l1_key,
+)
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
@@ -116,6 +130,15 @@ class DataGhost:
         self.l1: dict[PartitionId, _Coverage] = {}
         self.deleted_l0 = 0
         self.chunks = 0
+        self.rounds: list[tuple[float, int]] = []
+        """(virtual time, ``M``) of each collector round that computed one."""
+        self.epoch_at_faults_end: int | None = None
+
+    def collector_round(self, at: float, safe_epoch: int) -> None:
+        self.rounds.append((at, safe_epoch))
+
+    def faults_ended(self, epoch: int) -> None:
+        self.epoch_at_faults_end = epoch
 
     def chunk_applied(self, chunk: AppliedChunk) -> None:
         self.applied.setdefault(chunk.l0_key, []).append(chunk)
@@ -157,6 +180,40 @@ class DataGhost:
                         f"records {chunk.first}..{chunk.last} of {chunk.pid} (applied by "
                         f"{chunk.leader}) are in no L1 object and {key} is gone",
                     )
+
+    def check_collected(self, bucket: ObjectStore, now: float) -> None:
+        """After the heal phase: ``M`` moved past the epoch the faults
+        ended at, and every object at or below an ``M`` used two rounds
+        ago is gone."""
+        if self.epoch_at_faults_end is not None:
+            latest = self.rounds[-1][1] if self.rounds else None
+            if latest is None or latest < self.epoch_at_faults_end:
+                raise self._violation(
+                    "M stalled",
+                    f"the collector's M is {latest} after the heal phase, below epoch "
+                    f"{self.epoch_at_faults_end} of the moment the faults stopped",
+                )
+        settled = [(at, m) for at, m in self.rounds if at <= now - 2 * COLLECT_SECONDS - 1.0]
+        if not settled:
+            return
+        at, bound = settled[-1]
+        # Stamped by a gateway whose clock runs ahead, an object looks
+        # younger than it is (min_age is 0 here): only one stamped before
+        # that round is owed.
+        stamped_before = EPOCH_ORIGIN + timedelta(seconds=at - 2.0)
+        for info in bucket.list_objects(l0_prefix(self._root)):
+            parsed = parse_l0_key(info.key, self._root)
+            if (
+                parsed is not None
+                and parsed.epoch <= bound
+                and info.last_modified <= stamped_before
+            ):
+                raise self._violation(
+                    "not collected",
+                    f"{info.key} (stamped {info.last_modified:%H:%M:%S}) "
+                    f"is still there, though the collector had M = {bound} at {at:.1f}, two "
+                    "rounds before the end",
+                )
 
 
 class SimTicker:
@@ -265,6 +322,7 @@ class SimCollector:
                     deleted += len(outcome.deleted)
                 if plan.stop:
                     break
+        self._world.data.collector_round(self._world.sched.now, safe.safe_epoch)
         self._world.note(f"collector: M={safe.safe_epoch}, deleted {deleted}")
 
 
