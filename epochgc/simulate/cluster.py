@@ -93,6 +93,8 @@ IDLE_SECONDS = 10.0
 """A fully reconciled partition whose ``M(p)`` has not moved for this long
 gets ``advance_epoch`` (``NodeSettings.idle_interval_seconds``)."""
 RAISE_TERM_WAIT_SECONDS = 2.0
+UNLED_GRACE_SECONDS = 3.0
+"""Beyond a round: the taker's leading step after its round took it."""
 APPEND_DEPTH = 4
 TOPICS = ("orders", "clicks")
 """Created in this order at the start: revisions 1 and 2."""
@@ -555,9 +557,16 @@ class World:
 
     def check_liveness(self) -> None:
         """After the heal phase: every partition owned and led, no record
-        naming a live incarnation that does not own it."""
+        naming a live incarnation that does not own it.
+
+        A partition may be between owners at that instant: a balancing
+        hand-back (a node that joined takes its share) leaves it unled
+        until the taker's next round. So an unled partition is looked at
+        once more a round and a leading step later (``UNLED_GRACE``), and
+        only one still unled then breaks the invariant."""
         bucket = self.network.bucket
         live = self.live_nodes()
+        unled: list[PartitionId] = []
         for pid in self.settings.partitions:
             stored = get_or_none(bucket, owner_key(ROOT, pid))
             named: dict[str, object] = {} if stored is None else json.loads(stored.body)
@@ -581,7 +590,19 @@ class World:
                         f"{named.get('node')}",
                     )
             if not [n for n in live if n.leads(pid)]:
-                raise Violation("unled", f"{pid} is led by no live node after the heal phase")
+                unled.append(pid)
+        if unled:
+            grace = self.settings.round_seconds + UNLED_GRACE_SECONDS
+            self.sched.at(self.sched.now + grace, lambda: self._still_unled(unled, grace))
+
+    def _still_unled(self, unled: list[PartitionId], grace: float) -> None:
+        live = self.live_nodes()
+        for pid in unled:
+            if not [n for n in live if n.leads(pid)]:
+                raise Violation(
+                    "unled",
+                    f"{pid} is led by no live node after the heal phase, nor {grace:.0f} s later",
+                )
 
     def data_faults_end(self) -> None:
         """The faults stop: note the cluster epoch ``M`` must pass."""
