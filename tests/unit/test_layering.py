@@ -6,8 +6,8 @@ import each other through any chain, and no two modules share a file name.
 Layers, lowest first::
 
     foundations   epochgc (the package), errors, extras, wording, periodic,
-                  progress, logging_setup, config_examples, files, runtime:
-                  each other only
+                  progress, logging_setup, config_examples, files, runtime,
+                  events: each other only
     storage       foundations
     leases        storage
     ownership     leases, storage
@@ -48,6 +48,7 @@ FOUNDATIONS = frozenset(
         "config_examples",
         "files",
         "runtime",
+        "events",
     )
 ) | {"epochgc"}
 SUBSYSTEMS = ("ingest", "reconciler", "gc")
