@@ -284,7 +284,7 @@ def _epoch_of(key: str, root: str) -> int | None:
 
 
 def run_epochgc(args: argparse.Namespace) -> dict[str, Any]:
-    from epochgc.gc.sweeper import Sweeper, SweepPolicy  # noqa: PLC0415
+    from epochgc.gc.sweeper import DeleteBatchDone, Sweeper, SweepPolicy  # noqa: PLC0415
     from epochgc.storage.client import ClientSettings, make_s3_client  # noqa: PLC0415
     from epochgc.storage.s3 import S3ObjectStore  # noqa: PLC0415
 
@@ -309,11 +309,12 @@ def run_epochgc(args: argparse.Namespace) -> dict[str, Any]:
     from epochgc.storage.keys import gc_run_deleted_key  # noqa: PLC0415
 
     with DeletionRecord(args.root, args.safe_epoch) as record:
+        if args.record:
+            sweeper.events.subscribe(DeleteBatchDone, record.on_batch_done)
         result = sweeper.sweep(
             range(args.shards),
             args.safe_epoch,
             datetime.now(UTC) + timedelta(hours=1),
-            deleted_sink=record.add if args.record else None,
         )
         if args.record and record.rows:
             key = gc_run_deleted_key(args.root, RECORD_RUN_ID, 0)

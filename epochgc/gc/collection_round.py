@@ -59,12 +59,13 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from epochgc.errors import CollectorPausedError, StorageError
 from epochgc.gc.control import DeletingJob
-from epochgc.gc.deletion_record import DeletionRecord, open_record, sink_of
+from epochgc.gc.deletion_record import DeletionRecord, open_record
 from epochgc.gc.future_times import FutureTimeLog
 from epochgc.gc.janitor import Janitor, JanitorResult
 from epochgc.gc.listing.cost import Prices
@@ -81,7 +82,7 @@ from epochgc.gc.pause import GuardedStore, PauseGuard
 from epochgc.gc.plan_file import PlanWriter
 from epochgc.gc.round_protocol import PassesOutcome, open_round, run_guarded_passes
 from epochgc.gc.run_report import RunShards, RunSummary, write_summary
-from epochgc.gc.sweeper import PlanSink, Sweeper, SweepPolicy, SweepResult
+from epochgc.gc.sweeper import DeleteBatchDone, ObjectsPlanned, Sweeper, SweepPolicy, SweepResult
 from epochgc.storage.keys import gc_run_deleted_key, gc_run_prefix
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
@@ -355,17 +356,26 @@ def _sweep(ctx: _RoundContext, shards: tuple[int, ...]) -> _Swept:
     )
     plan_key: str | None = None
     record_failed: str | None = None
+    events = ctx.sweeper.events
     if ctx.dry_run:
-        with PlanWriter(with_last_modified=True) as plan:
-            outcome = _passes(ctx, _LocalPasses(ctx, shards, plan_sink=plan.add))
+        with (
+            PlanWriter(with_last_modified=True) as plan,
+            events.subscribed(ObjectsPlanned, plan.on_planned),
+        ):
+            outcome = _passes(ctx, _LocalPasses(ctx, shards))
             key = f"{gc_run_prefix(ctx.root, ctx.run_id)}plan.parquet"
             plan_key = plan.upload(ctx.store, key)
         assert outcome.done is not None, "a dry run always plans"
         result, stopped = outcome.done, outcome.stopped_by_guard
     else:
         on = ctx.settings.record_deletions
-        with open_record(ctx.root, safe.safe_epoch, on=on) as record:
-            outcome = _passes(ctx, _LocalPasses(ctx, shards, deleted_sink=sink_of(record)))
+        with (
+            open_record(ctx.root, safe.safe_epoch, on=on) as record,
+            nullcontext()
+            if record is None
+            else events.subscribed(DeleteBatchDone, record.on_batch_done),
+        ):
+            outcome = _passes(ctx, _LocalPasses(ctx, shards))
             stopped = outcome.stopped_by_guard
             if outcome.done is None:
                 assert outcome.counted is not None, "only a counting pass stops a round"
@@ -406,18 +416,9 @@ class _LocalPasses:
     """The local engine's passes (``round_protocol.GuardedPasses``): the
     round's sweeper over its shards, in this process."""
 
-    def __init__(
-        self,
-        ctx: _RoundContext,
-        shards: tuple[int, ...],
-        *,
-        plan_sink: PlanSink | None = None,
-        deleted_sink: PlanSink | None = None,
-    ) -> None:
+    def __init__(self, ctx: _RoundContext, shards: tuple[int, ...]) -> None:
         self._ctx = ctx
         self._shards = shards
-        self._plan_sink = plan_sink
-        self._deleted_sink = deleted_sink
 
     def count(self) -> SweepResult:
         return self._list_only(full_listing=True)
@@ -430,13 +431,12 @@ class _LocalPasses:
             ctx.started_at,
             expected_deletes=None if counted is None else counted.eligible,
             stop=ctx.stop,
-            deleted_sink=self._deleted_sink,
         )
 
     def plan(self) -> SweepResult:
-        return self._list_only(full_listing=self._ctx.guarded, plan_sink=self._plan_sink)
+        return self._list_only(full_listing=self._ctx.guarded, plan=True)
 
-    def _list_only(self, *, full_listing: bool, plan_sink: PlanSink | None = None) -> SweepResult:
+    def _list_only(self, *, full_listing: bool, plan: bool = False) -> SweepResult:
         """A pass that deletes nothing: to every shard's end
         (``full_listing``, what the guard counts against) or to ``M``."""
         ctx = self._ctx
@@ -445,8 +445,8 @@ class _LocalPasses:
             ctx.safe.safe_epoch,
             ctx.started_at,
             dry_run=True,
+            plan=plan,
             full_listing=full_listing,
-            plan_sink=plan_sink,
             stop=ctx.stop,
         )
 

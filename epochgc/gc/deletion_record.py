@@ -33,7 +33,7 @@ from epochgc.errors import EpochGCError
 from epochgc.extras import BASE, require
 from epochgc.gc.plan_file import ParquetStream
 from epochgc.gc.run_report import decode_summary, run_files
-from epochgc.gc.sweeper import PlanSink
+from epochgc.gc.sweeper import DeleteBatchDone
 from epochgc.storage.keys import gc_run_deleted_key, gc_run_summary_key, parse_l0_key
 from epochgc.storage.object_store import ObjectInfo, ObjectStore
 
@@ -56,12 +56,17 @@ SEARCH_BACK = 20
 
 class DeletionRecord(ParquetStream):
     """One part of a run's deletion record, fed by the sweeper's
-    ``deleted_sink`` from its deleting threads.
+    ``DeleteBatchDone`` events from its deleting threads: a record, so a
+    row it cannot write fails the sweep (the event channel lets the error
+    through to the deleting thread).
 
     Example::
 
-        with DeletionRecord(root, m) as record:
-            sweeper.sweep(shards, m, now, deleted_sink=record.add)
+        with (
+            DeletionRecord(root, m) as record,
+            sweeper.events.subscribed(DeleteBatchDone, record.on_batch_done),
+        ):
+            sweeper.sweep(shards, m, now)
             if record.rows:
                 record.upload(store, gc_run_deleted_key(root, run_id, 0))
     """
@@ -85,6 +90,11 @@ class DeletionRecord(ParquetStream):
             ]
         )
 
+    def on_batch_done(self, event: DeleteBatchDone) -> None:
+        """Subscriber: append the objects a DeleteObjects batch confirmed."""
+        if event.deleted:
+            self.add(event.deleted)
+
 
 @contextmanager
 def open_record(root: str, safe_epoch: int, *, on: bool) -> Iterator[DeletionRecord | None]:
@@ -95,11 +105,6 @@ def open_record(root: str, safe_epoch: int, *, on: bool) -> Iterator[DeletionRec
         return
     with DeletionRecord(root, safe_epoch) as record:
         yield record
-
-
-def sink_of(record: DeletionRecord | None) -> PlanSink | None:
-    """The sweeper's ``deleted_sink`` for ``record``."""
-    return None if record is None else record.add
 
 
 @dataclass(frozen=True)

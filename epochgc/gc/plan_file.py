@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any, Self
 
 from epochgc.extras import BASE, require
+from epochgc.gc.sweeper import ObjectsPlanned
 from epochgc.storage.object_store import ObjectInfo, ObjectStore
 
 
@@ -95,8 +96,11 @@ class PlanWriter(ParquetStream):
 
     Example::
 
-        with PlanWriter(with_last_modified=True) as plan:
-            sweeper.sweep(shards, m, now, dry_run=True, plan_sink=plan.add)
+        with (
+            PlanWriter(with_last_modified=True) as plan,
+            sweeper.events.subscribed(ObjectsPlanned, plan.on_planned),
+        ):
+            sweeper.sweep(shards, m, now, dry_run=True, plan=True)
             plan.upload(store, key)
     """
 
@@ -112,3 +116,8 @@ class PlanWriter(ParquetStream):
         if len(self.names) == 3:
             columns.append([o.last_modified for o in batch])
         self.write(columns)
+
+    def on_planned(self, event: ObjectsPlanned) -> None:
+        """Subscriber: append a sweep's next batch of planned objects (a
+        record: a row it cannot write fails the sweep)."""
+        self.add(event.objects)

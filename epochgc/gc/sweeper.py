@@ -10,9 +10,12 @@ store and counted here when they persist; nothing is ever retried blindly.
 Memory is bounded by the batches in flight, never by the number of keys:
 a listing page is judged and dropped; eligible keys wait only in the
 current batch (at most 1000) and in the ``2 * delete_concurrency`` batches
-queued or in flight. A dry run hands its batches to a ``PlanSink`` (which
-streams them to a file) instead of deleting them; a counting sweep (the
-delete-fraction guard) keeps nothing at all.
+queued or in flight. A planning dry run publishes its batches as
+``ObjectsPlanned`` (the plan file subscribes and streams them to a file)
+instead of deleting them; a counting sweep (the delete-fraction guard)
+keeps nothing at all. Each DeleteObjects batch's outcome is published as
+``DeleteBatchDone`` (the deletion record and a Spark task's running totals
+subscribe); both on the sweeper's ``EventChannel`` (``epochgc.events``).
 
 Stateless on purpose: no cursor is kept. Deleted keys vanish from listings,
 so a sweep that crashes or is stopped loses nothing; the next one starts
@@ -26,12 +29,13 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from epochgc.errors import CollectorPausedError, EpochGCError, TransientStorageError
+from epochgc.events import Event, EventChannel
 from epochgc.gc.eligibility import Verdict
 from epochgc.gc.listing.knowledge import ShardObservation
 from epochgc.gc.planner import plan_page
@@ -42,9 +46,36 @@ from epochgc.storage.object_store import MAX_KEYS_PER_DELETE, DeleteOutcome, Obj
 
 log = logging.getLogger(__name__)
 
-PlanSink = Callable[[Sequence[ObjectInfo]], None]
-"""Receives a dry run's eligible objects, a batch (at most 1000) at a time,
-one call at a time."""
+
+@dataclass(frozen=True)
+class ObjectsPlanned(Event):
+    """A planning dry run's next batch of eligible objects (at most 1000).
+    A sweep publishes them one at a time, so a plan file appends them as
+    they come; a subscriber's error fails the sweep."""
+
+    objects: tuple[ObjectInfo, ...]
+
+
+@dataclass(frozen=True)
+class DeleteBatchDone(Event):
+    """What one DeleteObjects batch did, published from the deleting thread
+    after every batch sent (one stopped by a pause too, all empty). The
+    deletion record keeps ``deleted``; a Spark task its running totals, so
+    a task that dies later does not take its deletions out of the run's
+    counts. Several deleting threads publish at once."""
+
+    deleted: tuple[ObjectInfo, ...]
+    """The batch's objects whose keys DeleteObjects confirmed, in batch
+    order (not the whole batch: a key failing inside the 200 is still
+    there)."""
+    bytes_deleted: int
+    failed_keys: tuple[str, ...]
+
+    @property
+    def keys_deleted(self) -> int:
+        """Keys deleted: a key sent twice in one batch (an inventory may
+        list it twice) is in ``deleted`` twice but deleted, and counted, once."""
+        return len({info.key for info in self.deleted})
 
 
 @dataclass(frozen=True)
@@ -105,13 +136,12 @@ class Sweeper:
         result = sweeper.sweep(range(16), safe_epoch=80, now=datetime.now(UTC))
 
     Args:
-        store: the bucket (its ``on_throttle`` is pointed at this sweeper's
-            rate controller).
+        store: the bucket.
         sleep: injected for tests.
-        on_batch: called after each DeleteObjects batch with (keys deleted,
-            their bytes, keys failed), from the deleting thread: a Spark task
-            records its running totals there, so a task that dies later
-            does not take its deletions out of the run's counts.
+        events: where the sweeper publishes ``ObjectsPlanned`` and
+            ``DeleteBatchDone``, and where, while it sweeps, its rate
+            controller hears ``storage.s3.Throttled``: give ``store`` the
+            same channel (default: one of its own, with no subscribers).
     """
 
     def __init__(
@@ -121,13 +151,13 @@ class Sweeper:
         policy: SweepPolicy,
         *,
         sleep: Callable[[float], None] = time.sleep,
-        on_batch: Callable[[int, int, int], None] | None = None,
+        events: EventChannel | None = None,
     ) -> None:
         self._store = store
-        self._on_batch = on_batch
         self._root = root
         self._policy = policy
         self._sleep = sleep
+        self.events = events if events is not None else EventChannel()
         self.rate = RateController(policy.rate_limit_keys_per_second)
         if hasattr(store, "on_throttle"):
             store.on_throttle = self.rate.on_throttle
@@ -139,32 +169,34 @@ class Sweeper:
         now: datetime,
         *,
         dry_run: bool = False,
+        plan: bool = False,
         full_listing: bool = False,
-        plan_sink: PlanSink | None = None,
         expected_deletes: int | None = None,
         stop: threading.Event | None = None,
-        deleted_sink: PlanSink | None = None,
     ) -> SweepResult:
         """One sweep over ``shards`` with ``M = safe_epoch``.
 
         Args:
-            dry_run: delete nothing; eligible objects go to ``plan_sink``
-                in batches (or, without one, are only counted).
+            dry_run: delete nothing; eligible objects are only counted...
+            plan: ...unless this is set too: then they are published in
+                batches as ``ObjectsPlanned``.
             full_listing: list shards to their end (objects above ``M`` are
                 counted, never planned) instead of stopping each shard at
                 its first key above ``M``.
             expected_deletes: how many deletions to expect (from a counting
                 sweep): the progress line then counts objects, with an ETA.
             stop: once set, the sweep ends after the batches in flight.
-            deleted_sink: gets the objects each DeleteObjects confirmed, from
-                the deleting threads (the run's deletion record).
+
+        Raises:
+            ValueError: ``plan`` without ``dry_run``.
         """
+        if plan and not dry_run:
+            raise ValueError("a sweep plans only in a dry run")
         shard_list = list(shards)
         run = _SweepRun(self, safe_epoch, now, dry_run, stop or threading.Event())
         run.full_listing = full_listing
-        run.plan_sink = plan_sink
-        run.deleted_sink = deleted_sink
-        verb = "delete" if not dry_run else "plan" if plan_sink is not None else "count"
+        run.plan = plan
+        verb = "delete" if not dry_run else "plan" if plan else "count"
         if expected_deletes is not None and not dry_run:
             run.progress = ProgressLog(
                 log, f"{verb} M={safe_epoch}", expected_deletes, unit="objects"
@@ -184,14 +216,12 @@ class Sweeper:
         safe_epoch: int,
         *,
         stop: threading.Event | None = None,
-        deleted_sink: PlanSink | None = None,
     ) -> SweepResult:
         """Delete ``objects``, already judged eligible against ``safe_epoch``
         by the caller (an inventory task's vectorised filter), through the
         same batches, limits and error counting as a sweep. ``objects`` is
         consumed lazily: pass a generator to keep memory bounded."""
         run = _SweepRun(self, safe_epoch, datetime.now(UTC), False, stop or threading.Event())
-        run.deleted_sink = deleted_sink
 
         def feed(_listers: ThreadPoolExecutor) -> list[Future[None]]:
             for info in objects:
@@ -244,9 +274,9 @@ class _SweepRun:
         self.in_flight: list[Future[None]] = []
         self.slots = threading.Semaphore(sweeper._policy.delete_concurrency * 2)
         self.full_listing = False
-        self.plan_sink: PlanSink | None = None
-        self.deleted_sink: PlanSink | None = None
-        self.sink_lock = threading.Lock()
+        self.plan = False
+        self.plan_lock = threading.Lock()
+        """``ObjectsPlanned`` goes out one at a time (a plan file appends)."""
         self.progress: ProgressLog | None = None
         self.progress_by_objects = False
         self.unanswered: list[list[ObjectInfo]] = []
@@ -318,7 +348,7 @@ class _SweepRun:
     def add(self, info: ObjectInfo) -> None:
         with self.lock:
             self.result.eligible += 1
-            if self.dry_run and self.plan_sink is None:
+            if self.dry_run and not self.plan:
                 return  # counting only: nothing is kept
             self.batch.append(info)
             if len(self.batch) < MAX_KEYS_PER_DELETE:
@@ -336,9 +366,9 @@ class _SweepRun:
         if self.stop.is_set():
             return
         if self.dry_run:
-            if self.plan_sink is not None:
-                with self.sink_lock:
-                    self.plan_sink(batch)
+            if self.plan:
+                with self.plan_lock:
+                    self.sweeper.events.publish(ObjectsPlanned(tuple(batch)))
             return
         wait = self.sweeper.rate.reserve(len(batch))
         if wait > 0:
@@ -384,14 +414,12 @@ class _SweepRun:
                 self.slots.release()
         sizes = {info.key: info.size for info in batch}
         size = sum(sizes.get(k, 0) for k in outcome.deleted)
-        if self.deleted_sink is not None and outcome.deleted:
-            confirmed = set(outcome.deleted)
-            self.deleted_sink([info for info in batch if info.key in confirmed])
+        confirmed = set(outcome.deleted)
+        deleted = tuple(info for info in batch if info.key in confirmed)
         with self.lock:
             self.result.deleted += len(outcome.deleted)
             self.result.bytes_deleted += size
-        if self.sweeper._on_batch is not None:
-            self.sweeper._on_batch(len(outcome.deleted), size, len(outcome.failed))
+        self.sweeper.events.publish(DeleteBatchDone(deleted, size, tuple(outcome.failed)))
         if self.progress is not None:
             if self.progress_by_objects:
                 self.progress.advance(len(outcome.deleted))

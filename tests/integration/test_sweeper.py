@@ -5,16 +5,15 @@ from __future__ import annotations
 import gc
 import threading
 import uuid
-from collections.abc import Sequence
 from concurrent.futures import Future
 from datetime import UTC, datetime, timedelta
 
 from epochgc.errors import TransientStorageError
 from epochgc.gc.eligibility import Verdict
 from epochgc.gc.run_report import RunSummary, decode_summary, new_run_id, write_summary
-from epochgc.gc.sweeper import Sweeper, SweepPolicy
+from epochgc.gc.sweeper import DeleteBatchDone, ObjectsPlanned, Sweeper, SweepPolicy
 from epochgc.storage.keys import encode_l0_key, parse_l0_key
-from epochgc.storage.object_store import DeleteOutcome, ObjectInfo
+from epochgc.storage.object_store import DeleteOutcome
 from epochgc.storage.retry import RetryPolicy
 from epochgc.storage.s3 import S3ObjectStore
 from tests.support.faults import PerKeyErrorClient
@@ -96,18 +95,19 @@ def test_dry_run_deletes_nothing_and_streams_the_plan(store: S3ObjectStore, buck
     batches: list[int] = []
     planned: list[str] = []
 
-    def sink(batch: Sequence[ObjectInfo]) -> None:
-        batches.append(len(batch))
-        planned.extend(o.key for o in batch)
+    def plan(event: ObjectsPlanned) -> None:
+        batches.append(len(event.objects))
+        planned.extend(o.key for o in event.objects)
 
-    result = Sweeper(store, ROOT, NOW_POLICY).sweep(
-        range(2), 2, now(), dry_run=True, plan_sink=sink
-    )
+    sweeper = Sweeper(store, ROOT, NOW_POLICY)
+    sweeper.events.subscribe(ObjectsPlanned, plan)
+    result = sweeper.sweep(range(2), 2, now(), dry_run=True, plan=True)
     assert result.deleted == 0 and result.eligible == 2400 == len(set(planned))
     assert max(batches) == 1000, "handed over a batch at a time"
     assert {parse_l0_key(k, ROOT).epoch for k in planned} == {1, 2}  # type: ignore[union-attr]
-    counted = Sweeper(store, ROOT, NOW_POLICY).sweep(range(2), 2, now(), dry_run=True)
+    counted = sweeper.sweep(range(2), 2, now(), dry_run=True)
     assert counted.eligible == 2400
+    assert len(planned) == 2400, "a counting sweep publishes no plan"
     assert len(remaining(store)) == 3600
 
 
@@ -260,8 +260,10 @@ def test_the_deletion_record_lists_only_the_keys_deleteobjects_confirmed(
     client = PerKeyErrorClient(s3_client, lambda _c, k: "AccessDenied" if k in denied else None)
     store = S3ObjectStore(client, bucket)  # type: ignore[arg-type]
     recorded: list[str] = []
-    Sweeper(store, ROOT, NOW_POLICY).sweep(
-        [0], 5, now(), deleted_sink=lambda infos: recorded.extend(i.key for i in infos)
+    sweeper = Sweeper(store, ROOT, NOW_POLICY)
+    sweeper.events.subscribe(
+        DeleteBatchDone, lambda event: recorded.extend(i.key for i in event.deleted)
     )
+    sweeper.sweep([0], 5, now())
     assert sorted(recorded) == sorted(set(keys) - denied)
     assert remaining(store) == denied

@@ -54,12 +54,13 @@ from typing import Any
 import pyarrow as pa
 
 from epochgc.errors import EpochGCError
+from epochgc.events import EventChannel
 from epochgc.gc.control import paused_message, read_control
 from epochgc.gc.deletion_record import DeletionRecord
 from epochgc.gc.eligibility import Verdict
 from epochgc.gc.plan_file import PlanWriter
 from epochgc.gc.spark.inventory_filter import select_eligible
-from epochgc.gc.sweeper import PlanSink, Sweeper, SweepPolicy, SweepResult
+from epochgc.gc.sweeper import DeleteBatchDone, ObjectsPlanned, Sweeper, SweepPolicy, SweepResult
 from epochgc.storage.client import ClientSettings, make_s3_client
 from epochgc.storage.inventory import (
     InventoryFile,
@@ -189,20 +190,23 @@ def listing_task(spec: TaskSpec, task: int, shards: list[int]) -> TaskResult:
         store = attempt.store
         sweeper = attempt.sweeper()
         planning = spec.dry_run or spec.count_only
+        writes_plan = spec.dry_run and not spec.count_only
         plan_key = f"{gc_run_prefix(spec.root, spec.run_id)}plan/part-{task:05d}.parquet"
-        with PlanWriter(with_last_modified=False) as plan:
+        with (
+            PlanWriter(with_last_modified=False) as plan,
+            attempt.events.subscribed(ObjectsPlanned, plan.on_planned),
+        ):
             sweep = sweeper.sweep(
                 shards,
                 spec.safe_epoch,
                 spec.now,
                 dry_run=planning,
+                plan=writes_plan,
                 full_listing=spec.count_only,
-                plan_sink=plan.add if spec.dry_run and not spec.count_only else None,
                 stop=attempt.stop,
-                deleted_sink=attempt.deleted_sink,
             )
             attempt.take_sweep(sweep)
-            if spec.dry_run and not spec.count_only:
+            if writes_plan:
                 try:
                     attempt.result.plan_key = plan.upload(store, plan_key)
                 except EpochGCError as err:
@@ -292,7 +296,6 @@ def _delete_batches(attempt: _Attempt, batches: Iterator[pa.Table]) -> None:
         rows(),
         attempt.spec.safe_epoch,
         stop=attempt.stop,
-        deleted_sink=attempt.deleted_sink,
     )
     result = attempt.result
     result.deleted += done.deleted
@@ -311,8 +314,9 @@ class _RecordParts:
     called however the attempt ends. ``recorded`` counts the rows in
     uploaded parts: what the attempt's task record tells the driver. A part
     whose upload fails is the task's error; its rows stay out of
-    ``recorded`` (the driver names them). Fed from the sweeper's deleting
-    threads: one of them adds or uploads at a time.
+    ``recorded`` (the driver names them). Fed by the sweeper's
+    ``DeleteBatchDone`` from its deleting threads: one of them adds or
+    uploads at a time.
     """
 
     def __init__(self, attempt: _Attempt) -> None:
@@ -333,6 +337,11 @@ class _RecordParts:
             # once finished, a late batch goes up at once rather than be lost
             if self._finished or self._open.rows >= RECORD_FLUSH_KEYS:
                 self._upload()
+
+    def on_batch_done(self, event: DeleteBatchDone) -> None:
+        """Subscriber: record the objects a DeleteObjects batch confirmed."""
+        if event.deleted:
+            self.add(event.deleted)
 
     def finish(self) -> None:
         """Upload the rows not yet in a part (the attempt is ending)."""
@@ -462,9 +471,12 @@ class _Attempt:
     Used as a context manager around the task's work: it writes the record
     after every DeleteObjects batch (deleting tasks only) and at the end;
     an exception is recorded with its one-line cause and re-raised, so
-    Spark still sees the task fail (and may rerun it). A deleting attempt
-    feeds its deletion record through ``deleted_sink``; the end, an
-    exception included, uploads the part it has before the last record.
+    Spark still sees the task fail (and may rerun it). Its sweeper
+    publishes on ``events``, the attempt's own channel: a deleting
+    attempt's deletion record, then its running totals, subscribe to
+    ``DeleteBatchDone`` there (in that order: the task record written after
+    a batch counts that batch's rows as recorded); the end, an exception
+    included, uploads the part it has before the last record.
     """
 
     def __init__(self, spec: TaskSpec, task: int, what: str) -> None:
@@ -486,11 +498,10 @@ class _Attempt:
         self._deleted = 0
         self._bytes = 0
         self._failed = 0
-
-    @property
-    def deleted_sink(self) -> PlanSink | None:
-        """The sweeper's ``deleted_sink``: this attempt's deletion record."""
-        return None if self._parts is None else self._parts.add
+        self.events = EventChannel()
+        if self._parts is not None:
+            self.events.subscribe(DeleteBatchDone, self._parts.on_batch_done)
+        self.events.subscribe(DeleteBatchDone, self._on_batch)
 
     def _recorded(self) -> int | None:
         return None if self._parts is None else self._parts.recorded
@@ -506,7 +517,7 @@ class _Attempt:
                 delete_concurrency=spec.delete_concurrency,
                 rate_limit_keys_per_second=spec.rate_limit_keys_per_second,
             ),
-            on_batch=self._on_batch,
+            events=self.events,
         )
 
     def take_sweep(self, sweep: SweepResult) -> None:
@@ -546,11 +557,11 @@ class _Attempt:
                     self.error(cause)
             self.stop.set()
 
-    def _on_batch(self, deleted: int, size: int, failed: int) -> None:
+    def _on_batch(self, event: DeleteBatchDone) -> None:
         with self._lock:
-            self._deleted += deleted
-            self._bytes += size
-            self._failed += failed
+            self._deleted += event.keys_deleted
+            self._bytes += event.bytes_deleted
+            self._failed += len(event.failed_keys)
             partial = dataclasses.replace(
                 self.result,
                 listed=max(self.result.listed, self._deleted),
