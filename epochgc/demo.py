@@ -156,6 +156,7 @@ class _Cluster:
             config.layout.root,
             daemon_settings_of(config, node_id="demo-gc"),
             registry=self.registry,
+            events=handle.events,
         )
         self._round_interval = config.reconciler.round_interval_seconds
         self._stop_nodes = asyncio.Event()

@@ -12,8 +12,8 @@ The events are frozen dataclasses deriving from ``Event``, each defined
 beside the component that publishes it (this module is a foundation and
 knows no domain type):
 
-* ``storage.s3.Throttled``: the store got a SlowDown/throttling answer
-  (``verify.faults`` publishes it for an injected SlowDown too); the
+* ``storage.object_store.Throttled``: the store got a SlowDown/throttling
+  answer (``storage.s3``; ``verify.faults`` for an injected SlowDown); the
   sweeper's rate controller listens while it sweeps.
 * ``gc.sweeper.ObjectsPlanned``: a dry run's batch of eligible objects
   (the plan file is written from it).

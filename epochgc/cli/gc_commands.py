@@ -168,6 +168,7 @@ def _cmd_gc_collect(config: Config, args: argparse.Namespace) -> int:
             force=args.force,
             all_shards=args.all_shards,
             writer=f"gc-collect@{socket.gethostname()}",
+            events=handle.events,
         )
     s = outcome.summary
     if outcome.paused is not None:
@@ -362,6 +363,7 @@ def _cmd_daemon(config: Config, args: argparse.Namespace) -> int:
             handle.stats,
             node_id=args.node_id,
             duration_seconds=args.duration,
+            events=handle.events,
         )
     print(f"gc daemon stopped after {daemon.rounds} rounds ({daemon.collector.state.value})")
     return EXIT_OK

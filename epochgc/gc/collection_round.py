@@ -64,6 +64,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from epochgc.errors import CollectorPausedError, StorageError
+from epochgc.events import EventChannel
 from epochgc.gc.control import DeletingJob
 from epochgc.gc.deletion_record import DeletionRecord, open_record
 from epochgc.gc.future_times import FutureTimeLog
@@ -161,6 +162,7 @@ def collect_once(
     guard: PauseGuard | None = None,
     writer: str = "",
     future_log: FutureTimeLog | None = None,
+    events: EventChannel | None = None,
 ) -> CollectOutcome:
     """Run one round (see the module docstring).
 
@@ -177,7 +179,9 @@ def collect_once(
     ``all_shards`` lists every shard present whatever the schedule says.
     A long-lived caller passes its pause ``guard`` (it remembers what a
     pause held, for ``gc status``); the janitor's store should ask the same
-    guard (``GuardedStore``).
+    guard (``GuardedStore``). ``events`` is the channel ``store`` publishes
+    ``Throttled`` on: the round's sweeper slows down on it, and publishes
+    its own events there.
     ``writer`` names this collector in the knowledge it writes; times from
     the future it reads go to ``future_log`` (a fresh one when omitted).
 
@@ -198,6 +202,7 @@ def collect_once(
         dry_run=dry_run,
         force=force,
         stop=stop,
+        events=events,
     )
     choice = _choose_shards(ctx, knowledge, all_shards, future_log)
     swept = _sweep(ctx, choice.shards)
@@ -268,6 +273,7 @@ def _open_round(
     dry_run: bool,
     force: bool,
     stop: threading.Event | None,
+    events: EventChannel | None,
 ) -> _RoundContext:
     """Step 1: ``M`` from trusted inputs, the pause guard and the sweeper
     (built before any listing: its rate control hears the store's throttling).
@@ -289,6 +295,7 @@ def _open_round(
             delete_concurrency=settings.delete_concurrency,
             rate_limit_keys_per_second=settings.rate_limit_keys_per_second,
         ),
+        events=events,
     )
     return _RoundContext(
         run_id=opened.run_id,

@@ -33,6 +33,7 @@ from datetime import UTC, datetime, timedelta
 from enum import Enum
 
 from epochgc.errors import CollectorPausedError, EpochGCError, SafetyBlockedError
+from epochgc.events import EventChannel
 from epochgc.gc.collection_round import CollectOutcome, CollectSettings, collect_once
 from epochgc.gc.control import CollectorState, ControlDocument, DeletingJob
 from epochgc.gc.future_times import FutureTimeLog
@@ -157,6 +158,8 @@ class Collector:
         writer: this collector's name in the shard knowledge it writes.
         future_log: where stored times from the future are logged and
             counted (one per collector: each writer is logged once).
+        events: the channel ``store`` publishes ``Throttled`` on (each
+            round's sweeper slows down on it: ``collect_once``).
         now: the clock a round's run id and object ages are read from
             (``None``: the process's clock). The daemon does not pass the
             clock it was given: a simulated host days behind would find
@@ -178,8 +181,10 @@ class Collector:
         guard: PauseGuard | None = None,
         writer: str = "",
         future_log: FutureTimeLog | None = None,
+        events: EventChannel | None = None,
     ) -> None:
         self._now = now
+        self._events = events
         self.guard = guard or PauseGuard(store, root)
         """Decides whether a round may delete, and remembers what a pause held."""
         self._writer = writer
@@ -304,6 +309,7 @@ class Collector:
                 guard=self.guard,
                 writer=self._writer,
                 future_log=self._future_log,
+                events=self._events,
             )
         except SafetyBlockedError:
             return self._untrusted(self.tracker.last_error)

@@ -157,17 +157,6 @@ class GuardedStore(PagedStore):
     def bucket(self) -> str:
         return self._store.bucket
 
-    @property
-    def on_throttle(self) -> Callable[[], None] | None:
-        """The wrapped store's throttling hook (the sweeper's rate control)."""
-        hook: Callable[[], None] | None = getattr(self._store, "on_throttle", None)
-        return hook
-
-    @on_throttle.setter
-    def on_throttle(self, value: Callable[[], None] | None) -> None:
-        if hasattr(self._store, "on_throttle"):
-            self._store.on_throttle = value
-
     def get(self, key: str, *, byte_range: tuple[int, int] | None = None) -> StoredObject:
         return self._store.get(key, byte_range=byte_range)
 

@@ -42,7 +42,13 @@ from epochgc.gc.planner import plan_page
 from epochgc.gc.rate import RateController
 from epochgc.progress import ProgressLog
 from epochgc.storage.keys import l0_shard_prefix, parse_l0_key
-from epochgc.storage.object_store import MAX_KEYS_PER_DELETE, DeleteOutcome, ObjectInfo, ObjectStore
+from epochgc.storage.object_store import (
+    MAX_KEYS_PER_DELETE,
+    DeleteOutcome,
+    ObjectInfo,
+    ObjectStore,
+    Throttled,
+)
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +146,7 @@ class Sweeper:
         sleep: injected for tests.
         events: where the sweeper publishes ``ObjectsPlanned`` and
             ``DeleteBatchDone``, and where, while it sweeps, its rate
-            controller hears ``storage.s3.Throttled``: give ``store`` the
+            controller hears the store's ``Throttled``: give ``store`` the
             same channel (default: one of its own, with no subscribers).
     """
 
@@ -159,8 +165,6 @@ class Sweeper:
         self._sleep = sleep
         self.events = events if events is not None else EventChannel()
         self.rate = RateController(policy.rate_limit_keys_per_second)
-        if hasattr(store, "on_throttle"):
-            store.on_throttle = self.rate.on_throttle
 
     def sweep(
         self,
@@ -238,7 +242,10 @@ class Sweeper:
         start: Callable[[ThreadPoolExecutor], list[Future[None]]],
     ) -> SweepResult:
         started = time.perf_counter()
+        # Subscribed for the sweep only: the channel may be the process's,
+        # and a new sweeper every round must not pile up on it.
         with (
+            self.events.subscribed(Throttled, self._throttled),
             ThreadPoolExecutor(
                 max_workers=self._policy.delete_concurrency, thread_name_prefix="epochgc-delete"
             ) as deleters,
@@ -254,6 +261,9 @@ class Sweeper:
             run.confirm_unanswered()
         run.result.seconds = time.perf_counter() - started
         return run.result
+
+    def _throttled(self, _event: Throttled) -> None:
+        self.rate.on_throttle()
 
 
 class _SweepRun:

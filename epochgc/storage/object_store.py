@@ -7,6 +7,8 @@ rests on: create-only (``If-None-Match: *``) and compare-and-swap
 (``If-Match: <etag>``).
 
 This module holds types only; the boto3 implementation is ``storage.s3``.
+A store tells whoever listens that the bucket asked it to slow down by
+publishing ``Throttled`` on the ``EventChannel`` it was given.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from itertools import islice
 from typing import Protocol
 
 from epochgc.errors import DeleteFailedError, NotFoundError
+from epochgc.events import Event
 
 MAX_KEYS_PER_DELETE = 1000
 """S3's limit on keys in one DeleteObjects request."""
@@ -31,6 +34,16 @@ class ObjectInfo:
     size: int
     etag: str
     last_modified: datetime
+
+
+@dataclass(frozen=True)
+class Throttled(Event):
+    """The store answered SlowDown (or another throttling code), for a
+    whole request or for some keys of a DeleteObjects batch; the request is
+    retried or fails as usual. A sweeper lowers its delete rate on it."""
+
+    operation: str
+    """The S3 operation throttled (``DeleteObjects``, ``GetObject``, ...)."""
 
 
 @dataclass(frozen=True)

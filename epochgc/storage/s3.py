@@ -46,12 +46,14 @@ from epochgc.errors import (
     StoreUnreachableError,
     TransientStorageError,
 )
+from epochgc.events import EventChannel
 from epochgc.storage.object_store import (
     MAX_KEYS_PER_DELETE,
     DeleteOutcome,
     ObjectInfo,
     PagedStore,
     StoredObject,
+    Throttled,
     key_batches,
 )
 from epochgc.storage.retry import (
@@ -104,8 +106,9 @@ class S3ObjectStore(PagedStore):
         unit_random: injected jitter source, uniform in [0, 1).
         delete_concurrency: DeleteObjects requests ``delete_many`` keeps in
             flight at once.
-        on_throttle: called on every SlowDown/throttling answer (whole
-            request or per key), so a sweeper can lower its request rate.
+        events: where every SlowDown/throttling answer (whole request or
+            per key) is published as ``Throttled``, so a sweeper given the
+            same channel lowers its request rate (default: no listener).
         if_match_form: the ETag form ``put_if_match`` sends; callers always
             pass ETags as the store returned them. The capability probes
             find it (``use_if_match_form``) or ``store.if_match_form`` sets it.
@@ -120,7 +123,7 @@ class S3ObjectStore(PagedStore):
         sleep: Callable[[float], None] = time.sleep,
         unit_random: Callable[[], float] = random.random,
         delete_concurrency: int = 4,
-        on_throttle: Callable[[], None] | None = None,
+        events: EventChannel | None = None,
         if_match_form: IfMatchForm = "quoted",
     ) -> None:
         if delete_concurrency < 1:
@@ -131,7 +134,7 @@ class S3ObjectStore(PagedStore):
         self._sleep = sleep
         self._unit_random = unit_random
         self._delete_concurrency = delete_concurrency
-        self.on_throttle = on_throttle
+        self._events = events if events is not None else EventChannel()
         self._endpoint = str(getattr(client.meta, "endpoint_url", "") or "")
         self._if_match_form: IfMatchForm = "quoted"
         self.use_if_match_form(if_match_form)
@@ -306,10 +309,8 @@ class S3ObjectStore(PagedStore):
                     failed[key] = code
             if not retry:
                 break
-            if self.on_throttle is not None and any(
-                code in THROTTLING_ERROR_CODES for code in retry_codes.values()
-            ):
-                self.on_throttle()
+            if any(code in THROTTLING_ERROR_CODES for code in retry_codes.values()):
+                self._events.publish(Throttled("DeleteObjects"))
             if not self._policy.can_retry(attempt):
                 failed.update(retry_codes)
                 log.warning(
@@ -381,8 +382,8 @@ class S3ObjectStore(PagedStore):
                 )
                 if not isinstance(err, TransientStorageError):
                     raise err from raw
-                if self.on_throttle is not None and _error_code(raw) in THROTTLING_ERROR_CODES:
-                    self.on_throttle()
+                if _error_code(raw) in THROTTLING_ERROR_CODES:
+                    self._events.publish(Throttled(operation))
                 if not self._policy.can_retry(attempt):
                     if isinstance(raw, EndpointConnectionError):
                         raise StoreUnreachableError(

@@ -23,12 +23,14 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from epochgc.errors import RetriesExhaustedError
+from epochgc.events import EventChannel
 from epochgc.storage.object_store import (
     DeleteOutcome,
     ObjectInfo,
     ObjectStore,
     PagedStore,
     StoredObject,
+    Throttled,
     delete_in_batches,
 )
 
@@ -44,7 +46,7 @@ class FaultPlan:
     error: float = 0.02
     """Fail before sending, as if every retry had failed (5xx)."""
     slowdown: float = 0.01
-    """Answer 503 SlowDown (the caller's rate controller is told)."""
+    """Answer 503 SlowDown (published as ``Throttled``, as the real store does)."""
     unknown_outcome: float = 0.02
     """Apply the request, then fail: the caller cannot know it landed."""
     latency: float = 0.05
@@ -62,6 +64,8 @@ class FaultyStore(PagedStore):
             for the same sequence of calls).
         before_delete: called with the keys of every delete before it is
             sent (a checker keeps the list of what may have been deleted).
+        events: where an injected SlowDown is published as ``Throttled``:
+            the channel the wrapped store and the sweeper share.
     """
 
     def __init__(
@@ -71,15 +75,16 @@ class FaultyStore(PagedStore):
         seed: int,
         *,
         before_delete: Callable[[list[str]], None] | None = None,
+        events: EventChannel | None = None,
     ) -> None:
         self._inner = inner
+        self._events = events if events is not None else EventChannel()
         self._plan = plan
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._before_delete = before_delete
         self.enabled = True
         self.injected: Counter[str] = Counter()
-        self.on_throttle: Callable[[], None] | None = None
         self.slow_prefix: str | None = None
         """While set (and faults are enabled), each write of a key under it
         waits ``slow_seconds`` first (counted as ``slow_write``)."""
@@ -134,8 +139,7 @@ class FaultyStore(PagedStore):
             time.sleep(pause)
         if self._draw(plan.slowdown):
             self._count("slowdown")
-            if self.on_throttle is not None:
-                self.on_throttle()
+            self._events.publish(Throttled(operation))
             raise RetriesExhaustedError(f"injected SlowDown: {operation} {key}", None)
         if self._draw(plan.error):
             self._count("error")

@@ -50,6 +50,7 @@ from typing import Any, TextIO
 
 from epochgc.config import Config, load_config, log_level_of
 from epochgc.errors import LoopStoppedError
+from epochgc.events import EventChannel
 from epochgc.files import write_atomically
 from epochgc.gc.daemon.scheduler import GcDaemon
 from epochgc.ingest.producer import Producer
@@ -288,6 +289,7 @@ def _run_daemon(
     ident: str,
     folder: Path,
     now: Callable[[], datetime],
+    events: EventChannel,
 ) -> None:
     daemon = GcDaemon(
         store,
@@ -295,6 +297,7 @@ def _run_daemon(
         config.layout.root,
         daemon_settings_of(config, node_id=ident, metrics_listen=""),
         now=now,
+        events=events,
     )
     ms = _Lines(folder / f"m-{ident}.jsonl")
     stop = threading.Event()
@@ -333,7 +336,8 @@ def main(argv: list[str] | None = None) -> int:
     config = load_config(args.config)
     setup_logging(log_level_of(config))
     folder = Path(args.folder)
-    inner, stats = store_from_settings(config, client_settings_of(config))
+    events = EventChannel()  # the real and the injected SlowDowns reach the daemon's sweeper
+    inner, stats = store_from_settings(config, client_settings_of(config), events=events)
     deletes = _Lines(folder / f"deletes-{args.id}.jsonl")
     root = config.layout.root
 
@@ -345,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
                 {"t": now, "k": key, "e": parsed.epoch if parsed else None, "role": args.role}
             )
 
-    store = FaultyStore(inner, FaultPlan(), args.seed, before_delete=before_delete)
+    store = FaultyStore(inner, FaultPlan(), args.seed, before_delete=before_delete, events=events)
     stop = threading.Event()
     watcher = threading.Thread(
         target=_watch, args=(folder, store, args.id, root, stop), daemon=True, name="verify-watch"
@@ -356,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
             rule = unsafe_max_applied_rule if args.unsafe_test_build else safe_epoch_rule
             asyncio.run(_run_node(config, store, args.id, folder, now, args.seed, rule))
         else:
-            _run_daemon(config, store, stats, args.id, folder, now)
+            _run_daemon(config, store, stats, args.id, folder, now, events)
     finally:
         stop.set()
     print(f"{args.id} stopped (pid {os.getpid()})", file=sys.stderr)

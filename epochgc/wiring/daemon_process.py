@@ -7,6 +7,7 @@ import signal
 import threading
 
 from epochgc.config import Config
+from epochgc.events import EventChannel
 from epochgc.gc.daemon.scheduler import GcDaemon
 from epochgc.metrics.instruments import CollectorRegistry
 from epochgc.storage.object_store import ObjectStore
@@ -24,16 +25,19 @@ def run_daemon(
     node_id: str | None = None,
     duration_seconds: float | None = None,
     registry: CollectorRegistry | None = None,
+    events: EventChannel | None = None,
 ) -> GcDaemon:
     """Run the daemon until SIGTERM/SIGINT (or ``duration_seconds``), then
     stop it cleanly: the batch in flight finishes, the lease is released.
-    Must be called from the main thread (signal handlers)."""
+    Must be called from the main thread (signal handlers). ``events``: the
+    channel ``store`` publishes on (``StoreHandle.events``)."""
     daemon = GcDaemon(
         store,
         stats,
         config.layout.root,
         daemon_settings_of(config, node_id=node_id),
         registry=registry,
+        events=events,
     )
     stop = threading.Event()
 

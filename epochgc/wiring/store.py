@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from epochgc.config import Config
+from epochgc.events import EventChannel
 from epochgc.storage.client import ClientSettings, make_s3_client
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.probe import ensure_store_capable
@@ -35,12 +36,16 @@ class StoreHandle:
     endpoint: str
     client_settings: ClientSettings
     """How to reach the store again (Spark tasks build their own clients)."""
+    events: EventChannel
+    """Where the store publishes ``Throttled``: hand it to the components
+    that listen (a round's sweeper slows down on it)."""
 
 
 def store_from_settings(
-    config: Config, settings: ClientSettings
+    config: Config, settings: ClientSettings, *, events: EventChannel | None = None
 ) -> tuple[S3ObjectStore, RequestStats]:
-    """An ``S3ObjectStore`` with request accounting, using ``[store]`` policies."""
+    """An ``S3ObjectStore`` with request accounting, using ``[store]``
+    policies, publishing ``Throttled`` on ``events``."""
     client = make_s3_client(settings)
     stats = RequestStats()
     stats.attach(client)
@@ -50,6 +55,7 @@ def store_from_settings(
         config.store.bucket,
         retry_policy=policy,
         delete_concurrency=config.store.delete_concurrency,
+        events=events,
     )
     form = config.store.if_match_form
     if form in IF_MATCH_FORMS:
@@ -144,7 +150,8 @@ def open_store(
             settings = embedded.client_settings()
         else:
             settings = client_settings_of(config)
-        store, stats = store_from_settings(config, settings)
+        events = EventChannel()
+        store, stats = store_from_settings(config, settings, events=events)
         endpoint = settings.endpoint_url or f"aws:{settings.region}"
         log.debug("object store: bucket=%s endpoint=%s", config.store.bucket, endpoint)
         if before_writes is not None:
@@ -155,7 +162,7 @@ def open_store(
             )
         if check_layout:
             ensure_layout(store, config.layout.root)
-        yield StoreHandle(store, stats, endpoint, settings)
+        yield StoreHandle(store, stats, endpoint, settings, events)
     finally:
         if embedded is not None:
             embedded.stop()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 
 from epochgc.errors import NotFoundError, RetriesExhaustedError
+from epochgc.events import EventChannel
+from epochgc.storage.object_store import Throttled
 from epochgc.storage.s3 import S3ObjectStore
 from epochgc.verify.faults import FaultPlan, FaultyStore
 
@@ -29,13 +31,15 @@ def test_an_unknown_outcome_is_applied_then_fails(store: S3ObjectStore) -> None:
     assert store.get("k").body == b"v"
 
 
-def test_slowdown_tells_the_rate_controller(store: S3ObjectStore) -> None:
-    faulty = FaultyStore(store, FaultPlan(error=0, slowdown=1.0, unknown_outcome=0), seed=1)
-    throttles = []
-    faulty.on_throttle = lambda: throttles.append(1)
+def test_slowdown_is_published_as_throttled(store: S3ObjectStore) -> None:
+    events = EventChannel()
+    plan = FaultPlan(error=0, slowdown=1.0, unknown_outcome=0)
+    faulty = FaultyStore(store, plan, seed=1, events=events)
+    throttles: list[Throttled] = []
+    events.subscribe(Throttled, throttles.append)
     with pytest.raises(RetriesExhaustedError, match="SlowDown"):
         faulty.get("k")
-    assert throttles == [1]
+    assert throttles == [Throttled("GetObject")]
 
 
 def test_partial_deletes_report_the_keys_left(store: S3ObjectStore) -> None:

@@ -9,11 +9,12 @@ from concurrent.futures import Future
 from datetime import UTC, datetime, timedelta
 
 from epochgc.errors import TransientStorageError
+from epochgc.events import EventChannel
 from epochgc.gc.eligibility import Verdict
 from epochgc.gc.run_report import RunSummary, decode_summary, new_run_id, write_summary
 from epochgc.gc.sweeper import DeleteBatchDone, ObjectsPlanned, Sweeper, SweepPolicy
 from epochgc.storage.keys import encode_l0_key, parse_l0_key
-from epochgc.storage.object_store import DeleteOutcome
+from epochgc.storage.object_store import DeleteOutcome, Throttled
 from epochgc.storage.retry import RetryPolicy
 from epochgc.storage.s3 import S3ObjectStore
 from tests.support.faults import PerKeyErrorClient
@@ -167,18 +168,25 @@ def test_persistent_per_key_errors_are_counted_not_fatal(s3_client, bucket: str)
 def test_slowdown_lowers_the_delete_rate(s3_client, bucket: str) -> None:  # type: ignore[no-untyped-def]
     seed_l0(bucket, shards=1, epochs=range(1, 3), per_epoch=5)
     client = PerKeyErrorClient(s3_client, lambda call, _k: "SlowDown" if call == 1 else None)
+    events = EventChannel()
     store = S3ObjectStore(
         client,  # type: ignore[arg-type]
         bucket,
         retry_policy=RetryPolicy(max_attempts=4, base_delay_seconds=0.0, max_delay_seconds=0.0),
+        events=events,
     )
     sweeper = Sweeper(
-        store, ROOT, SweepPolicy(min_object_age=timedelta(0), rate_limit_keys_per_second=5000)
+        store,
+        ROOT,
+        SweepPolicy(min_object_age=timedelta(0), rate_limit_keys_per_second=5000),
+        events=events,
     )
     result = sweeper.sweep([0], 5, now())
     assert result.deleted == 10 and result.errors == 0
     assert sweeper.rate.throttles == 1
     assert sweeper.rate.rate is not None and sweeper.rate.rate < 5000
+    events.publish(Throttled("GetObject"))
+    assert sweeper.rate.throttles == 1, "a sweeper listens only while it sweeps"
 
 
 def test_listing_errors_are_counted(store: S3ObjectStore, bucket: str) -> None:

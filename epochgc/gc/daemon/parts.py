@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from epochgc.events import EventChannel
 from epochgc.gc.collector import Collector
 from epochgc.gc.control import CollectorState, DeletingJob
 from epochgc.gc.daemon.contacts import HeartbeatWatch, StoreContacts
@@ -87,8 +88,10 @@ def build_parts(
     *,
     on_lease_lost: Callable[[str], None],
     on_held_change: Callable[[], None],
+    events: EventChannel | None,
 ) -> DaemonParts:
-    """The collaborators, their metrics registered on ``registry``."""
+    """The collaborators, their metrics registered on ``registry``;
+    ``events`` is the channel ``store`` publishes ``Throttled`` on."""
     metrics = GcMetrics(registry)
     register_s3_requests(registry, stats)
     metrics.round_interval.set(settings.schedule.longest_wait.total_seconds())
@@ -106,6 +109,7 @@ def build_parts(
         guard=guard,
         writer=settings.node_id,
         future_log=future_log,
+        events=events,
     )
     registry.register(PinningCollector(lambda: pinning_sample(collector)))
     leases = LeaseManager(

@@ -63,6 +63,7 @@ from typing import Any
 from apscheduler.executors.pool import ThreadPoolExecutor as JobThreadPool
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from epochgc.events import EventChannel
 from epochgc.gc.collection_round import CollectSettings
 from epochgc.gc.collector import RoundReport, ScheduleSettings
 from epochgc.gc.control import CollectorState, DeletingJob, HeldJob
@@ -126,6 +127,8 @@ class GcDaemon:
         now: the wall clock of every time the daemon writes or compares
             with a stored one.
         monotonic: the clock of durations (store contacts, rounds).
+        events: the channel ``store`` publishes ``Throttled`` on (the
+            rounds' sweepers slow down on it).
     """
 
     def __init__(
@@ -138,6 +141,7 @@ class GcDaemon:
         registry: CollectorRegistry | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         monotonic: Callable[[], float] = time.monotonic,
+        events: EventChannel | None = None,
     ) -> None:
         self._settings = settings
         self._clocks = Clocks(now, monotonic)
@@ -153,6 +157,7 @@ class GcDaemon:
             self._clocks,
             on_lease_lost=self._on_lease_lost,
             on_held_change=self._on_held_change,
+            events=events,
         )
         self.registry, self.metrics, self.collector = parts.registry, parts.metrics, parts.collector
         self.leases, self.ticker, self.pause_guard = parts.leases, parts.ticker, parts.pause_guard

@@ -172,14 +172,20 @@ class TaskResult:
         )
 
 
-def _open_store(spec: TaskSpec, bucket: str) -> tuple[S3ObjectStore, RequestStats]:
+def _open_store(
+    spec: TaskSpec, bucket: str, events: EventChannel
+) -> tuple[S3ObjectStore, RequestStats]:
     client = make_s3_client(spec.client)
     if spec.client_hook is not None:
         spec.client_hook(client)
     stats = RequestStats()
     stats.attach(client)
     store = S3ObjectStore(
-        client, bucket, retry_policy=spec.retry, delete_concurrency=spec.delete_concurrency
+        client,
+        bucket,
+        retry_policy=spec.retry,
+        delete_concurrency=spec.delete_concurrency,
+        events=events,
     )
     return store, stats
 
@@ -226,7 +232,7 @@ def inventory_task(spec: TaskSpec, task: int, entry: InventoryFile) -> TaskResul
         source = (
             attempt.store
             if spec.inventory_bucket in ("", spec.bucket)
-            else _open_store(spec, spec.inventory_bucket)[0]
+            else _open_store(spec, spec.inventory_bucket, attempt.events)[0]
         )
         with tempfile.NamedTemporaryFile(prefix="epochgc-inventory-") as local:
             try:
@@ -442,14 +448,6 @@ class _PauseGate:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
-    @property
-    def on_throttle(self) -> Callable[[], None] | None:
-        return self._store.on_throttle
-
-    @on_throttle.setter
-    def on_throttle(self, value: Callable[[], None] | None) -> None:
-        self._store.on_throttle = value
-
     def delete_batch(self, keys: list[str]) -> DeleteOutcome:
         if self._attempt.stop.is_set():
             return DeleteOutcome((), {}, 0)
@@ -489,9 +487,6 @@ class _Attempt:
         self._records = not (spec.dry_run or spec.count_only)
         self._key = task_record_key(spec.root, spec.run_id, spec.phase, task, self.result.attempt)
         self._capture = _WarningCapture(self.result.log_lines)
-        self._store, self.stats = _open_store(spec, spec.bucket)
-        self.store: S3ObjectStore = self._store
-        self._gate = _PauseGate(self._store, spec.root, self)
         self._parts = _RecordParts(self) if self._records and spec.record_deletions else None
         # running totals of the deletions so far (the sweeper's result
         # arrives only at the end)
@@ -502,6 +497,9 @@ class _Attempt:
         if self._parts is not None:
             self.events.subscribe(DeleteBatchDone, self._parts.on_batch_done)
         self.events.subscribe(DeleteBatchDone, self._on_batch)
+        self._store, self.stats = _open_store(spec, spec.bucket, self.events)
+        self.store: S3ObjectStore = self._store
+        self._gate = _PauseGate(self._store, spec.root, self)
 
     def _recorded(self) -> int | None:
         return None if self._parts is None else self._parts.recorded

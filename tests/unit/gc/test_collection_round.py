@@ -9,10 +9,12 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from epochgc.events import EventChannel
 from epochgc.gc.collection_round import CollectOutcome, CollectSettings, collect_once
 from epochgc.gc.janitor import Janitor
 from epochgc.gc.listing.knowledge import ShardFacts, ShardKnowledge
 from epochgc.gc.listing.schedule import ListingPolicy
+from epochgc.gc.sweeper import DeleteBatchDone
 from epochgc.simulate.memory_store import MemoryStore, VirtualClock
 from epochgc.storage.keys import encode_l0_key
 from epochgc.storage.request_stats import RequestStats
@@ -91,6 +93,19 @@ def test_a_first_round_reads_the_knowledge_lists_every_shard_and_saves_what_it_l
     assert outcome.summary.deleted == 2 and outcome.summary.success
     assert outcome.knowledge is not None and outcome.knowledge.written_by == "me"
     assert set(outcome.knowledge.shards) == {0, 1} and outcome.summary.shards.full_sweep
+
+
+def test_a_round_sweeps_on_the_channel_it_is_given() -> None:
+    """The channel the store publishes ``Throttled`` on is the round's
+    sweeper's: its deletions are published there (and its rate control
+    listens there, ``tests/integration/test_sweeper.py``)."""
+    store = bucket()
+    events = EventChannel()
+    deleted: list[str] = []
+    events.subscribe(DeleteBatchDone, lambda e: deleted.extend(o.key for o in e.deleted))
+    outcome = run(store, events=events)
+    assert outcome.summary.deleted == 2
+    assert sorted(deleted) == [encode_l0_key(ROOT, 0, e, str(uuid.UUID(int=e))) for e in (1, 2)]
 
 
 def test_with_nothing_due_a_round_lists_nothing_and_writes_only_its_summary() -> None:

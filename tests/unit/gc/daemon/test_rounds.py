@@ -4,17 +4,22 @@ document, on the clocks the daemon is given."""
 from __future__ import annotations
 
 import threading
+import uuid
 from datetime import UTC, datetime, timedelta
 
+from epochgc.events import EventChannel
 from epochgc.gc.collection_round import CollectSettings
 from epochgc.gc.collector import Collector, RoundOutcome, RoundReport
 from epochgc.gc.control import CollectorState, StatusDocument, read_status
 from epochgc.gc.daemon.contacts import StoreContacts
 from epochgc.gc.daemon.rounds import RoundJob, StatusPublisher, observe_round
 from epochgc.gc.pause import PauseGuard
+from epochgc.gc.sweeper import DeleteBatchDone
 from epochgc.metrics.instruments import CollectorRegistry, GcMetrics
 from epochgc.simulate.memory_store import MemoryStore
+from epochgc.storage.keys import encode_l0_key
 from epochgc.storage.request_stats import RequestStats
+from epochgc.watermarks.controller import Controller
 from tests.support.clocks import SetClock
 
 ROOT = "epochgc"
@@ -24,6 +29,22 @@ PAST = datetime(2001, 1, 2, 3, 4, 5, tzinfo=UTC)
 def collector(store: MemoryStore) -> Collector:
     settings = CollectSettings(min_object_age=timedelta(0), max_delete_fraction=1.0)
     return Collector(store, RequestStats(), ROOT, settings)
+
+
+def test_a_collectors_rounds_sweep_on_the_channel_it_is_given() -> None:
+    store = MemoryStore()
+    controller = Controller(store, ROOT)
+    while controller.current_epoch() < 3:
+        controller.tick()
+    key = encode_l0_key(ROOT, 0, 1, str(uuid.UUID(int=1)))
+    store.put(key, b"x")
+    events = EventChannel()
+    done: list[DeleteBatchDone] = []
+    events.subscribe(DeleteBatchDone, done.append)
+    settings = CollectSettings(min_object_age=timedelta(0), max_delete_fraction=1.0)
+    report = Collector(store, RequestStats(), ROOT, settings, events=events).run_round()
+    assert report.outcome is RoundOutcome.COLLECTED, report.error
+    assert [o.key for batch in done for o in batch.deleted] == [key]
 
 
 def rounds_total(metrics: GcMetrics, outcome: str) -> float | None:
