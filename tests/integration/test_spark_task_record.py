@@ -4,7 +4,7 @@ confirmed keys the rows so far become a part of their own, so an executor
 killed outright loses at most the last chunk from the record, and the task
 record says how many of its deletions are in uploaded parts. The task runs
 in this process (it is a plain function) against the embedded S3, its
-client watched by a hook; the parts and the task record are the real ones
+client watched through its ``ClientCreated`` event; the parts and the task record are the real ones
 in the bucket."""
 
 from __future__ import annotations
@@ -20,10 +20,12 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from epochgc.events import EventChannel
 from epochgc.gc.run_report import new_run_id
 from epochgc.gc.spark.job import record_gap
 from epochgc.gc.spark.tasks import (
     RECORD_FLUSH_KEYS,
+    ClientCreated,
     TaskResult,
     TaskSpec,
     decode_task_record,
@@ -44,7 +46,7 @@ KEYS = 25_000
 
 @dataclass
 class Watch:
-    """The task's client hook: counts the keys DeleteObjects confirmed and
+    """Hears the task's ``ClientCreated``: counts the keys DeleteObjects confirmed and
     notes each PUT of a deletion record part with the count at that moment.
     The PUT of the part whose name ends with ``fail`` goes to a bucket that
     does not exist (the store refuses it for good)."""
@@ -53,7 +55,9 @@ class Watch:
     confirmed: int = 0
     parts: list[tuple[str, int]] = field(default_factory=list)
 
-    def __call__(self, client: Any) -> None:
+    def __call__(self, event: ClientCreated) -> None:
+        client = event.client
+
         def before_delete(params: Any, context: Any, **_kwargs: Any) -> None:
             context["epochgc_keys"] = len(params["Delete"]["Objects"])
 
@@ -82,6 +86,14 @@ def _task_logging() -> Iterator[None]:
     logger.handlers[:], logger.level, logger.propagate = saved
 
 
+def watched(watch: Watch) -> EventChannel:
+    """The job's channel of task events, ``watch`` on it (the task runs in
+    this process: the test sees what ``watch`` counts)."""
+    events = EventChannel()
+    events.subscribe(ClientCreated, watch)
+    return events
+
+
 def one_shard(bucket: str, count: int) -> set[str]:
     """``count`` eligible keys (epochs 1..M) in shard 0."""
     keys = {encode_l0_key(ROOT, 0, 1 + i % M, str(uuid.uuid4())) for i in range(count)}
@@ -103,7 +115,7 @@ def run_task(s3_server: EmbeddedS3, bucket: str, watch: Watch) -> tuple[str, Tas
         dry_run=False,
         retry=FAST_RETRIES,
         delete_concurrency=1,
-        client_hook=watch,
+        events=watched(watch),
     )
     return run_id, listing_task(spec, 0, [0])
 

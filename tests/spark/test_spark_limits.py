@@ -70,7 +70,7 @@ def test_the_rate_limit_is_cluster_wide_as_the_store_sees_it(
     config = make_config(tmp_path, s3_server, bucket, f"rate_limit_keys_per_second = {limit}\n")
     log_path = tmp_path / "deletes.log"
     outcome = run_job(
-        spark, config, store, s3_server, listing_tasks=2, client_hook=DeleteLog(str(log_path))
+        spark, config, store, s3_server, listing_tasks=2, on_client_created=DeleteLog(str(log_path))
     )
     assert outcome.summary.deleted == len(keys) and not l0_left(store)
     starts, deletes = read_delete_log(log_path)
@@ -93,7 +93,7 @@ def test_a_pause_mid_job_stops_each_task_within_one_batch_and_the_run_says_pause
     config = make_config(tmp_path, s3_server, bucket, "delete_concurrency = 1\n")
     hook = PauseAfterDeletes(str(tmp_path / "paused"), bucket, ROOT, by="dave", reason="mid-job")
     with pytest.raises(CollectorPausedError, match=r"^paused by dave: mid-job"):
-        run_job(spark, config, store, s3_server, listing_tasks=2, client_hook=hook)
+        run_job(spark, config, store, s3_server, listing_tasks=2, on_client_created=hook)
     gone = len(keys) - len(l0_left(store))
     assert 1000 <= gone <= 2000, f"{gone} keys deleted after a pause at 1000"
     summary = only_summary(store)
@@ -117,7 +117,7 @@ def test_a_task_that_crashes_after_deleting_leaves_a_failed_record_with_its_dele
             store,
             s3_server,
             listing_tasks=1,
-            client_hook=FailBeforeDelete(3, "injected crash"),
+            on_client_created=FailBeforeDelete(3, "injected crash"),
         )
     assert "RuntimeError: injected crash" in str(failed.value)
     assert "\n" not in str(failed.value)
@@ -147,7 +147,7 @@ def test_a_task_that_crashes_after_deleting_leaves_its_deletions_in_the_deletion
             store,
             s3_server,
             listing_tasks=1,
-            client_hook=FailBeforeDelete(3, "injected crash"),
+            on_client_created=FailBeforeDelete(3, "injected crash"),
         )
     gone = set(keys) - l0_left(store)
     assert len(gone) == 2000
@@ -176,7 +176,9 @@ def test_an_executor_killed_mid_task_loses_at_most_one_chunk_and_the_run_names_i
     keys = eligible_world(store, bucket, per_shard=1625)
     config = make_config(tmp_path, s3_server, bucket, "delete_concurrency = 1\n")
     with pytest.raises(EpochGCError):
-        run_job(spark, config, store, s3_server, listing_tasks=1, client_hook=ExitBeforeDelete(13))
+        run_job(
+            spark, config, store, s3_server, listing_tasks=1, on_client_created=ExitBeforeDelete(13)
+        )
     gone = set(keys) - l0_left(store)
     assert len(gone) == 12_000
     summary = only_summary(store)
@@ -199,7 +201,7 @@ def test_tasks_that_cannot_start_leave_a_failed_record_naming_the_cause(
     eligible_world(store, bucket, per_shard=5)
     config = make_config(tmp_path, s3_server, bucket)
     with pytest.raises(EpochGCError, match="ModuleNotFoundError: No module named 'epochgc'"):
-        run_job(spark, config, store, s3_server, listing_tasks=2, client_hook=FailAtStart())
+        run_job(spark, config, store, s3_server, listing_tasks=2, on_client_created=FailAtStart())
     summary = only_summary(store)
     assert not summary.success and summary.deleted == 0
     assert summary.cause is not None
@@ -232,7 +234,12 @@ def test_a_memory_error_reading_one_data_file_fails_that_file_not_the_job(
         rows_per_file=200_400,
     )
     outcome = run_job(
-        spark, config, store, s3_server, mode="inventory", client_hook=LimitMemory(0, 24 << 20)
+        spark,
+        config,
+        store,
+        s3_server,
+        mode="inventory",
+        on_client_created=LimitMemory(0, 24 << 20),
     )
     summary = only_summary(store)
     assert outcome.tasks == 2 and summary.errors >= 1 and not summary.success

@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from epochgc.config import Config, load_config
+from epochgc.events import EventChannel, Subscriber
 from epochgc.gc.spark.job import SparkOutcome, SparkRunOptions, run_spark_gc
+from epochgc.gc.spark.tasks import ClientCreated
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
@@ -39,10 +41,14 @@ def run_job(
     store: ObjectStore,
     s3: EmbeddedS3,
     *,
-    client_hook: Any = None,
+    on_client_created: Subscriber[ClientCreated] | None = None,
     **options: Any,
 ) -> SparkOutcome:
-    """One run of the deletion job, its tasks' S3 clients pointed at ``s3``."""
+    """One run of the deletion job, its tasks' S3 clients pointed at ``s3``;
+    ``on_client_created`` (it must pickle) hears each task's new client."""
+    task_events = EventChannel()
+    if on_client_created is not None:
+        task_events.subscribe(ClientCreated, on_client_created)
     return run_spark_gc(
         spark,
         spark_gc_settings_of(config),
@@ -50,5 +56,5 @@ def run_job(
         RequestStats(),
         client_settings_of(config, s3.endpoint_url),
         SparkRunOptions(**options),
-        client_hook=client_hook,
+        task_events=task_events,
     )

@@ -1,6 +1,7 @@
-"""Test-only ``client_hook``s for the Spark job: each is called in a Spark
-Python worker with a task's new boto3 client, so it pickles (a plain class
-with plain fields) and reports through files, never through memory the
+"""Test-only subscribers to a Spark task's ``ClientCreated``: each is
+called in a Spark Python worker with the event of a task's new boto3
+client, so it pickles (a plain class with plain fields; it travels in
+``TaskSpec.events``) and reports through files, never through memory the
 test process could see.
 
 * ``DeleteLog`` appends one line per DeleteObjects the store answered
@@ -26,6 +27,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from epochgc.gc.spark.tasks import ClientCreated
+
 
 def _append(path: str, line: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -39,7 +42,8 @@ def _append(path: str, line: str) -> None:
 class DeleteLog:
     path: str
 
-    def __call__(self, client: Any) -> None:
+    def __call__(self, event: ClientCreated) -> None:
+        client = event.client
         _append(self.path, f"start {time.time():.6f}")
         path = self.path
 
@@ -92,7 +96,8 @@ class PauseAfterDeletes:
     reason: str = "mid-job"
     pause_delay_seconds: float = 0.3
 
-    def __call__(self, client: Any) -> None:
+    def __call__(self, event: ClientCreated) -> None:
+        client = event.client
         hook = self
         control_key = f"{hook.root}/gc/control.json"
         pausing = {"here": False}
@@ -144,7 +149,8 @@ class FailBeforeDelete:
     nth: int
     message: str = "injected crash"
 
-    def __call__(self, client: Any) -> None:
+    def __call__(self, event: ClientCreated) -> None:
+        client = event.client
         calls = [0]
         hook = self
 
@@ -160,7 +166,8 @@ class FailBeforeDelete:
 class ExitBeforeDelete:
     nth: int
 
-    def __call__(self, client: Any) -> None:
+    def __call__(self, event: ClientCreated) -> None:
+        client = event.client
         calls = [0]
         hook = self
 
@@ -174,7 +181,7 @@ class ExitBeforeDelete:
 
 @dataclass(frozen=True)
 class FailAtStart:
-    def __call__(self, client: Any) -> None:
+    def __call__(self, event: ClientCreated) -> None:
         raise ModuleNotFoundError("No module named 'epochgc'")
 
 
@@ -190,7 +197,8 @@ class LimitMemory:
     partition: int
     headroom: int = 1 << 20
 
-    def __call__(self, client: Any) -> None:
+    def __call__(self, event: ClientCreated) -> None:
+        client = event.client
         import resource  # noqa: PLC0415
 
         from pyspark import TaskContext  # noqa: PLC0415

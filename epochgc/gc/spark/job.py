@@ -43,6 +43,7 @@ from epochgc.errors import (
     InvalidArgumentError,
     SparkJobError,
 )
+from epochgc.events import EventChannel
 from epochgc.gc.control import DeletingJob
 from epochgc.gc.eligibility import Verdict
 from epochgc.gc.listing.shards import discover_shards
@@ -172,11 +173,12 @@ def run_spark_gc(
     options: SparkRunOptions,
     *,
     now: datetime | None = None,
-    client_hook: Callable[[Any], None] | None = None,
+    task_events: EventChannel | None = None,
     times: PhaseTimes | None = None,
 ) -> SparkOutcome:
-    """Run the job (see the module docstring). ``client_hook`` is applied to
-    every task's boto3 client (benchmarks and fault injection). The time of
+    """Run the job (see the module docstring). Every task publishes its
+    events on its copy of ``task_events`` too (``TaskSpec.events``:
+    benchmarks and fault injection subscribe to ``ClientCreated``). The time of
     each phase (``safe_epoch``, ``plan``, ``count``, ``delete`` or
     ``dry_run``, ``summary``) is added to ``times``.
 
@@ -216,7 +218,7 @@ def run_spark_gc(
     job = _Job(spark, store, run_id, options, times)
     failure: BaseException | None = None
     try:
-        job.run(settings, store, client, safe_epoch, started, client_hook, safe.controller_offset)
+        job.run(settings, store, client, safe_epoch, started, task_events, safe.controller_offset)
     except BaseException as err:
         failure = err
         raise _as_one_line(err, run_id) from err
@@ -368,11 +370,11 @@ class _Job:
         client: ClientSettings,
         safe_epoch: int,
         started: datetime,
-        client_hook: Callable[[Any], None] | None,
+        task_events: EventChannel | None,
         controller_offset: int,
     ) -> None:
         with self._times.phase("plan"):
-            run, spec = self._plan(settings, store, client, safe_epoch, started, client_hook)
+            run, spec = self._plan(settings, store, client, safe_epoch, started, task_events)
         self._times.note("plan", run.what)
         self._run_jobs(run, spec, settings, store, safe_epoch, controller_offset)
 
@@ -383,7 +385,7 @@ class _Job:
         client: ClientSettings,
         safe_epoch: int,
         started: datetime,
-        client_hook: Callable[[Any], None] | None,
+        task_events: EventChannel | None,
     ) -> tuple[_JobRunner, TaskSpec]:
         """The tasks' spec and units: the credentials handed over, the
         inventory manifest read or the shards found."""
@@ -403,7 +405,7 @@ class _Job:
             retry=settings.retry,
             delete_concurrency=settings.delete_concurrency,
             shard_concurrency=settings.shard_concurrency,
-            client_hook=client_hook,
+            events=task_events if task_events is not None else EventChannel(),
             record_deletions=settings.record_deletions,
         )
         if options.mode == "inventory":

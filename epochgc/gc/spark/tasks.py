@@ -46,7 +46,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -54,7 +54,7 @@ from typing import Any
 import pyarrow as pa
 
 from epochgc.errors import EpochGCError
-from epochgc.events import EventChannel
+from epochgc.events import Event, EventChannel
 from epochgc.gc.control import paused_message, read_control
 from epochgc.gc.deletion_record import DeletionRecord
 from epochgc.gc.eligibility import Verdict
@@ -90,6 +90,16 @@ rows is about 400 KB, so ``gc explain`` reads at most one more part per
 
 
 @dataclass(frozen=True)
+class ClientCreated(Event):
+    """A task made a boto3 client (for its bucket, or for the inventory's),
+    before it sends anything: benchmarks add latency to it, fault-injection
+    tests add faults (botocore event handlers). A subscriber's error fails
+    the task, as a task that could not set up its client would."""
+
+    client: Any
+
+
+@dataclass(frozen=True)
 class TaskSpec:
     """Everything a task needs, shipped to executors by pickling."""
 
@@ -109,9 +119,11 @@ class TaskSpec:
     shard_concurrency: int = 8
     inventory_bucket: str = ""
     manifest: InventoryManifest | None = None
-    client_hook: Callable[[Any], None] | None = None
-    """Called with each task's new boto3 client (benchmarks add latency,
-    fault-injection runs add faults); must pickle."""
+    events: EventChannel = field(default_factory=EventChannel)
+    """The job's observers of its tasks: every event of a task attempt
+    (``ClientCreated``, ``DeleteBatchDone``, ...) is published here too,
+    after the attempt's own subscribers. Shipped with the spec, so its
+    subscribers must pickle; each task works on its own copy."""
     rate_limit_keys_per_second: float | None = None
     """This task's share of ``gc.rate_limit_keys_per_second`` (``None``:
     no limit; SlowDown still halves the rate)."""
@@ -176,8 +188,7 @@ def _open_store(
     spec: TaskSpec, bucket: str, events: EventChannel
 ) -> tuple[S3ObjectStore, RequestStats]:
     client = make_s3_client(spec.client)
-    if spec.client_hook is not None:
-        spec.client_hook(client)
+    events.publish(ClientCreated(client))
     stats = RequestStats()
     stats.attach(client)
     store = S3ObjectStore(
@@ -469,11 +480,12 @@ class _Attempt:
     Used as a context manager around the task's work: it writes the record
     after every DeleteObjects batch (deleting tasks only) and at the end;
     an exception is recorded with its one-line cause and re-raised, so
-    Spark still sees the task fail (and may rerun it). Its sweeper
-    publishes on ``events``, the attempt's own channel: a deleting
+    Spark still sees the task fail (and may rerun it). Its stores and its
+    sweeper publish on ``events``, the attempt's own channel: a deleting
     attempt's deletion record, then its running totals, subscribe to
     ``DeleteBatchDone`` there (in that order: the task record written after
-    a batch counts that batch's rows as recorded); the end, an exception
+    a batch counts that batch's rows as recorded), then the job's
+    observers (``TaskSpec.events``) get every event; the end, an exception
     included, uploads the part it has before the last record.
     """
 
@@ -497,6 +509,7 @@ class _Attempt:
         if self._parts is not None:
             self.events.subscribe(DeleteBatchDone, self._parts.on_batch_done)
         self.events.subscribe(DeleteBatchDone, self._on_batch)
+        self.events.subscribe(Event, spec.events.publish)
         self._store, self.stats = _open_store(spec, spec.bucket, self.events)
         self.store: S3ObjectStore = self._store
         self._gate = _PauseGate(self._store, spec.root, self)
