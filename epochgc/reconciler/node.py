@@ -87,6 +87,7 @@ import threading
 import time
 from collections.abc import Callable, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TypeVar
 
@@ -95,6 +96,7 @@ from epochgc.errors import (
     LoopStoppedError,
     StorageError,
 )
+from epochgc.events import Event, EventChannel
 from epochgc.ownership.node_ownership import NodeOwnership, RoundReport
 from epochgc.ownership.pacing import OwnershipPacing, stale_look_fraction
 from epochgc.reconciler.duties import NodeDuties
@@ -130,6 +132,15 @@ ownership round then leaves the rounds loop completing rounds, and the
 watchdog names the loop that hung."""
 
 
+@dataclass(frozen=True)
+class ReconcilerRoundEnded(Event):
+    """A node completed a round of its rounds loop (the process's metrics
+    observe its duration)."""
+
+    node_id: str
+    seconds: float
+
+
 class ReconcilerNode:
     """One node of the reconciler tier.
 
@@ -154,13 +165,14 @@ class ReconcilerNode:
         settings: NodeSettings | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
-        on_round: Callable[[float], None] | None = None,
+        events: EventChannel | None = None,
         safe_epoch_rule: SafeEpochRule = safe_epoch_rule,
     ) -> None:
         """``safe_epoch_rule`` is how the node's reports compute ``M(p)``:
         always the safe rule, except in ``epochgc verify``'s worker
         processes, whose composition passes the deliberately unsafe build's
-        rule (no setting or environment variable reaches it)."""
+        rule (no setting or environment variable reaches it). ``events``:
+        where each completed round is published (``ReconcilerRoundEnded``)."""
         self.node_id = node_id
         self._ownership = ownership
         self._last_ownership_round = float("-inf")
@@ -173,7 +185,7 @@ class ReconcilerNode:
         self._settings = settings or NodeSettings()
         self._monotonic = monotonic
         self._controller = Controller(store, root)
-        self._on_round = on_round
+        self._events = events if events is not None else EventChannel()
         self._live: set[PartitionId] = set()
         self._view: ControllerView | None = None
         """The last controller view read (a round whose read fails uses it)."""
@@ -296,8 +308,7 @@ class ReconcilerNode:
         self.stats.rounds += 1
         self.stats.last_round_seconds = self._monotonic() - started
         self.stats.led = [f"{pid.topic}/{pid.partition}" for pid in self.led_partitions()]
-        if self._on_round is not None:
-            self._on_round(self.stats.last_round_seconds)
+        self._events.publish(ReconcilerRoundEnded(self.node_id, self.stats.last_round_seconds))
 
     def led_services(self) -> list[PartitionLeaderService]:
         """The leader services of the partitions led now (for metrics)."""

@@ -14,12 +14,13 @@ import time
 import traceback
 from collections.abc import Callable
 
+from epochgc.events import Subscriber
 from epochgc.metrics.instruments import (
     CollectorRegistry,
     ReconcilerMetrics,
 )
 from epochgc.periodic import PeriodicThread
-from epochgc.reconciler.node import ReconcilerNode
+from epochgc.reconciler.node import ReconcilerNode, ReconcilerRoundEnded
 from epochgc.reconciler.node_samples import sample_node
 
 log = logging.getLogger(__name__)
@@ -34,8 +35,15 @@ class NodeMetrics:
             registry, lambda: [sample_node(node) for node in list(self.nodes)]
         )
 
-    def round_observer(self, node_id: str) -> Callable[[float], None]:
-        observe: Callable[[float], None] = self._metrics.round_duration.labels(node_id).observe
+    def round_observer(self, node_id: str) -> Subscriber[ReconcilerRoundEnded]:
+        """The subscriber that puts ``node_id``'s rounds into the
+        round-duration histogram. Its series exists from this call on, so a
+        scrape before the first round ends already shows it (at zero)."""
+        histogram = self._metrics.round_duration.labels(node_id)
+
+        def observe(event: ReconcilerRoundEnded) -> None:
+            histogram.observe(event.seconds)
+
         return observe
 
 

@@ -29,6 +29,7 @@ from typing import NoReturn
 
 from epochgc.config import Config
 from epochgc.errors import EpochGCError, LoopStoppedError, PartitionLedElsewhereError
+from epochgc.events import EventChannel
 from epochgc.leases.node_lease import NodeLease
 from epochgc.leases.role_leases import LeaseManager
 from epochgc.metrics.instruments import (
@@ -40,7 +41,7 @@ from epochgc.metrics.instruments import (
 from epochgc.metrics.server import MetricsServer
 from epochgc.ownership.node_ownership import NodeOwnership
 from epochgc.ownership.owner_records import read_owner
-from epochgc.reconciler.node import ReconcilerNode
+from epochgc.reconciler.node import ReconcilerNode, ReconcilerRoundEnded
 from epochgc.reconciler.process_health import NodeMetrics, StallBackstop, reconciler_health
 from epochgc.runtime import Runtime
 from epochgc.storage.keys import PartitionId
@@ -86,6 +87,9 @@ def build_node(
         relist_records_seconds=config.ownership.relist_records_seconds,
         use_store_timestamps=config.ownership.use_store_timestamps,
     )
+    events = EventChannel()
+    if metrics is not None:
+        events.subscribe(ReconcilerRoundEnded, metrics.round_observer(node_id))
     node = ReconcilerNode(
         store,
         root,
@@ -94,7 +98,7 @@ def build_node(
         directory,
         settings=node_settings_of(config, one_shot=one_shot),
         now=now,
-        on_round=metrics.round_observer(node_id) if metrics is not None else None,
+        events=events,
         safe_epoch_rule=safe_epoch_rule,
     )
     if metrics is not None:
