@@ -8,6 +8,8 @@ import uuid
 from concurrent.futures import Future
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from epochgc.errors import TransientStorageError
 from epochgc.events import EventChannel
 from epochgc.gc.eligibility import Verdict
@@ -275,3 +277,22 @@ def test_the_deletion_record_lists_only_the_keys_deleteobjects_confirmed(
     sweeper.sweep([0], 5, now())
     assert sorted(recorded) == sorted(set(keys) - denied)
     assert remaining(store) == denied
+
+
+def test_a_record_that_cannot_be_written_fails_the_sweep(store: S3ObjectStore, bucket: str) -> None:
+    """A plan or a deletion record is a subscriber whose failure must fail
+    the run (a run that deleted without its record would say nothing of
+    it): its error reaches the sweep's caller through the channel."""
+    seed_l0(bucket, shards=1, epochs=range(1, 3), per_epoch=2)
+
+    def full_disk(_event: object) -> None:
+        raise OSError("No space left on device")
+
+    planning = Sweeper(store, ROOT, NOW_POLICY)
+    planning.events.subscribe(ObjectsPlanned, full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        planning.sweep([0], 5, now(), dry_run=True, plan=True)
+    deleting = Sweeper(store, ROOT, NOW_POLICY)
+    deleting.events.subscribe(DeleteBatchDone, full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        deleting.sweep([0], 5, now())
