@@ -50,8 +50,9 @@ the tasks in ``TaskSpec``); each unpickled copy is independent.
 Example::
 
     events = EventChannel()
-    events.subscribe(Throttled, lambda event: rate.on_throttle())
-    with events.subscribed(ObjectsPlanned, lambda event: plan.add(event.objects)):
+    store = S3ObjectStore(client, bucket, events=events)   # publishes Throttled
+    sweeper = Sweeper(store, root, policy, events=events)  # listens to it while sweeping
+    with events.subscribed(ObjectsPlanned, plan.on_planned):
         sweeper.sweep(shards, m, now, dry_run=True, plan=True)
 """
 
