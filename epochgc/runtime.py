@@ -51,7 +51,21 @@ T = TypeVar("T")
 A = TypeVar("A")
 
 
-class Lock(Protocol):
+class _Held(Protocol):
+    """Held for a ``with`` block: a lock, or a condition's lock."""
+
+    def __enter__(self) -> bool: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+        /,
+    ) -> None: ...
+
+
+class Lock(_Held, Protocol):
     """A re-entrant lock as protocol code uses it: ``with lock:`` or
     ``lock.acquire(timeout=...)`` then ``lock.release()``."""
 
@@ -59,34 +73,14 @@ class Lock(Protocol):
 
     def release(self) -> None: ...
 
-    def __enter__(self) -> bool: ...
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-        /,
-    ) -> None: ...
-
-
-class Condition(Protocol):
+class Condition(_Held, Protocol):
     """A condition variable over a ``Lock``: ``wait`` releases the lock
     until ``notify_all`` (or the timeout), then takes it again."""
 
     def wait(self, timeout: float | None = None) -> bool: ...
 
     def notify_all(self) -> None: ...
-
-    def __enter__(self) -> bool: ...
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-        /,
-    ) -> None: ...
 
 
 class Executor(Protocol):

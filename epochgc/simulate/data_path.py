@@ -216,52 +216,61 @@ class DataGhost:
                 )
 
 
-class SimTicker:
-    """The cluster's one ticker process."""
+class _PeriodicRole:
+    """A data-path process: its step every ``every`` seconds; a step that
+    fails is noted and the next one runs, as the production loops do."""
 
-    def __init__(self, world: World, runtime: Runtime, store: ObjectStore, process: Process):
-        self.process = process
-        self._world = world
-        self._runtime = runtime
-        self._controller = Controller(store, world.root, runtime=runtime)
-
-    def run(self) -> None:
-        while True:
-            self._runtime.sleep(TICK_SECONDS)
-            try:
-                epoch = self._controller.tick()
-                self._world.note(f"ticker: epoch {epoch}")
-            except EpochGCError as err:
-                self._world.note(f"ticker: tick failed: {err}")
-
-
-class SimProducer:
-    """One producer process (module docstring)."""
+    every = 1.0
+    failure = "step failed"
 
     def __init__(self, world: World, runtime: Runtime, store: ObjectStore, process: Process):
         self.process = process
         self._world = world
         self._runtime = runtime
         self._store = store
-        controller = Controller(store, world.root, runtime=runtime)
-        ttl = runtime.unit_random() * MAX_EPOCH_CACHE_SECONDS
-        self._epochs = EpochCache(controller.current_epoch, ttl_seconds=ttl, runtime=runtime)
-        self._sequence = 0
+        self._controller = Controller(store, world.root, runtime=runtime)
 
     def run(self) -> None:
-        partitions = self._world.settings.partitions
         while True:
-            self._runtime.sleep(PRODUCE_SECONDS)
-            picked = sorted(
-                {partitions[int(self._runtime.unit_random() * len(partitions))] for _ in range(3)},
-                key=str,
-            )
+            self._runtime.sleep(self.every)
             try:
-                self._produce(picked)
+                self.step()
             except EpochGCError as err:
-                self._world.note(f"producer: batch failed: {err}")
+                self._world.note(f"{self.failure}: {err}")
 
-    def _produce(self, picked: list[PartitionId]) -> None:
+    def step(self) -> None:
+        raise NotImplementedError
+
+
+class SimTicker(_PeriodicRole):
+    """The cluster's one ticker process."""
+
+    every = TICK_SECONDS
+    failure = "ticker: tick failed"
+
+    def step(self) -> None:
+        epoch = self._controller.tick()
+        self._world.note(f"ticker: epoch {epoch}")
+
+
+class SimProducer(_PeriodicRole):
+    """One producer process (module docstring)."""
+
+    every = PRODUCE_SECONDS
+    failure = "producer: batch failed"
+
+    def __init__(self, world: World, runtime: Runtime, store: ObjectStore, process: Process):
+        super().__init__(world, runtime, store, process)
+        ttl = runtime.unit_random() * MAX_EPOCH_CACHE_SECONDS
+        self._epochs = EpochCache(self._controller.current_epoch, ttl_seconds=ttl, runtime=runtime)
+        self._sequence = 0
+
+    def step(self) -> None:
+        partitions = self._world.settings.partitions
+        picked = sorted(
+            {partitions[int(self._runtime.unit_random() * len(partitions))] for _ in range(3)},
+            key=str,
+        )
         epoch = self._epochs.get()
         chunks = []
         for pid in picked:
@@ -280,26 +289,17 @@ class SimProducer:
                 self._epochs.invalidate()
 
 
-class SimCollector:
+class SimCollector(_PeriodicRole):
     """One collector process (module docstring)."""
 
+    every = COLLECT_SECONDS
+    failure = "collector: round failed"
+
     def __init__(self, world: World, runtime: Runtime, store: ObjectStore, process: Process):
-        self.process = process
-        self._world = world
-        self._runtime = runtime
-        self._store = store
-        self._controller = Controller(store, world.root, runtime=runtime)
+        super().__init__(world, runtime, store, process)
         self._tracker = SafeEpochTracker()
 
-    def run(self) -> None:
-        while True:
-            self._runtime.sleep(COLLECT_SECONDS)
-            try:
-                self._collect()
-            except EpochGCError as err:
-                self._world.note(f"collector: round failed: {err}")
-
-    def _collect(self) -> None:
+    def step(self) -> None:
         root = self._world.root
         safe = compute_safe_epoch(
             self._controller, self._store, root, self._tracker, runtime=self._runtime

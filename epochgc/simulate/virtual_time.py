@@ -223,7 +223,29 @@ class Scheduler:
         return SimExecutor(self, process, workers, name)
 
 
-class SimLock:
+class _WithBlock:
+    """``with x:`` as ``x.acquire()`` ... ``x.release()``."""
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        raise NotImplementedError
+
+    def release(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+        /,
+    ) -> None:
+        self.release()
+
+
+class SimLock(_WithBlock):
     """A re-entrant lock owned by a task: another task that wants it waits
     (in virtual time) for its release, or for ``timeout``."""
 
@@ -280,18 +302,6 @@ class SimLock:
         self.acquire()
         self._depth = depth
 
-    def __enter__(self) -> bool:
-        return self.acquire()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-        /,
-    ) -> None:
-        self.release()
-
 
 class SimPool:
     """Runs a round's requests side by side as tasks of the caller's
@@ -341,7 +351,7 @@ def _results(results: list[tuple[bool, Any]]) -> Iterator[Any]:
         yield value
 
 
-class SimCondition:
+class SimCondition(_WithBlock):
     """``threading.Condition`` over a ``SimLock``, in virtual time."""
 
     def __init__(self, sched: Scheduler, lock: SimLock) -> None:
@@ -371,16 +381,10 @@ class SimCondition:
             self._sched.wake(waiter, self._sched.now)
         self._waiters.clear()
 
-    def __enter__(self) -> bool:
-        return self._lock.acquire()
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        return self._lock.acquire(blocking, timeout)
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-        /,
-    ) -> None:
+    def release(self) -> None:
         self._lock.release()
 
 
