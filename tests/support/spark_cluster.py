@@ -93,7 +93,10 @@ class StandaloneCluster:
             with urllib.request.urlopen(url, timeout=5) as answer:
                 state: dict[str, Any] = json.load(answer)
                 return state
-        except (urllib.error.URLError, ConnectionError, json.JSONDecodeError):
+        except (OSError, json.JSONDecodeError):
+            # Not answering yet, refused, or too slow to answer (a master
+            # still starting on a loaded machine: a read timeout is an
+            # OSError but neither a URLError nor a ConnectionError).
             return {}
 
     def alive_workers(self) -> int:
