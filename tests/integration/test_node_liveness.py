@@ -18,7 +18,7 @@ import json
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -71,6 +71,22 @@ ERRORS: dict[str, BaseException] = {
     "RuntimeError": RuntimeError("injected: a bug in the loop"),
     "KeyError": KeyError("injected"),
 }
+
+
+@pytest.fixture(scope="module")
+def s3_server() -> Iterator[EmbeddedS3]:
+    """The embedded S3 in a child process for these tests: served from a
+    thread of the test process, it competes for the GIL with both nodes'
+    threads, and a start-up round leading three partitions then outlasts
+    ``BOUND_SECONDS`` on a slow machine (the node's watchdog fires before
+    the scenario begins: seen in CI, on this session's code and on the
+    code before it alike)."""
+    server = EmbeddedS3(in_process=False)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 async def eventually(condition: Callable[[], bool], timeout: float, what: str) -> None:
