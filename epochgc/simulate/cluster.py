@@ -56,7 +56,7 @@ from epochgc.leases.timing import LeasePolicy
 from epochgc.ownership.node_ownership import NodeOwnership
 from epochgc.ownership.pacing import OwnershipPacing, stale_look_fraction
 from epochgc.reconciler.reconcile import Reconciler
-from epochgc.runtime import Runtime
+from epochgc.runtime import Future, Runtime
 from epochgc.simulate.data_path import (
     APPEND_ANSWER_SECONDS,
     AppliedChunk,
@@ -64,7 +64,6 @@ from epochgc.simulate.data_path import (
     SimCollector,
     SimProducer,
     SimTicker,
-    leader_answer,
 )
 from epochgc.simulate.simulated_store import EPOCH_ORIGIN, Network, StoreView
 from epochgc.simulate.virtual_time import Process, Scheduler
@@ -292,9 +291,10 @@ class SimNode:
             writer.submit(AdvanceEpoch(0, 0, cluster_epoch)).result()
             self._moved_at[pid] = (state.safe_epoch, now)
 
-    def serve_append(self, pid: PartitionId, command: Placeholders) -> str:
+    def serve_append(self, pid: PartitionId, command: Placeholders) -> Outcome | str:
         """A producer's request, in this process: submit the placeholder
-        to the partition's writer and answer once it is applied."""
+        to the partition's writer and answer how replay applied it, or why
+        it was not (a string)."""
         writer = self.writers.get(pid)
         if writer is None or not self.leads(pid):
             return "not the leader"
@@ -309,7 +309,7 @@ class SimNode:
             self.world.data.chunk_applied(
                 AppliedChunk(pid, first, first + batch.records - 1, batch.l0_key, self.process.name)
             )
-        return leader_answer(outcome)
+        return outcome
 
     def leave(self) -> None:
         """Stop cleanly: release every record and the lease (a task)."""
@@ -363,11 +363,9 @@ class World:
         ``epochgc topic create``), at the revisions the settings name."""
         controller = Controller(self.network.bucket, ROOT, runtime=Runtime(wall=self.sched_wall))
         for name in TOPICS:
-            count = len([p for p in self.settings.partitions if p.topic == name])
-            info = controller.create_topic(name, partitions=count)
-            if set(info.partition_ids()) != {
-                p for p in self.settings.partitions if p.topic == name
-            }:
+            wanted = {p for p in self.settings.partitions if p.topic == name}
+            info = controller.create_topic(name, partitions=len(wanted))
+            if set(info.partition_ids()) != wanted:
                 raise ValueError(f"topic {name} was created as {info}, not as the settings say")
 
     def runtime_for(self, process: Process, *, wall_offset_seconds: float) -> Runtime:
@@ -411,15 +409,16 @@ class World:
             actor = role(self, runtime, StoreView(self.network, name, process), process)
             self.sched.spawn(process, name, actor.run)
 
-    def append_at_leader(self, pid: PartitionId, command: Placeholders) -> str:
+    def append_at_leader(self, pid: PartitionId, command: Placeholders) -> Outcome | str:
         """A producer's request to the process leading ``pid`` (found the
         way the leader directory finds it: the live process leading it at
-        the highest term); its answer, or why there is none."""
+        the highest term); how the leader applied it, or why there is no
+        answer (a string)."""
         leaders = [n for n in self.live_nodes() if n.leads(pid)]
         if not leaders:
             return "no leader"
         leader = max(leaders, key=lambda n: n.writers[pid].term)
-        reply = self.sched.future()
+        reply: Future[Outcome | str] = self.sched.future()
         self.sched.spawn(
             leader.process,
             f"append-{pid}",
@@ -427,7 +426,7 @@ class World:
             delay=self.network.latency() / 2,
         )
         try:
-            return str(reply.result(timeout=APPEND_ANSWER_SECONDS))
+            return reply.result(timeout=APPEND_ANSWER_SECONDS)
         except TimeoutError:
             return f"no answer from {leader.process.name}"
 
@@ -562,7 +561,7 @@ class World:
         A partition may be between owners at that instant: a balancing
         hand-back (a node that joined takes its share) leaves it unled
         until the taker's next round. So an unled partition is looked at
-        once more a round and a leading step later (``UNLED_GRACE``), and
+        once more a round and a leading step later (``UNLED_GRACE_SECONDS``), and
         only one still unled then breaks the invariant."""
         bucket = self.network.bucket
         live = self.live_nodes()

@@ -284,8 +284,9 @@ class SimProducer(_PeriodicRole):
         for pid in picked:
             batch = uploaded.batch_for(pid.topic, pid.partition)
             outcome = self._world.append_at_leader(pid, Placeholders(0, 0, epoch, (batch,)))
-            self._world.note(f"producer: {pid} epoch {epoch} {uploaded.key}: {outcome}")
-            if Outcome.REJECTED_STALE_EPOCH.value in outcome:
+            answer = outcome if isinstance(outcome, str) else leader_answer(outcome)
+            self._world.note(f"producer: {pid} epoch {epoch} {uploaded.key}: {answer}")
+            if outcome is Outcome.REJECTED_STALE_EPOCH:
                 self._epochs.invalidate()
 
 
