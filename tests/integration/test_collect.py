@@ -258,7 +258,10 @@ def test_a_guarded_round_over_two_million_keys_keeps_no_key_in_memory(
     round holds is its batches in flight, not its keys. (Keeping the 400,000
     eligible keys as ``ObjectInfo`` would take about 140 MB; all 2,000,000
     about 700 MB.) Peak RSS rather than tracemalloc: tracemalloc would make
-    this round four times slower."""
+    this round four times slower. What the round does hold (two shards'
+    pages, the batches in flight, the pools' threads) measured 49 to 52 MiB
+    on 2 cores, so the bound is 80 MiB: well clear of that, and well below
+    the 133 MiB that keeping the eligible keys would add to it."""
     Controller(store, ROOT).advance_to(100)  # no topics: M = 100
     synthetic = SyntheticL0Store(
         store,
@@ -283,7 +286,7 @@ def test_a_guarded_round_over_two_million_keys_keeps_no_key_in_memory(
     assert (s.listed, s.eligible, s.deleted) == (2_000_000, eligible, eligible)
     assert synthetic.deleted == eligible and eligible == 400_000
     assert outcome.bytes_listed == 2_000_000 * 1000
-    assert growth < 50 * 2**20, f"peak RSS rose by {growth / 2**20:.0f} MiB"
+    assert growth < 80 * 2**20, f"peak RSS rose by {growth / 2**20:.0f} MiB"
 
 
 def test_a_daemon_round_started_before_it_saw_the_pause_deletes_nothing(
