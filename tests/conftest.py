@@ -28,19 +28,45 @@ SPARK_FIXTURES = frozenset({"spark", "spark_cluster", "spark_cache_home", "spark
 executors' environment cache."""
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests that share an expensive fixture go to one worker when the
     suite runs in parallel (``make test`` runs ``pytest -n 2 --dist
     loadgroup``): every test that uses Spark (one SparkSession and one
     standalone cluster per run, as on one process, and one writer of the
     executors' environment cache), and the SPIN models (their module
-    fixture runs every model once)."""
+    fixture runs every model once).
+
+    ``tryfirst``: pytest-xdist turns the marker into the test's group in
+    its own hook of this name, which ran before this one otherwise, so no
+    test had a group and each worker started its own SparkSession, its own
+    cluster and its own run of every model."""
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         if fixtures & SPARK_FIXTURES or "spark" in item.path.parts:
             item.add_marker(pytest.mark.xdist_group("spark"))
         elif "model" in item.path.parts:
             item.add_marker(pytest.mark.xdist_group("model"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def groups_took(request: pytest.FixtureRequest) -> None:
+    """Refuse to run a parallel suite whose groups did not take: nothing
+    fails then, the shared set-ups just run once per worker, and the
+    suite's time grows by minutes unnoticed. pytest-xdist 3.8 groups by a
+    suffix on each test's id, which pytest 9.2 no longer lets it add
+    (pyproject.toml keeps pytest below 9.2 for that reason). Autouse and
+    session-wide, so it fails every test before any shared set-up starts."""
+    if not getattr(request.config.option, "loadgroup", False):
+        return  # not a worker of ``--dist loadgroup``
+    for item in request.session.items:
+        marker = item.get_closest_marker("xdist_group")
+        if marker is not None and not item.nodeid.endswith(f"@{marker.args[0]}"):
+            pytest.fail(
+                f"--dist loadgroup put no group on {item.nodeid}: this pytest-xdist "
+                "cannot group tests under this pytest (groups_took in tests/conftest.py)",
+                pytrace=False,
+            )
 
 
 FAST_RETRIES = RetryPolicy(max_attempts=5, base_delay_seconds=0.001, max_delay_seconds=0.01)
