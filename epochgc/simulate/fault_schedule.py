@@ -12,6 +12,7 @@ The kinds are the faults a real S3 and real processes produce:
   answers 412);
 * ``late_landing``: one node's (or everyone's) requests reach the store 1
   to 4 s after they were sent (client retries, back-off, a slow connect);
+  or, where the fault says so, a fixed time late;
 * ``brownout``: one process's requests (or everyone's: SlowDown) fail
   with 503 until the retries run out, without being applied;
 * ``crash``: kill -9, the node restarts with a new incarnation later;
@@ -23,7 +24,14 @@ The kinds are the faults a real S3 and real processes produce:
   an owner that does not exist;
 * ``duplicate``: a node stops (SIGSTOP) and a supervisor that took it for
   dead starts a second process of the same node id; the first wakes up
-  later, and for a while two processes of one node id run.
+  later, and for a while two processes of one node id run;
+* ``late_then_cut`` (two faults together): one node's requests land 3 to 5
+  s late for a while, and as that ends a peer is cut off from the store
+  (a brownout of all its requests). The node then judges the peer's last
+  renewal by the store's stamps against a write of its own that the store
+  stamped late, and takes over with writes that land at once: the one
+  run in which the bound of its own write must be the answer's arrival,
+  not its sending (the two differ by the landing delay).
 
 Gateways whose clocks disagree and LastModified in whole seconds are the
 store's standing properties (``StoreModel``), not faults.
@@ -60,11 +68,15 @@ class Fault:
     """For ``lost_answers`` and ``brownout``: the share of requests hit."""
     pick: float = 0.0
     """For ``foreign_owner``: which partition, as a fraction of the list."""
+    late_by: float = 0.0
+    """For ``late_landing``: how late every request lands (``0``: each
+    request draws its own delay from ``LATE_LANDING_SECONDS``)."""
 
     def describe(self) -> str:
         who = self.target or "everyone"
         rate = f" ({self.rate:.0%} of requests)" if self.rate else ""
-        return f"{self.at:7.2f}s {self.kind} {who} for {self.seconds:.2f}s{rate}"
+        late = f" ({self.late_by:.2f}s late)" if self.late_by else ""
+        return f"{self.at:7.2f}s {self.kind} {who} for {self.seconds:.2f}s{rate}{late}"
 
     def covers(self, t: float, target: str) -> bool:
         """Active at ``t`` for a process of node ``target``."""
@@ -98,7 +110,8 @@ def draw_schedule(
         if target and rng.random() < 0.5:
             # A node whose network is failing: what gets through lands late.
             last = faults[-1]
-            faults.append(Fault("late_landing", last.at, last.seconds + 3.0, target))
+            late_for = min(last.seconds + 3.0, until - last.at)
+            faults.append(Fault("late_landing", last.at, late_for, target))
     for _ in range(rng.randint(2, 5)):
         add("crash", rng.uniform(1, 3 * ttl), rng.choice(nodes))
     for _ in range(rng.randint(1, 4)):
@@ -117,4 +130,12 @@ def draw_schedule(
     for node in nodes[2:]:
         if rng.random() < 0.4:
             add("leave", 0.0, node)
+    # Drawn last, so the faults above are each seed's as they were.
+    for _ in range(rng.randint(0, 2)):
+        judge, cut = rng.sample(nodes, 2)
+        late_for = rng.uniform(6.0, 15.0)
+        at = rng.uniform(5.0, until - late_for - 1.5 * ttl - 10.0)
+        faults.append(Fault("late_landing", at, late_for, judge, late_by=rng.uniform(3.0, 5.0)))
+        cut_at = at + late_for - rng.uniform(0.0, 2.0)
+        faults.append(Fault("brownout", cut_at, 1.5 * ttl, cut, rate=1.0))
     return sorted(faults, key=lambda f: (f.at, f.kind, f.target))

@@ -125,8 +125,9 @@ class Network:
             self._trace(f"{process.name} {op} {key} -> 503 SlowDown (retries ran out)")
             raise RetriesExhaustedError(f"SlowDown: retries ran out key={key!r}", None)
         extra = 0.0
-        if self._active("late_landing", node) is not None:
-            extra = self._rng.uniform(*LATE_LANDING_SECONDS)
+        late = self._active("late_landing", node)
+        if late is not None:
+            extra = late.late_by or self._rng.uniform(*LATE_LANDING_SECONDS)
         lands = sent + latency / 2 + extra
         box: dict[str, object] = {}
 

@@ -1,0 +1,84 @@
+"""The simulation's fault schedule: drawn from the seed alone, every fault
+over before the heal, and the paired ``late_then_cut`` faults shaped as the
+run they stand for needs them (``simulate/fault_schedule.py``)."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from epochgc.simulate.fault_schedule import Fault, draw_schedule
+from epochgc.simulate.simulated_store import Network
+from epochgc.simulate.virtual_time import Process, Scheduler
+
+NODES = ["node-1", "node-2", "node-3"]
+UNTIL = 300.0
+TTL = 15.0
+
+
+def _draw(seed: int) -> list[Fault]:
+    return draw_schedule(random.Random(seed), NODES, ["node-4"], UNTIL, TTL)
+
+
+@given(st.integers(0, 2**32 - 1))
+@settings(max_examples=200, deadline=None)
+def test_a_schedule_is_its_seed_and_ends_before_the_heal(seed: int) -> None:
+    faults = _draw(seed)
+    assert faults == _draw(seed)
+    for fault in faults:
+        assert fault.at >= 0.0 and fault.at + fault.seconds <= UNTIL, fault.describe()
+        assert fault.target in ("", *NODES, "node-4"), fault.describe()
+
+
+def _pairs(faults: list[Fault]) -> list[tuple[Fault, Fault]]:
+    """Each fixed-delay late landing with the cut drawn right after it."""
+    pairs = []
+    for late in (f for f in faults if f.kind == "late_landing" and f.late_by):
+        end = late.at + late.seconds
+        cuts = [
+            f for f in faults if f.kind == "brownout" and f.rate == 1.0 and end - 2.0 <= f.at <= end
+        ]
+        assert cuts, f"no cut beside {late.describe()}"
+        pairs.append((late, cuts[0]))
+    return pairs
+
+
+def test_late_then_cut_lands_one_nodes_writes_late_then_cuts_off_another() -> None:
+    pairs = [pair for seed in range(1, 201) for pair in _pairs(_draw(seed))]
+    assert len(pairs) > 100, "late_then_cut should be in most seeds"
+    for late, cut in pairs:
+        assert 3.0 <= late.late_by <= 5.0
+        assert late.target and cut.target and late.target != cut.target
+        # The cut outlasts a TTL: the peer's grant runs out while it is
+        # cut off, and the judge's take-over writes come after its late
+        # window has ended.
+        assert cut.seconds >= TTL
+        assert cut.at + cut.seconds <= UNTIL
+
+
+def test_a_fixed_delay_late_landing_lands_every_request_that_late() -> None:
+    sched = Scheduler(random.Random(3))
+    late = Fault("late_landing", 0.0, 100.0, "node-1", late_by=4.0)
+    network = Network(sched, random.Random(3), [late], [0.0], lambda _line: None)
+    landed: list[tuple[str, float, float]] = []
+    proc = Process("node-1")
+
+    def requests() -> None:
+        for node in ("node-1", "node-2", "node-1"):
+            sent = sched.now
+            network.call(
+                node,
+                proc,
+                "PutObject",
+                "k",
+                lambda n=node, s=sent: landed.append((n, s, sched.now)),  # type: ignore[misc]
+                write=True,
+            )
+
+    sched.spawn(proc, "requests", requests)
+    sched.run_until(50.0)
+    delays = [(node, round(at - sent, 1)) for node, sent, at in landed]
+    # Half a round trip (milliseconds) plus the fault's delay, or none.
+    assert delays == [("node-1", 4.0), ("node-2", 0.0), ("node-1", 4.0)]
