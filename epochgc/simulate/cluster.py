@@ -342,6 +342,9 @@ class World:
         (``duplicate``)."""
         self.generations: dict[str, int] = {}
         self._node_processes: set[Process | None] = set()
+        self._owned_seen: dict[Process, frozenset[PartitionId]] = {}
+        """Each live node process's ``owned()`` when ``check_safety`` last
+        asked it (a superset of what it owns now)."""
         self.term_writers: dict[tuple[PartitionId, int], str] = {}
         """(partition, term) -> the process whose entries that term holds."""
         self._log_prefixes = {partition_log_prefix(ROOT, pid): pid for pid in settings.partitions}
@@ -529,19 +532,44 @@ class World:
         """After every event: no partition in two live nodes' ``owned()``
         (but see ``overruled``).
 
-        Only an event that ran a node's task can break it: ``owned()``
-        grows only there (a take, a renewal that made the lease valid
-        again); a request landing, the passing of time or another
-        process's step can only shrink it. The others are skipped (they
-        are a third of a run's events)."""
-        if self.sched.ran not in self._node_processes:
+        Only an event that ran a node's task can break it: a node's
+        ``owned()`` grows only in its own tasks (a take, a renewal that
+        made the lease valid again); a request landing, the passing of
+        time or another process's step can only shrink it. So the other
+        events are skipped (a third of a run's events), and only the node
+        that ran is asked again: every other node's last answer holds at
+        least what it owns now, so no overlap among those answers means
+        none now. An overlap found that way is checked against fresh
+        answers before it counts. The holders ``overruled`` exempts are
+        always asked afresh, so its pruning sees what they own now."""
+        ran = self.sched.ran
+        if ran not in self._node_processes:
             return
-        alive = [(n, n.ownership.owned()) for n in self.processes() if n.process.alive]
+        exempt: set[str] = set().union(*self.overruled.values())
+        alive: list[tuple[SimNode, frozenset[PartitionId]]] = []
+        for node in self.processes():
+            process = node.process
+            if not process.alive:
+                self._owned_seen.pop(process, None)
+                continue
+            if process is ran or process.name in exempt or process not in self._owned_seen:
+                self._owned_seen[process] = node.ownership.owned()
+            alive.append((node, self._owned_seen[process]))
         for pid in list(self.overruled):
             holders = self.overruled[pid]
             holders.intersection_update(n.process.name for n, owned in alive if pid in owned)
             if not holders:
                 del self.overruled[pid]  # it only shrinks: nobody is left to exempt
+        if self._two_owners(alive) is None:
+            return
+        fresh = [(node, node.ownership.owned()) for node, _ in alive]
+        self._owned_seen.update((node.process, owned) for node, owned in fresh)
+        found = self._two_owners(fresh)
+        if found is not None:
+            raise Violation("two owners", found)
+
+    def _two_owners(self, alive: list[tuple[SimNode, frozenset[PartitionId]]]) -> str | None:
+        """The first partition two of ``alive`` own, in words, or ``None``."""
         owners: dict[PartitionId, str] = {}
         for node, owned in alive:
             for pid in owned:
@@ -549,10 +577,8 @@ class World:
                     continue
                 other = owners.setdefault(pid, node.process.name)
                 if other != node.process.name:
-                    raise Violation(
-                        "two owners",
-                        f"{pid} is owned by {other} and {node.process.name} at once",
-                    )
+                    return f"{pid} is owned by {other} and {node.process.name} at once"
+        return None
 
     def check_liveness(self) -> None:
         """After the heal phase: every partition owned and led, no record
