@@ -69,8 +69,17 @@ def test_a_folder_an_earlier_run_left_is_started_afresh(tmp_path: Path) -> None:
     done = verify("--seed", "11", "--duration", "10", "--folder", str(tmp_path / "runs"))
     assert done.returncode == 0, done.stdout[-4000:]
     assert "VIOLATION" not in done.stdout
-    read_back = re.search(r"read back (\d+)", done.stdout)
-    assert read_back is not None and int(read_back.group(1)) > 0, done.stdout[-4000:]
+    # The producers ran (the earlier run's producers-off did not hold), and
+    # every acknowledgement counted is this run's: read back, or written to
+    # an incarnation a recreate deleted (on a loaded machine a short run's
+    # few records may all be; seen: 5 of 5).
+    counts = re.search(
+        r"records acknowledged (\d+), read back (\d+), to deleted incarnations (\d+)",
+        done.stdout,
+    )
+    assert counts is not None, done.stdout[-4000:]
+    acknowledged, read_back, deleted = map(int, counts.groups())
+    assert acknowledged > 0 and read_back + deleted == acknowledged, done.stdout[-4000:]
     assert "node-1.99@" not in (earlier / "acks-node-1.jsonl").read_text()
 
 
