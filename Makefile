@@ -105,7 +105,7 @@ sim: $(STAMP)
 	$(BIN)/epochgc simulate --seeds $(SIM_SEEDS)
 
 # Each one-line mutant of a lease or ownership guard must make the
-# simulation fail within 200 seeds (about four minutes; not in make test).
+# simulation fail within 200 seeds (about 25 minutes on 2 cores; not in make test).
 mutants: $(STAMP)
 	$(BIN)/python -m tests.mutation.mutants
 

@@ -68,10 +68,10 @@ def test_the_command_prints_the_trace_hash_and_refuses_a_bad_range() -> None:
 
 
 def test_many_seeds_end_with_the_summary_line() -> None:
-    done = run_cli("simulate", "--seeds", "1-4", "--workers", "2")
+    done = run_cli("simulate", "--seeds", "1-2", "--workers", "2")
     assert done.returncode == 0, done.stderr
     last = done.stdout.splitlines()[-1]
-    assert last.startswith("simulate: 4 seeds, 0 violations, ")
+    assert last.startswith("simulate: 2 seeds, 0 violations, ")
     assert last.endswith(" seeds/hour")
     assert not fatal_lines(done)
 
