@@ -87,11 +87,12 @@ def test_an_inventory_tasks_memory_does_not_grow_with_its_data_file(
     result, growth = peak_rss_growth(lambda: inventory_task(spec, 0, entry))
     assert result.errors == 0 and result.listed == ROWS and result.eligible == ROWS // 10
     # Reading the whole file at once grew the task by 6.6x the file; row
-    # batches measure 1.3x to 1.5x here, the allocator's pools included,
-    # and one CI run in four saw 1.52x: 2x keeps the margin to both.
+    # batches measure 1.3x to 1.5x run alone, the allocator's pools
+    # included, and a CI run saw 2.2x with this test after the rest of the
+    # serial part in one process: 3x keeps the margin to both.
     # bench_inventory_memory shows the bound does not move from 5 M to 20 M
     # rows.
-    assert growth < 2 * len(body), (
+    assert growth < 3 * len(body), (
         f"the task's peak memory grew by {growth / len(body):.1f}x its {len(body) >> 20} MiB "
         "data file"
     )
