@@ -344,7 +344,8 @@ class World:
         self._node_processes: set[Process | None] = set()
         self._owned_seen: dict[Process, frozenset[PartitionId]] = {}
         """Each live node process's ``owned()`` when ``check_safety`` last
-        asked it (a superset of what it owns now)."""
+        asked it (a superset of what it owns now); rebuilt at every check,
+        so processes that died or were replaced drop out."""
         self.term_writers: dict[tuple[PartitionId, int], str] = {}
         """(partition, term) -> the process whose entries that term holds."""
         self._log_prefixes = {partition_log_prefix(ROOT, pid): pid for pid in settings.partitions}
@@ -546,15 +547,17 @@ class World:
         if ran not in self._node_processes:
             return
         exempt: set[str] = set().union(*self.overruled.values())
+        seen, self._owned_seen = self._owned_seen, {}
         alive: list[tuple[SimNode, frozenset[PartitionId]]] = []
         for node in self.processes():
             process = node.process
             if not process.alive:
-                self._owned_seen.pop(process, None)
                 continue
-            if process is ran or process.name in exempt or process not in self._owned_seen:
-                self._owned_seen[process] = node.ownership.owned()
-            alive.append((node, self._owned_seen[process]))
+            owned = seen.get(process)
+            if owned is None or process is ran or process.name in exempt:
+                owned = node.ownership.owned()
+            self._owned_seen[process] = owned
+            alive.append((node, owned))
         for pid in list(self.overruled):
             holders = self.overruled[pid]
             holders.intersection_update(n.process.name for n, owned in alive if pid in owned)
