@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 
 from epochgc.logging_setup import SHOWN
+from epochgc.runtime import SYSTEM
 
 
 class ProgressLog:
@@ -39,7 +39,7 @@ class ProgressLog:
         *,
         unit: str = "",
         every_seconds: float = 5.0,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = SYSTEM.monotonic,
     ) -> None:
         self._log = logger
         self._label = label

@@ -34,10 +34,12 @@ __all__ = [
     "SYSTEM",
     "Condition",
     "Executor",
+    "Flag",
     "Future",
     "Lock",
     "RequestPool",
     "Runtime",
+    "StopSignal",
     "new_future",
     "new_random_id",
     "start_daemon",
@@ -100,6 +102,33 @@ class RequestPool(Protocol):
     def map(self, fn: Callable[[Any], T], iterable: Iterable[Any], /) -> Iterator[T]: ...
 
     def shutdown(self, wait: bool = True) -> None: ...
+
+
+class StopSignal(Protocol):
+    """Set once to ask work to stop; the work reads it between steps and
+    never waits on it. A ``threading.Event`` is one; ``Flag`` is the one
+    protocol code makes."""
+
+    def is_set(self) -> bool: ...
+
+    def set(self) -> None: ...
+
+
+class Flag:
+    """A ``StopSignal`` that is only set and read: no lock and no waiting,
+    so it behaves the same on threads and on the simulation's tasks (one
+    attribute written once from ``False`` to ``True``)."""
+
+    __slots__ = ("_set",)
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        self._set = True
 
 
 def utc_now() -> datetime:

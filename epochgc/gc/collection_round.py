@@ -56,12 +56,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
-import time
 from collections.abc import Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from epochgc.errors import CollectorPausedError, StorageError
 from epochgc.events import EventChannel
@@ -84,6 +82,7 @@ from epochgc.gc.plan_file import PlanWriter
 from epochgc.gc.round_protocol import PassesOutcome, open_round, run_guarded_passes
 from epochgc.gc.run_report import RunShards, RunSummary, write_summary
 from epochgc.gc.sweeper import DeleteBatchDone, ObjectsPlanned, Sweeper, SweepPolicy, SweepResult
+from epochgc.runtime import SYSTEM, Runtime, StopSignal
 from epochgc.storage.keys import gc_run_deleted_key, gc_run_prefix
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
@@ -154,7 +153,7 @@ def collect_once(
     dry_run: bool = False,
     force: bool = False,
     now: datetime | None = None,
-    stop: threading.Event | None = None,
+    stop: StopSignal | None = None,
     controller: Controller | None = None,
     janitor: Janitor | None = None,
     knowledge: ShardKnowledge | None = None,
@@ -163,6 +162,7 @@ def collect_once(
     writer: str = "",
     future_log: FutureTimeLog | None = None,
     events: EventChannel | None = None,
+    runtime: Runtime = SYSTEM,
 ) -> CollectOutcome:
     """Run one round (see the module docstring).
 
@@ -181,7 +181,8 @@ def collect_once(
     pause held, for ``gc status``); the janitor's store should ask the same
     guard (``GuardedStore``). ``events`` is the channel ``store`` publishes
     ``Throttled`` on: the round's sweeper slows down on it, and publishes
-    its own events there.
+    its own events there. ``runtime`` is the clocks, ids and workers the
+    round runs on (the simulation's virtual ones, or production's).
     ``writer`` names this collector in the knowledge it writes; times from
     the future it reads go to ``future_log`` (a fresh one when omitted).
 
@@ -203,6 +204,7 @@ def collect_once(
         force=force,
         stop=stop,
         events=events,
+        runtime=runtime,
     )
     choice = _choose_shards(ctx, knowledge, all_shards, future_log)
     swept = _sweep(ctx, choice.shards)
@@ -222,7 +224,7 @@ class _RoundContext:
     root: str
     settings: CollectSettings
     dry_run: bool
-    stop: threading.Event | None
+    stop: StopSignal | None
     safe: SafeEpoch
     """``M`` and where it came from."""
     controller: Controller
@@ -235,9 +237,10 @@ class _RoundContext:
     stats: RequestStats
     requests_before: Mapping[str, int]
     wall_clock: bool
-    """No ``now`` was given: the round ends at ``datetime.now``, otherwise
+    """No ``now`` was given: the round ends at the wall clock's time, otherwise
     at ``started_at`` plus the monotonic time it took."""
     monotonic_start: float
+    runtime: Runtime
 
     @property
     def is_stopping(self) -> bool:
@@ -245,8 +248,8 @@ class _RoundContext:
 
     def finished_at(self) -> datetime:
         if self.wall_clock:
-            return datetime.now(UTC)
-        return self.started_at + timedelta(seconds=time.monotonic() - self.monotonic_start)
+            return self.runtime.wall()
+        return self.started_at + timedelta(seconds=self.runtime.monotonic() - self.monotonic_start)
 
 
 @dataclass(frozen=True)
@@ -272,8 +275,9 @@ def _open_round(
     now: datetime | None,
     dry_run: bool,
     force: bool,
-    stop: threading.Event | None,
+    stop: StopSignal | None,
     events: EventChannel | None,
+    runtime: Runtime,
 ) -> _RoundContext:
     """Step 1: ``M`` from trusted inputs, the pause guard and the sweeper
     (built before any listing: its rate control hears the store's throttling).
@@ -281,11 +285,13 @@ def _open_round(
     Raises:
         SafetyBlockedError: ``M`` could not be computed from trusted inputs.
     """
-    monotonic_start = time.monotonic()
+    monotonic_start = runtime.monotonic()
     requests_before = stats.by_operation()
-    controller = controller or Controller(store, root)
-    opened = open_round(store, root, tracker=tracker, controller=controller, now=now)
-    guard = guard or PauseGuard(store, root)
+    controller = controller or Controller(store, root, runtime=runtime)
+    opened = open_round(
+        store, root, tracker=tracker, controller=controller, now=now, runtime=runtime
+    )
+    guard = guard or PauseGuard(store, root, now=runtime.wall)
     sweeper = Sweeper(
         GuardedStore(store, guard, DeletingJob.L0),
         root,
@@ -295,6 +301,7 @@ def _open_round(
             delete_concurrency=settings.delete_concurrency,
             rate_limit_keys_per_second=settings.rate_limit_keys_per_second,
         ),
+        runtime=runtime,
         events=events,
     )
     return _RoundContext(
@@ -314,6 +321,7 @@ def _open_round(
         requests_before=requests_before,
         wall_clock=now is None,
         monotonic_start=monotonic_start,
+        runtime=runtime,
     )
 
 

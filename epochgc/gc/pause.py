@@ -27,10 +27,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 
 from epochgc.errors import CollectorPausedError
 from epochgc.gc.control import DeletingJob, HeldJob, paused_message, read_control
+from epochgc.runtime import utc_now
 from epochgc.storage.object_store import (
     DeleteOutcome,
     ObjectInfo,
@@ -64,7 +65,7 @@ class PauseGuard:
         root: str,
         *,
         on_change: Callable[[], None] | None = None,
-        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        now: Callable[[], datetime] = utc_now,
     ) -> None:
         self._store = store
         self._root = root

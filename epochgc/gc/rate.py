@@ -16,8 +16,9 @@ cap (``min_rate`` yields to a lower limit).
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
+
+from epochgc.runtime import SYSTEM
 
 
 class RateController:
@@ -42,7 +43,7 @@ class RateController:
         *,
         min_rate: float = 100.0,
         increase_per_batch: float = 100.0,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = SYSTEM.monotonic,
     ) -> None:
         if limit is not None and limit <= 0:
             raise ValueError("limit must be > 0")

@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Generic, Protocol, TypeVar
 
 from epochgc.errors import EpochGCError, SafetyBlockedError
 from epochgc.gc.control import DeletingJob
 from epochgc.gc.pause import PauseGuard
 from epochgc.gc.run_report import RunSummary, new_run_id, write_summary
+from epochgc.runtime import SYSTEM, Runtime
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.safe_epoch.aggregate import SafeEpoch, SafeEpochTracker
@@ -61,6 +62,7 @@ def open_round(
     tracker: SafeEpochTracker | None = None,
     controller: Controller | None = None,
     now: datetime | None = None,
+    runtime: Runtime = SYSTEM,
 ) -> OpenedRound:
     """Step 1: a run id, the start time (``now``, or the wall clock) and
     ``M`` from trusted inputs (a long-lived caller passes its ``tracker``
@@ -69,12 +71,13 @@ def open_round(
     Raises:
         SafetyBlockedError: ``M`` could not be computed from trusted inputs.
     """
-    started = now or datetime.now(UTC)
+    started = now or runtime.wall()
     tracker = tracker or SafeEpochTracker(blocked_after=1)
-    safe = compute_safe_epoch(controller or Controller(store, root), store, root, tracker)
+    controller = controller or Controller(store, root, runtime=runtime)
+    safe = compute_safe_epoch(controller, store, root, tracker, runtime=runtime)
     if safe is None:
         raise SafetyBlockedError(untrusted_inputs_message(tracker))
-    return OpenedRound(new_run_id(started), started, safe)
+    return OpenedRound(new_run_id(started, runtime.new_id), started, safe)
 
 
 def untrusted_inputs_message(tracker: SafeEpochTracker) -> str:

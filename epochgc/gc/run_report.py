@@ -8,8 +8,7 @@ runs prefix in key order lists runs oldest first.
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -20,6 +19,7 @@ from epochgc.gc.future_times import FutureTimeLog
 from epochgc.gc.janitor import JanitorResult
 from epochgc.gc.listing.cost import Prices, cost_per_gb
 from epochgc.gc.sweeper import SweepResult
+from epochgc.runtime import new_random_id
 from epochgc.storage import documents
 from epochgc.storage.keys import gc_run_prefix, gc_run_summary_key
 from epochgc.storage.object_store import ObjectInfo, ObjectStore
@@ -46,9 +46,11 @@ class RunShards:
     """Every shard present was listed."""
 
 
-def new_run_id(now: datetime) -> str:
-    """A sortable, unique run id."""
-    return f"{now.astimezone(UTC).strftime('%Y%m%dT%H%M%SZ')}-{uuid.uuid4().hex[:8]}"
+def new_run_id(now: datetime, random_id: Callable[[], str] = new_random_id) -> str:
+    """A sortable, unique run id: the start time, then 8 hex digits of
+    ``random_id`` (the runtime's ids, so a simulated run names its rounds
+    from its seed)."""
+    return f"{now.astimezone(UTC).strftime('%Y%m%dT%H%M%SZ')}-{random_id()[:8]}"
 
 
 @dataclass(frozen=True)

@@ -26,13 +26,10 @@ repeat each other's (idempotent) deletions.
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from epochgc.errors import CollectorPausedError, EpochGCError, TransientStorageError
 from epochgc.events import Event, EventChannel
@@ -41,6 +38,7 @@ from epochgc.gc.listing.knowledge import ShardObservation
 from epochgc.gc.planner import plan_page
 from epochgc.gc.rate import RateController
 from epochgc.progress import ProgressLog
+from epochgc.runtime import SYSTEM, Executor, Flag, Future, Runtime, StopSignal
 from epochgc.storage.keys import l0_shard_prefix, parse_l0_key
 from epochgc.storage.object_store import (
     MAX_KEYS_PER_DELETE,
@@ -143,7 +141,10 @@ class Sweeper:
 
     Args:
         store: the bucket.
-        sleep: injected for tests.
+        runtime: the clocks (its monotonic one paces the delete rate and
+            times the sweep), the sleep before a batch the rate has not paid
+            for yet, and the listing and deleting workers with their locks:
+            the simulation runs a sweep on its virtual time.
         events: where the sweeper publishes ``ObjectsPlanned`` and
             ``DeleteBatchDone``, and where, while it sweeps, its rate
             controller hears the store's ``Throttled``: give ``store`` the
@@ -156,15 +157,15 @@ class Sweeper:
         root: str,
         policy: SweepPolicy,
         *,
-        sleep: Callable[[float], None] = time.sleep,
+        runtime: Runtime = SYSTEM,
         events: EventChannel | None = None,
     ) -> None:
         self._store = store
         self._root = root
         self._policy = policy
-        self._sleep = sleep
+        self._runtime = runtime
         self.events = events if events is not None else EventChannel()
-        self.rate = RateController(policy.rate_limit_keys_per_second)
+        self.rate = RateController(policy.rate_limit_keys_per_second, clock=runtime.monotonic)
 
     def sweep(
         self,
@@ -176,7 +177,7 @@ class Sweeper:
         plan: bool = False,
         full_listing: bool = False,
         expected_deletes: int | None = None,
-        stop: threading.Event | None = None,
+        stop: StopSignal | None = None,
     ) -> SweepResult:
         """One sweep over ``shards`` with ``M = safe_epoch``.
 
@@ -197,18 +198,26 @@ class Sweeper:
         if plan and not dry_run:
             raise ValueError("a sweep plans only in a dry run")
         shard_list = list(shards)
-        run = _SweepRun(self, safe_epoch, now, dry_run, stop or threading.Event())
+        run = _SweepRun(self, safe_epoch, now, dry_run, stop or Flag())
         run.full_listing = full_listing
         run.plan = plan
         verb = "delete" if not dry_run else "plan" if plan else "count"
         if expected_deletes is not None and not dry_run:
             run.progress = ProgressLog(
-                log, f"{verb} M={safe_epoch}", expected_deletes, unit="objects"
+                log,
+                f"{verb} M={safe_epoch}",
+                expected_deletes,
+                unit="objects",
+                clock=self._runtime.monotonic,
             )
             run.progress_by_objects = True
         else:
             run.progress = ProgressLog(
-                log, f"{verb} M={safe_epoch}", len(shard_list), unit="shards"
+                log,
+                f"{verb} M={safe_epoch}",
+                len(shard_list),
+                unit="shards",
+                clock=self._runtime.monotonic,
             )
         return self._run(
             run, lambda listers: [listers.submit(run.sweep_shard, s) for s in shard_list]
@@ -219,15 +228,15 @@ class Sweeper:
         objects: Iterable[ObjectInfo],
         safe_epoch: int,
         *,
-        stop: threading.Event | None = None,
+        stop: StopSignal | None = None,
     ) -> SweepResult:
         """Delete ``objects``, already judged eligible against ``safe_epoch``
         by the caller (an inventory task's vectorised filter), through the
         same batches, limits and error counting as a sweep. ``objects`` is
         consumed lazily: pass a generator to keep memory bounded."""
-        run = _SweepRun(self, safe_epoch, datetime.now(UTC), False, stop or threading.Event())
+        run = _SweepRun(self, safe_epoch, self._runtime.wall(), False, stop or Flag())
 
-        def feed(_listers: ThreadPoolExecutor) -> list[Future[None]]:
+        def feed(_listers: Executor) -> list[Future[None]]:
             for info in objects:
                 if run.stop.is_set():
                     break
@@ -239,27 +248,26 @@ class Sweeper:
     def _run(
         self,
         run: _SweepRun,
-        start: Callable[[ThreadPoolExecutor], list[Future[None]]],
+        start: Callable[[Executor], list[Future[None]]],
     ) -> SweepResult:
-        started = time.perf_counter()
+        runtime = self._runtime
+        started = runtime.monotonic()
         # Subscribed for the sweep only: the channel may be the process's,
         # and a new sweeper every round must not pile up on it.
-        with (
-            self.events.subscribed(Throttled, self._throttled),
-            ThreadPoolExecutor(
-                max_workers=self._policy.delete_concurrency, thread_name_prefix="epochgc-delete"
-            ) as deleters,
-            ThreadPoolExecutor(
-                max_workers=self._policy.shard_concurrency, thread_name_prefix="epochgc-list"
-            ) as listers,
-        ):
-            run.deleters = deleters
-            for future in start(listers):
-                future.result()
-            run.flush()
-            run.wait_deletes()
-            run.confirm_unanswered()
-        run.result.seconds = time.perf_counter() - started
+        with self.events.subscribed(Throttled, self._throttled):
+            deleters = runtime.executor(self._policy.delete_concurrency, "epochgc-delete")
+            listers = runtime.executor(self._policy.shard_concurrency, "epochgc-list")
+            try:
+                run.deleters = deleters
+                for future in start(listers):
+                    future.result()
+                run.flush()
+                run.wait_deletes()
+                run.confirm_unanswered()
+            finally:
+                listers.shutdown(wait=True)
+                deleters.shutdown(wait=True)
+        run.result.seconds = runtime.monotonic() - started
         return run.result
 
     def _throttled(self, _event: Throttled) -> None:
@@ -270,22 +278,23 @@ class _SweepRun:
     """Per-sweep mutable state (the ``Sweeper`` itself is reusable)."""
 
     def __init__(
-        self, sweeper: Sweeper, safe_epoch: int, now: datetime, dry_run: bool, stop: threading.Event
+        self, sweeper: Sweeper, safe_epoch: int, now: datetime, dry_run: bool, stop: StopSignal
     ) -> None:
+        runtime = sweeper._runtime
         self.sweeper = sweeper
         self.safe_epoch = safe_epoch
         self.now = now
         self.dry_run = dry_run
         self.stop = stop
         self.result = SweepResult(safe_epoch)
-        self.lock = threading.Lock()
+        self.lock = runtime.lock()
         self.batch: list[ObjectInfo] = []
-        self.deleters: ThreadPoolExecutor | None = None
+        self.deleters: Executor | None = None
         self.in_flight: list[Future[None]] = []
-        self.slots = threading.Semaphore(sweeper._policy.delete_concurrency * 2)
+        self.slots = _Slots(runtime, sweeper._policy.delete_concurrency * 2)
         self.full_listing = False
         self.plan = False
-        self.plan_lock = threading.Lock()
+        self.plan_lock = runtime.lock()
         """``ObjectsPlanned`` goes out one at a time (a plan file appends)."""
         self.progress: ProgressLog | None = None
         self.progress_by_objects = False
@@ -382,7 +391,7 @@ class _SweepRun:
             return
         wait = self.sweeper.rate.reserve(len(batch))
         if wait > 0:
-            self.sweeper._sleep(wait)
+            self.sweeper._runtime.sleep(wait)
         self.slots.acquire()
         assert self.deleters is not None
         future = self.deleters.submit(self.delete, batch)
@@ -479,3 +488,23 @@ class _SweepRun:
             futures = list(self.in_flight)
         for future in futures:
             future.result()
+
+
+class _Slots:
+    """A counting semaphore on the runtime's condition: how many batches
+    may be queued or in flight (the feeder waits for a free slot)."""
+
+    def __init__(self, runtime: Runtime, slots: int) -> None:
+        self._free = slots
+        self._changed = runtime.condition(runtime.lock())
+
+    def acquire(self) -> None:
+        with self._changed:
+            while self._free == 0:
+                self._changed.wait()
+            self._free -= 1
+
+    def release(self) -> None:
+        with self._changed:
+            self._free += 1
+            self._changed.notify_all()
