@@ -57,6 +57,7 @@ from epochgc.ownership.node_ownership import NodeOwnership
 from epochgc.ownership.pacing import OwnershipPacing, stale_look_fraction
 from epochgc.reconciler.reconcile import Reconciler
 from epochgc.runtime import Future, Runtime
+from epochgc.simulate.collector_ghost import CollectorGhost
 from epochgc.simulate.data_path import (
     APPEND_ANSWER_SECONDS,
     AppliedChunk,
@@ -65,9 +66,10 @@ from epochgc.simulate.data_path import (
     SimProducer,
     SimTicker,
 )
+from epochgc.simulate.operator import SimOperator
 from epochgc.simulate.simulated_store import EPOCH_ORIGIN, Network, StoreView
 from epochgc.simulate.virtual_time import Process, Scheduler
-from epochgc.storage.keys import PartitionId, owner_key, partition_log_prefix
+from epochgc.storage.keys import PartitionId, gc_control_key, owner_key, partition_log_prefix
 from epochgc.storage.object_store import get_or_none, head_or_none
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.partition.codec import decode_command
@@ -350,9 +352,15 @@ class World:
         """(partition, term) -> the process whose entries that term holds."""
         self._log_prefixes = {partition_log_prefix(ROOT, pid): pid for pid in settings.partitions}
         self.data = DataGhost(ROOT, Violation)
+        self.collector_ghost = CollectorGhost(ROOT, network.bucket, Violation)
+        self._control_key = gc_control_key(ROOT)
         network.on_landed = self.landed
-        network.on_deleted = self.data.deleted
+        network.on_deleted = self._deleted
+        network.on_landing = self.collector_ghost.request_landing
+        network.on_deletion_answer_lost = self.collector_ghost.answer_lost
         self._create_topics()
+        self.operator: SimOperator | None = None
+        self.operator_pauses = 0
         self.overruled: dict[PartitionId, set[str]] = {}
         """Partitions an outside writer took from the processes named, which
         own them until they next read the record (up to 1.5 relist
@@ -412,6 +420,19 @@ class World:
             runtime = self.runtime_for(process, wall_offset_seconds=1.0)
             actor = role(self, runtime, StoreView(self.network, name, process), process)
             self.sched.spawn(process, name, actor.run)
+        process = Process("gc-operator")
+        runtime = self.runtime_for(process, wall_offset_seconds=60.0)
+        self.operator = SimOperator(
+            self, runtime, StoreView(self.network, "gc-operator", process), process
+        )
+
+    def operator_pause(self, seconds: float) -> None:
+        """An operator pauses the collector for ``seconds`` (``operator_pause``)."""
+        operator = self.operator
+        assert operator is not None, "the data path starts at time 0, before any fault"
+        self.operator_pauses += 1
+        who = f"operator-{self.operator_pauses}"
+        self.sched.spawn(operator.process, who, lambda: operator.pause_for(seconds, who))
 
     def append_at_leader(self, pid: PartitionId, command: Placeholders) -> Outcome | str:
         """A producer's request to the process leading ``pid`` (found the
@@ -518,6 +539,9 @@ class World:
         one term all come from one process; an L1 object makes its
         records durable."""
         self.data.landed(key)
+        if key == self._control_key:
+            self.collector_ghost.control_landed(body, self.sched.now)
+            return
         for prefix, pid in self._log_prefixes.items():
             if key.startswith(prefix):
                 term = decode_command(body).term
@@ -528,6 +552,10 @@ class World:
                         f"{pid} term {term}: entries of {first} and {writer}",
                     )
                 return
+
+    def _deleted(self, keys: tuple[str, ...], by: str) -> None:
+        self.data.deleted(keys, by)
+        self.collector_ghost.deleted(keys, by)
 
     def check_safety(self) -> None:
         """After every event: no partition in two live nodes' ``owned()``

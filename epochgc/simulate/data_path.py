@@ -2,8 +2,8 @@
 cluster epoch, a producer writing shared L0 objects and registering each
 partition's chunk with its leader, and a collector computing ``M`` and
 deleting what it allows, all on the product's own code (``Controller``,
-``upload_l0``, ``TermWriter.submit``, ``compute_safe_epoch``,
-``plan_page``), plus the ghost record of what must never be lost.
+``upload_l0``, ``TermWriter.submit``, ``collect_once``), plus the
+ghost record of what must never be lost.
 
 Each is one simulated process with one task, the thin shell around the
 step the product takes:
@@ -20,10 +20,11 @@ step the product takes:
   no leader, a stale epoch or no answer is not acknowledged, and its
   object is an orphan for the collector, as in production (a stale epoch
   also drops the cached one);
-* the collector: every ``COLLECT_SECONDS``, ``compute_safe_epoch`` from the
-  controller and the node reports, then every shard listed in pages,
-  judged by ``plan_page`` and its eligible keys deleted by DeleteObjects
-  (the local sweeper's steps, one shard after another).
+* the collector: every ``COLLECT_SECONDS``, ``gc collect``'s round
+  (``collect_once``: ``M`` from the controller and the node reports, every
+  shard present listed by the sweeper's workers, the eligible keys
+  deleted through the pause guard, the deletion record and the summary
+  written); its own invariants are ``simulate/collector_ghost.py``'s.
 
 The ghost (``DataGhost``) knows, from the leaders' side, every placeholder
 a leader applied (its records are then promised to readers) and, from the
@@ -50,8 +51,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from epochgc.errors import EpochGCError
-from epochgc.gc.planner import plan_page
+from epochgc.errors import CollectorPausedError, EpochGCError
+from epochgc.gc.collection_round import CollectSettings, collect_once
+from epochgc.gc.pause import PauseGuard
 from epochgc.ingest.upload import upload_l0
 from epochgc.runtime import Runtime
 from epochgc.simulate.simulated_store import EPOCH_ORIGIN
@@ -59,17 +61,16 @@ from epochgc.simulate.virtual_time import Process
 from epochgc.storage.keys import (
     PartitionId,
     l0_prefix,
-    l0_shard_prefix,
     parse_l0_key,
     parse_l1_key,
 )
 from epochgc.storage.object_store import ObjectStore
+from epochgc.storage.request_stats import RequestStats
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.epoch import EpochCache
 from epochgc.watermarks.partition.commands import Placeholders
 from epochgc.watermarks.partition.state import Outcome
 from epochgc.watermarks.safe_epoch.aggregate import SafeEpochTracker
-from epochgc.watermarks.safe_epoch.compute import compute_safe_epoch
 
 if TYPE_CHECKING:
     from epochgc.simulate.cluster import World
@@ -291,7 +292,9 @@ class SimProducer(_PeriodicRole):
 
 
 class SimCollector(_PeriodicRole):
-    """One collector process (module docstring)."""
+    """One collector process (module docstring): ``gc collect``'s round,
+    ``collect_once``, every ``COLLECT_SECONDS``, as the daemon runs it: its
+    tracker, controller and pause guard kept between rounds."""
 
     every = COLLECT_SECONDS
     failure = "collector: round failed"
@@ -299,32 +302,41 @@ class SimCollector(_PeriodicRole):
     def __init__(self, world: World, runtime: Runtime, store: ObjectStore, process: Process):
         super().__init__(world, runtime, store, process)
         self._tracker = SafeEpochTracker()
+        self._guard = PauseGuard(store, world.root, now=runtime.wall)
+        self._settings = CollectSettings(
+            min_object_age=timedelta(0),
+            max_delete_fraction=1.0,
+            shard_concurrency=1 + int(runtime.unit_random() * 4),
+            delete_concurrency=1 + int(runtime.unit_random() * 3),
+        )
 
     def step(self) -> None:
-        root = self._world.root
-        safe = compute_safe_epoch(
-            self._controller, self._store, root, self._tracker, runtime=self._runtime
-        )
-        if safe is None:
-            self._world.note("collector: M untrusted; nothing deleted")
+        self._world.collector_ghost.round_starts()
+        try:
+            outcome = collect_once(
+                self._store,
+                RequestStats(),
+                self._world.root,
+                self._settings,
+                tracker=self._tracker,
+                controller=self._controller,
+                guard=self._guard,
+                runtime=self._runtime,
+            )
+        except CollectorPausedError as err:
+            self._world.note(f"collector: {err}")
             return
-        deleted = 0
-        for shard in range(SHARDS):
-            for page in self._store.list_pages(l0_shard_prefix(root, shard)):
-                plan = plan_page(
-                    page,
-                    root=root,
-                    safe_epoch=safe.safe_epoch,
-                    now=self._runtime.wall(),
-                    min_age=timedelta(0),
-                )
-                if plan.eligible:
-                    outcome = self._store.delete_batch([info.key for info in plan.eligible])
-                    deleted += len(outcome.deleted)
-                if plan.stop:
-                    break
-        self._world.data.collector_round(self._world.sched.now, safe.safe_epoch)
-        self._world.note(f"collector: M={safe.safe_epoch}, deleted {deleted}")
+        finally:
+            self._world.collector_ghost.round_ends()
+        summary = outcome.summary
+        self._world.collector_ghost.check_record(summary)
+        if outcome.paused is None:
+            self._world.data.collector_round(self._world.sched.now, outcome.safe.safe_epoch)
+        self._world.note(
+            f"collector: run {summary.run_id} M={outcome.safe.safe_epoch}, "
+            f"deleted {summary.deleted}, errors {summary.errors}"
+            + (f", {outcome.paused}" if outcome.paused else "")
+        )
 
 
 def leader_answer(outcome: Outcome) -> str:

@@ -25,6 +25,11 @@ The kinds are the faults a real S3 and real processes produce:
 * ``duplicate``: a node stops (SIGSTOP) and a supervisor that took it for
   dead starts a second process of the same node id; the first wakes up
   later, and for a while two processes of one node id run;
+* ``key_errors``: DeleteObjects answers a per-key error (InternalError,
+  until the client's retries ran out) for some of its keys, which stay;
+  the rest are deleted;
+* ``operator_pause``: an operator runs ``gc pause``, then ``gc resume``
+  so many seconds later; two that overlap are two operators racing;
 * ``late_then_cut`` (two faults together): one node's requests land 3 to 5
   s late for a while, and as that ends a peer is cut off from the store
   (a brownout of all its requests). The node then judges the peer's last
@@ -42,6 +47,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from epochgc.simulate.collector_ghost import COLLECTOR
+
 KINDS = (
     "lost_answers",
     "late_landing",
@@ -52,6 +59,8 @@ KINDS = (
     "leave",
     "foreign_owner",
     "duplicate",
+    "operator_pause",
+    "key_errors",
 )
 
 
@@ -138,4 +147,10 @@ def draw_schedule(
         faults.append(Fault("late_landing", at, late_for, judge, late_by=rng.uniform(3.0, 5.0)))
         cut_at = at + late_for - rng.uniform(0.0, 2.0)
         faults.append(Fault("brownout", cut_at, 1.5 * ttl, cut, rate=1.0))
+    # Drawn after those, for the same reason.
+    for _ in range(rng.randint(1, 5)):
+        add("operator_pause", rng.uniform(2.0, 60.0))
+    for _ in range(rng.randint(0, 3)):
+        target = rng.choice(["", COLLECTOR])
+        add("key_errors", rng.uniform(10.0, 60.0), target, rng.choice((0.1, 0.5)))
     return sorted(faults, key=lambda f: (f.at, f.kind, f.target))

@@ -263,6 +263,8 @@ def _apply(world: World, fault: Fault) -> None:
         world.rewrite_owner(fault.pick)
     elif fault.kind == "duplicate":
         world.duplicate(fault.target, fault.seconds)
+    elif fault.kind == "operator_pause":
+        world.operator_pause(fault.seconds)
 
 
 def shrink(result: SeedResult, *, seconds: float = DEFAULT_SECONDS) -> list[Fault]:

@@ -12,7 +12,9 @@ Each process talks to the bucket through its own ``StoreView`` (an
 3. may have failed instead (``brownout``: 503 until the retries run out,
    nothing applied), or had its answer lost (``lost_answers``: applied,
    then the caller sees either ``RetriesExhaustedError`` or, as after a
-   retry that found the key changed, a 412).
+   retry that found the key changed, a 412);
+4. a DeleteObjects may answer a per-key error for some of its keys
+   (``key_errors``), which stay in the bucket while the rest go.
 
 A request from a process killed meanwhile still lands: the bucket
 scheduled it when it was sent. LastModified is stamped by one of the
@@ -95,6 +97,14 @@ class Network:
         self.on_deleted: Callable[[tuple[str, ...], str], None] = lambda _keys, _by: None
         """Called with the keys of every deletion that landed and the
         process that sent it."""
+        self.on_landing: Callable[[str, object, str, str], None] = lambda _by, _task, _op, _k: None
+        """Called as each request reaches the bucket, before it is applied,
+        with the process and the task that sent it, the operation and key."""
+        self.on_deletion_answer_lost: Callable[[str, tuple[str, ...]], None] = lambda _by, _keys: (
+            None
+        )
+        """Called with the process and the keys a DeleteObjects confirmed
+        when its answer was lost on the way back."""
 
     def _active(self, kind: str, target: str) -> Fault | None:
         t = self.sched.now
@@ -102,6 +112,15 @@ class Network:
             if fault.kind == kind and fault.covers(t, target):
                 return fault
         return None
+
+    def failing_keys(self, node: str, keys: list[str]) -> set[str]:
+        """The keys of a DeleteObjects landing now that fail with a per-key
+        error (``key_errors``: S3 answered InternalError for them until the
+        client's retries ran out), the rest being deleted."""
+        fault = self._active("key_errors", node)
+        if fault is None:
+            return set()
+        return {key for key in keys if self._rng.random() < fault.rate}
 
     def latency(self) -> float:
         """One request's round trip: ~15 ms, with a long tail."""
@@ -118,6 +137,7 @@ class Network:
             raise ProcessKilled(process.name)
         self.requests += 1
         sent = self.sched.now
+        task = self.sched.current
         latency = self.latency()
         brownout = self._active("brownout", node)
         if brownout is not None and self._rng.random() < brownout.rate:
@@ -132,6 +152,7 @@ class Network:
         box: dict[str, object] = {}
 
         def land() -> None:
+            self.on_landing(process.name, task, op, key)
             try:
                 box["ok"] = apply()
                 outcome = "ok"
@@ -148,6 +169,9 @@ class Network:
                 self._trace(f"{process.name} {op} {key} answer lost; its retry answered 412")
                 raise PreconditionFailedError(f"412 after a retry key={key!r}")
             self._trace(f"{process.name} {op} {key} answer lost")
+            answered = box.get("ok")
+            if isinstance(answered, DeleteOutcome):
+                self.on_deletion_answer_lost(process.name, answered.deleted)
             raise RetriesExhaustedError(f"timed out key={key!r}", None)
         if "err" in box:
             raise box["err"]  # type: ignore[misc]
@@ -240,8 +264,11 @@ class StoreView(PagedStore):
 
     def delete_batch(self, keys: list[str]) -> DeleteOutcome:
         def landed() -> DeleteOutcome:
-            outcome = self._bucket.delete_batch(keys)
+            failing = self._net.failing_keys(self._node, keys)
+            kept = [key for key in keys if key not in failing]
+            outcome = self._bucket.delete_batch(kept)
             self._net.on_deleted(outcome.deleted, self._process.name)
-            return outcome
+            failed = {key: "InternalError" for key in keys if key in failing}
+            return DeleteOutcome(outcome.deleted, failed, 1)
 
         return self._call("DeleteObjects", keys[0] if keys else "", landed, write=True)

@@ -5,10 +5,8 @@ with the mutant in place (and with none, ``make test`` shows it passes).
 
 Not listed: guards the simulation cannot reach by design, each covered by
 a test instead (a record someone else rewrote is dropped:
-``test_a_record_taken_from_under_us_is_dropped``; the deletion record
-lists only confirmed keys: ``test_the_deletion_record_lists_only_the_keys_
-deleteobjects_confirmed``, since the simulated collector keeps no deletion
-record yet; a leader whose put lost its slot to another writer stops,
+``test_a_record_taken_from_under_us_is_dropped``; a leader whose put
+lost its slot to another writer stops,
 which only an ownership already broken can bring about, and which
 ``test_stale_leaders_pipelined_appends_after_new_term_start_change_nothing``
 and two more tests of ``tests/integration/test_leases_and_leaders.py``
@@ -199,6 +197,22 @@ MUTANTS = (
         "        self._store.put(key, body)\n",
         "        pass\n",
         "reconciler: records reach L1 before advance_reconciled counts them",
+    ),
+    Mutant(
+        "pause-read-once-per-pass",
+        "epochgc/gc/pause.py",
+        "    def delete_batch(self, keys: list[str]) -> DeleteOutcome:\n"
+        "        self._guard.check(self._job)\n",
+        "    def delete_batch(self, keys: list[str]) -> DeleteOutcome:\n",
+        "the collector asks the pause before every DeleteObjects, not only before its pass",
+    ),
+    Mutant(
+        "record-whole-batch",
+        "epochgc/gc/sweeper.py",
+        "deleted = tuple(info for info in batch if info.key in confirmed)",
+        "deleted = tuple(batch)",
+        "the deletion record lists the keys DeleteObjects confirmed, not the batch sent "
+        "(issue's mutant 3)",
     ),
 )
 

@@ -9,8 +9,9 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from epochgc.simulate.collector_ghost import COLLECTOR
 from epochgc.simulate.fault_schedule import Fault, draw_schedule
-from epochgc.simulate.simulated_store import Network
+from epochgc.simulate.simulated_store import Network, StoreView
 from epochgc.simulate.virtual_time import Process, Scheduler
 
 NODES = ["node-1", "node-2", "node-3"]
@@ -29,7 +30,7 @@ def test_a_schedule_is_its_seed_and_ends_before_the_heal(seed: int) -> None:
     assert faults == _draw(seed)
     for fault in faults:
         assert fault.at >= 0.0 and fault.at + fault.seconds <= UNTIL, fault.describe()
-        assert fault.target in ("", *NODES, "node-4"), fault.describe()
+        assert fault.target in ("", *NODES, "node-4", COLLECTOR), fault.describe()
 
 
 def _pairs(faults: list[Fault]) -> list[tuple[Fault, Fault]]:
@@ -82,3 +83,30 @@ def test_a_fixed_delay_late_landing_lands_every_request_that_late() -> None:
     delays = [(node, round(at - sent, 1)) for node, sent, at in landed]
     # Half a round trip (milliseconds) plus the fault's delay, or none.
     assert delays == [("node-1", 4.0), ("node-2", 0.0), ("node-1", 4.0)]
+
+
+def test_key_errors_leave_the_failing_keys_and_delete_the_rest() -> None:
+    sched = Scheduler(random.Random(5))
+    fault = Fault("key_errors", 0.0, 100.0, COLLECTOR, rate=0.5)
+    network = Network(sched, random.Random(5), [fault], [0.0], lambda _line: None)
+    keys = [f"epochgc/l0/000/{n:04d}" for n in range(40)]
+    for key in [*keys, "other"]:
+        network.bucket.put(key, b"x")
+    confirmed: list[str] = []
+    network.on_deleted = lambda deleted, _by: confirmed.extend(deleted)
+    outcomes = []
+
+    def deletes() -> None:
+        outcomes.append(StoreView(network, COLLECTOR, Process(COLLECTOR)).delete_batch(keys))
+        outcomes.append(StoreView(network, "node-1", Process("node-1")).delete_batch(["other"]))
+
+    sched.spawn(Process(COLLECTOR), "deletes", deletes)
+    sched.run_until(50.0)
+    mine, other = outcomes
+    left = {info.key for info in network.bucket.list_objects("")}
+    assert mine.failed and mine.deleted, "half the keys fail, the rest are deleted"
+    assert set(mine.failed) == left and set(mine.deleted) == set(keys) - left
+    assert set(mine.failed).isdisjoint(mine.deleted) and sorted(confirmed) == sorted(
+        [*mine.deleted, "other"]
+    )
+    assert (other.deleted, dict(other.failed)) == (("other",), {}), "only the fault's target"

@@ -1,0 +1,135 @@
+"""What the simulation knows about the collector that the collector does
+not: when the operator's pause reached the bucket, which request of which
+task came before each deletion, and which keys each round's DeleteObjects
+really deleted. Its two invariants:
+
+* ``deleted while paused``: a DeleteObjects of the collector that reaches
+  the bucket while the control document says paused must be the one
+  request its task sent right after a read of that document which found it
+  not paused (the pause then landed while that request was on its way:
+  the one request a pause cannot stop). Anything else (a deletion whose
+  task did not ask, or asked and was told paused) breaks it.
+* ``deletion record not exact`` (after each round that wrote its summary):
+  every key in the round's deletion record was confirmed deleted by one of
+  the round's DeleteObjects that reached the bucket; every key one of them
+  deleted whose answer reached the collector is in the record, unless the
+  summary says the record could not be written; and a round whose record
+  misses a key it deleted does not call itself a success.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from epochgc.gc.control import decode_control, paused_message
+from epochgc.gc.deletion_record import deleted_keys
+from epochgc.gc.run_report import RunSummary
+from epochgc.storage.keys import gc_control_key
+from epochgc.storage.object_store import ObjectStore
+
+COLLECTOR = "collector"
+"""The collector's process name."""
+
+_DELETES = ("DeleteObjects", "DeleteObject")
+
+
+class CollectorGhost:
+    """Ghost state of the collector (module docstring)."""
+
+    def __init__(
+        self, root: str, bucket: ObjectStore, violation: Callable[[str, str], BaseException]
+    ) -> None:
+        self._root = root
+        self._bucket = bucket
+        self._violation = violation
+        self._control = gc_control_key(root)
+        self.paused_since: float | None = None
+        """When the pause in force landed; ``None``: not paused."""
+        self._previous: dict[object, tuple[str, bool]] = {}
+        """A collector task -> its last request that landed: whether it was
+        a read of the control document, and whether the bucket was paused
+        as it landed."""
+        self._deleted: set[str] = set()
+        """Keys the current round's DeleteObjects confirmed as they landed."""
+        self._unanswered: set[str] = set()
+        """Of those, keys of requests whose answer was lost."""
+        self.pauses = 0
+
+    # --- what the network reports -------------------------------------------------
+
+    def control_landed(self, body: bytes, now: float) -> None:
+        """The operator's write of the control document reached the bucket."""
+        paused = paused_message(decode_control(body)) is not None
+        if paused and self.paused_since is None:
+            self.paused_since = now
+            self.pauses += 1
+        elif not paused:
+            self.paused_since = None
+
+    def request_landing(self, process: str, task: object, op: str, key: str) -> None:
+        """A request of ``process``'s ``task`` reaches the bucket (before it
+        is applied)."""
+        if process != COLLECTOR:
+            return
+        paused = self.paused_since is not None
+        if op in _DELETES and paused:
+            read, read_paused = self._previous.get(task, ("", False))
+            if read != "control" or read_paused:
+                before = "nothing" if not read else "a control read that found it paused"
+                if read and read != "control":
+                    before = f"a {read} (no control read in between)"
+                raise self._violation(
+                    "deleted while paused",
+                    f"the collector's {op} of {key} reached the bucket while paused (since "
+                    f"{self.paused_since:.3f}); its task's previous request was {before}",
+                )
+        is_control_read = op == "GetObject" and key == self._control
+        self._previous[task] = ("control" if is_control_read else op, paused)
+
+    def deleted(self, keys: tuple[str, ...], process: str) -> None:
+        """Keys a DeleteObjects of ``process`` confirmed as it landed."""
+        if process == COLLECTOR:
+            self._deleted.update(keys)
+
+    def answer_lost(self, process: str, keys: tuple[str, ...]) -> None:
+        """The answer to a DeleteObjects that landed never reached ``process``."""
+        if process == COLLECTOR:
+            self._unanswered.update(keys)
+
+    # --- what the collector's rounds report ---------------------------------------
+
+    def round_starts(self) -> None:
+        self._deleted = set()
+        self._unanswered = set()
+        self._previous = {}
+
+    def round_ends(self) -> None:
+        self._previous = {}
+
+    def check_record(self, summary: RunSummary) -> None:
+        """After a round that wrote ``summary``: its deletion record is
+        exact (module docstring)."""
+        recorded = {row.key for row in deleted_keys(self._bucket, self._root, summary.run_id)}
+        run = summary.run_id
+        extra = recorded - self._deleted
+        if extra:
+            raise self._violation(
+                "deletion record not exact",
+                f"run {run} records {len(extra)} key(s) none of its deletions confirmed, "
+                f"e.g. {min(extra)}",
+            )
+        missing = self._deleted - recorded
+        answered = missing - self._unanswered
+        record_failed = "deletion record not written" in (summary.cause or "")
+        if answered and not record_failed:
+            raise self._violation(
+                "deletion record not exact",
+                f"run {run} deleted {len(answered)} key(s) it was told of but did not "
+                f"record them, e.g. {min(answered)}",
+            )
+        if missing and summary.success:
+            raise self._violation(
+                "deletion record not exact",
+                f"run {run} deleted {len(missing)} key(s) its record lacks, e.g. "
+                f"{min(missing)}, and its summary says it succeeded",
+            )
