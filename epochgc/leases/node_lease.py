@@ -121,6 +121,7 @@ class NodeLease:
             f"node-lease-{node_id}",
             max(0.05, self.policy.renew_interval_seconds / 4),
             self.renew_if_due,
+            runtime=runtime,
         )
 
     # --- heartbeat -------------------------------------------------------------------

@@ -135,7 +135,7 @@ class LeaseManager:
         self._grants: dict[str, LeaseGrant] = {}
         self._leases: dict[str, CasLease[LeaseDocument]] = {}
         self._heartbeat = PeriodicThread(
-            "lease-heartbeat", self._policy.renew_interval_seconds, self.renew_all
+            "lease-heartbeat", self._policy.renew_interval_seconds, self.renew_all, runtime=runtime
         )
         self.stats: dict[str, int] = {"acquired": 0, "lost": 0, "renew_failures": 0}
 

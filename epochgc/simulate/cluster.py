@@ -42,6 +42,7 @@ objects landed. Invariants:
 
 from __future__ import annotations
 
+import bisect
 import functools
 import json
 import random
@@ -52,6 +53,7 @@ from datetime import datetime, timedelta
 from epochgc.errors import EpochGCError, L0UnreadableError, LeaseLostError
 from epochgc.leases.holder_codec import OwnerDocument, decode_owner, encode_owner
 from epochgc.leases.node_lease import NodeLease
+from epochgc.leases.role_leases import LeaseManager
 from epochgc.leases.timing import LeasePolicy
 from epochgc.ownership.node_ownership import NodeOwnership
 from epochgc.ownership.pacing import OwnershipPacing, stale_look_fraction
@@ -60,18 +62,26 @@ from epochgc.runtime import Future, Runtime
 from epochgc.simulate.collector_ghost import CollectorGhost
 from epochgc.simulate.data_path import (
     APPEND_ANSWER_SECONDS,
+    TICK_SECONDS,
     AppliedChunk,
     DataGhost,
     SimCollector,
     SimProducer,
-    SimTicker,
 )
 from epochgc.simulate.operator import SimOperator
 from epochgc.simulate.simulated_store import EPOCH_ORIGIN, Network, StoreView
 from epochgc.simulate.virtual_time import Process, Scheduler
-from epochgc.storage.keys import PartitionId, gc_control_key, owner_key, partition_log_prefix
+from epochgc.storage.keys import (
+    PartitionId,
+    controller_log_prefix,
+    controller_snapshot_key,
+    gc_control_key,
+    owner_key,
+    partition_log_prefix,
+)
 from epochgc.storage.object_store import get_or_none, head_or_none
 from epochgc.watermarks.controller import Controller
+from epochgc.watermarks.controller_codec import EpochTick, decode_controller_entry
 from epochgc.watermarks.partition.codec import decode_command
 from epochgc.watermarks.partition.commands import AdvanceEpoch, Placeholders
 from epochgc.watermarks.partition.state import Outcome
@@ -82,6 +92,7 @@ from epochgc.watermarks.safe_epoch.reports import (
     report_of,
     safe_epoch_rule,
 )
+from epochgc.watermarks.ticker import EpochTicker
 
 ROOT = "epochgc"
 FOREIGN_OWNER = "operator"
@@ -94,6 +105,10 @@ IDLE_SECONDS = 10.0
 """A fully reconciled partition whose ``M(p)`` has not moved for this long
 gets ``advance_epoch`` (``NodeSettings.idle_interval_seconds``)."""
 RAISE_TERM_WAIT_SECONDS = 2.0
+TICK_SPACING = TICK_SECONDS * (1 - 2 * 100e-6)
+"""The least time between two ticks' sends: an interval by the clock of a
+holder whose clock runs up to 100 ppm fast, the next holder waiting its
+own interval from after the last one's grant had ended."""
 UNLED_GRACE_SECONDS = 3.0
 """Beyond a round: the taker's leading step after its round took it."""
 APPEND_DEPTH = 4
@@ -152,6 +167,16 @@ class SimNode:
         """The partitions led, each by the writer of its term."""
         self.controller = Controller(self.store, ROOT, runtime=self.runtime)
         self.reconciler = Reconciler(self.store, ROOT, max_records=50, fetch_concurrency=2)
+        self.role_leases = LeaseManager(
+            self.store, ROOT, node_id, policy=settings.policy, runtime=self.runtime
+        )
+        self.ticker = EpochTicker(
+            self.role_leases,
+            Controller(self.store, ROOT, runtime=self.runtime).tick,
+            interval_seconds=TICK_SECONDS,
+            poll_seconds=settings.policy.renew_interval_seconds,
+            runtime=self.runtime,
+        )
         self._moved_at: dict[PartitionId, tuple[int, float]] = {}
         self.leaving = False
 
@@ -167,6 +192,12 @@ class SimNode:
         sched.spawn(self.process, "heartbeat", self._heartbeat)
         sched.spawn(self.process, "ownership", self._ownership_loop)
         sched.spawn(self.process, "leading", self._leading_loop)
+        sched.spawn(self.process, "start-ticker", self._start_ticker)
+
+    def _start_ticker(self) -> None:
+        """Every node may tick (``[epoch] ticker = true``): one holds the role."""
+        self.role_leases.start()
+        self.ticker.start()
 
     def _heartbeat(self) -> None:
         interval = max(0.05, self.lease.policy.renew_interval_seconds / 4)
@@ -316,6 +347,8 @@ class SimNode:
     def leave(self) -> None:
         """Stop cleanly: release every record and the lease (a task)."""
         self.leaving = True
+        self.ticker.stop(release=True)
+        self.role_leases.stop(release=True)
         self.ownership.stop(release=True)
         self.world.note(f"{self.process.name} left")
 
@@ -354,6 +387,10 @@ class World:
         self.data = DataGhost(ROOT, Violation)
         self.collector_ghost = CollectorGhost(ROOT, network.bucket, Violation)
         self._control_key = gc_control_key(ROOT)
+        self._controller_prefix = controller_log_prefix(ROOT)
+        self._controller_snapshot = controller_snapshot_key(ROOT)
+        self._ticks: list[tuple[float, str]] = []
+        """(virtual time sent, process) of every epoch tick that landed."""
         network.on_landed = self.landed
         network.on_deleted = self._deleted
         network.on_landing = self.collector_ghost.request_landing
@@ -409,10 +446,9 @@ class World:
         )
 
     def start_data_path(self) -> None:
-        """The ticker, the producer and the collector, each a process of
-        its own whose wall clock is within a second of the store's."""
+        """The producer and the collector, each a process of its own whose
+        wall clock is within a second of the store's, and the operator."""
         for role, name in (
-            (SimTicker, "ticker"),
             (SimProducer, "producer"),
             (SimCollector, "collector"),
         ):
@@ -542,6 +578,10 @@ class World:
         if key == self._control_key:
             self.collector_ghost.control_landed(body, self.sched.now)
             return
+        if key.startswith(self._controller_prefix) and key != self._controller_snapshot:
+            if isinstance(decode_controller_entry(body), EpochTick):
+                self._tick_sent(self.network.landing_sent, writer)
+            return
         for prefix, pid in self._log_prefixes.items():
             if key.startswith(prefix):
                 term = decode_command(body).term
@@ -552,6 +592,19 @@ class World:
                         f"{pid} term {term}: entries of {first} and {writer}",
                     )
                 return
+
+    def _tick_sent(self, sent: float, writer: str) -> None:
+        """An ``epoch_tick`` landed, sent at ``sent``: ticks are at least an
+        interval apart (``TICK_SPACING``), whichever process sent them."""
+        at = bisect.bisect_left(self._ticks, (sent, writer))
+        for other, by in self._ticks[max(0, at - 1) : at + 1]:
+            if abs(sent - other) < TICK_SPACING:
+                raise Violation(
+                    "ticks too close",
+                    f"{writer} sent an epoch tick at {sent:.3f}, {abs(sent - other):.3f} s "
+                    f"from {by}'s at {other:.3f} (the interval is {TICK_SECONDS:.0f} s)",
+                )
+        self._ticks.insert(at, (sent, writer))
 
     def _deleted(self, keys: tuple[str, ...], by: str) -> None:
         self.data.deleted(keys, by)

@@ -1,15 +1,14 @@
-"""The data path of the simulated cluster: the ticker that moves the
-cluster epoch, a producer writing shared L0 objects and registering each
-partition's chunk with its leader, and a collector computing ``M`` and
-deleting what it allows, all on the product's own code (``Controller``,
-``upload_l0``, ``TermWriter.submit``, ``collect_once``), plus the
-ghost record of what must never be lost.
+"""The data path of the simulated cluster: a producer writing shared L0
+objects and registering each partition's chunk with its leader, and a
+collector computing ``M`` and deleting what it allows, all on the
+product's own code (``Controller``, ``upload_l0``, ``TermWriter.submit``,
+``collect_once``), plus the ghost record of what must never be lost. (The
+epoch ticker runs in every node, as ``[epoch] ticker = true`` has it:
+``cluster.SimNode``.)
 
 Each is one simulated process with one task, the thin shell around the
 step the product takes:
 
-* the ticker: ``Controller.tick`` every ``TICK_SECONDS`` (the
-  ``watermarks/ticker.py`` thread's step);
 * the producer: every ``PRODUCE_SECONDS``, read the cluster epoch
   through an ``EpochCache`` (its TTL, 0 to 30 s, drawn from the seed: a
   stale epoch is what the partitions' windows must judge), upload one L0
@@ -76,6 +75,7 @@ if TYPE_CHECKING:
     from epochgc.simulate.cluster import World
 
 TICK_SECONDS = 5.0
+"""The nodes' ``[epoch] interval_seconds``."""
 MAX_EPOCH_CACHE_SECONDS = 30.0
 PRODUCE_SECONDS = 2.0
 COLLECT_SECONDS = 10.0
@@ -241,17 +241,6 @@ class _PeriodicRole:
 
     def step(self) -> None:
         raise NotImplementedError
-
-
-class SimTicker(_PeriodicRole):
-    """The cluster's one ticker process."""
-
-    every = TICK_SECONDS
-    failure = "ticker: tick failed"
-
-    def step(self) -> None:
-        epoch = self._controller.tick()
-        self._world.note(f"ticker: epoch {epoch}")
 
 
 class SimProducer(_PeriodicRole):

@@ -105,6 +105,8 @@ class Network:
         )
         """Called with the process and the keys a DeleteObjects confirmed
         when its answer was lost on the way back."""
+        self.landing_sent = 0.0
+        """When the request being applied now was sent (for ``on_landed``)."""
 
     def _active(self, kind: str, target: str) -> Fault | None:
         t = self.sched.now
@@ -153,6 +155,7 @@ class Network:
 
         def land() -> None:
             self.on_landing(process.name, task, op, key)
+            self.landing_sent = sent
             try:
                 box["ok"] = apply()
                 outcome = "ok"

@@ -34,6 +34,7 @@ Invariants:
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from epochgc.errors import (
@@ -213,9 +214,11 @@ class ConditionalAppendLog:
             return existing == payload
         raise RetriesExhaustedError(f"slot {key!r} stayed contested", None)
 
-    def append(self, payload: bytes) -> int:
+    def append(self, payload: bytes, *, before_each: Callable[[], None] | None = None) -> int:
         """Append at the next free slot, re-reading the tail after every lost
-        race; return the offset written.
+        race; return the offset written. ``before_each`` is called right
+        before every attempt and may raise to stop: a writer whose right to
+        write can run out while it retries (the epoch ticker's role).
 
         Raises:
             RetriesExhaustedError: lost the race more times than the policy allows.
@@ -224,6 +227,8 @@ class ConditionalAppendLog:
         offset = self.tail(refresh=self._known_tail is None) + 1
         while True:
             attempt += 1
+            if before_each is not None:
+                before_each()
             if self.append_at(offset, payload):
                 return offset
             if not self._append_policy.can_retry(attempt):

@@ -585,17 +585,22 @@ class Controller:
         """The cluster epoch: the controller log's newest offset (one LIST)."""
         return self._log.tail()
 
-    def tick(self) -> int:
+    def tick(self, still_allowed: Callable[[], None] | None = None) -> int:
         """Append an ``epoch_tick``; return the new epoch. Concurrent ticks are harmless.
 
         The tail is listed first (one LIST): a ticker taking the role back
         knows an old tail whose next slot may have been truncated since, and
         a tick written there is a late write nobody reads. One sent late
         anyway (a pause between the LIST and the PUT) only fails to move the
-        epoch, which the next tick does.
+        epoch, which the next tick does, provided its writer does not retry
+        at the next slot: ``still_allowed`` is called before every attempt
+        and raises once the ticker's role has run out (a holder paused past
+        its grant lost the slot to the new holder's tick, then wrote the
+        next one, two ticks a second apart: found by ``epochgc simulate``).
         """
         self._log.tail()
-        offset = self._log.append(encode_controller_entry(EpochTick(self._now(), self._nonce())))
+        entry = encode_controller_entry(EpochTick(self._now(), self._nonce()))
+        offset = self._log.append(entry, before_each=still_allowed)
         log.debug("epoch tick -> %d", offset)
         return offset
 

@@ -35,8 +35,10 @@ parameter):
   interval apart. It is tried again one interval later, like a late one.
 
 The driver ``EpochTicker`` checks the grant (by its own monotonic clock,
-no I/O) right before every append, so a holder that has lost the lease
-stops ticking at once; its ``stop()`` releases the lease, so a standby
+no I/O) right before every write of a tick, the retries after a lost slot
+included, so a holder that has lost the lease stops ticking at once (a
+holder paused past its grant once lost its slot to the new holder's tick
+and wrote the next one, two ticks a second apart); its ``stop()`` releases the lease, so a standby
 takes over at its next poll rather than after a TTL. Renewals are the
 lease manager's heartbeat, shared with the process's other leases.
 """
@@ -44,14 +46,13 @@ lease manager's heartbeat, shared with the process's other leases.
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
-from epochgc.errors import EpochGCError
+from epochgc.errors import EpochGCError, LeaseLostError
 from epochgc.leases.role_leases import LeaseManager
+from epochgc.runtime import SYSTEM, Flag, Runtime
 
 log = logging.getLogger(__name__)
 
@@ -156,33 +157,43 @@ class EpochTicker:
 
     Args:
         leases: this process's lease manager (its heartbeat renews the lease).
-        tick: appends one ``epoch_tick``; returns the new epoch.
+        tick: appends one ``epoch_tick``; returns the new epoch. It is
+            handed a check to call right before every write it tries
+            (``Controller.tick``'s ``still_allowed``), which raises
+            ``LeaseLostError`` once the role has run out.
         interval_seconds: ``[epoch] interval_seconds``.
         poll_seconds: how often a standby tries the lease (and a holder
             checks it still holds it); the lease renewal interval.
-        monotonic: injected monotonic clock (seconds).
+        monotonic: the monotonic clock (seconds); the runtime's by default.
+        runtime: the worker ``start`` runs the steps on, and the lock and
+            condition its waits and ``stop`` use.
     """
 
     def __init__(
         self,
         leases: LeaseManager,
-        tick: Callable[[], int],
+        tick: Callable[[Callable[[], None]], int],
         *,
         interval_seconds: float,
         poll_seconds: float,
         lease_name: str = TICKER_LEASE,
-        monotonic: Callable[[], float] = time.monotonic,
+        monotonic: Callable[[], float] | None = None,
+        runtime: Runtime = SYSTEM,
     ) -> None:
         self._leases = leases
         self._tick = tick
         self._schedule = TickSchedule(interval_seconds, poll_seconds)
         self._name = lease_name
-        self._monotonic = monotonic
+        self._monotonic = monotonic or runtime.monotonic
+        self._runtime = runtime
         self._held_since: float | None = None
         self._held_term: int | None = None
         self._last_tick_at: float | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._stop = Flag()
+        self._changed = runtime.condition(runtime.lock())
+        """Wakes the worker's wait early (``stop``) and ``stop`` when the
+        worker has ended."""
+        self._running = False
         self.ticks = 0
         """Ticks this process appended (the new epoch came back)."""
         self.failures = 0
@@ -251,7 +262,7 @@ class EpochTicker:
             self._held_since = self._held_term = None
             return
         try:
-            epoch = self._tick()
+            epoch = self._tick(self._still_holding)
         except EpochGCError as err:
             self.failures += 1
             log.warning("epoch tick failed (next try in one interval): %s", err)
@@ -263,37 +274,56 @@ class EpochTicker:
             # one interval after this one has landed.
             self._last_tick_at = self._monotonic()
 
+    def _still_holding(self) -> None:
+        """Before each write of a tick: the grant must still be valid (a
+        retry after a lost slot may come seconds after the first try)."""
+        if self._stop.is_set() or not self.held:
+            raise LeaseLostError(f"{self.holder} no longer holds the ticker role")
+
     # --- lifecycle -----------------------------------------------------------
 
     def start(self) -> None:
-        """Start competing for the role and ticking on a thread.
+        """Start competing for the role and ticking on a worker of the
+        runtime (a daemon thread in production).
 
         Raises:
             RuntimeError: already started.
         """
-        if self._thread is not None:
-            raise RuntimeError("epoch ticker already running")
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="epochgc-epoch-ticker", daemon=True)
-        self._thread.start()
+        with self._changed:
+            if self._running:
+                raise RuntimeError("epoch ticker already running")
+            self._stop = Flag()
+            self._running = True
+        self._runtime.spawn("epochgc-epoch-ticker", self._run)
 
     def stop(self, *, release: bool = True) -> None:
         """Stop ticking (a tick in flight finishes first), then release the
         lease so a standby takes over at once. Idempotent."""
-        self._stop.set()
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join()
+        with self._changed:
+            self._stop.set()
+            self._changed.notify_all()
+            while self._running:
+                self._changed.wait()
         if release and self._held_since is not None:
             self._leases.release(self._name)
         self._held_since = self._held_term = None
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                wait = self.run_once()
-            except Exception:
-                # A ticker that dies silently is worse than one that keeps trying.
-                log.exception("epoch ticker step failed; trying again")
-                wait = self._schedule.poll_seconds
-            self._stop.wait(wait)
+        """The shell: ``run_once``, then wait what it said (or until
+        ``stop``), until stopped."""
+        stop = self._stop
+        try:
+            while not stop.is_set():
+                try:
+                    wait = self.run_once()
+                except Exception:
+                    # A ticker that dies silently is worse than one that keeps trying.
+                    log.exception("epoch ticker step failed; trying again")
+                    wait = self._schedule.poll_seconds
+                with self._changed:
+                    if not stop.is_set():
+                        self._changed.wait(wait)
+        finally:
+            with self._changed:
+                self._running = False
+                self._changed.notify_all()

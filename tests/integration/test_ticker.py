@@ -92,9 +92,9 @@ class Eligible:
         controller = Controller(store, ROOT)
         lock = threading.Lock()
 
-        def tick() -> int:
+        def tick(still_allowed: Callable[[], None]) -> int:
             started = time.monotonic()
-            epoch = controller.tick()
+            epoch = controller.tick(still_allowed)
             with lock:
                 ticks.append((started, time.monotonic(), name))
             return epoch

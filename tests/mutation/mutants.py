@@ -214,6 +214,22 @@ MUTANTS = (
         "the deletion record lists the keys DeleteObjects confirmed, not the batch sent "
         "(issue's mutant 3)",
     ),
+    Mutant(
+        "ticker-ticks-on-taking",
+        "epochgc/watermarks/ticker.py",
+        "since = held_since if last_tick_at is None else max(held_since, last_tick_at)",
+        "since = held_since - self.interval_seconds if last_tick_at is None "
+        "else max(held_since, last_tick_at)",
+        "a new holder of the ticker role waits an interval before its first tick",
+    ),
+    Mutant(
+        "tick-retried-unchecked",
+        "epochgc/storage/cas_log.py",
+        "            if before_each is not None:\n                before_each()\n",
+        "",
+        "a ticker re-checks its grant before retrying a tick whose slot it lost "
+        "(the defect seed 41 found)",
+    ),
 )
 
 

@@ -4,8 +4,8 @@ simulate`` can run it on virtual time from one seed.
 
 Read with ``ast`` from the source, like the layering test. ``PROTOCOL``
 lists the packages and modules already moved onto the runtime: every one
-the simulation runs. The rest of the protocol code (the ticker, the node's
-supervisor, the daemon's jobs, the producer) joins it as the simulation
+the simulation runs. The rest of the protocol code (the node's supervisor,
+the daemon's jobs, the producer) joins it as the simulation
 grows to cover it (issue 39), and this list with it. The thin shells that
 may touch the real things are named in ``SHELLS``; ``LEAF_LOCKS`` names
 the modules whose only use of ``threading`` is a ``threading.Lock`` held
@@ -51,6 +51,11 @@ PROTOCOL = (
     "epochgc/gc/janitor.py",
     "epochgc/gc/listing",
     "epochgc/progress.py",
+    "epochgc/periodic.py",
+    "epochgc/watermarks/ticker.py",
+    "epochgc/events.py",
+    "epochgc/gc/plan_file.py",
+    "epochgc/storage/request_stats.py",
 )
 """Packages and modules that must go through the runtime."""
 
@@ -74,6 +79,9 @@ LEAF_LOCKS = {
     "epochgc/gc/pause.py": "the set of held jobs; on_change is called after it is released",
     "epochgc/gc/future_times.py": "the writers already warned about",
     "epochgc/progress.py": "the counts, and the log line written from them",
+    "epochgc/events.py": "the tuple of subscriptions (publishing reads it without the lock)",
+    "epochgc/gc/plan_file.py": "the Parquet writer of a plan or record (a local file)",
+    "epochgc/storage/request_stats.py": "the request counters",
 }
 """Modules that may take a ``threading.Lock`` (and nothing else of
 ``threading``), and what it guards."""
@@ -188,3 +196,40 @@ def test_the_check_finds_each_kind_of_escape(line: str) -> None:
 
 def test_a_seeded_stream_handed_in_is_allowed_in_the_simulation() -> None:
     assert offences("import random\nrng = random.Random(7)", allow_random_type=True) == []
+
+
+def _epochgc_imports(path: Path) -> set[Path]:
+    """The files of the ``epochgc`` modules ``path`` imports."""
+    found: set[Path] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        for name in names:
+            if not name.startswith("epochgc"):
+                continue
+            base = REPO / name.replace(".", "/")
+            for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+                if candidate.is_file():
+                    found.add(candidate)
+    return found
+
+
+def test_what_protocol_code_imports_keeps_to_the_runtime_too() -> None:
+    """A protocol module that calls into an ``epochgc`` module outside the
+    list would reach real threads or clocks through it (the role leases'
+    heartbeat did, through ``periodic.py``): every module protocol code
+    imports is protocol code, a shell, or free of the forbidden calls."""
+    protocol = set(protocol_files())
+    escapes: list[str] = []
+    for path in sorted(protocol):
+        for imported in sorted(_epochgc_imports(path) - protocol):
+            relative = str(imported.relative_to(REPO))
+            if relative == "epochgc/runtime.py":
+                continue
+            found = offences(imported.read_text(), relative)
+            if found:
+                escapes.append(f"{path.relative_to(REPO)} imports {relative}: {found[0]}")
+    assert escapes == []

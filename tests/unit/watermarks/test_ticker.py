@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import pytest
@@ -13,6 +14,9 @@ from hypothesis import strategies as st
 
 from epochgc.errors import TransientStorageError
 from epochgc.leases.role_leases import LeaseGrant
+from epochgc.runtime import Runtime
+from epochgc.simulate.memory_store import MemoryStore
+from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.ticker import EpochTicker, TickAction, TickSchedule
 from tests.support.clocks import SetClock
 
@@ -163,7 +167,7 @@ def driver(
 ) -> tuple[EpochTicker, list[float]]:
     ticked: list[float] = []
 
-    def default_tick() -> int:
+    def default_tick(_still_allowed: Callable[[], None]) -> int:
         ticked.append(clock())
         return len(ticked)
 
@@ -222,7 +226,7 @@ def test_a_failed_tick_is_retried_one_interval_later() -> None:
     leases = FakeLeases(clock)
     calls: list[float] = []
 
-    def flaky() -> int:
+    def flaky(_still_allowed: Callable[[], None]) -> int:
         calls.append(clock())
         if len(calls) == 1:
             raise TransientStorageError("lost answer")
@@ -249,3 +253,51 @@ def test_stop_releases_the_role_only_if_held() -> None:
     ticker.stop()  # idempotent
     assert leases.released == 1
     assert ticker.run_once() == 2 and not ticker.held, "a stopped ticker takes no role"
+
+
+class _PausedBeforeThePut(MemoryStore):
+    """The bucket, where the ticker's first PUT of a controller entry is
+    held back (the process was paused after listing the tail): meanwhile
+    ``meanwhile`` runs (the role changes hands, the new holder ticks)."""
+
+    def __init__(self, meanwhile: Callable[[], None]) -> None:
+        super().__init__()
+        self._meanwhile: Callable[[], None] | None = meanwhile
+
+    def put_if_absent(
+        self, key: str, body: bytes, *, metadata: Mapping[str, str] | None = None
+    ) -> str:
+        if self._meanwhile is not None and "/meta/controller/" in key:
+            meanwhile, self._meanwhile = self._meanwhile, None
+            meanwhile()
+        return super().put_if_absent(key, body, metadata=metadata)
+
+
+def test_a_tick_that_lost_its_slot_is_not_retried_once_the_role_has_run_out() -> None:
+    """Found by ``epochgc simulate`` (seed 41): a holder paused between
+    listing the controller log's tail and writing its tick woke after its
+    grant had ended; its write lost the slot to the new holder's tick, and
+    the retry appended at the next slot: two ticks 1.2 s apart."""
+    clock = SetClock(0.0)
+    leases = FakeLeases(clock)
+
+    def paused_past_the_grant_and_deposed() -> None:
+        assert leases.valid_until is not None
+        clock.at = leases.valid_until + 30.0
+        Controller(store, "epochgc").tick()  # the new holder's first tick
+
+    store = _PausedBeforeThePut(paused_past_the_grant_and_deposed)
+    runtime = Runtime(monotonic=clock, sleep=lambda seconds: None)
+    ticker = EpochTicker(
+        leases,
+        Controller(store, "epochgc", runtime=runtime).tick,
+        interval_seconds=10,
+        poll_seconds=2,
+        monotonic=clock,
+    )
+    ticker.run_once()  # takes the role at 0
+    clock.at = 10.0
+    ticker.run_once()  # due: lists the tail, then the pause
+    ticks = [key for key in (o.key for o in store.list_objects("epochgc/meta/controller/"))]
+    assert len(ticks) == 1, f"the deposed holder's retry wrote a second tick: {ticks}"
+    assert (ticker.ticks, ticker.failures) == (0, 1)
