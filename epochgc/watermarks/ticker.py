@@ -52,7 +52,8 @@ from enum import Enum
 
 from epochgc.errors import EpochGCError, LeaseLostError
 from epochgc.leases.role_leases import LeaseManager
-from epochgc.runtime import SYSTEM, Flag, Runtime
+from epochgc.periodic import StepLoop
+from epochgc.runtime import SYSTEM, Runtime
 
 log = logging.getLogger(__name__)
 
@@ -185,15 +186,19 @@ class EpochTicker:
         self._schedule = TickSchedule(interval_seconds, poll_seconds)
         self._name = lease_name
         self._monotonic = monotonic or runtime.monotonic
-        self._runtime = runtime
         self._held_since: float | None = None
         self._held_term: int | None = None
         self._last_tick_at: float | None = None
-        self._stop = Flag()
-        self._changed = runtime.condition(runtime.lock())
-        """Wakes the worker's wait early (``stop``) and ``stop`` when the
-        worker has ended."""
-        self._running = False
+        self._loop = StepLoop(
+            "epoch-ticker",
+            self.run_once,
+            first_wait=0.0,
+            # A ticker that dies silently is worse than one that keeps trying.
+            error_wait=self._schedule.poll_seconds,
+            error_message="epoch ticker step failed; trying again",
+            logger=log,
+            runtime=runtime,
+        )
         self.ticks = 0
         """Ticks this process appended (the new epoch came back)."""
         self.failures = 0
@@ -236,7 +241,7 @@ class EpochTicker:
         if self._held_since is not None:
             log.warning("%s lost the ticker role: no more ticks from here", self.holder)
             self._held_since = self._held_term = None
-        if self._stop.is_set():
+        if self._loop.stopping:
             return
         try:
             grant = self._leases.try_acquire(self._name)
@@ -258,7 +263,7 @@ class EpochTicker:
     def _tick_now(self) -> None:
         # The check is local (our monotonic clock against the grant), so it
         # sits right before the append: no tick once the grant has run out.
-        if self._stop.is_set() or not self.held:
+        if self._loop.stopping or not self.held:
             self._held_since = self._held_term = None
             return
         try:
@@ -277,7 +282,7 @@ class EpochTicker:
     def _still_holding(self) -> None:
         """Before each write of a tick: the grant must still be valid (a
         retry after a lost slot may come seconds after the first try)."""
-        if self._stop.is_set() or not self.held:
+        if self._loop.stopping or not self.held:
             raise LeaseLostError(f"{self.holder} no longer holds the ticker role")
 
     # --- lifecycle -----------------------------------------------------------
@@ -289,41 +294,12 @@ class EpochTicker:
         Raises:
             RuntimeError: already started.
         """
-        with self._changed:
-            if self._running:
-                raise RuntimeError("epoch ticker already running")
-            self._stop = Flag()
-            self._running = True
-        self._runtime.spawn("epochgc-epoch-ticker", self._run)
+        self._loop.start()
 
     def stop(self, *, release: bool = True) -> None:
         """Stop ticking (a tick in flight finishes first), then release the
         lease so a standby takes over at once. Idempotent."""
-        with self._changed:
-            self._stop.set()
-            self._changed.notify_all()
-            while self._running:
-                self._changed.wait()
+        self._loop.stop()
         if release and self._held_since is not None:
             self._leases.release(self._name)
         self._held_since = self._held_term = None
-
-    def _run(self) -> None:
-        """The shell: ``run_once``, then wait what it said (or until
-        ``stop``), until stopped."""
-        stop = self._stop
-        try:
-            while not stop.is_set():
-                try:
-                    wait = self.run_once()
-                except Exception:
-                    # A ticker that dies silently is worse than one that keeps trying.
-                    log.exception("epoch ticker step failed; trying again")
-                    wait = self._schedule.poll_seconds
-                with self._changed:
-                    if not stop.is_set():
-                        self._changed.wait(wait)
-        finally:
-            with self._changed:
-                self._running = False
-                self._changed.notify_all()
