@@ -99,11 +99,9 @@ class CollectorGhost:
     # --- what the collector's rounds report ---------------------------------------
 
     def round_starts(self) -> None:
+        """A round begins: its tasks and its deletions are new."""
         self._deleted = set()
         self._unanswered = set()
-        self._previous = {}
-
-    def round_ends(self) -> None:
         self._previous = {}
 
     def check_record(self, summary: RunSummary) -> None:

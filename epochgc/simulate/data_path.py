@@ -315,8 +315,6 @@ class SimCollector(_PeriodicRole):
         except CollectorPausedError as err:
             self._world.note(f"collector: {err}")
             return
-        finally:
-            self._world.collector_ghost.round_ends()
         summary = outcome.summary
         self._world.collector_ghost.check_record(summary)
         if outcome.paused is None:
