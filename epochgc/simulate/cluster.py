@@ -10,11 +10,16 @@ real node runs around the same steps:
   renew interval (``PeriodicThread`` in production);
 * the ownership loop: ``ensure_lease`` then ``NodeOwnership.run_round``,
   paced by ``ownership.pacing`` as the node paces it;
-* the leading loop (``reconciler/leadership.py`` and ``duties.py``):
-  every partition in ``owned()`` not yet led at its term is led with
+* the leading loop (``reconciler/node.py``'s round, ``leadership.py``
+  and ``duties.py``): every step reads the controller view first (the
+  live partitions are those of live epochgc topics; the ownership loop
+  waits for the first read and balances those); on a failed read the last
+  view stands and nothing new is led; every partition in ``owned()`` and
+  live not yet led at its term is led with
   ``start_leading`` (the real ``PartitionReplica`` and ``TermWriter``,
   raising the record's term above a log that holds it); one it no longer
-  owns at that term, or whose writer failed, is dropped; every
+  owns at that term, whose writer failed or whose topic is gone is
+  dropped; every
   ``RECONCILE_EVERY_TICKS`` each led partition is reconciled
   (``Reconciler.reconcile_once``: L0 to L1, then ``advance_reconciled``),
   an idle one gets ``advance_epoch``, and the node report with each led
@@ -34,7 +39,10 @@ objects landed. Invariants:
 * ``two leaders in one term``: the entries of one term of a partition log
   are all written by one process;
 * ``deleted too soon`` and ``record lost`` (``data_path.DataGhost``);
-* after the heal phase: every partition is owned and led by a live node
+* ``incarnation ended without a delete naming it`` (``topic_ghost``:
+  judged after every topic entry that lands and every deletion);
+* after the heal phase: every partition of a live topic is owned and led
+  by a live node
   (``unled``), no ownership record names a live incarnation that does
   not own it (``orphaned``), and no node owns a partition whose record
   names another (``owned against its record``).
@@ -58,6 +66,7 @@ from epochgc.leases.timing import LeasePolicy
 from epochgc.ownership.node_ownership import NodeOwnership
 from epochgc.ownership.pacing import OwnershipPacing, stale_look_fraction
 from epochgc.reconciler.reconcile import Reconciler
+from epochgc.reconciler.topics import epochgc_topics
 from epochgc.runtime import Future, Runtime
 from epochgc.simulate.collector_ghost import CollectorGhost
 from epochgc.simulate.data_path import (
@@ -68,8 +77,10 @@ from epochgc.simulate.data_path import (
     SimCollector,
     SimProducer,
 )
+from epochgc.simulate.fault_schedule import RECREATE_DELAY_SECONDS
 from epochgc.simulate.operator import SimOperator
 from epochgc.simulate.simulated_store import EPOCH_ORIGIN, Network, StoreView
+from epochgc.simulate.topic_ghost import TopicGhost
 from epochgc.simulate.virtual_time import Process, Scheduler
 from epochgc.storage.keys import (
     PartitionId,
@@ -77,10 +88,12 @@ from epochgc.storage.keys import (
     controller_snapshot_key,
     gc_control_key,
     owner_key,
+    parse_log_entry_key,
+    parse_partition_meta_key,
     partition_log_prefix,
 )
 from epochgc.storage.object_store import get_or_none, head_or_none
-from epochgc.watermarks.controller import Controller
+from epochgc.watermarks.controller import Controller, ControllerView
 from epochgc.watermarks.controller_codec import EpochTick, decode_controller_entry
 from epochgc.watermarks.partition.codec import decode_command
 from epochgc.watermarks.partition.commands import AdvanceEpoch, Placeholders
@@ -179,6 +192,11 @@ class SimNode:
         )
         self._moved_at: dict[PartitionId, tuple[int, float]] = {}
         self.leaving = False
+        self.view: ControllerView | None = None
+        """The controller view the last leading step read."""
+        self.live: frozenset[PartitionId] | None = None
+        """The partitions of live epochgc topics, as of ``view`` (``None``
+        until the first read: the ownership loop waits for it)."""
 
     def leads(self, pid: PartitionId) -> bool:
         """Leads ``pid`` at the term its ownership gives it now."""
@@ -210,6 +228,9 @@ class SimNode:
         pacing = OwnershipPacing(settings.round_seconds, stale_look_fraction(self.node_id))
         while not self.leaving:
             report = None
+            if self.live is None:
+                self.runtime.sleep(LEAD_INTERVAL_SECONDS)
+                continue
             try:
                 if not self.lease.is_valid():
                     if not self.ownership.ensure_lease():
@@ -217,7 +238,7 @@ class SimNode:
                         continue
                     self.world.note(f"{self.process.name} node lease {self.lease.incarnation}")
                     self.runtime.sleep(settings.round_seconds)
-                report = self.ownership.run_round(settings.partitions)
+                report = self.ownership.run_round(self.live)
                 if report.taken or report.taken_over or report.handed_back or report.lost:
                     self.world.note(
                         f"{self.process.name} round: took {report.taken}, took over "
@@ -234,18 +255,37 @@ class SimNode:
         ticks = 0
         while not self.leaving:
             ticks += 1
-            self._drop_lost()
-            for pid in sorted(self.ownership.owned() - set(self.writers), key=str):
-                self._lead(pid)
+            fresh = self._read_view()
+            live = self.live or frozenset()
+            self._drop_lost(live)
+            if fresh:
+                for pid in sorted((self.ownership.owned() & live) - set(self.writers), key=str):
+                    self._lead(pid)
             if ticks % RECONCILE_EVERY_TICKS == 0 and self.writers:
-                self._duties()
+                self._duties(None if self.view is None else self.view.offset)
             self.runtime.sleep(LEAD_INTERVAL_SECONDS)
 
-    def _drop_lost(self) -> None:
+    def _read_view(self) -> bool:
+        """Catch up with the controller log, as every round of the node
+        does: the live partitions are those of live epochgc topics. On a
+        failed read the last view stands, and nothing new is led on it
+        (its topic may be gone); whether the read succeeded."""
+        try:
+            view = self.controller.snapshot()
+        except EpochGCError as err:
+            self.world.note(f"{self.process.name} controller unreadable: {err}")
+            return False
+        self.view = view
+        topics = epochgc_topics(view.topics)
+        self.live = frozenset(pid for info in topics.values() for pid in info.partition_ids())
+        return True
+
+    def _drop_lost(self, live: frozenset[PartitionId]) -> None:
         """Step down where the record no longer gives us the term we lead
-        at, or the writer failed (its term is spent: ``_lead`` raises)."""
+        at, the writer failed (its term is spent: ``_lead`` raises), or the
+        topic incarnation is no longer live."""
         for pid, writer in list(self.writers.items()):
-            if self.ownership.term(pid) != writer.term or writer.is_broken:
+            if self.ownership.term(pid) != writer.term or writer.is_broken or pid not in live:
                 del self.writers[pid]
                 self._moved_at.pop(pid, None)
 
@@ -278,13 +318,9 @@ class SimNode:
         self.writers[pid] = writer
         self.world.note(f"{self.process.name} leads {pid} at term {writer.term}")
 
-    def _duties(self) -> None:
-        """Reconcile, keep idle partitions moving, publish the report."""
-        try:
-            cluster_epoch = self.controller.current_epoch()
-        except EpochGCError as err:
-            self.world.note(f"{self.process.name} cannot read the epoch: {err}")
-            cluster_epoch = None
+    def _duties(self, cluster_epoch: int | None) -> None:
+        """Reconcile, keep idle partitions moving (``cluster_epoch``: the
+        view's offset, when this step read it), publish the report."""
         for pid, writer in sorted(self.writers.items(), key=lambda item: str(item[0])):
             if writer.is_broken:
                 continue
@@ -383,8 +419,15 @@ class World:
         so processes that died or were replaced drop out."""
         self.term_writers: dict[tuple[PartitionId, int], str] = {}
         """(partition, term) -> the process whose entries that term holds."""
-        self._log_prefixes = {partition_log_prefix(ROOT, pid): pid for pid in settings.partitions}
-        self.data = DataGhost(ROOT, Violation)
+        self.topics = TopicGhost(ROOT, Violation)
+        self._topic_reader = Controller(
+            network.bucket,
+            ROOT,
+            runtime=Runtime(wall=self.sched_wall, request_pool=lambda _workers, _name: None),
+        )
+        """The product's controller view, read straight from the bucket (the
+        ghost's: no request of a process) after every topic entry lands."""
+        self.data = DataGhost(ROOT, Violation, ended=self.topics.is_ended)
         self.collector_ghost = CollectorGhost(ROOT, network.bucket, Violation)
         self._control_key = gc_control_key(ROOT)
         self._controller_prefix = controller_log_prefix(ROOT)
@@ -398,6 +441,7 @@ class World:
         self._create_topics()
         self.operator: SimOperator | None = None
         self.operator_pauses = 0
+        self.topic_operators: dict[str, SimOperator] = {}
         self.overruled: dict[PartitionId, set[str]] = {}
         """Partitions an outside writer took from the processes named, which
         own them until they next read the record (up to 1.5 relist
@@ -416,6 +460,12 @@ class World:
             info = controller.create_topic(name, partitions=len(wanted))
             if set(info.partition_ids()) != wanted:
                 raise ValueError(f"topic {name} was created as {info}, not as the settings say")
+        for stored in self.network.bucket.list_objects(self._controller_prefix):
+            if stored.key != self._controller_snapshot:
+                self._controller_entry(
+                    stored.key, self.network.bucket.get(stored.key).body, check=False
+                )
+        self.topics.check_view(self._topic_reader.snapshot())
 
     def runtime_for(self, process: Process, *, wall_offset_seconds: float) -> Runtime:
         """A process's runtime: its monotonic clock (own origin, drift up to
@@ -469,6 +519,31 @@ class World:
         self.operator_pauses += 1
         who = f"operator-{self.operator_pauses}"
         self.sched.spawn(operator.process, who, lambda: operator.pause_for(seconds, who))
+
+    def topic_race(self, racer: str, pick: float, partitions: int) -> None:
+        """``topic_race``: ``racer`` deletes a topic; just after it has read
+        the view, another operator deletes and recreates the same topic
+        with ``partitions`` partitions."""
+        name = TOPICS[min(int(pick * len(TOPICS)), len(TOPICS) - 1)]
+        racing = self._topic_operator(racer)
+        recreating = self._topic_operator("topic-operator")
+        self.sched.spawn(racing.process, racer, lambda: racing.delete_topic(name, racer))
+        self.sched.spawn(
+            recreating.process,
+            f"recreate-{name}",
+            lambda: recreating.recreate_topic(name, partitions, "topic-operator"),
+            delay=RECREATE_DELAY_SECONDS,
+        )
+
+    def _topic_operator(self, name: str) -> SimOperator:
+        """The operator process ``name`` (started at its first command)."""
+        operator = self.topic_operators.get(name)
+        if operator is None:
+            process = Process(name)
+            runtime = self.runtime_for(process, wall_offset_seconds=60.0)
+            operator = SimOperator(self, runtime, StoreView(self.network, name, process), process)
+            self.topic_operators[name] = operator
+        return operator
 
     def append_at_leader(self, pid: PartitionId, command: Placeholders) -> Outcome | str:
         """A producer's request to the process leading ``pid`` (found the
@@ -545,7 +620,10 @@ class World:
         node's current incarnation is left out: only a protocol
         participant knows it, and a node never reads a record outside its
         share that it did not write."""
-        partitions = self.settings.partitions
+        partitions = self.topics.live_partitions()
+        if not partitions:
+            self.note("outside writer: no live partition to rewrite")
+            return
         pid = partitions[min(int(pick * len(partitions)), len(partitions) - 1)]
         key = owner_key(ROOT, pid)
         stored = get_or_none(self.network.bucket, key)
@@ -579,19 +657,28 @@ class World:
             self.collector_ghost.control_landed(body, self.sched.now)
             return
         if key.startswith(self._controller_prefix) and key != self._controller_snapshot:
-            if isinstance(decode_controller_entry(body), EpochTick):
+            if self._controller_entry(key, body):
                 self._tick_sent(self.network.landing_sent, writer)
             return
-        for prefix, pid in self._log_prefixes.items():
-            if key.startswith(prefix):
-                term = decode_command(body).term
-                first = self.term_writers.setdefault((pid, term), writer)
-                if first != writer:
-                    raise Violation(
-                        "two leaders in one term",
-                        f"{pid} term {term}: entries of {first} and {writer}",
-                    )
-                return
+        pid = parse_partition_meta_key(key, ROOT)
+        if pid is not None and key.startswith(partition_log_prefix(ROOT, pid)):
+            term = decode_command(body).term
+            first = self.term_writers.setdefault((pid, term), writer)
+            if first != writer:
+                raise Violation(
+                    "two leaders in one term",
+                    f"{pid} term {term}: entries of {first} and {writer}",
+                )
+
+    def _controller_entry(self, key: str, body: bytes, *, check: bool = True) -> bool:
+        """A controller entry landed: a topic entry goes to the topic
+        ghost, which then judges the product's view (with ``check``);
+        whether it was an epoch tick."""
+        entry = decode_controller_entry(body)
+        offset = parse_log_entry_key(key, self._controller_prefix)
+        if offset is not None and self.topics.entry_landed(offset, entry) and check:
+            self.topics.check_view(self._topic_reader.snapshot())
+        return isinstance(entry, EpochTick)
 
     def _tick_sent(self, sent: float, writer: str) -> None:
         """An ``epoch_tick`` landed, sent at ``sent``: ticks are at least an
@@ -607,6 +694,7 @@ class World:
         self._ticks.insert(at, (sent, writer))
 
     def _deleted(self, keys: tuple[str, ...], by: str) -> None:
+        self.topics.deleted(keys, by)
         self.data.deleted(keys, by)
         self.collector_ghost.deleted(keys, by)
 
@@ -676,7 +764,7 @@ class World:
         bucket = self.network.bucket
         live = self.live_nodes()
         unled: list[PartitionId] = []
-        for pid in self.settings.partitions:
+        for pid in self.topics.live_partitions():
             stored = get_or_none(bucket, owner_key(ROOT, pid))
             named: dict[str, object] = {} if stored is None else json.loads(stored.body)
             for node in live:

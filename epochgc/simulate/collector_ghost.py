@@ -24,7 +24,7 @@ from collections.abc import Callable
 from epochgc.gc.control import decode_control, paused_message
 from epochgc.gc.deletion_record import deleted_keys
 from epochgc.gc.run_report import RunSummary
-from epochgc.storage.keys import gc_control_key
+from epochgc.storage.keys import gc_control_key, parse_l0_key
 from epochgc.storage.object_store import ObjectStore
 
 COLLECTOR = "collector"
@@ -87,14 +87,18 @@ class CollectorGhost:
         self._previous[task] = ("control" if is_control_read else op, paused)
 
     def deleted(self, keys: tuple[str, ...], process: str) -> None:
-        """Keys a DeleteObjects of ``process`` confirmed as it landed."""
+        """Keys a DeleteObjects of ``process`` confirmed as it landed (L0
+        keys: the janitor's are no part of the record)."""
         if process == COLLECTOR:
-            self._deleted.update(keys)
+            self._deleted.update(self._l0(keys))
 
     def answer_lost(self, process: str, keys: tuple[str, ...]) -> None:
         """The answer to a DeleteObjects that landed never reached ``process``."""
         if process == COLLECTOR:
-            self._unanswered.update(keys)
+            self._unanswered.update(self._l0(keys))
+
+    def _l0(self, keys: tuple[str, ...]) -> list[str]:
+        return [key for key in keys if parse_l0_key(key, self._root) is not None]
 
     # --- what the collector's rounds report ---------------------------------------
 

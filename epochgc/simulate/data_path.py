@@ -52,8 +52,11 @@ from typing import TYPE_CHECKING
 
 from epochgc.errors import CollectorPausedError, EpochGCError
 from epochgc.gc.collection_round import CollectSettings, collect_once
-from epochgc.gc.pause import PauseGuard
+from epochgc.gc.control import DeletingJob
+from epochgc.gc.janitor import Janitor
+from epochgc.gc.pause import GuardedStore, PauseGuard
 from epochgc.ingest.upload import upload_l0
+from epochgc.reconciler.topics import epochgc_topics
 from epochgc.runtime import Runtime
 from epochgc.simulate.simulated_store import EPOCH_ORIGIN
 from epochgc.simulate.virtual_time import Process
@@ -79,6 +82,9 @@ TICK_SECONDS = 5.0
 MAX_EPOCH_CACHE_SECONDS = 30.0
 PRODUCE_SECONDS = 2.0
 COLLECT_SECONDS = 10.0
+JANITOR_EVERY_ROUNDS = 3
+"""The collector's round passes its janitor every third round (the
+daemon: every ``maintenance_interval_seconds``)."""
 SHARDS = 4
 APPEND_ANSWER_SECONDS = 10.0
 """How long the producer waits for a leader's answer before giving up on
@@ -123,9 +129,18 @@ class AppliedChunk:
 class DataGhost:
     """What must never be lost, known to no process (module docstring)."""
 
-    def __init__(self, root: str, violation: Callable[[str, str], BaseException]) -> None:
+    def __init__(
+        self,
+        root: str,
+        violation: Callable[[str, str], BaseException],
+        *,
+        ended: Callable[[PartitionId], bool],
+    ) -> None:
         self._root = root
         self._violation = violation
+        self._ended = ended
+        """Whether a partition's topic incarnation was ended by a delete that
+        named it: its records are then no longer promised to anyone."""
         self.applied: dict[str, list[AppliedChunk]] = {}
         """L0 key -> the applied chunks in it."""
         self.l1: dict[PartitionId, _Coverage] = {}
@@ -164,7 +179,7 @@ class DataGhost:
                 continue
             self.deleted_l0 += 1
             for chunk in self.applied.get(key, ()):
-                if not self.in_l1(chunk):
+                if not self.in_l1(chunk) and not self._ended(chunk.pid):
                     raise self._violation(
                         "deleted too soon",
                         f"{by} deleted {key} while records {chunk.first}..{chunk.last} of "
@@ -175,7 +190,7 @@ class DataGhost:
         """After the heal phase: every applied record can still be read."""
         for key, chunks in self.applied.items():
             for chunk in chunks:
-                if not self.in_l1(chunk) and not exists(key):
+                if not self.in_l1(chunk) and not self._ended(chunk.pid) and not exists(key):
                     raise self._violation(
                         "record lost",
                         f"records {chunk.first}..{chunk.last} of {chunk.pid} (applied by "
@@ -256,7 +271,13 @@ class SimProducer(_PeriodicRole):
         self._sequence = 0
 
     def step(self) -> None:
-        partitions = self._world.settings.partitions
+        view = self._controller.snapshot()
+        partitions = sorted(
+            (pid for info in epochgc_topics(view.topics).values() for pid in info.partition_ids()),
+            key=str,
+        )
+        if not partitions:
+            return
         picked = sorted(
             {partitions[int(self._runtime.unit_random() * len(partitions))] for _ in range(3)},
             key=str,
@@ -298,9 +319,13 @@ class SimCollector(_PeriodicRole):
             shard_concurrency=1 + int(runtime.unit_random() * 4),
             delete_concurrency=1 + int(runtime.unit_random() * 3),
         )
+        self._janitor = Janitor(GuardedStore(store, self._guard, DeletingJob.JANITOR), world.root)
+        self._rounds = 0
 
     def step(self) -> None:
         self._world.collector_ghost.round_starts()
+        self._rounds += 1
+        janitor_due = self._rounds % JANITOR_EVERY_ROUNDS == 0
         try:
             outcome = collect_once(
                 self._store,
@@ -310,6 +335,7 @@ class SimCollector(_PeriodicRole):
                 tracker=self._tracker,
                 controller=self._controller,
                 guard=self._guard,
+                janitor=self._janitor if janitor_due else None,
                 runtime=self._runtime,
             )
         except CollectorPausedError as err:

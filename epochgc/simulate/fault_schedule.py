@@ -30,6 +30,12 @@ The kinds are the faults a real S3 and real processes produce:
   the rest are deleted;
 * ``operator_pause``: an operator runs ``gc pause``, then ``gc resume``
   so many seconds later; two that overlap are two operators racing;
+* ``topic_race``: an operator deletes a topic and creates it again at
+  once, while a second operator (the fault's target) deletes the same
+  topic, having read the view just before; the second one's writes land
+  ``late_by`` seconds late (a ``late_landing`` fault of writes only, drawn
+  with it), so its delete, naming the revision it read, tends to land
+  after the recreate, where it must end nothing;
 * ``late_then_cut`` (two faults together): one node's requests land 3 to 5
   s late for a while, and as that ends a peer is cut off from the store
   (a brownout of all its requests). The node then judges the peer's last
@@ -61,7 +67,14 @@ KINDS = (
     "duplicate",
     "operator_pause",
     "key_errors",
+    "topic_race",
 )
+TOPIC_RACE_SECONDS = 20.0
+"""How long the racing operator's requests land late: its delete, a lost
+slot, its back-off and a second slot fit in it."""
+RECREATE_DELAY_SECONDS = 0.01
+"""How long after the racing operator starts the recreating one does
+(the racer has read the view by then; its write has not landed)."""
 
 
 @dataclass(frozen=True)
@@ -80,12 +93,21 @@ class Fault:
     late_by: float = 0.0
     """For ``late_landing``: how late every request lands (``0``: each
     request draws its own delay from ``LATE_LANDING_SECONDS``)."""
+    count: int = 0
+    """For ``topic_race``: the recreated topic's partitions."""
+    writes_only: bool = False
+    """For ``late_landing``: only writes land late (a slow upload, a PUT
+    retried after a timeout); reads land on time."""
 
     def describe(self) -> str:
         who = self.target or "everyone"
         rate = f" ({self.rate:.0%} of requests)" if self.rate else ""
         late = f" ({self.late_by:.2f}s late)" if self.late_by else ""
-        return f"{self.at:7.2f}s {self.kind} {who} for {self.seconds:.2f}s{rate}{late}"
+        count = f" ({self.count} partitions)" if self.count else ""
+        writes = " (writes only)" if self.writes_only else ""
+        return (
+            f"{self.at:7.2f}s {self.kind} {who} for {self.seconds:.2f}s{rate}{late}{count}{writes}"
+        )
 
     def covers(self, t: float, target: str) -> bool:
         """Active at ``t`` for a process of node ``target``."""
@@ -153,4 +175,23 @@ def draw_schedule(
     for _ in range(rng.randint(0, 3)):
         target = rng.choice(["", COLLECTOR])
         add("key_errors", rng.uniform(10.0, 60.0), target, rng.choice((0.1, 0.5)))
+    # Drawn after those, for the same reason. Well before the end: the
+    # recreated topic's partitions are led and reported before the heal.
+    for race in range(rng.randint(0, 2)):
+        racer = f"topic-racer-{race + 1}"
+        at = rng.uniform(5.0, until - 120.0)
+        late_by = rng.uniform(0.5, 3.0)
+        faults.append(
+            Fault(
+                "topic_race",
+                at,
+                TOPIC_RACE_SECONDS,
+                racer,
+                pick=rng.random(),
+                count=rng.randint(1, 4),
+            )
+        )
+        faults.append(
+            Fault("late_landing", at, TOPIC_RACE_SECONDS, racer, late_by=late_by, writes_only=True)
+        )
     return sorted(faults, key=lambda f: (f.at, f.kind, f.target))

@@ -265,6 +265,8 @@ def _apply(world: World, fault: Fault) -> None:
         world.duplicate(fault.target, fault.seconds)
     elif fault.kind == "operator_pause":
         world.operator_pause(fault.seconds)
+    elif fault.kind == "topic_race":
+        world.topic_race(fault.target, fault.pick, fault.count)
 
 
 def shrink(result: SeedResult, *, seconds: float = DEFAULT_SECONDS) -> list[Fault]:

@@ -148,7 +148,7 @@ class Network:
             raise RetriesExhaustedError(f"SlowDown: retries ran out key={key!r}", None)
         extra = 0.0
         late = self._active("late_landing", node)
-        if late is not None:
+        if late is not None and (write or not late.writes_only):
             extra = late.late_by or self._rng.uniform(*LATE_LANDING_SECONDS)
         lands = sent + latency / 2 + extra
         box: dict[str, object] = {}

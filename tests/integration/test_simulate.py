@@ -7,7 +7,11 @@ from __future__ import annotations
 import pytest
 
 from epochgc.leases.timing import LeasePolicy
+from epochgc.simulate.fault_schedule import Fault
 from epochgc.simulate.seeds import report_lines, run_seed, run_seeds, shrink
+from epochgc.watermarks import controller
+from epochgc.watermarks.controller import ControllerView
+from epochgc.watermarks.controller_codec import DeleteTopic
 from tests.support.cli import fatal_lines, run_cli
 
 WINDOW = range(1, 51)
@@ -53,6 +57,31 @@ def test_a_broken_guard_is_caught_replayable_and_shrunk(monkeypatch: pytest.Monk
     shown = len(caught.tail)
     assert shown == min(50, caught.events)
     assert lines[3 : 3 + shown] == [f"    {line}" for line in caught.tail]
+
+
+RACE = [
+    Fault("topic_race", 10.0, 20.0, "topic-racer-1", pick=0.9, count=3),
+    Fault("late_landing", 10.0, 20.0, "topic-racer-1", late_by=2.0, writes_only=True),
+]
+"""One operator deletes ``clicks`` while another deletes and recreates it;
+the first one's writes land 2 s late, so its delete, naming the revision
+it read, lands after the recreate."""
+
+
+def test_a_delete_landing_after_a_recreate_ends_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the product's fold the run passes; with a fold that ends a
+    topic by name alone, the late delete ends the new incarnation, and the
+    topic ghost says so at once."""
+    assert run_seed(1, seconds=100.0, faults=RACE).ok
+
+    def by_name(view: ControllerView, entry: DeleteTopic) -> bool:
+        return entry.topic in view.topics
+
+    monkeypatch.setattr(controller, "_ends_live_incarnation", by_name)
+    caught = run_seed(1, seconds=100.0, faults=RACE)
+    assert caught.invariant == "incarnation ended without a delete naming it"
+    assert "clicks@" in (caught.violation or "")
+    assert caught.violated_at is not None and 10.0 < caught.violated_at < 30.0
 
 
 def test_the_command_prints_the_trace_hash_and_refuses_a_bad_range() -> None:

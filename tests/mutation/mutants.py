@@ -230,6 +230,34 @@ MUTANTS = (
         "a ticker re-checks its grant before retrying a tick whose slot it lost "
         "(the defect seed 41 found)",
     ),
+    Mutant(
+        "delete-ends-by-name",
+        "epochgc/watermarks/controller.py",
+        "return live is not None and entry.revision in (None, live.revision)",
+        "return live is not None",
+        "a delete_topic entry ends only the incarnation it names (the recreate race)",
+    ),
+    Mutant(
+        "delete-names-no-revision",
+        "epochgc/watermarks/controller.py",
+        "entry = DeleteTopic(name, self._now(), target, self._nonce())",
+        "entry = DeleteTopic(name, self._now(), None, self._nonce())",
+        "topic delete writes the revision it read into its entry",
+    ),
+    Mutant(
+        "janitor-without-liveness",
+        "epochgc/gc/janitor.py",
+        "if revision <= view.offset and not live:",
+        "if revision <= view.offset:",
+        "the janitor removes only incarnations its view holds deleted",
+    ),
+    Mutant(
+        "report-join-any-incarnation",
+        "epochgc/watermarks/safe_epoch/aggregate.py",
+        "                or topic.revision != entry.revision\n",
+        "",
+        "a report's M(p) counts only for the incarnation it was measured on",
+    ),
 )
 
 

@@ -55,7 +55,7 @@ class SetClock:
 
 
 def ghost_with_chunk(first: int = 10, last: int = 12) -> DataGhost:
-    ghost = DataGhost(ROOT, Violation)
+    ghost = DataGhost(ROOT, Violation, ended=lambda _pid: False)
     ghost.chunk_applied(AppliedChunk(PID, first, last, L0, "node-1#1"))
     return ghost
 
@@ -87,9 +87,18 @@ def test_a_record_neither_in_l1_nor_in_a_stored_object_is_lost() -> None:
     ghost.check_readable(lambda key: False)
 
 
+def test_records_of_an_incarnation_a_delete_ended_are_no_longer_promised() -> None:
+    ended: set[PartitionId] = set()
+    ghost = DataGhost(ROOT, Violation, ended=ended.__contains__)
+    ghost.chunk_applied(AppliedChunk(PID, 10, 12, L0, "node-1#1"))
+    ended.add(PID)
+    ghost.deleted((L0,), "collector")
+    ghost.check_readable(lambda key: False)
+
+
 def test_m_must_pass_the_epoch_the_faults_ended_at() -> None:
     store = MemoryStore(SetClock(EPOCH_ORIGIN))
-    ghost = DataGhost(ROOT, Violation)
+    ghost = DataGhost(ROOT, Violation, ended=lambda _pid: False)
     ghost.faults_ended(40)
     ghost.collector_round(600.0, 39)
     with pytest.raises(Violation) as caught:
@@ -107,7 +116,7 @@ def test_an_object_at_or_below_an_m_two_rounds_old_must_be_gone() -> None:
     clock.at = EPOCH_ORIGIN + timedelta(seconds=660)
     young = encode_l0_key(ROOT, 0, 31, "00000000-0000-4000-8000-000000000004")
     store.put(young, b"x")  # stamped after the round that allowed it
-    ghost = DataGhost(ROOT, Violation)
+    ghost = DataGhost(ROOT, Violation, ended=lambda _pid: False)
     ghost.collector_round(650.0, 31)
     ghost.collector_round(670.0, 31)  # too recent to be owed by the end
     with pytest.raises(Violation) as caught:

@@ -28,15 +28,25 @@ def _draw(seed: int) -> list[Fault]:
 def test_a_schedule_is_its_seed_and_ends_before_the_heal(seed: int) -> None:
     faults = _draw(seed)
     assert faults == _draw(seed)
+    racers = {f.target for f in faults if f.kind == "topic_race"}
     for fault in faults:
         assert fault.at >= 0.0 and fault.at + fault.seconds <= UNTIL, fault.describe()
-        assert fault.target in ("", *NODES, "node-4", COLLECTOR), fault.describe()
+        assert fault.target in ("", *NODES, "node-4", COLLECTOR, *racers), fault.describe()
+        if fault.kind == "topic_race":
+            # The racer's writes, and only its writes, land late meanwhile.
+            late = [
+                f
+                for f in faults
+                if f.kind == "late_landing" and f.target == fault.target and f.at == fault.at
+            ]
+            assert [f.writes_only for f in late] == [True], fault.describe()
+            assert 1 <= fault.count <= 4
 
 
 def _pairs(faults: list[Fault]) -> list[tuple[Fault, Fault]]:
     """Each fixed-delay late landing with the cut drawn right after it."""
     pairs = []
-    for late in (f for f in faults if f.kind == "late_landing" and f.late_by):
+    for late in (f for f in faults if f.kind == "late_landing" and f.late_by and not f.writes_only):
         end = late.at + late.seconds
         cuts = [
             f for f in faults if f.kind == "brownout" and f.rate == 1.0 and end - 2.0 <= f.at <= end
@@ -83,6 +93,30 @@ def test_a_fixed_delay_late_landing_lands_every_request_that_late() -> None:
     delays = [(node, round(at - sent, 1)) for node, sent, at in landed]
     # Half a round trip (milliseconds) plus the fault's delay, or none.
     assert delays == [("node-1", 4.0), ("node-2", 0.0), ("node-1", 4.0)]
+
+
+def test_a_late_landing_of_writes_only_lets_reads_land_on_time() -> None:
+    sched = Scheduler(random.Random(3))
+    late = Fault("late_landing", 0.0, 100.0, "racer", late_by=2.0, writes_only=True)
+    network = Network(sched, random.Random(3), [late], [0.0], lambda _line: None)
+    landed: list[tuple[str, float]] = []
+    proc = Process("racer")
+
+    def requests() -> None:
+        for op, write in (("GetObject", False), ("PutObject", True), ("ListObjectsV2", False)):
+            sent = sched.now
+            network.call(
+                "racer",
+                proc,
+                op,
+                "k",
+                lambda o=op, s=sent: landed.append((o, round(sched.now - s, 1))),  # type: ignore[misc]
+                write=write,
+            )
+
+    sched.spawn(proc, "requests", requests)
+    sched.run_until(50.0)
+    assert landed == [("GetObject", 0.0), ("PutObject", 2.0), ("ListObjectsV2", 0.0)]
 
 
 def test_key_errors_leave_the_failing_keys_and_delete_the_rest() -> None:
