@@ -94,7 +94,11 @@ from epochgc.storage.keys import (
 )
 from epochgc.storage.object_store import get_or_none, head_or_none
 from epochgc.watermarks.controller import Controller, ControllerView
-from epochgc.watermarks.controller_codec import EpochTick, decode_controller_entry
+from epochgc.watermarks.controller_codec import (
+    EpochTick,
+    decode_controller_entry,
+    decode_controller_snapshot,
+)
 from epochgc.watermarks.partition.codec import decode_command
 from epochgc.watermarks.partition.commands import AdvanceEpoch, Placeholders
 from epochgc.watermarks.partition.state import Outcome
@@ -420,6 +424,8 @@ class World:
         self.term_writers: dict[tuple[PartitionId, int], str] = {}
         """(partition, term) -> the process whose entries that term holds."""
         self.topics = TopicGhost(ROOT, Violation)
+        self.controller_covered = 0
+        """The highest offset a stored controller snapshot covers."""
         self._topic_reader = Controller(
             network.bucket,
             ROOT,
@@ -519,6 +525,11 @@ class World:
         self.operator_pauses += 1
         who = f"operator-{self.operator_pauses}"
         self.sched.spawn(operator.process, who, lambda: operator.pause_for(seconds, who))
+
+    def operator_compaction(self) -> None:
+        """An operator runs ``epochgc controller compact`` (``compaction``)."""
+        operator = self._topic_operator("topic-operator")
+        self.sched.spawn(operator.process, "controller-compact", operator.compact_controller)
 
     def topic_race(self, racer: str, pick: float, partitions: int) -> None:
         """``topic_race``: ``racer`` deletes a topic; just after it has read
@@ -656,7 +667,11 @@ class World:
         if key == self._control_key:
             self.collector_ghost.control_landed(body, self.sched.now)
             return
-        if key.startswith(self._controller_prefix) and key != self._controller_snapshot:
+        if key == self._controller_snapshot:
+            covered = decode_controller_snapshot(body).offset
+            self.controller_covered = max(self.controller_covered, covered)
+            return
+        if key.startswith(self._controller_prefix):
             if self._controller_entry(key, body):
                 self._tick_sent(self.network.landing_sent, writer)
             return
@@ -673,10 +688,17 @@ class World:
     def _controller_entry(self, key: str, body: bytes, *, check: bool = True) -> bool:
         """A controller entry landed: a topic entry goes to the topic
         ghost, which then judges the product's view (with ``check``);
-        whether it was an epoch tick."""
-        entry = decode_controller_entry(body)
+        whether it was an epoch tick that counts. An entry landing in a
+        slot a stored snapshot covers (a late write into a slot compaction
+        truncated) counts for nothing: no reader ever folds it."""
         offset = parse_log_entry_key(key, self._controller_prefix)
-        if offset is not None and self.topics.entry_landed(offset, entry) and check:
+        if offset is None:
+            return False
+        if offset <= self.controller_covered:
+            self.note(f"controller entry {offset} landed in a truncated slot: void")
+            return False
+        entry = decode_controller_entry(body)
+        if self.topics.entry_landed(offset, entry) and check:
             self.topics.check_view(self._topic_reader.snapshot())
         return isinstance(entry, EpochTick)
 

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING
 from epochgc.errors import CollectorPausedError, EpochGCError
 from epochgc.gc.collection_round import CollectSettings, collect_once
 from epochgc.gc.control import DeletingJob
+from epochgc.gc.daemon.maintenance import CompactionJob
 from epochgc.gc.janitor import Janitor
 from epochgc.gc.pause import GuardedStore, PauseGuard
 from epochgc.ingest.upload import upload_l0
@@ -85,6 +86,12 @@ COLLECT_SECONDS = 10.0
 JANITOR_EVERY_ROUNDS = 3
 """The collector's round passes its janitor every third round (the
 daemon: every ``maintenance_interval_seconds``)."""
+COMPACT_EVERY_ROUNDS = 6
+COMPACT_MIN_ENTRIES = 8
+"""After every sixth round the collector compacts the controller log
+when 8 entries or more are above its snapshot (the daemon's ``compact``
+job, ``[compaction] min_entries``): a snapshot and a truncation every
+minute or so, so that late writes land in truncated slots."""
 SHARDS = 4
 APPEND_ANSWER_SECONDS = 10.0
 """How long the producer waits for a leader's answer before giving up on
@@ -320,6 +327,15 @@ class SimCollector(_PeriodicRole):
             delete_concurrency=1 + int(runtime.unit_random() * 3),
         )
         self._janitor = Janitor(GuardedStore(store, self._guard, DeletingJob.JANITOR), world.root)
+        # The daemon's compactor: its own controller, deleting through the guard.
+        compactor = Controller(
+            GuardedStore(store, self._guard, DeletingJob.CONTROLLER_TRUNCATION),
+            world.root,
+            runtime=runtime,
+        )
+        self._compact = CompactionJob(
+            compactor, self._guard, min_entries=COMPACT_MIN_ENTRIES, leading=lambda: True
+        )
         self._rounds = 0
 
     def step(self) -> None:
@@ -343,6 +359,8 @@ class SimCollector(_PeriodicRole):
             return
         summary = outcome.summary
         self._world.collector_ghost.check_record(summary)
+        if self._rounds % COMPACT_EVERY_ROUNDS == 0:
+            self._compact()
         if outcome.paused is None:
             self._world.data.collector_round(self._world.sched.now, outcome.safe.safe_epoch)
         self._world.note(

@@ -36,6 +36,9 @@ The kinds are the faults a real S3 and real processes produce:
   ``late_by`` seconds late (a ``late_landing`` fault of writes only, drawn
   with it), so its delete, naming the revision it read, tends to land
   after the recreate, where it must end nothing;
+* ``compaction``: an operator runs ``epochgc controller compact`` (a
+  snapshot and a truncation of the controller log, racing the
+  collector's own compaction and every late write);
 * ``late_then_cut`` (two faults together): one node's requests land 3 to 5
   s late for a while, and as that ends a peer is cut off from the store
   (a brownout of all its requests). The node then judges the peer's last
@@ -68,6 +71,7 @@ KINDS = (
     "operator_pause",
     "key_errors",
     "topic_race",
+    "compaction",
 )
 TOPIC_RACE_SECONDS = 20.0
 """How long the racing operator's requests land late: its delete, a lost
@@ -194,4 +198,7 @@ def draw_schedule(
         faults.append(
             Fault("late_landing", at, TOPIC_RACE_SECONDS, racer, late_by=late_by, writes_only=True)
         )
+    # Drawn after those, for the same reason.
+    for _ in range(rng.randint(0, 3)):
+        faults.append(Fault("compaction", rng.uniform(5.0, until - 10.0), 0.0))
     return sorted(faults, key=lambda f: (f.at, f.kind, f.target))

@@ -5,6 +5,8 @@ the times the fault schedule says:
   ``gc.control.pause`` / ``resume``, a compare-and-swap of the control
   document); pauses that overlap are two operators racing (the first
   one's resume ends the second's pause early);
+* ``epochgc controller compact`` (``compaction``: ``Controller.compact``,
+  unguarded by the pause, as the command is);
 * ``epochgc topic delete`` and ``topic create`` (``topic_race``:
   ``Controller.delete_topic`` / ``create_topic``): one operator deletes a
   topic and creates it again while a second deletes it too, the second's
@@ -62,6 +64,13 @@ class SimOperator:
         self._until_done(
             f"{who}: topic create {name}",
             lambda: f"revision {self._controller.create_topic(name, partitions).revision}",
+        )
+
+    def compact_controller(self) -> None:
+        """``controller compact`` (``--min-entries 1``)."""
+        self._until_done(
+            "topic-operator: controller compact",
+            lambda: f"{self._controller.compact(min_entries=1)}",
         )
 
     def delete_topic(self, name: str, who: str) -> None:

@@ -267,6 +267,8 @@ def _apply(world: World, fault: Fault) -> None:
         world.operator_pause(fault.seconds)
     elif fault.kind == "topic_race":
         world.topic_race(fault.target, fault.pick, fault.count)
+    elif fault.kind == "compaction":
+        world.operator_compaction()
 
 
 def shrink(result: SeedResult, *, seconds: float = DEFAULT_SECONDS) -> list[Fault]:

@@ -24,10 +24,9 @@ store failure is logged and the next pass tries again.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import KW_ONLY, dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TypeVar
 
 from epochgc.errors import CollectorPausedError, EpochGCError
@@ -36,6 +35,7 @@ from epochgc.gc.future_times import FutureTimeLog
 from epochgc.gc.pause import PauseGuard
 from epochgc.gc.run_report import delete_expired_runs
 from epochgc.metrics.instruments import GcMetrics
+from epochgc.runtime import SYSTEM
 from epochgc.storage.keys import parse_report_key, report_key, reports_prefix
 from epochgc.storage.object_store import ObjectInfo, ObjectStore
 from epochgc.storage.stored_time import DEFAULT_MARGIN_SECONDS
@@ -58,7 +58,7 @@ class ReportWatch:
     Example::
 
         watch = ReportWatch()
-        silent = watch.observe(store.list_objects(reports_prefix(root)), time.monotonic())
+        silent = watch.observe(store.list_objects(reports_prefix(root)), root, monotonic())
     """
 
     def __init__(self) -> None:
@@ -113,8 +113,8 @@ class LeaderMaintenance:
     root: str
     settings: MaintenanceSettings
     _: KW_ONLY
-    monotonic: Callable[[], float] = time.monotonic
-    now: Callable[[], datetime] = lambda: datetime.now(UTC)
+    monotonic: Callable[[], float] = SYSTEM.monotonic
+    now: Callable[[], datetime] = SYSTEM.wall
     future_log: FutureTimeLog | None = None
     _watch: ReportWatch = field(default_factory=ReportWatch, init=False)
 
