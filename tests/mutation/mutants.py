@@ -10,7 +10,11 @@ lost its slot to another writer stops,
 which only an ownership already broken can bring about, and which
 ``test_stale_leaders_pipelined_appends_after_new_term_start_change_nothing``
 and two more tests of ``tests/integration/test_leases_and_leaders.py``
-catch), and
+catch; a report entry counts only for the incarnation it was measured on,
+which 200 seeds of topic races did not reach, since a node drops a deleted
+incarnation within a leading step of reading the view and its reports
+move on, and which ``test_entries_of_another_incarnation_of_a_live_name_are_ignored``
+catches), and
 one it finds redundant: an ownership write is not sent once the lease ran
 out, which ``owned()`` (empty without a valid lease) and a new incarnation
 after a late renewal already make harmless in every seed tried.
@@ -250,13 +254,6 @@ MUTANTS = (
         "if revision <= view.offset and not live:",
         "if revision <= view.offset:",
         "the janitor removes only incarnations its view holds deleted",
-    ),
-    Mutant(
-        "report-join-any-incarnation",
-        "epochgc/watermarks/safe_epoch/aggregate.py",
-        "                or topic.revision != entry.revision\n",
-        "",
-        "a report's M(p) counts only for the incarnation it was measured on",
     ),
 )
 
