@@ -102,7 +102,7 @@ from epochgc.ownership.pacing import OwnershipPacing, stale_look_fraction
 from epochgc.reconciler.duties import NodeDuties
 from epochgc.reconciler.leadership import Leadership
 from epochgc.reconciler.node_settings import NodeSettings, NodeStats
-from epochgc.reconciler.topics import epochgc_topics
+from epochgc.reconciler.topics import epochgc_partitions, epochgc_topics
 from epochgc.reconciler.watchdog import LoopStall, ProgressWatchdog
 from epochgc.storage.keys import PartitionId
 from epochgc.storage.object_store import ObjectStore
@@ -295,7 +295,7 @@ class ReconcilerNode:
         self._view = view
         topics = epochgc_topics(view.topics)
         if fresh:
-            self._live = {pid for topic in topics.values() for pid in topic.partition_ids()}
+            self._live = set(epochgc_partitions(view.topics))
             self._view_ready.set()
             if not self._ownership_loop_running:
                 await self._ownership_round(self._live)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from epochgc.storage.keys import PartitionId
 from epochgc.watermarks.controller import TopicInfo
 
 RECONCILER_KEY = "reconciler"
@@ -31,3 +32,10 @@ def reconciled_by_epochgc(topic: TopicInfo) -> bool:
 def epochgc_topics(topics: Mapping[str, TopicInfo]) -> dict[str, TopicInfo]:
     """The live topics epochgc's reconciler leads, by name."""
     return {name: topic for name, topic in topics.items() if reconciled_by_epochgc(topic)}
+
+
+def epochgc_partitions(topics: Mapping[str, TopicInfo]) -> frozenset[PartitionId]:
+    """Every partition of the live topics epochgc's reconciler leads."""
+    return frozenset(
+        pid for topic in epochgc_topics(topics).values() for pid in topic.partition_ids()
+    )

@@ -66,7 +66,7 @@ from epochgc.leases.timing import LeasePolicy
 from epochgc.ownership.node_ownership import NodeOwnership
 from epochgc.ownership.pacing import OwnershipPacing, stale_look_fraction
 from epochgc.reconciler.reconcile import Reconciler
-from epochgc.reconciler.topics import epochgc_topics
+from epochgc.reconciler.topics import epochgc_partitions
 from epochgc.runtime import Future, Runtime
 from epochgc.simulate.collector_ghost import CollectorGhost
 from epochgc.simulate.data_path import (
@@ -280,8 +280,7 @@ class SimNode:
             self.world.note(f"{self.process.name} controller unreadable: {err}")
             return False
         self.view = view
-        topics = epochgc_topics(view.topics)
-        self.live = frozenset(pid for info in topics.values() for pid in info.partition_ids())
+        self.live = epochgc_partitions(view.topics)
         return True
 
     def _drop_lost(self, live: frozenset[PartitionId]) -> None:

@@ -57,7 +57,7 @@ from epochgc.gc.daemon.maintenance import CompactionJob
 from epochgc.gc.janitor import Janitor
 from epochgc.gc.pause import GuardedStore, PauseGuard
 from epochgc.ingest.upload import upload_l0
-from epochgc.reconciler.topics import epochgc_topics
+from epochgc.reconciler.topics import epochgc_partitions
 from epochgc.runtime import Runtime
 from epochgc.simulate.simulated_store import EPOCH_ORIGIN
 from epochgc.simulate.virtual_time import Process
@@ -279,10 +279,7 @@ class SimProducer(_PeriodicRole):
 
     def step(self) -> None:
         view = self._controller.snapshot()
-        partitions = sorted(
-            (pid for info in epochgc_topics(view.topics).values() for pid in info.partition_ids()),
-            key=str,
-        )
+        partitions = sorted(epochgc_partitions(view.topics), key=str)
         if not partitions:
             return
         picked = sorted(

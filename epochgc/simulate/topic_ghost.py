@@ -47,9 +47,8 @@ class TopicGhost:
     def __init__(self, root: str, violation: Callable[[str, str], BaseException]) -> None:
         self._root = root
         self._violation = violation
-        self._entries: dict[int, CreateTopic | DeleteTopic] = {}
-        """Offset -> every topic entry that landed."""
         self._folded_to = -1
+        """The offset of the last topic entry folded."""
         self.live: dict[str, Incarnation] = {}
         """Topic name -> its live incarnation."""
         self.partitions: dict[Incarnation, int] = {}
@@ -59,27 +58,30 @@ class TopicGhost:
 
     def entry_landed(self, offset: int, entry: ControllerEntry) -> bool:
         """A controller entry reached the bucket at ``offset``; whether it
-        was a topic entry (the view is then worth checking)."""
+        was a topic entry (the view is then worth checking).
+
+        Entries land in slot order: a writer takes the slot after the tail
+        it listed, and a conditional write never fills a slot twice. The
+        one exception, a late write into a slot compaction truncated, is
+        folded by no reader, so the caller drops it before it gets here.
+
+        Raises:
+            ValueError: a topic entry at or below one already folded.
+        """
         if not isinstance(entry, CreateTopic | DeleteTopic):
             return False
-        self._entries[offset] = entry
-        if offset < self._folded_to:
-            # A slot below one already folded (the log was truncated under
-            # a late writer): fold everything again, in slot order.
-            self.live, self.partitions, self.ended = {}, {}, {}
-            self._folded_to = -1
-        for at in sorted(o for o in self._entries if o > self._folded_to):
-            self._fold(at, self._entries[at])
-        return True
-
-    def _fold(self, offset: int, entry: CreateTopic | DeleteTopic) -> None:
+        if offset <= self._folded_to:
+            raise ValueError(
+                f"topic entry at offset {offset} landed after one at {self._folded_to}: "
+                "slots fill in order (a late write into a truncated slot is void)"
+            )
         self._folded_to = offset
         if isinstance(entry, CreateTopic):
             if entry.topic not in self.live:
                 incarnation = (entry.topic, offset)
                 self.live[entry.topic] = incarnation
                 self.partitions[incarnation] = entry.partitions
-            return
+            return True
         live = self.live.get(entry.topic)
         if live is not None and entry.revision in (None, live[1]):
             del self.live[entry.topic]
@@ -90,6 +92,7 @@ class TopicGhost:
                     f"a delete_topic entry naming no revision landed at offset {offset} and "
                     f"ended {live[0]}@{live[1]}",
                 )
+        return True
 
     def is_ended(self, pid: PartitionId) -> bool:
         """``pid``'s incarnation was ended by a delete that named it."""
