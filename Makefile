@@ -52,11 +52,12 @@ typecheck: $(STAMP)
 # The package is compiled first: these machines set PYTHONDONTWRITEBYTECODE,
 # so every process the tests start (CLI commands, nodes, verify workers)
 # would otherwise compile every epochgc module again, about 0.3 s each
-# (compileall only redoes what changed).
+# (compileall only redoes what changed). The slowest tests are listed
+# after each part, to keep the suite inside its time budget.
 unit: $(STAMP) servers spin
 	$(BIN)/python -m compileall -q epochgc
-	$(BIN)/pytest -q -n 2 --dist loadgroup -m "not serial" tests
-	$(BIN)/pytest -q -m serial tests
+	$(BIN)/pytest -q -n 2 --dist loadgroup -m "not serial" --durations=30 tests
+	$(BIN)/pytest -q -m serial --durations=10 tests
 
 # The unit tests again on the newest Python the dependencies support, in a
 # venv of its own (requires-python has no upper bound: say so by testing).
