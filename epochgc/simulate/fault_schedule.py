@@ -39,6 +39,9 @@ The kinds are the faults a real S3 and real processes produce:
 * ``compaction``: an operator runs ``epochgc controller compact`` (a
   snapshot and a truncation of the controller log, racing the
   collector's own compaction and every late write);
+* ``lossy_rebalance`` (two faults together): writes land unanswered
+  while a killed and restarted node's partitions are taken and handed
+  back (see ``_lossy_rebalance``);
 * ``late_then_cut`` (two faults together): one node's requests land 3 to 5
   s late for a while, and as that ends a peer is cut off from the store
   (a brownout of all its requests). The node then judges the peer's last
@@ -201,4 +204,25 @@ def draw_schedule(
     # Drawn after those, for the same reason.
     for _ in range(rng.randint(0, 3)):
         faults.append(Fault("compaction", rng.uniform(5.0, until - 10.0), 0.0))
+    # Drawn after those, for the same reason.
+    for _ in range(rng.randint(0, 2)):
+        faults.extend(_lossy_rebalance(rng, nodes, until, ttl))
     return sorted(faults, key=lambda f: (f.at, f.kind, f.target))
+
+
+def _lossy_rebalance(rng: random.Random, nodes: list[str], until: float, ttl: float) -> list[Fault]:
+    """``lossy_rebalance`` (two faults together): a node is killed and
+    restarted at once; it waits out its old lease (a TTL) before it joins
+    again, about when the others judge it dead and take its partitions,
+    so partitions are taken and handed back within a round or two. Over
+    that time everyone's writes land unanswered (60 or 90% of them, for
+    fewer seconds than a lease survives): a term raise of a partition
+    just taken lands, its answer lost, and the taker holds an old ETag
+    when it hands the partition back."""
+    peer = rng.choice(nodes)
+    killed_at = rng.uniform(5.0, until - 3 * ttl - 20.0)
+    spell = rng.uniform(8.0, 14.0)
+    return [
+        Fault("crash", killed_at, rng.uniform(0.5, 3.0), peer),
+        Fault("lost_answers", killed_at + ttl - 2.0, spell, rate=rng.choice((0.6, 0.9))),
+    ]

@@ -69,6 +69,28 @@ def test_late_then_cut_lands_one_nodes_writes_late_then_cuts_off_another() -> No
         assert cut.at + cut.seconds <= UNTIL
 
 
+def test_lossy_rebalance_loses_answers_while_a_restarted_nodes_partitions_move() -> None:
+    shapes = 0
+    for seed in range(1, 201):
+        faults = _draw(seed)
+        quick_restarts = [f for f in faults if f.kind == "crash" and f.seconds <= 3.0]
+        for spell in (f for f in faults if f.kind == "lost_answers"):
+            crash = next(
+                (c for c in quick_restarts if abs(c.at + TTL - 2.0 - spell.at) < 1e-9), None
+            )
+            if crash is None:
+                continue
+            # Killed and restarted at once: it joins again a TTL later, about
+            # when the others take its partitions; the spell covers both,
+            # and is shorter than a lease survives unrenewed.
+            assert 0.5 <= crash.seconds <= 3.0 and crash.target in NODES
+            assert 8.0 <= spell.seconds <= 14.0 < TTL and spell.rate in (0.6, 0.9)
+            assert not spell.target, "everyone's writes: any taker's raise"
+            assert spell.at + spell.seconds + TTL <= UNTIL
+            shapes += 1
+    assert shapes > 100, "lossy_rebalance should be in most seeds"
+
+
 def test_a_fixed_delay_late_landing_lands_every_request_that_late() -> None:
     sched = Scheduler(random.Random(3))
     late = Fault("late_landing", 0.0, 100.0, "node-1", late_by=4.0)
