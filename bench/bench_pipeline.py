@@ -85,9 +85,7 @@ def main() -> int:
         client = make_s3_client(s3.client_settings())
         store = S3ObjectStore(client, "bench-pipeline")
         controller = Controller(store, ROOT)
-        ceiling = server_ceiling(
-            S3ObjectStore(make_s3_client(s3.client_settings()), "bench-pipeline")
-        )
+        ceiling = server_ceiling(store)  # before the latency and the counting below
         stats = RequestStats()
         stats.attach(client)
         inject_latency(client, args.latency_ms / 1000)

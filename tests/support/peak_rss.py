@@ -26,38 +26,37 @@ def _status_kib(field: str) -> int:
     raise AssertionError(f"no {field} in /proc/self/status")
 
 
-def _reset_peak() -> str | None:
-    """Reset VmHWM to the current resident set; why it cannot, if so."""
+def _measure(call: Callable[[], T]) -> tuple[T, int] | str:
+    """``call()``'s result and how far the resident set rose above where it
+    was before the call, in bytes; or why the peak cannot be measured."""
     try:
         with open("/proc/self/clear_refs", "w", encoding="ascii") as refs:
-            refs.write("5")
+            refs.write("5")  # reset VmHWM to the current resident set
     except OSError as err:
         return f"cannot reset the peak RSS here: {err}"
-    return None
+    before = _status_kib("VmRSS")
+    result = call()
+    return result, (_status_kib("VmHWM") - before) * 1024
+
+
+def _measured(outcome: tuple[T, int] | str) -> tuple[T, int]:
+    if isinstance(outcome, str):
+        pytest.skip(outcome)
+    return outcome
 
 
 def peak_rss_growth(call: Callable[[], T]) -> tuple[T, int]:
     """``call()``'s result and how far the resident set rose above where it
     was before the call, in bytes."""
-    why_not = _reset_peak()
-    if why_not is not None:
-        pytest.skip(why_not)
-    before = _status_kib("VmRSS")
-    result = call()
-    return result, (_status_kib("VmHWM") - before) * 1024
+    return _measured(_measure(call))
 
 
 def _measure_in_child(
     warm_up: Callable[[], object] | None, call: Callable[[], Any]
-) -> tuple[Any, int | str]:
+) -> tuple[Any, int] | str:
     if warm_up is not None:
         warm_up()
-    why_not = _reset_peak()
-    if why_not is not None:
-        return None, why_not
-    before = _status_kib("VmRSS")
-    result = call()
-    return result, (_status_kib("VmHWM") - before) * 1024
+    return _measure(call)
 
 
 def peak_rss_growth_in_child(
@@ -71,7 +70,4 @@ def peak_rss_growth_in_child(
     measured call would then reuse unseen. Both must pickle (module-level
     functions, or ``functools.partial`` of them)."""
     with multiprocessing.get_context("spawn").Pool(1) as pool:
-        result, growth = pool.apply(_measure_in_child, (warm_up, call))
-    if isinstance(growth, str):
-        pytest.skip(growth)
-    return result, growth
+        return _measured(pool.apply(_measure_in_child, (warm_up, call)))
