@@ -152,6 +152,17 @@ def used_names(text: str) -> set[str]:
     return set(re.findall(r"\bepochgc_[a-z0-9_]+", text))
 
 
+def scraped_while_running(demo: subprocess.Popen[str], prom: str) -> bool:
+    """Whether Prometheus holds the demo's acknowledgements and its deletion
+    counter; an AssertionError once the demo has ended without that."""
+    acked = query(prom, "sum(epochgc_producer_records_acked_total)")
+    deleted = query(prom, "epochgc_collector_objects_deleted_total")
+    if acked and acked[0][1] > 0 and deleted:
+        return True
+    assert demo.poll() is None, "the demo ended before Prometheus scraped what it needed"
+    return False
+
+
 def test_the_demo_exports_every_metric_the_dashboard_and_alerts_use(tmp_path: Path) -> None:
     demo = subprocess.Popen(
         [*DEMO, "--duration", "12", "--config", "config/local.toml"],
@@ -171,19 +182,21 @@ def test_the_demo_exports_every_metric_the_dashboard_and_alerts_use(tmp_path: Pa
             lines = [demo.stdout.readline() for _ in range(5)]  # header + 4 table rows
             assert "produce" in lines[-1], lines
             exported = urllib.request.urlopen(f"{base}/metrics", timeout=5).read().decode()
+            # Acknowledgements begin seconds into the produce phase, so
+            # Prometheus sees them while the demo runs. Deletions are not
+            # waited for here: the first may come in the demo's last sweep,
+            # under a second before it stops serving /metrics.
             wait_for(
-                lambda: any(
-                    v > 0 for _, v in query(prom, "epochgc_collector_objects_deleted_total")
-                ),
-                what="the demo's deletions in Prometheus",
+                lambda: scraped_while_running(demo, prom),
+                what="Prometheus to scrape the demo's acknowledgements and deletion counter",
             )
-            acked = query(prom, "sum(epochgc_producer_records_acked_total)")
-            assert acked and acked[0][1] > 0
         rest, _ = demo.communicate(timeout=120)
     finally:
         if demo.poll() is None:
             demo.kill()
     assert demo.returncode == 0 and "demo OK" in rest
+    deleted = re.search(r"L0 objects deleted: +(\d+)", rest)
+    assert deleted and int(deleted.group(1)) > 0, rest
     pushed = generate_latest(run_registry("spark-listing", dict.fromkeys(RUN_GAUGES, 1), {"x": 1}))
     available = metric_names(exported) | metric_names(pushed.decode())
     dashboard = json.loads((DASHBOARDS / "epochgc.json").read_text())
