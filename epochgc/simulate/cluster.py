@@ -92,7 +92,7 @@ from epochgc.storage.keys import (
     parse_partition_meta_key,
     partition_log_prefix,
 )
-from epochgc.storage.object_store import get_or_none, head_or_none
+from epochgc.storage.object_store import ObjectStore, get_or_none, head_or_none
 from epochgc.watermarks.controller import Controller, ControllerView
 from epochgc.watermarks.controller_codec import (
     EpochTick,
@@ -445,6 +445,7 @@ class World:
         network.on_deletion_answer_lost = self.collector_ghost.answer_lost
         self._create_topics()
         self.operator: SimOperator | None = None
+        self.producer: SimProducer | None = None
         self.operator_pauses = 0
         self.topic_operators: dict[str, SimOperator] = {}
         self.overruled: dict[PartitionId, set[str]] = {}
@@ -503,19 +504,27 @@ class World:
     def start_data_path(self) -> None:
         """The producer and the collector, each a process of its own whose
         wall clock is within a second of the store's, and the operator."""
-        for role, name in (
-            (SimProducer, "producer"),
-            (SimCollector, "collector"),
-        ):
+
+        def data_process(name: str) -> tuple[Runtime, ObjectStore, Process]:
             process = Process(name)
             runtime = self.runtime_for(process, wall_offset_seconds=1.0)
-            actor = role(self, runtime, StoreView(self.network, name, process), process)
-            self.sched.spawn(process, name, actor.run)
+            return runtime, StoreView(self.network, name, process), process
+
+        self.producer = SimProducer(self, *data_process("producer"))
+        self.sched.spawn(self.producer.process, "producer", self.producer.run)
+        collector = SimCollector(self, *data_process("collector"))
+        self.sched.spawn(collector.process, "collector", collector.run)
         process = Process("gc-operator")
         runtime = self.runtime_for(process, wall_offset_seconds=60.0)
         self.operator = SimOperator(
             self, runtime, StoreView(self.network, "gc-operator", process), process
         )
+
+    def stall_producer(self, seconds: float) -> None:
+        """The producer stops for ``seconds`` between its next upload and
+        that batch's placeholders (``producer_stall``)."""
+        assert self.producer is not None, "the data path starts at time 0, before any fault"
+        self.producer.stall_after_next_upload(seconds)
 
     def operator_pause(self, seconds: float) -> None:
         """An operator pauses the collector for ``seconds`` (``operator_pause``)."""

@@ -18,7 +18,9 @@ step the product takes:
   and answers once the placeholder is applied or rejected); a chunk with
   no leader, a stale epoch or no answer is not acknowledged, and its
   object is an orphan for the collector, as in production (a stale epoch
-  also drops the cached one);
+  also drops the cached one); a ``producer_stall`` fault stops it for a
+  while between an upload and its placeholders, so they reach the leaders
+  at an epoch their windows may have left;
 * the collector: every ``COLLECT_SECONDS``, ``gc collect``'s round
   (``collect_once``: ``M`` from the controller and the node reports, every
   shard present listed by the sweeper's workers, the eligible keys
@@ -276,6 +278,14 @@ class SimProducer(_PeriodicRole):
         ttl = runtime.unit_random() * MAX_EPOCH_CACHE_SECONDS
         self._epochs = EpochCache(self._controller.current_epoch, ttl_seconds=ttl, runtime=runtime)
         self._sequence = 0
+        self._stall_seconds = 0.0
+
+    def stall_after_next_upload(self, seconds: float) -> None:
+        """``producer_stall``: the next batch's placeholders go out
+        ``seconds`` after its L0 object landed, at the epoch the object was
+        written at (a stop between the two steps: a stop-the-world pause of the
+        runtime, a stalled connection to the leader)."""
+        self._stall_seconds = seconds
 
     def step(self) -> None:
         view = self._controller.snapshot()
@@ -296,6 +306,10 @@ class SimProducer(_PeriodicRole):
         uploaded = upload_l0(
             self._store, self._world.root, epoch, chunks, shards=SHARDS, runtime=self._runtime
         )
+        if self._stall_seconds:
+            stall, self._stall_seconds = self._stall_seconds, 0.0
+            self._world.note(f"producer: stalled {stall:.1f}s after {uploaded.key}")
+            self._runtime.sleep(stall)
         for pid in picked:
             batch = uploaded.batch_for(pid.topic, pid.partition)
             outcome = self._world.append_at_leader(pid, Placeholders(0, 0, epoch, (batch,)))

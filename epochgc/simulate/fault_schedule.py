@@ -42,6 +42,10 @@ The kinds are the faults a real S3 and real processes produce:
 * ``lossy_rebalance`` (two faults together): writes land unanswered
   while a killed and restarted node's partitions are taken and handed
   back (see ``_lossy_rebalance``);
+* ``producer_stall``: the producer stops for a while between an L0
+  upload and that batch's placeholders; meanwhile the partitions' windows
+  move on and the object, which no record names yet, may be collected, so
+  the placeholders must be refused where they land;
 * ``late_then_cut`` (two faults together): one node's requests land 3 to 5
   s late for a while, and as that ends a peer is cut off from the store
   (a brownout of all its requests). The node then judges the peer's last
@@ -75,6 +79,7 @@ KINDS = (
     "key_errors",
     "topic_race",
     "compaction",
+    "producer_stall",
 )
 TOPIC_RACE_SECONDS = 20.0
 """How long the racing operator's requests land late: its delete, a lost
@@ -207,6 +212,10 @@ def draw_schedule(
     # Drawn after those, for the same reason.
     for _ in range(rng.randint(0, 2)):
         faults.extend(_lossy_rebalance(rng, nodes, until, ttl))
+    # Drawn after those, for the same reason. Long enough for an idle
+    # partition's window to move two epochs on and a collector round to run.
+    for _ in range(rng.randint(0, 2)):
+        add("producer_stall", rng.uniform(15.0, 60.0))
     return sorted(faults, key=lambda f: (f.at, f.kind, f.target))
 
 

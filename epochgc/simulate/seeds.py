@@ -269,6 +269,8 @@ def _apply(world: World, fault: Fault) -> None:
         world.topic_race(fault.target, fault.pick, fault.count)
     elif fault.kind == "compaction":
         world.operator_compaction()
+    elif fault.kind == "producer_stall":
+        world.stall_producer(fault.seconds)
 
 
 def shrink(result: SeedResult, *, seconds: float = DEFAULT_SECONDS) -> list[Fault]:

@@ -4,6 +4,8 @@ passes on today's code; a broken guard, and the deliberately unsafe
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from epochgc.leases.timing import LeasePolicy
@@ -12,6 +14,9 @@ from epochgc.simulate.seeds import report_lines, run_seed, run_seeds, shrink
 from epochgc.watermarks import controller
 from epochgc.watermarks.controller import ControllerView
 from epochgc.watermarks.controller_codec import DeleteTopic
+from epochgc.watermarks.partition import state as partition_state
+from epochgc.watermarks.partition.commands import SequencedCommand
+from epochgc.watermarks.partition.state import SAFE, ApplyResult, PartitionState, SafetyRules
 from tests.support.cli import fatal_lines, run_cli
 
 WINDOW = range(1, 51)
@@ -82,6 +87,33 @@ def test_a_delete_landing_after_a_recreate_ends_nothing(monkeypatch: pytest.Monk
     assert caught.invariant == "incarnation ended without a delete naming it"
     assert "clicks@" in (caught.violation or "")
     assert caught.violated_at is not None and 10.0 < caught.violated_at < 30.0
+
+
+STALL = [Fault("producer_stall", 30.0, 40.0)]
+"""The producer stops for 40 s between an L0 upload and its placeholders:
+the partitions' windows move on meanwhile and ``M`` passes the object's
+epoch."""
+
+
+def test_placeholders_that_outlived_their_window_are_refused_where_they_land(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With the product's apply-time check the stalled placeholders are
+    refused; without it they are acknowledged for an object the collector
+    has already deleted, since no record named it."""
+    assert run_seed(1, seconds=100.0, faults=STALL).ok
+    unchecked_rules = dataclasses.replace(SAFE, apply_time_check=False)
+    apply_in_term = partition_state._apply_in_term
+
+    def unchecked(
+        state: PartitionState, command: SequencedCommand, offset: int, _rules: SafetyRules
+    ) -> ApplyResult:
+        return apply_in_term(state, command, offset, unchecked_rules)
+
+    monkeypatch.setattr(partition_state, "_apply_in_term", unchecked)
+    caught = run_seed(1, seconds=100.0, faults=STALL)
+    assert caught.invariant == "deleted too soon"
+    assert caught.violated_at is not None and 70.0 <= caught.violated_at < 80.0
 
 
 def test_the_command_prints_the_trace_hash_and_refuses_a_bad_range() -> None:

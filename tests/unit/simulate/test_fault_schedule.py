@@ -91,6 +91,14 @@ def test_lossy_rebalance_loses_answers_while_a_restarted_nodes_partitions_move()
     assert shapes > 100, "lossy_rebalance should be in most seeds"
 
 
+def test_a_producer_stall_outlasts_two_epoch_ticks_and_a_collector_round() -> None:
+    stalls = [f for seed in range(1, 201) for f in _draw(seed) if f.kind == "producer_stall"]
+    assert len(stalls) > 100, "producer_stall should be in most seeds"
+    for stall in stalls:
+        assert not stall.target, "the data path has one producer"
+        assert 15.0 <= stall.seconds <= 60.0 and stall.at + stall.seconds <= UNTIL
+
+
 def test_a_fixed_delay_late_landing_lands_every_request_that_late() -> None:
     sched = Scheduler(random.Random(3))
     late = Fault("late_landing", 0.0, 100.0, "node-1", late_by=4.0)
