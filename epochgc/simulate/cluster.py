@@ -590,6 +590,7 @@ class World:
         self.generations[node_id] = generation
         node = SimNode(self, node_id, generation)
         self.nodes[node_id] = node
+        self.network.nodes.add(node_id)
         self._node_processes.add(node.process)
         node.start()
         self.note(f"{node.process.name} started")

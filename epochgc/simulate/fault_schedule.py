@@ -46,6 +46,11 @@ The kinds are the faults a real S3 and real processes produce:
   upload and that batch's placeholders; meanwhile the partitions' windows
   move on and the object, which no record names yet, may be collected, so
   the placeholders must be refused where they land;
+* ``stalled_tick``: the first node to write an epoch tick after the
+  fault's time stops (SIGSTOP) for one to two TTLs between reading the
+  controller log's tail and writing the next slot; its role runs out, a
+  peer ticks, and the stopped node wakes to find its slot taken, where it
+  must not retry (``simulate/simulated_store.py``);
 * ``late_then_cut`` (two faults together): one node's requests land 3 to 5
   s late for a while, and as that ends a peer is cut off from the store
   (a brownout of all its requests). The node then judges the peer's last
@@ -80,6 +85,7 @@ KINDS = (
     "topic_race",
     "compaction",
     "producer_stall",
+    "stalled_tick",
 )
 TOPIC_RACE_SECONDS = 20.0
 """How long the racing operator's requests land late: its delete, a lost
@@ -216,6 +222,9 @@ def draw_schedule(
     # partition's window to move two epochs on and a collector round to run.
     for _ in range(rng.randint(0, 2)):
         add("producer_stall", rng.uniform(15.0, 60.0))
+    # Drawn after those, for the same reason.
+    for _ in range(rng.randint(0, 2)):
+        add("stalled_tick", rng.uniform(ttl, 2 * ttl))
     return sorted(faults, key=lambda f: (f.at, f.kind, f.target))
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
@@ -54,6 +55,7 @@ LATE_LANDING_SECONDS = (1.0, 4.0)
 """How late a request under ``late_landing`` reaches the store."""
 RETRY_SECONDS = 0.6
 """How long a failing request keeps the caller before its retries run out."""
+_CONTROLLER_SLOT = re.compile(r"/meta/controller/\d+$")
 
 
 class GatewayClocks:
@@ -85,6 +87,9 @@ class Network:
         self._rng = rng
         self._faults = faults
         self._trace = trace
+        self._stalls_done: set[Fault] = set()
+        self.nodes: set[str] = set()
+        """The ids of the cluster's nodes (the world adds each as it starts)."""
         self.bucket = MemoryStore(
             GatewayClocks(sched, gateways, rng),
             bucket="sim",
@@ -124,6 +129,27 @@ class Network:
             return set()
         return {key for key in keys if self._rng.random() < fault.rate}
 
+    def _stall_before(self, node: str, process: Process, op: str, key: str) -> float:
+        """How long ``process`` stops before this request is sent: a
+        ``stalled_tick`` fault not yet used stops the first node that
+        appends to the controller log (an epoch tick: only a node's ticker
+        writes there from a node) at or after the fault's time, a SIGSTOP
+        between reading the log's tail and writing the next slot."""
+        if op != "PutObject?create" or not _CONTROLLER_SLOT.search(key) or node not in self.nodes:
+            return 0.0
+        due = (
+            f
+            for f in self._faults
+            if f.kind == "stalled_tick" and f.at <= self.sched.now and f not in self._stalls_done
+        )
+        fault = next(due, None)
+        if fault is None:
+            return 0.0
+        self._stalls_done.add(fault)
+        self.sched.pause(process, fault.seconds)
+        self._trace(f"{process.name} stopped {fault.seconds:.1f}s before {op} {key}")
+        return fault.seconds
+
     def latency(self) -> float:
         """One request's round trip: ~15 ms, with a long tail."""
         base = self._rng.lognormvariate(math.log(0.015), 0.5)
@@ -146,10 +172,10 @@ class Network:
             self.sched.sleep(RETRY_SECONDS)
             self._trace(f"{process.name} {op} {key} -> 503 SlowDown (retries ran out)")
             raise RetriesExhaustedError(f"SlowDown: retries ran out key={key!r}", None)
-        extra = 0.0
+        extra = self._stall_before(node, process, op, key)
         late = self._active("late_landing", node)
         if late is not None and (write or not late.writes_only):
-            extra = late.late_by or self._rng.uniform(*LATE_LANDING_SECONDS)
+            extra += late.late_by or self._rng.uniform(*LATE_LANDING_SECONDS)
         lands = sent + latency / 2 + extra
         box: dict[str, object] = {}
 

@@ -11,6 +11,7 @@ import pytest
 from epochgc.leases.timing import LeasePolicy
 from epochgc.simulate.fault_schedule import Fault
 from epochgc.simulate.seeds import report_lines, run_seed, run_seeds, shrink
+from epochgc.storage.cas_log import ConditionalAppendLog
 from epochgc.watermarks import controller
 from epochgc.watermarks.controller import ControllerView
 from epochgc.watermarks.controller_codec import DeleteTopic
@@ -114,6 +115,30 @@ def test_placeholders_that_outlived_their_window_are_refused_where_they_land(
     caught = run_seed(1, seconds=100.0, faults=STALL)
     assert caught.invariant == "deleted too soon"
     assert caught.violated_at is not None and 70.0 <= caught.violated_at < 80.0
+
+
+STALLED_TICK = [Fault("stalled_tick", 30.0, 20.0)]
+"""The node holding the ticker role stops for 20 s between reading the
+controller log's tail and writing its tick; its role runs out and a peer
+ticks meanwhile."""
+
+
+def test_a_tick_that_lost_its_slot_after_a_stop_is_not_retried(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With the product's check before every attempt the woken holder
+    writes nothing; appending without it, the retry lands a second tick
+    right after the new holder's."""
+    assert run_seed(1, seconds=100.0, faults=STALLED_TICK).ok
+    append = ConditionalAppendLog.append
+
+    def unchecked(self: ConditionalAppendLog, payload: bytes, *, before_each: object = None) -> int:
+        return append(self, payload)
+
+    monkeypatch.setattr(ConditionalAppendLog, "append", unchecked)
+    caught = run_seed(1, seconds=100.0, faults=STALLED_TICK)
+    assert caught.invariant == "ticks too close"
+    assert caught.violated_at is not None and 50.0 <= caught.violated_at < 52.0
 
 
 def test_the_command_prints_the_trace_hash_and_refuses_a_bad_range() -> None:

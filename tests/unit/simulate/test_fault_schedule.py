@@ -99,6 +99,44 @@ def test_a_producer_stall_outlasts_two_epoch_ticks_and_a_collector_round() -> No
         assert 15.0 <= stall.seconds <= 60.0 and stall.at + stall.seconds <= UNTIL
 
 
+def test_a_stalled_tick_stops_its_node_past_the_roles_grant() -> None:
+    stalls = [f for seed in range(1, 201) for f in _draw(seed) if f.kind == "stalled_tick"]
+    assert len(stalls) > 100, "stalled_tick should be in most seeds"
+    for stall in stalls:
+        assert not stall.target, "whichever node ticks next"
+        assert TTL <= stall.seconds <= 2 * TTL and stall.at + stall.seconds <= UNTIL
+
+
+def test_a_stalled_tick_stops_the_first_node_to_write_a_slot_once() -> None:
+    sched = Scheduler(random.Random(3))
+    stall = Fault("stalled_tick", 5.0, 20.0)
+    lines: list[str] = []
+    network = Network(sched, random.Random(3), [stall], [0.0], lines.append)
+    network.nodes.add("node-1")
+    sent: list[tuple[str, float]] = []
+
+    def writer(node: str, key: str, start: float) -> None:
+        proc = Process(node)
+
+        def write() -> None:
+            network.call(node, proc, "PutObject?create", key, lambda: None, write=True)
+            sent.append((f"{node} {key}", sched.now))
+
+        sched.spawn(proc, node, write, delay=start)
+
+    writer("node-1", "r/meta/nodes/node-1", 6.0)  # not a controller slot
+    writer("gc-operator", "r/meta/controller/00000000000000000007", 6.0)  # not a node
+    writer("node-1", "r/meta/controller/00000000000000000007", 7.0)
+    writer("node-1", "r/meta/controller/00000000000000000008", 8.0)  # used up
+    sched.run_until(60.0)
+    answered = dict(sent)
+    assert answered["node-1 r/meta/nodes/node-1"] < 7.0
+    assert answered["gc-operator r/meta/controller/00000000000000000007"] < 7.0
+    assert 27.0 <= answered["node-1 r/meta/controller/00000000000000000007"] < 28.0
+    assert answered["node-1 r/meta/controller/00000000000000000008"] < 9.0
+    assert sum("stopped 20.0s before" in line for line in lines) == 1
+
+
 def test_a_fixed_delay_late_landing_lands_every_request_that_late() -> None:
     sched = Scheduler(random.Random(3))
     late = Fault("late_landing", 0.0, 100.0, "node-1", late_by=4.0)
