@@ -34,8 +34,8 @@ Ghost state is what no process knows: which processes are alive, which
 process wrote which log entry, which records a leader applied, which L1
 objects landed. Invariants:
 
-* ``two owners``: no partition is in two live nodes' ``owned()`` at any
-  instant (checked after every event);
+* ``two owners``: no partition of an incarnation not yet deleted is in
+  two live nodes' ``owned()`` at any instant (checked after every event);
 * ``two leaders in one term``: the entries of one term of a partition log
   are all written by one process;
 * ``deleted too soon`` and ``record lost`` (``data_path.DataGhost``);
@@ -152,6 +152,7 @@ class ClusterSettings:
     relist_records_seconds: float = 60.0
     max_moves_per_round: int = 64
     request_concurrency: int = 4
+    producers: int = 1
     safe_epoch_rule: SafeEpochRule = safe_epoch_rule
     """How the nodes' reports compute ``M(p)`` (another only to prove the
     invariants catch it)."""
@@ -502,8 +503,9 @@ class World:
         )
 
     def start_data_path(self) -> None:
-        """The producer and the collector, each a process of its own whose
-        wall clock is within a second of the store's, and the operator."""
+        """The producers and the collector, each a process of its own whose
+        wall clock is within a second of the store's, and the operator. A
+        ``producer_stall`` stops the first producer."""
 
         def data_process(name: str) -> tuple[Runtime, ObjectStore, Process]:
             process = Process(name)
@@ -514,6 +516,9 @@ class World:
         self.sched.spawn(self.producer.process, "producer", self.producer.run)
         collector = SimCollector(self, *data_process("collector"))
         self.sched.spawn(collector.process, "collector", collector.run)
+        for number in range(2, self.settings.producers + 1):
+            more = SimProducer(self, *data_process(f"producer-{number}"))
+            self.sched.spawn(more.process, more.process.name, more.run)
         process = Process("gc-operator")
         runtime = self.runtime_for(process, wall_offset_seconds=60.0)
         self.operator = SimOperator(
@@ -763,20 +768,28 @@ class World:
             holders.intersection_update(n.process.name for n, owned in alive if pid in owned)
             if not holders:
                 del self.overruled[pid]  # it only shrinks: nobody is left to exempt
-        if self._two_owners(alive) is None:
+        if self.two_owners(alive) is None:
             return
         fresh = [(node, node.ownership.owned()) for node, _ in alive]
         self._owned_seen.update((node.process, owned) for node, owned in fresh)
-        found = self._two_owners(fresh)
+        found = self.two_owners(fresh)
         if found is not None:
             raise Violation("two owners", found)
 
-    def _two_owners(self, alive: list[tuple[SimNode, frozenset[PartitionId]]]) -> str | None:
-        """The first partition two of ``alive`` own, in words, or ``None``."""
+    def two_owners(self, alive: list[tuple[SimNode, frozenset[PartitionId]]]) -> str | None:
+        """The first partition two of ``alive`` own, in words, or ``None``.
+
+        A partition of an incarnation a delete has ended is left out: the
+        janitor then removes its ownership records, and a node whose view
+        is older than the delete may take it again while its last holder
+        has not yet read the view that drops it. Nothing of a deleted
+        incarnation is kept (its records are not promised to readers) and
+        ``M`` is the least over live partitions, so two holders there break
+        nothing."""
         owners: dict[PartitionId, str] = {}
         for node, owned in alive:
             for pid in owned:
-                if node.process.name in self.overruled.get(pid, ()):
+                if node.process.name in self.overruled.get(pid, ()) or self.topics.is_ended(pid):
                     continue
                 other = owners.setdefault(pid, node.process.name)
                 if other != node.process.name:

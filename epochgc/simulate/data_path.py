@@ -1,5 +1,6 @@
-"""The data path of the simulated cluster: a producer writing shared L0
-objects and registering each partition's chunk with its leader, and a
+"""The data path of the simulated cluster: one or two producers (from
+the seed) writing shared L0 objects and registering each partition's
+chunk with its leader, and a
 collector computing ``M`` and deleting what it allows, all on the
 product's own code (``Controller``, ``upload_l0``, ``TermWriter.submit``,
 ``collect_once``), plus the ghost record of what must never be lost. (The
@@ -9,7 +10,7 @@ epoch ticker runs in every node, as ``[epoch] ticker = true`` has it:
 Each is one simulated process with one task, the thin shell around the
 step the product takes:
 
-* the producer: every ``PRODUCE_SECONDS``, read the cluster epoch
+* a producer: every ``PRODUCE_SECONDS``, read the cluster epoch
   through an ``EpochCache`` (its TTL, 0 to 30 s, drawn from the seed: a
   stale epoch is what the partitions' windows must judge), upload one L0
   object holding a chunk for one to three partitions

@@ -104,10 +104,14 @@ class Scenario:
     partitions: tuple[PartitionId, ...]
     gateways: tuple[float, ...]
     """Each gateway's clock offset, seconds."""
+    producers: int = 1
+    """One, or two whose epoch caches age apart: a partition then gets
+    placeholders at the window's previous epoch and at a new one within
+    one reconciliation pass."""
 
 
 def scenario_of(seed: int) -> Scenario:
-    """3 to 5 nodes, 2 topics of 2 to 4 partitions, up to three gateways
+    """3 to 5 nodes, 2 topics of 2 to 4 partitions, one or two producers, up to three gateways
     whose clocks are apart by up to 0.9 s (what the lease rules assume:
     ``leases/timing.py``), and in some seeds one gateway far off (which
     they must notice: ``GATEWAY_OFF_SHARE``)."""
@@ -125,7 +129,9 @@ def scenario_of(seed: int) -> Scenario:
         # A gateway whose clock is far off: its stamps contradict what the
         # nodes saw, which the lease rules must notice and stop using.
         gateways = (*gateways, rng.choice((-1, 1)) * rng.uniform(10.0, 60.0))
-    return Scenario(nodes, spare, partitions, gateways)
+    # Drawn last, so the draws above are each seed's as they were.
+    producers = rng.randint(1, 2)
+    return Scenario(nodes, spare, partitions, gateways, producers)
 
 
 def _stream(seed: int, purpose: str) -> random.Random:
@@ -206,7 +212,9 @@ def run_seed(
     trace = Trace(lambda: sched.now)
     network = Network(sched, _stream(seed, "store"), schedule, list(scenario.gateways), trace.add)
     rule = unsafe_max_applied_rule if unsafe else safe_epoch_rule
-    settings = ClusterSettings(scenario.partitions, safe_epoch_rule=rule)
+    settings = ClusterSettings(
+        scenario.partitions, producers=scenario.producers, safe_epoch_rule=rule
+    )
     world = World(sched, network, _stream(seed, "nodes"), settings, trace.add)
     sched.after_each = world.check_safety
     starts = _stream(seed, "starts")

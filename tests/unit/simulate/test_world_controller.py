@@ -1,14 +1,17 @@
 """What the simulated world makes of controller writes that land: a topic
 entry goes to the topic ghost, and one that lands in a slot a stored
 snapshot covers (a late write into a slot compaction truncated) counts
-for nothing, neither as a topic entry nor as an epoch tick."""
+for nothing, neither as a topic entry nor as an epoch tick; and two
+holders of a deleted incarnation's partition are not two owners."""
 
 from __future__ import annotations
 
 import random
 from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import cast
 
-from epochgc.simulate.cluster import ROOT, ClusterSettings, World
+from epochgc.simulate.cluster import ROOT, ClusterSettings, SimNode, World
 from epochgc.simulate.simulated_store import Network
 from epochgc.simulate.virtual_time import Scheduler
 from epochgc.storage.keys import PartitionId, controller_log_prefix, controller_snapshot_key
@@ -72,3 +75,21 @@ def test_a_tick_landing_in_a_truncated_slot_is_no_tick() -> None:
 
 def _delete(topic: str, revision: int) -> bytes:
     return encode_controller_entry(DeleteTopic(topic, T0, revision))
+
+
+def _holder(name: str) -> SimNode:
+    return cast(SimNode, SimpleNamespace(process=SimpleNamespace(name=name)))
+
+
+def test_two_holders_of_a_deleted_incarnations_partition_are_not_two_owners() -> None:
+    """Seen in seed 164 with two producers: the janitor removed the records
+    of orders@1 just deleted, and a node whose controller reads landed late
+    took orders/0@1 again while its holder had not yet read the delete."""
+    w = world()
+    orders, clicks = PARTITIONS
+    both = [(_holder("node-1#1"), frozenset({orders})), (_holder("node-2#2"), frozenset({orders}))]
+    assert w.two_owners(both) == f"{orders} is owned by node-1#1 and node-2#2 at once"
+    land(w, 3, _delete("orders", 1))
+    assert w.two_owners(both) is None
+    live = [(node, owned | {clicks}) for node, owned in both]
+    assert w.two_owners(live) == f"{clicks} is owned by node-1#1 and node-2#2 at once"
