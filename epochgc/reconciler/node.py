@@ -103,7 +103,13 @@ from epochgc.reconciler.duties import NodeDuties
 from epochgc.reconciler.leadership import Leadership
 from epochgc.reconciler.node_settings import NodeSettings, NodeStats
 from epochgc.reconciler.topics import epochgc_partitions, epochgc_topics
-from epochgc.reconciler.watchdog import LoopStall, ProgressWatchdog
+from epochgc.reconciler.watchdog import (
+    DEFAULT_BOUND_TTLS,
+    OWNERSHIP_LOOP,
+    ROUNDS_LOOP,
+    LoopStall,
+    ProgressWatchdog,
+)
 from epochgc.storage.keys import PartitionId
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.controller import Controller, ControllerView
@@ -119,12 +125,6 @@ log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 
-ROUNDS_LOOP = "rounds"
-"""The loop that leads, reconciles, housekeeps and reports."""
-OWNERSHIP_LOOP = "ownership"
-"""The loop that takes and hands back partitions."""
-DEFAULT_BOUND_TTLS = 4.0
-"""``max_round_seconds`` 0 means this many lease TTLs."""
 RAISE_TERM_WAIT_SHARE = 0.25
 """The rounds loop waits at most this share of ``max_round_seconds`` for
 the ownership loop's round to let it raise a record's term: a hung

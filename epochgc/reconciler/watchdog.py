@@ -36,6 +36,13 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
+ROUNDS_LOOP = "rounds"
+"""The loop that leads, reconciles, housekeeps and reports."""
+OWNERSHIP_LOOP = "ownership"
+"""The loop that takes and hands back partitions."""
+DEFAULT_BOUND_TTLS = 4.0
+"""``max_round_seconds`` 0 means this many lease TTLs."""
+
 
 @dataclass(frozen=True)
 class LoopStall:

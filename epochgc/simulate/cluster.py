@@ -3,7 +3,7 @@ ownership, partition log and reconciler code, the data path beside them
 (``data_path.py``: ticker, producer, collector), and the ghost state the
 invariants are checked against.
 
-Each node is one simulated process with three tasks, the thin shells the
+Each node is one simulated process with four tasks, the thin shells the
 real node runs around the same steps:
 
 * the lease heartbeat: ``NodeLease.renew_if_due`` every quarter of the
@@ -23,7 +23,12 @@ real node runs around the same steps:
   ``RECONCILE_EVERY_TICKS`` each led partition is reconciled
   (``Reconciler.reconcile_once``: L0 to L1, then ``advance_reconciled``),
   an idle one gets ``advance_epoch``, and the node report with each led
-  partition's ``M(p)`` is published (``report_of``, ``publish_report``).
+  partition's ``M(p)`` is published (``report_of``, ``publish_report``);
+* the supervisor (``ReconcilerNode.run``): the ownership and leading
+  loops report each round to the node's ``ProgressWatchdog``, which is
+  the lease's renewal gate; on its verdict (a loop hung or dead) the node
+  releases its lease, steps down, releases its records and exits, and
+  starts again ``EXIT_RESTART_SECONDS`` later.
 
 The producer's chunks reach a leader as a request to its process, which
 calls ``TermWriter.submit`` there (the epoch fence in front of it in
@@ -67,6 +72,13 @@ from epochgc.ownership.node_ownership import NodeOwnership
 from epochgc.ownership.pacing import OwnershipPacing, stale_look_fraction
 from epochgc.reconciler.reconcile import Reconciler
 from epochgc.reconciler.topics import epochgc_partitions
+from epochgc.reconciler.watchdog import (
+    DEFAULT_BOUND_TTLS,
+    OWNERSHIP_LOOP,
+    ROUNDS_LOOP,
+    LoopStall,
+    ProgressWatchdog,
+)
 from epochgc.runtime import Future, Runtime
 from epochgc.simulate.collector_ghost import CollectorGhost
 from epochgc.simulate.data_path import (
@@ -129,6 +141,12 @@ own interval from after the last one's grant had ended."""
 UNLED_GRACE_SECONDS = 3.0
 """Beyond a round: the taker's leading step after its round took it."""
 APPEND_DEPTH = 4
+ROUND_BOUND_SECONDS = DEFAULT_BOUND_TTLS * LeasePolicy().ttl_seconds
+"""The watchdog's bound: ``[reconciler] max_round_seconds`` unset, as the
+node derives it from the TTL."""
+EXIT_RESTART_SECONDS = 5.0
+"""How long after a node exits on its watchdog's verdict its supervisor
+starts it again."""
 TOPICS = ("orders", "clicks")
 """Created in this order at the start: revisions 1 and 2."""
 
@@ -156,6 +174,10 @@ class ClusterSettings:
     safe_epoch_rule: SafeEpochRule = safe_epoch_rule
     """How the nodes' reports compute ``M(p)`` (another only to prove the
     invariants catch it)."""
+
+
+class InjectedLoopFailure(RuntimeError):
+    """What a ``hung_loop`` fault makes a loop die of."""
 
 
 class SimNode:
@@ -196,6 +218,15 @@ class SimNode:
             runtime=self.runtime,
         )
         self._moved_at: dict[PartitionId, tuple[int, float]] = {}
+        self.watchdog = ProgressWatchdog(
+            ROUND_BOUND_SECONDS, bound_name="reconciler.max_round_seconds"
+        )
+        self.lease.set_renewal_gate(self._closed_by)
+        self.hung: set[str] = set()
+        """The loops a ``hung_loop`` fault stops for good (a call that
+        never returns)."""
+        self.failing: set[str] = set()
+        """The loops a ``hung_loop`` fault makes die of an exception."""
         self.leaving = False
         self.view: ControllerView | None = None
         """The controller view the last leading step read."""
@@ -212,10 +243,75 @@ class SimNode:
 
     def start(self) -> None:
         sched = self.world.sched
+        self.watchdog.watch(
+            ROUNDS_LOOP, self.runtime.monotonic(), allowance_seconds=LEAD_INTERVAL_SECONDS
+        )
         sched.spawn(self.process, "heartbeat", self._heartbeat)
-        sched.spawn(self.process, "ownership", self._ownership_loop)
-        sched.spawn(self.process, "leading", self._leading_loop)
+        sched.spawn(
+            self.process,
+            "ownership",
+            functools.partial(self._watched, OWNERSHIP_LOOP, self._ownership_loop),
+        )
+        sched.spawn(
+            self.process,
+            "leading",
+            functools.partial(self._watched, ROUNDS_LOOP, self._leading_loop),
+        )
         sched.spawn(self.process, "start-ticker", self._start_ticker)
+        sched.spawn(self.process, "supervisor", self._supervise)
+
+    def _closed_by(self) -> str | None:
+        """The renewal gate the node installs: closed once a loop is judged
+        stopped."""
+        stall = self.watchdog.check(self.runtime.monotonic())
+        return None if stall is None else stall.describe()
+
+    def _watched(self, loop: str, body: Callable[[], None]) -> None:
+        """``ReconcilerNode._watched``: the exception a loop ends on, and
+        its ending unasked, is its death. Only an injected failure is
+        judged here; any other exception is a defect and ends the run."""
+        try:
+            body()
+        except InjectedLoopFailure as err:
+            self.watchdog.died(loop, err, self.runtime.monotonic())
+            return
+        if not self.leaving:
+            self.watchdog.died(loop, "it ended without being asked to", self.runtime.monotonic())
+
+    def _fault_point(self, loop: str) -> None:
+        """Where a ``hung_loop`` fault strikes ``loop``: at the top of a
+        round, it hangs for as long as the process lives, or dies."""
+        if loop in self.failing:
+            raise InjectedLoopFailure(f"loop {loop} fails (hung_loop)")
+        if loop in self.hung:
+            self.world.note(f"{self.process.name} loop {loop} hangs")
+            while True:
+                self.runtime.sleep(3600.0)
+
+    def _supervise(self) -> None:
+        """``ReconcilerNode.run``'s supervision: poll the watchdog; on a
+        verdict let go (the lease first, then the leaders and the records)
+        and exit, for the process's supervisor to start it again."""
+        poll = max(0.01, min(0.5, self.watchdog.bound_seconds / 8))
+        while not self.leaving:
+            stall = self.watchdog.check(self.runtime.monotonic())
+            if stall is not None:
+                self._let_go(stall)
+                return
+            self.runtime.sleep(poll)
+
+    def _let_go(self, stall: LoopStall) -> None:
+        self.world.note(f"{self.process.name} {stall.describe()}; lets go and exits")
+        try:
+            self.lease.release()
+        except EpochGCError as err:
+            self.world.note(f"{self.process.name} lease release failed: {err}")
+        self.writers.clear()
+        try:
+            self.ownership.stop(release=True)
+        except EpochGCError as err:
+            self.world.note(f"{self.process.name} records release failed: {err}")
+        self.world.exited(self, EXIT_RESTART_SECONDS)
 
     def _start_ticker(self) -> None:
         """Every node may tick (``[epoch] ticker = true``): one holds the role."""
@@ -231,11 +327,20 @@ class SimNode:
     def _ownership_loop(self) -> None:
         settings = self.world.settings
         pacing = OwnershipPacing(settings.round_seconds, stale_look_fraction(self.node_id))
+        watched = False
         while not self.leaving:
             report = None
             if self.live is None:
                 self.runtime.sleep(LEAD_INTERVAL_SECONDS)
                 continue
+            if not watched:  # judged once the first view gave it partitions to share
+                self.watchdog.watch(
+                    OWNERSHIP_LOOP,
+                    self.runtime.monotonic(),
+                    allowance_seconds=settings.round_seconds,
+                )
+                watched = True
+            self._fault_point(OWNERSHIP_LOOP)
             try:
                 if not self.lease.is_valid():
                     if not self.ownership.ensure_lease():
@@ -252,6 +357,7 @@ class SimNode:
                     )
             except EpochGCError as err:
                 self.world.note(f"{self.process.name} ownership round failed: {err}")
+            self.watchdog.completed(OWNERSHIP_LOOP, self.runtime.monotonic())
             stale_at = None if report is None else report.next_stale_at
             nodes = 0 if report is None else report.nodes
             self.runtime.sleep(pacing.after_round(self.runtime.monotonic(), stale_at, nodes))
@@ -259,6 +365,7 @@ class SimNode:
     def _leading_loop(self) -> None:
         ticks = 0
         while not self.leaving:
+            self._fault_point(ROUNDS_LOOP)
             ticks += 1
             fresh = self._read_view()
             live = self.live or frozenset()
@@ -268,6 +375,7 @@ class SimNode:
                     self._lead(pid)
             if ticks % RECONCILE_EVERY_TICKS == 0 and self.writers:
                 self._duties(None if self.view is None else self.view.offset)
+            self.watchdog.completed(ROUNDS_LOOP, self.runtime.monotonic())
             self.runtime.sleep(LEAD_INTERVAL_SECONDS)
 
     def _read_view(self) -> bool:
@@ -608,6 +716,23 @@ class World:
         self.sched.kill(node.process)
         self.note(f"{node.process.name} killed (-9); restarts in {restart_after:.1f}s")
         self.sched.at(self.sched.now + restart_after, lambda: self._restart(node_id))
+
+    def exited(self, node: SimNode, restart_after: float) -> None:
+        """``node``'s process exits on its own (its watchdog's verdict);
+        started again ``restart_after`` seconds later when it is still its
+        node id's newest process."""
+        self.note(f"{node.process.name} exited; restarts in {restart_after:.1f}s")
+        self.sched.at(self.sched.now, lambda: self.sched.kill(node.process))
+        if self.nodes.get(node.node_id) is node:
+            self.sched.at(self.sched.now + restart_after, lambda: self._restart(node.node_id))
+
+    def hang(self, node_id: str, loop: str, *, fail: bool) -> None:
+        """``node_id``'s ``loop`` (``rounds`` or ``ownership``) hangs at its
+        next round, for good, or (``fail``) dies there (``hung_loop``)."""
+        node = self.nodes.get(node_id)
+        if node is not None and node.process.alive and not node.leaving:
+            (node.failing if fail else node.hung).add(loop)
+            self.note(f"{node.process.name} loop {loop} will {'fail' if fail else 'hang'}")
 
     def _restart(self, node_id: str) -> None:
         node = self.nodes.get(node_id)

@@ -51,6 +51,11 @@ The kinds are the faults a real S3 and real processes produce:
   controller log's tail and writing the next slot; its role runs out, a
   peer ticks, and the stopped node wakes to find its slot taken, where it
   must not retry (``simulate/simulated_store.py``);
+* ``hung_loop``: one node's rounds loop or ownership loop (``pick``
+  below or above one half) hangs at its next round, for good (a call that
+  never returns), or dies there of an exception (``pick`` in the upper
+  half of its half); the node's watchdog must judge it, the node let go
+  and exit, and it is started again a few seconds later;
 * ``late_then_cut`` (two faults together): one node's requests land 3 to 5
   s late for a while, and as that ends a peer is cut off from the store
   (a brownout of all its requests). The node then judges the peer's last
@@ -86,6 +91,7 @@ KINDS = (
     "compaction",
     "producer_stall",
     "stalled_tick",
+    "hung_loop",
 )
 TOPIC_RACE_SECONDS = 20.0
 """How long the racing operator's requests land late: its delete, a lost
@@ -107,7 +113,9 @@ class Fault:
     rate: float = 0.0
     """For ``lost_answers`` and ``brownout``: the share of requests hit."""
     pick: float = 0.0
-    """For ``foreign_owner``: which partition, as a fraction of the list."""
+    """For ``foreign_owner``: which partition, as a fraction of the list;
+    for ``hung_loop``: which loop (below one half: the rounds loop) and
+    how (in the upper half of that half: it dies, else it hangs)."""
     late_by: float = 0.0
     """For ``late_landing``: how late every request lands (``0``: each
     request draws its own delay from ``LATE_LANDING_SECONDS``)."""
@@ -225,6 +233,11 @@ def draw_schedule(
     # Drawn after those, for the same reason.
     for _ in range(rng.randint(0, 2)):
         add("stalled_tick", rng.uniform(ttl, 2 * ttl))
+    # Drawn after those, for the same reason. Early enough for the watchdog
+    # (four TTLs), the let-go, the restart and a take-over before the heal.
+    for _ in range(rng.randint(0, 2)):
+        at = rng.uniform(5.0, until - 6 * ttl - 20.0)
+        faults.append(Fault("hung_loop", at, 0.0, rng.choice(nodes), pick=rng.random()))
     return sorted(faults, key=lambda f: (f.at, f.kind, f.target))
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from epochgc.leases.timing import LeasePolicy
+from epochgc.reconciler.watchdog import OWNERSHIP_LOOP, ROUNDS_LOOP
 from epochgc.simulate.cluster import TOPICS, ClusterSettings, Violation, World
 from epochgc.simulate.fault_schedule import Fault, draw_schedule
 from epochgc.simulate.simulated_store import Network
@@ -279,6 +280,9 @@ def _apply(world: World, fault: Fault) -> None:
         world.operator_compaction()
     elif fault.kind == "producer_stall":
         world.stall_producer(fault.seconds)
+    elif fault.kind == "hung_loop":
+        loop = ROUNDS_LOOP if fault.pick < 0.5 else OWNERSHIP_LOOP
+        world.hang(fault.target, loop, fail=fault.pick % 0.5 >= 0.25)
 
 
 def shrink(result: SeedResult, *, seconds: float = DEFAULT_SECONDS) -> list[Fault]:

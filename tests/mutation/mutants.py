@@ -255,6 +255,14 @@ MUTANTS = (
         "if revision <= view.offset:",
         "the janitor removes only incarnations its view holds deleted",
     ),
+    Mutant(
+        "watchdog-never-overdue",
+        "epochgc/reconciler/watchdog.py",
+        "if late > 0 and (worst is None or late > worst[0]):",
+        "if False:",
+        "watchdog: a loop that completes no round within its bound stops the node "
+        "(its renewal gate closes, it lets go)",
+    ),
 )
 
 

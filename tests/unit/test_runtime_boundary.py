@@ -36,6 +36,7 @@ PROTOCOL = (
     "epochgc/storage/cas_log.py",
     "epochgc/reconciler/reconcile.py",
     "epochgc/reconciler/fetch.py",
+    "epochgc/reconciler/watchdog.py",
     "epochgc/ingest/upload.py",
     "epochgc/gc/planner.py",
     "epochgc/gc/eligibility.py",
@@ -82,6 +83,8 @@ LEAF_LOCKS = {
     "epochgc/events.py": "the tuple of subscriptions (publishing reads it without the lock)",
     "epochgc/gc/plan_file.py": "the Parquet writer of a plan or record (a local file)",
     "epochgc/storage/request_stats.py": "the request counters",
+    "epochgc/reconciler/watchdog.py": "the watched loops and the latched verdict (rounds "
+    "reported from the event loop, checked from the heartbeat and /healthz threads)",
 }
 """Modules that may take a ``threading.Lock`` (and nothing else of
 ``threading``), and what it guards."""

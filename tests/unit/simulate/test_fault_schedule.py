@@ -137,6 +137,16 @@ def test_a_stalled_tick_stops_the_first_node_to_write_a_slot_once() -> None:
     assert sum("stopped 20.0s before" in line for line in lines) == 1
 
 
+def test_a_hung_loop_leaves_time_to_judge_it_let_go_and_take_over_before_the_heal() -> None:
+    hangs = [f for seed in range(1, 201) for f in _draw(seed) if f.kind == "hung_loop"]
+    assert len(hangs) > 100, "hung_loop should be in most seeds"
+    assert {f.pick < 0.5 for f in hangs} == {True, False}, "both loops"
+    assert {f.pick % 0.5 >= 0.25 for f in hangs} == {True, False}, "hangs and deaths"
+    for hang in hangs:
+        assert hang.target in NODES
+        assert 5.0 <= hang.at <= UNTIL - 6 * TTL - 20.0
+
+
 def test_a_fixed_delay_late_landing_lands_every_request_that_late() -> None:
     sched = Scheduler(random.Random(3))
     late = Fault("late_landing", 0.0, 100.0, "node-1", late_by=4.0)
