@@ -104,11 +104,11 @@ from epochgc.reconciler.leadership import Leadership
 from epochgc.reconciler.node_settings import NodeSettings, NodeStats
 from epochgc.reconciler.topics import epochgc_partitions, epochgc_topics
 from epochgc.reconciler.watchdog import (
-    DEFAULT_BOUND_TTLS,
     OWNERSHIP_LOOP,
     ROUNDS_LOOP,
     LoopStall,
     ProgressWatchdog,
+    round_bound_seconds,
 )
 from epochgc.storage.keys import PartitionId
 from epochgc.storage.object_store import ObjectStore
@@ -190,8 +190,8 @@ class ReconcilerNode:
         self._view: ControllerView | None = None
         """The last controller view read (a round whose read fails uses it)."""
         self.stats = NodeStats()
-        bound = self._settings.max_round_seconds or (
-            DEFAULT_BOUND_TTLS * ownership.lease.policy.ttl_seconds
+        bound = round_bound_seconds(
+            self._settings.max_round_seconds, ownership.lease.policy.ttl_seconds
         )
         self._watchdog = ProgressWatchdog(bound, bound_name="reconciler.max_round_seconds")
         self._announced = threading.Lock()

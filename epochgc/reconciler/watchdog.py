@@ -44,6 +44,12 @@ DEFAULT_BOUND_TTLS = 4.0
 """``max_round_seconds`` 0 means this many lease TTLs."""
 
 
+def round_bound_seconds(max_round_seconds: float, ttl_seconds: float) -> float:
+    """The watchdog's bound: ``[reconciler] max_round_seconds``, or when it
+    is 0 (unset) ``DEFAULT_BOUND_TTLS`` lease TTLs."""
+    return max_round_seconds or DEFAULT_BOUND_TTLS * ttl_seconds
+
+
 @dataclass(frozen=True)
 class LoopStall:
     """Why a loop is judged stopped.

@@ -73,11 +73,11 @@ from epochgc.ownership.pacing import OwnershipPacing, stale_look_fraction
 from epochgc.reconciler.reconcile import Reconciler
 from epochgc.reconciler.topics import epochgc_partitions
 from epochgc.reconciler.watchdog import (
-    DEFAULT_BOUND_TTLS,
     OWNERSHIP_LOOP,
     ROUNDS_LOOP,
     LoopStall,
     ProgressWatchdog,
+    round_bound_seconds,
 )
 from epochgc.runtime import Future, Runtime
 from epochgc.simulate.collector_ghost import CollectorGhost
@@ -141,9 +141,6 @@ own interval from after the last one's grant had ended."""
 UNLED_GRACE_SECONDS = 3.0
 """Beyond a round: the taker's leading step after its round took it."""
 APPEND_DEPTH = 4
-ROUND_BOUND_SECONDS = DEFAULT_BOUND_TTLS * LeasePolicy().ttl_seconds
-"""The watchdog's bound: ``[reconciler] max_round_seconds`` unset, as the
-node derives it from the TTL."""
 EXIT_RESTART_SECONDS = 5.0
 """How long after a node exits on its watchdog's verdict its supervisor
 starts it again."""
@@ -218,8 +215,11 @@ class SimNode:
             runtime=self.runtime,
         )
         self._moved_at: dict[PartitionId, tuple[int, float]] = {}
+        # ``[reconciler] max_round_seconds`` unset: the bound the node
+        # derives from its lease's TTL.
         self.watchdog = ProgressWatchdog(
-            ROUND_BOUND_SECONDS, bound_name="reconciler.max_round_seconds"
+            round_bound_seconds(0.0, settings.policy.ttl_seconds),
+            bound_name="reconciler.max_round_seconds",
         )
         self.lease.set_renewal_gate(self._closed_by)
         self.hung: set[str] = set()
@@ -549,6 +549,7 @@ class World:
         self._ticks: list[tuple[float, str]] = []
         """(virtual time sent, process) of every epoch tick that landed."""
         network.on_landed = self.landed
+        network.controller_prefix = self._controller_prefix
         network.on_deleted = self._deleted
         network.on_landing = self.collector_ghost.request_landing
         network.on_deletion_answer_lost = self.collector_ghost.answer_lost

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import math
 import random
-import re
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
@@ -39,6 +38,7 @@ from epochgc.errors import (
 from epochgc.simulate.fault_schedule import Fault
 from epochgc.simulate.memory_store import MemoryStore
 from epochgc.simulate.virtual_time import Process, ProcessKilled, Scheduler
+from epochgc.storage.keys import parse_log_entry_key
 from epochgc.storage.object_store import (
     DeleteOutcome,
     ObjectInfo,
@@ -55,7 +55,6 @@ LATE_LANDING_SECONDS = (1.0, 4.0)
 """How late a request under ``late_landing`` reaches the store."""
 RETRY_SECONDS = 0.6
 """How long a failing request keeps the caller before its retries run out."""
-_CONTROLLER_SLOT = re.compile(r"/meta/controller/\d+$")
 
 
 class GatewayClocks:
@@ -90,6 +89,9 @@ class Network:
         self._stalls_done: set[Fault] = set()
         self.nodes: set[str] = set()
         """The ids of the cluster's nodes (the world adds each as it starts)."""
+        self.controller_prefix = ""
+        """The controller log's prefix (the world sets it): a write of one
+        of its slots from a node is an epoch tick."""
         self.bucket = MemoryStore(
             GatewayClocks(sched, gateways, rng),
             bucket="sim",
@@ -135,7 +137,11 @@ class Network:
         appends to the controller log (an epoch tick: only a node's ticker
         writes there from a node) at or after the fault's time, a SIGSTOP
         between reading the log's tail and writing the next slot."""
-        if op != "PutObject?create" or not _CONTROLLER_SLOT.search(key) or node not in self.nodes:
+        if (
+            op != "PutObject?create"
+            or node not in self.nodes
+            or parse_log_entry_key(key, self.controller_prefix) is None
+        ):
             return 0.0
         due = (
             f
