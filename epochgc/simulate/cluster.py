@@ -764,6 +764,26 @@ class World:
         if node is not None and node.process.alive and not node.leaving:
             self.sched.spawn(node.process, "leave", node.leave)
 
+    def restart(self, node_id: str, down_seconds: float) -> None:
+        """Stop ``node_id`` cleanly (as ``leave``: its records and lease
+        released), end its process, and start it again ``down_seconds``
+        later (a rolling deploy)."""
+        node = self.nodes.get(node_id)
+        if node is None or not node.process.alive or node.leaving:
+            return
+
+        def stop() -> None:
+            node.leave()
+            self.note(f"{node.process.name} stopped; starts again in {down_seconds:.1f}s")
+            self.sched.at(self.sched.now, lambda: self.sched.kill(node.process))
+            self.sched.at(self.sched.now + down_seconds, lambda: self._start_again(node))
+
+        self.sched.spawn(node.process, "restart", stop)
+
+    def _start_again(self, node: SimNode) -> None:
+        if self.nodes.get(node.node_id) is node:
+            self.start_node(node.node_id)
+
     def rewrite_owner(self, pick: float) -> None:
         """An outside writer (a restored backup, a hand-made edit) names a
         node that does not exist as the owner of one partition, five terms

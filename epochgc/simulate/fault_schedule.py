@@ -56,6 +56,11 @@ The kinds are the faults a real S3 and real processes produce:
   never returns), or dies there of an exception (``pick`` in the upper
   half of its half); the node's watchdog must judge it, the node let go
   and exit, and it is started again a few seconds later;
+* ``restart``: a node stops cleanly (it releases its records and its
+  lease, as ``leave``) and starts again, with a new incarnation, so many
+  seconds later (a rolling deploy);
+* ``lossy_restart`` (two faults together): a ``restart`` while the writes
+  of ownership records land unanswered (see ``_lossy_restart``);
 * ``late_then_cut`` (two faults together): one node's requests land 3 to 5
   s late for a while, and as that ends a peer is cut off from the store
   (a brownout of all its requests). The node then judges the peer's last
@@ -92,6 +97,7 @@ KINDS = (
     "producer_stall",
     "stalled_tick",
     "hung_loop",
+    "restart",
 )
 TOPIC_RACE_SECONDS = 20.0
 """How long the racing operator's requests land late: its delete, a lost
@@ -121,6 +127,14 @@ class Fault:
     request draws its own delay from ``LATE_LANDING_SECONDS``)."""
     count: int = 0
     """For ``topic_race``: the recreated topic's partitions."""
+    retried: float = 0.5
+    """For ``lost_answers``: the share of lost answers to conditional
+    writes that landed which the client's retry turns into a 412 (the
+    key changed: by this very write); the rest time out until the
+    retries run out."""
+    prefix: str = ""
+    """For ``lost_answers``: only writes of keys under this prefix (a
+    store's index partition that answers slowly); empty: every key."""
     writes_only: bool = False
     """For ``late_landing``: only writes land late (a slow upload, a PUT
     retried after a timeout); reads land on time."""
@@ -131,21 +145,34 @@ class Fault:
         late = f" ({self.late_by:.2f}s late)" if self.late_by else ""
         count = f" ({self.count} partitions)" if self.count else ""
         writes = " (writes only)" if self.writes_only else ""
+        keys = f" (keys under {self.prefix})" if self.prefix else ""
         return (
-            f"{self.at:7.2f}s {self.kind} {who} for {self.seconds:.2f}s{rate}{late}{count}{writes}"
+            f"{self.at:7.2f}s {self.kind} {who} for {self.seconds:.2f}s"
+            f"{rate}{late}{count}{writes}{keys}"
         )
 
-    def covers(self, t: float, target: str) -> bool:
-        """Active at ``t`` for a process of node ``target``."""
-        return self.at <= t < self.at + self.seconds and self.target in ("", target)
+    def covers(self, t: float, target: str, key: str = "") -> bool:
+        """Active at ``t`` for a process of node ``target`` (and, for a
+        fault limited to a prefix, a request for ``key``)."""
+        return (
+            self.at <= t < self.at + self.seconds
+            and self.target in ("", target)
+            and key.startswith(self.prefix)
+        )
 
 
 def draw_schedule(
-    rng: random.Random, nodes: list[str], spare: list[str], until: float, ttl: float
+    rng: random.Random,
+    nodes: list[str],
+    spare: list[str],
+    until: float,
+    ttl: float,
+    *,
+    owners_prefix: str,
 ) -> list[Fault]:
     """The faults of one run, all before ``until`` (the heal phase follows):
     a few of each kind, on the ``nodes`` that start the run; ``spare`` node
-    ids may join."""
+    ids may join; ``owners_prefix`` is where the ownership records are."""
     faults: list[Fault] = []
 
     def add(kind: str, seconds: float, target: str = "", rate: float = 0.0) -> None:
@@ -238,6 +265,9 @@ def draw_schedule(
     for _ in range(rng.randint(0, 2)):
         at = rng.uniform(5.0, until - 6 * ttl - 20.0)
         faults.append(Fault("hung_loop", at, 0.0, rng.choice(nodes), pick=rng.random()))
+    # Drawn after those, for the same reason.
+    for _ in range(rng.randint(1, 3)):
+        faults.extend(_lossy_restart(rng, nodes, until, owners_prefix))
     return sorted(faults, key=lambda f: (f.at, f.kind, f.target))
 
 
@@ -256,4 +286,27 @@ def _lossy_rebalance(rng: random.Random, nodes: list[str], until: float, ttl: fl
     return [
         Fault("crash", killed_at, rng.uniform(0.5, 3.0), peer),
         Fault("lost_answers", killed_at + ttl - 2.0, spell, rate=rng.choice((0.6, 0.9))),
+    ]
+
+
+def _lossy_restart(
+    rng: random.Random, nodes: list[str], until: float, owners_prefix: str
+) -> list[Fault]:
+    """``lossy_restart`` (two faults together): one node is restarted
+    cleanly (a rolling deploy: it releases its records and its lease and
+    starts again a few seconds later), while the writes of ownership
+    records land unanswered and their retries answer 412 (the store's
+    index partition for that prefix times out). Its peers take its
+    partitions; when it is back, before their next round, those
+    partitions leave the takers' shares at once, and a taker never reads
+    their records again: only a taker that counts its landed write as its
+    own (the re-read in ``storage/conditional_put.py``) hands them back.
+    Other writes are answered, so the nodes' leases stay as they were."""
+    at = rng.uniform(5.0, until - 90.0)
+    down = rng.uniform(2.0, 8.0)
+    spell = rng.uniform(15.0, 25.0)
+    rate = rng.choice((0.6, 0.9))
+    return [
+        Fault("restart", at, down, rng.choice(nodes)),
+        Fault("lost_answers", at - 1.0, spell, rate=rate, retried=1.0, prefix=owners_prefix),
     ]

@@ -29,11 +29,11 @@ from functools import partial
 
 from epochgc.leases.timing import LeasePolicy
 from epochgc.reconciler.watchdog import OWNERSHIP_LOOP, ROUNDS_LOOP
-from epochgc.simulate.cluster import TOPICS, ClusterSettings, Violation, World
+from epochgc.simulate.cluster import ROOT, TOPICS, ClusterSettings, Violation, World
 from epochgc.simulate.fault_schedule import Fault, draw_schedule
 from epochgc.simulate.simulated_store import Network
 from epochgc.simulate.virtual_time import Scheduler
-from epochgc.storage.keys import PartitionId
+from epochgc.storage.keys import PartitionId, owners_prefix
 from epochgc.verify.unsafe_rule import unsafe_max_applied_rule
 from epochgc.watermarks.safe_epoch.reports import safe_epoch_rule
 
@@ -176,6 +176,7 @@ def default_faults(seed: int, seconds: float = DEFAULT_SECONDS) -> list[Fault]:
         list(scenario.spare),
         seconds,
         policy.ttl_seconds,
+        owners_prefix=owners_prefix(ROOT),
     )
 
 
@@ -268,6 +269,8 @@ def _apply(world: World, fault: Fault) -> None:
             world.start_node(fault.target)
     elif fault.kind == "leave":
         world.leave(fault.target)
+    elif fault.kind == "restart":
+        world.restart(fault.target, fault.seconds)
     elif fault.kind == "foreign_owner":
         world.rewrite_owner(fault.pick)
     elif fault.kind == "duplicate":

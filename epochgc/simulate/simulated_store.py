@@ -115,12 +115,12 @@ class Network:
         self.landing_sent = 0.0
         """When the request being applied now was sent (for ``on_landed``)."""
 
-    def _active(self, kind: str, target: str) -> Fault | None:
+    def _active(self, kind: str, target: str, key: str = "") -> Fault | None:
+        """The fault of ``kind`` acting on this request: of those active,
+        one limited to a prefix of ``key`` before one on every key."""
         t = self.sched.now
-        for fault in self._faults:
-            if fault.kind == kind and fault.covers(t, target):
-                return fault
-        return None
+        active = [f for f in self._faults if f.kind == kind and f.covers(t, target, key)]
+        return next((f for f in active if f.prefix), active[0] if active else None)
 
     def failing_keys(self, node: str, keys: list[str]) -> set[str]:
         """The keys of a DeleteObjects landing now that fail with a per-key
@@ -198,9 +198,9 @@ class Network:
 
         self.sched.at(lands, land)
         self.sched.wait_until(lands + max(latency / 2, 1e-4))
-        lossy = self._active("lost_answers", node)
+        lossy = self._active("lost_answers", node, key)
         if write and lossy is not None and self._rng.random() < lossy.rate:
-            if "ok" in box and op.startswith("PutObject?") and self._rng.random() < 0.5:
+            if "ok" in box and op.startswith("PutObject?") and self._rng.random() < lossy.retried:
                 self._trace(f"{process.name} {op} {key} answer lost; its retry answered 412")
                 raise PreconditionFailedError(f"412 after a retry key={key!r}")
             self._trace(f"{process.name} {op} {key} answer lost")

@@ -5,14 +5,20 @@ passes on today's code; a broken guard, and the deliberately unsafe
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection
 
 import pytest
 
+from epochgc.errors import NotFoundError, PreconditionFailedError
 from epochgc.leases.timing import LeasePolicy
+from epochgc.ownership import owner_records
 from epochgc.reconciler.watchdog import ProgressWatchdog
+from epochgc.simulate.cluster import ROOT
 from epochgc.simulate.fault_schedule import Fault
 from epochgc.simulate.seeds import report_lines, run_seed, run_seeds, shrink
 from epochgc.storage.cas_log import ConditionalAppendLog
+from epochgc.storage.keys import owners_prefix
+from epochgc.storage.object_store import ObjectStore, get_or_none
 from epochgc.watermarks import controller
 from epochgc.watermarks.controller import ControllerView
 from epochgc.watermarks.controller_codec import DeleteTopic
@@ -44,21 +50,24 @@ def test_a_fixed_window_of_seeds_passes_every_invariant() -> None:
 
 def test_a_broken_guard_is_caught_replayable_and_shrunk(monkeypatch: pytest.MonkeyPatch) -> None:
     """A holder that keeps acting a skew margin past its TTL (the grant's
-    deadline computed with + instead of -) is a second owner."""
+    deadline computed with + instead of -) is a second owner of a
+    partition (in some seeds first a second ticker, since the role leases
+    share the rule: the first seed caught as a second owner is shrunk)."""
 
     def too_long(self: LeasePolicy, sent: float) -> float:
         return sent + self.ttl_seconds + self.skew_margin_seconds
 
     monkeypatch.setattr(LeasePolicy, "valid_until", too_long)
-    caught = next(r for r in map(run_seed, range(1, 31)) if not r.ok)
-    seed = caught.seed
-    assert caught.invariant == "two owners"
+    runs = list(map(run_seed, range(1, 11)))
+    assert {r.invariant for r in runs if not r.ok} <= {"two owners", "ticks too close"}
+    caught = next(r for r in runs if r.invariant == "two owners")
+    seed, invariant = caught.seed, "two owners"
     assert run_seed(seed).trace_hash == caught.trace_hash
     shrunk = shrink(caught)
     assert 0 < len(shrunk) < len(caught.faults)
-    assert run_seed(seed, faults=shrunk).invariant == "two owners"
+    assert run_seed(seed, faults=shrunk).invariant == invariant
     lines = report_lines(caught, shrunk)
-    assert lines[0].startswith(f"seed {seed}: VIOLATION two owners: ")
+    assert lines[0].startswith(f"seed {seed}: VIOLATION {invariant}: ")
     assert f"  replay: epochgc simulate --seed {seed}" in lines
     assert any(line.startswith("  shrunk fault schedule (") for line in lines)
     shown = len(caught.tail)
@@ -170,6 +179,50 @@ def test_a_node_whose_rounds_loop_hangs_lets_go_and_its_partitions_move(
     monkeypatch.setattr(ProgressWatchdog, "_overdue", lambda _self, _now: None)
     caught = run_seed(1, seconds=200.0, faults=HUNG_ROUNDS)
     assert caught.invariant == "M stalled"
+
+
+LOSSY_RESTART = [
+    Fault("restart", 40.0, 5.0, "node-1"),
+    Fault("lost_answers", 39.0, 20.0, rate=0.9, retried=1.0, prefix=owners_prefix(ROOT)),
+]
+"""node-1 stops cleanly 40 s in and starts again 5 s later, while nine in
+ten writes of ownership records land unanswered and their retries answer
+412: its peers take its partitions, and it is back before their next
+round."""
+
+
+def test_a_take_answered_412_after_it_landed_is_the_takers_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With the product's re-read a taker whose take landed unanswered
+    knows the partition is its own and hands it back to the restarted
+    node; counting such a take as lost leaves the record naming the taker,
+    which no longer reads it (the partition left its share): orphaned."""
+    assert all(run_seed(seed, seconds=100.0, faults=LOSSY_RESTART).ok for seed in FEW_SEEDS)
+
+    def forgetful(
+        store: ObjectStore,
+        key: str,
+        body: bytes,
+        etag: str | None,
+        *,
+        unanswered: Collection[bytes] = (),
+    ) -> str | None:
+        try:
+            if etag is None:
+                return store.put_if_absent(key, body)
+            return store.put_if_match(key, body, etag)
+        except (PreconditionFailedError, NotFoundError):
+            stored = get_or_none(store, key)
+            if stored is not None and stored.body in unanswered:
+                return forgetful(store, key, body, stored.etag)
+            return None  # a landed write of ours counted as someone else's
+
+    monkeypatch.setattr(owner_records, "put_conditionally", forgetful)
+    runs = [run_seed(seed, seconds=100.0, faults=LOSSY_RESTART) for seed in FEW_SEEDS]
+    caught = [r for r in runs if not r.ok]
+    assert len(caught) >= len(FEW_SEEDS) // 2, [r.invariant for r in runs]
+    assert {r.invariant for r in caught} == {"orphaned"}
 
 
 def test_the_command_prints_the_trace_hash_and_refuses_a_bad_range() -> None:

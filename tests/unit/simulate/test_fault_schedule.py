@@ -9,6 +9,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from epochgc.errors import PreconditionFailedError, RetriesExhaustedError
 from epochgc.simulate.collector_ghost import COLLECTOR
 from epochgc.simulate.fault_schedule import Fault, draw_schedule
 from epochgc.simulate.simulated_store import Network, StoreView
@@ -18,10 +19,11 @@ from epochgc.storage.keys import controller_log_prefix
 NODES = ["node-1", "node-2", "node-3"]
 UNTIL = 300.0
 TTL = 15.0
+OWNERS = "epochgc/meta/owners/"
 
 
 def _draw(seed: int) -> list[Fault]:
-    return draw_schedule(random.Random(seed), NODES, ["node-4"], UNTIL, TTL)
+    return draw_schedule(random.Random(seed), NODES, ["node-4"], UNTIL, TTL, owners_prefix=OWNERS)
 
 
 @given(st.integers(0, 2**32 - 1))
@@ -90,6 +92,51 @@ def test_lossy_rebalance_loses_answers_while_a_restarted_nodes_partitions_move()
             assert spell.at + spell.seconds + TTL <= UNTIL
             shapes += 1
     assert shapes > 100, "lossy_rebalance should be in most seeds"
+
+
+def test_lossy_restart_loses_ownership_answers_while_a_node_restarts_cleanly() -> None:
+    restarts = 0
+    for seed in range(1, 201):
+        faults = _draw(seed)
+        spells = [f for f in faults if f.kind == "lost_answers" and f.prefix]
+        for restart in (f for f in faults if f.kind == "restart"):
+            spell = next(s for s in spells if abs(s.at + 1.0 - restart.at) < 1e-9)
+            # Down for less than a round or two; the spell covers the
+            # release, the takes and the return, and only ownership writes.
+            assert restart.target in NODES and 2.0 <= restart.seconds <= 8.0
+            assert spell.prefix == OWNERS and not spell.target
+            assert spell.rate in (0.6, 0.9) and spell.retried == 1.0
+            assert spell.at + spell.seconds >= restart.at + restart.seconds + 5.0
+            assert restart.at + 90.0 <= UNTIL
+            restarts += 1
+        assert len(spells) == sum(f.kind == "restart" for f in faults)
+    assert restarts >= 200, "lossy_restart should be in every seed"
+
+
+def test_lost_answers_under_a_prefix_spare_other_keys_and_come_back_as_412() -> None:
+    sched = Scheduler(random.Random(3))
+    everyone = Fault("lost_answers", 0.0, 100.0, rate=0.1)
+    owners = Fault("lost_answers", 0.0, 100.0, rate=1.0, retried=1.0, prefix=OWNERS)
+    network = Network(sched, random.Random(3), [everyone, owners], [0.0], lambda _line: None)
+    view = StoreView(network, "node-1", Process("node-1"))
+    outcomes: list[str] = []
+
+    def requests() -> None:
+        for key in (f"{OWNERS}clicks/1/0", "epochgc/meta/nodes/node-1") * 5:
+            try:
+                view.put_if_absent(key, b"x")
+                outcomes.append(f"{key}: ok")
+            except PreconditionFailedError:
+                outcomes.append(f"{key}: 412")
+            except RetriesExhaustedError:
+                outcomes.append(f"{key}: timed out")
+            network.bucket.delete(key)
+
+    sched.spawn(Process("node-1"), "requests", requests)
+    sched.run_until(50.0)
+    owner_outcomes = {o for o in outcomes if o.startswith(OWNERS)}
+    assert owner_outcomes == {f"{OWNERS}clicks/1/0: 412"}, "landed, every answer lost"
+    assert "epochgc/meta/nodes/node-1: ok" in outcomes, "other keys: the 10% fault"
 
 
 def test_a_producer_stall_outlasts_two_epoch_ticks_and_a_collector_round() -> None:
