@@ -80,9 +80,10 @@ from epochgc.reconciler.watchdog import (
     round_bound_seconds,
 )
 from epochgc.runtime import Future, Runtime
-from epochgc.simulate.collector_ghost import CollectorGhost
+from epochgc.simulate.collector_ghost import COLLECTOR, CollectorGhost
 from epochgc.simulate.data_path import (
     APPEND_ANSWER_SECONDS,
+    COLLECT_SECONDS,
     TICK_SECONDS,
     AppliedChunk,
     DataGhost,
@@ -168,6 +169,7 @@ class ClusterSettings:
     max_moves_per_round: int = 64
     request_concurrency: int = 4
     producers: int = 1
+    collectors: int = 1
     safe_epoch_rule: SafeEpochRule = safe_epoch_rule
     """How the nodes' reports compute ``M(p)`` (another only to prove the
     invariants catch it)."""
@@ -612,7 +614,7 @@ class World:
         )
 
     def start_data_path(self) -> None:
-        """The producers and the collector, each a process of its own whose
+        """The producers and the collectors, each a process of its own whose
         wall clock is within a second of the store's, and the operator. A
         ``producer_stall`` stops the first producer."""
 
@@ -623,8 +625,13 @@ class World:
 
         self.producer = SimProducer(self, *data_process("producer"))
         self.sched.spawn(self.producer.process, "producer", self.producer.run)
-        collector = SimCollector(self, *data_process("collector"))
-        self.sched.spawn(collector.process, "collector", collector.run)
+        collector = SimCollector(self, *data_process(COLLECTOR))
+        self.sched.spawn(collector.process, COLLECTOR, collector.run)
+        for number in range(2, self.settings.collectors + 1):
+            # Out of phase with the first: a share of a round later.
+            other = SimCollector(self, *data_process(f"{COLLECTOR}-{number}"))
+            delay = self.rng.uniform(0.0, COLLECT_SECONDS)
+            self.sched.spawn(other.process, other.process.name, other.run, delay=delay)
         for number in range(2, self.settings.producers + 1):
             more = SimProducer(self, *data_process(f"producer-{number}"))
             self.sched.spawn(more.process, more.process.name, more.run)

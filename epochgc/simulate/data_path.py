@@ -26,7 +26,11 @@ step the product takes:
   (``collect_once``: ``M`` from the controller and the node reports, every
   shard present listed by the sweeper's workers, the eligible keys
   deleted through the pause guard, the deletion record and the summary
-  written); its own invariants are ``simulate/collector_ghost.py``'s.
+  written); its own invariants are ``simulate/collector_ghost.py``'s. A
+  seed runs one collector or two (``Scenario.collectors``), each with its
+  own tracker, janitor and compaction, their rounds out of phase: two
+  daemons that each believe they lead the GC (one paused past its lease),
+  or an operator's ``gc collect`` beside the daemon.
 
 The ghost (``DataGhost``) knows, from the leaders' side, every placeholder
 a leader applied (its records are then promised to readers) and, from the
@@ -351,7 +355,7 @@ class SimCollector(_PeriodicRole):
         self._rounds = 0
 
     def step(self) -> None:
-        self._world.collector_ghost.round_starts()
+        self._world.collector_ghost.round_starts(self.process.name)
         self._rounds += 1
         janitor_due = self._rounds % JANITOR_EVERY_ROUNDS == 0
         try:
@@ -367,16 +371,16 @@ class SimCollector(_PeriodicRole):
                 runtime=self._runtime,
             )
         except CollectorPausedError as err:
-            self._world.note(f"collector: {err}")
+            self._world.note(f"{self.process.name}: {err}")
             return
         summary = outcome.summary
-        self._world.collector_ghost.check_record(summary)
+        self._world.collector_ghost.check_record(self.process.name, summary)
         if self._rounds % COMPACT_EVERY_ROUNDS == 0:
             self._compact()
         if outcome.paused is None:
             self._world.data.collector_round(self._world.sched.now, outcome.safe.safe_epoch)
         self._world.note(
-            f"collector: run {summary.run_id} M={outcome.safe.safe_epoch}, "
+            f"{self.process.name}: run {summary.run_id} M={outcome.safe.safe_epoch}, "
             f"deleted {summary.deleted}, errors {summary.errors}"
             + (f", {outcome.paused}" if outcome.paused else "")
         )

@@ -109,10 +109,13 @@ class Scenario:
     """One, or two whose epoch caches age apart: a partition then gets
     placeholders at the window's previous epoch and at a new one within
     one reconciliation pass."""
+    collectors: int = 1
+    """One, or two whose rounds run out of phase (``simulate/data_path.py``)."""
 
 
 def scenario_of(seed: int) -> Scenario:
-    """3 to 5 nodes, 2 topics of 2 to 4 partitions, one or two producers, up to three gateways
+    """3 to 5 nodes, 2 topics of 2 to 4 partitions, one or two producers
+    and one or two collectors, up to three gateways
     whose clocks are apart by up to 0.9 s (what the lease rules assume:
     ``leases/timing.py``), and in some seeds one gateway far off (which
     they must notice: ``GATEWAY_OFF_SHARE``)."""
@@ -132,7 +135,9 @@ def scenario_of(seed: int) -> Scenario:
         gateways = (*gateways, rng.choice((-1, 1)) * rng.uniform(10.0, 60.0))
     # Drawn last, so the draws above are each seed's as they were.
     producers = rng.randint(1, 2)
-    return Scenario(nodes, spare, partitions, gateways, producers)
+    # Drawn last, for the same reason.
+    collectors = rng.randint(1, 2)
+    return Scenario(nodes, spare, partitions, gateways, producers, collectors)
 
 
 def _stream(seed: int, purpose: str) -> random.Random:
@@ -215,7 +220,10 @@ def run_seed(
     network = Network(sched, _stream(seed, "store"), schedule, list(scenario.gateways), trace.add)
     rule = unsafe_max_applied_rule if unsafe else safe_epoch_rule
     settings = ClusterSettings(
-        scenario.partitions, producers=scenario.producers, safe_epoch_rule=rule
+        scenario.partitions,
+        producers=scenario.producers,
+        collectors=scenario.collectors,
+        safe_epoch_rule=rule,
     )
     world = World(sched, network, _stream(seed, "nodes"), settings, trace.add)
     sched.after_each = world.check_safety

@@ -13,9 +13,10 @@ from epochgc.errors import NotFoundError, PreconditionFailedError
 from epochgc.leases.timing import LeasePolicy
 from epochgc.ownership import owner_records
 from epochgc.reconciler.watchdog import ProgressWatchdog
+from epochgc.simulate import seeds
 from epochgc.simulate.cluster import ROOT
 from epochgc.simulate.fault_schedule import Fault
-from epochgc.simulate.seeds import report_lines, run_seed, run_seeds, shrink
+from epochgc.simulate.seeds import report_lines, run_seed, run_seeds, scenario_of, shrink
 from epochgc.storage.cas_log import ConditionalAppendLog
 from epochgc.storage.keys import owners_prefix
 from epochgc.storage.object_store import ObjectStore, get_or_none
@@ -223,6 +224,26 @@ def test_a_take_answered_412_after_it_landed_is_the_takers_own(
     caught = [r for r in runs if not r.ok]
     assert len(caught) >= len(FEW_SEEDS) // 2, [r.invariant for r in runs]
     assert {r.invariant for r in caught} == {"orphaned"}
+
+
+def test_a_seed_may_run_two_collectors_and_both_delete(monkeypatch: pytest.MonkeyPatch) -> None:
+    """About half the seeds run a second collector beside the first; both
+    run rounds and delete, each judged on its own record."""
+    counts = [scenario_of(seed).collectors for seed in WINDOW]
+    assert set(counts) == {1, 2}
+    seed = next(s for s, n in zip(WINDOW, counts, strict=True) if n == 2)
+    deleting: set[str] = set()
+    add = seeds.Trace.add
+
+    def noting(trace: seeds.Trace, line: str) -> None:
+        name, _, rest = line.partition(": run ")
+        if rest and "deleted 0," not in rest:
+            deleting.add(name)
+        add(trace, line)
+
+    monkeypatch.setattr(seeds.Trace, "add", noting)
+    assert run_seed(seed, seconds=150.0).ok
+    assert deleting == {"collector", "collector-2"}
 
 
 def test_the_command_prints_the_trace_hash_and_refuses_a_bad_range() -> None:

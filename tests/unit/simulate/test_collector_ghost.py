@@ -108,58 +108,88 @@ def record(bucket: MemoryStore, keys: list[str]) -> None:
 def test_a_record_of_exactly_what_was_deleted_passes() -> None:
     bucket = MemoryStore()
     g = ghost(bucket)
-    g.round_starts()
+    g.round_starts(COLLECTOR)
     g.deleted((KEYS[0], KEYS[1]), COLLECTOR)
     g.deleted((KEYS[2],), "node-1#1")  # another process's deletion is not the run's
     record(bucket, KEYS[:2])
-    g.check_record(summary())
+    g.check_record(COLLECTOR, summary())
 
 
 def test_a_recorded_key_no_deletion_confirmed_is_a_violation() -> None:
     bucket = MemoryStore()
     g = ghost(bucket)
-    g.round_starts()
+    g.round_starts(COLLECTOR)
     g.deleted((KEYS[0],), COLLECTOR)
     record(bucket, KEYS[:2])  # KEYS[1] failed with a per-key error, say
     with pytest.raises(Violation, match="none of its deletions confirmed"):
-        g.check_record(summary())
+        g.check_record(COLLECTOR, summary())
 
 
 def test_an_answered_deletion_missing_from_the_record_is_a_violation() -> None:
     bucket = MemoryStore()
     g = ghost(bucket)
-    g.round_starts()
+    g.round_starts(COLLECTOR)
     g.deleted((KEYS[0], KEYS[1]), COLLECTOR)
     record(bucket, KEYS[:1])
     with pytest.raises(Violation, match="did not record them"):
-        g.check_record(summary(success=False))
+        g.check_record(COLLECTOR, summary(success=False))
 
 
 def test_an_unanswered_deletion_may_be_missing_only_from_a_run_that_says_it_failed() -> None:
     bucket = MemoryStore()
     g = ghost(bucket)
-    g.round_starts()
+    g.round_starts(COLLECTOR)
     g.deleted((KEYS[0], KEYS[1]), COLLECTOR)
     g.answer_lost(COLLECTOR, (KEYS[1],))
     record(bucket, KEYS[:1])
-    g.check_record(summary(success=False))
+    g.check_record(COLLECTOR, summary(success=False))
     with pytest.raises(Violation, match="says it succeeded"):
-        g.check_record(summary(success=True))
+        g.check_record(COLLECTOR, summary(success=True))
 
 
 def test_a_record_that_could_not_be_written_is_excused_when_the_summary_says_so() -> None:
     g = ghost()
-    g.round_starts()
+    g.round_starts(COLLECTOR)
     g.deleted((KEYS[0],), COLLECTOR)
-    g.check_record(summary(success=False, cause="deletion record not written: 503"))
+    g.check_record(COLLECTOR, summary(success=False, cause="deletion record not written: 503"))
     with pytest.raises(Violation, match="did not record them"):
-        g.check_record(summary(success=False, cause="something else"))
+        g.check_record(COLLECTOR, summary(success=False, cause="something else"))
 
 
 def test_each_round_is_judged_on_its_own_deletions() -> None:
     bucket = MemoryStore()
     g = ghost(bucket)
-    g.round_starts()
+    g.round_starts(COLLECTOR)
     g.deleted((KEYS[0],), COLLECTOR)
-    g.round_starts()
-    g.check_record(summary())  # the first round's key is not this round's
+    g.round_starts(COLLECTOR)
+    g.check_record(COLLECTOR, summary())  # the first round's key is not this round's
+
+
+SECOND = f"{COLLECTOR}-2"
+
+
+def test_two_collectors_rounds_are_judged_apart() -> None:
+    """Each collector's record is held to its own deletions: a key the
+    other one deleted is neither owed to this record nor allowed in it,
+    and one collector's new round forgets nothing of the other's."""
+    bucket = MemoryStore()
+    g = ghost(bucket)
+    g.round_starts(COLLECTOR)
+    g.round_starts(SECOND)
+    g.deleted((KEYS[0],), COLLECTOR)
+    g.deleted((KEYS[1],), SECOND)
+    g.round_starts(SECOND)  # the second's next round
+    record(bucket, KEYS[:1])
+    g.check_record(COLLECTOR, summary())
+    with pytest.raises(Violation, match="none of its deletions confirmed"):
+        g.check_record(SECOND, summary())
+
+
+def test_a_second_collectors_deletion_while_paused_is_judged_on_its_own_reads() -> None:
+    g = ghost()
+    g.request_landing(COLLECTOR, "deleter-1", "GetObject", CONTROL)
+    g.round_starts(SECOND)  # forgets only the second's tasks
+    g.control_landed(paused(True), 5.0)
+    g.request_landing(COLLECTOR, "deleter-1", "DeleteObjects", KEYS[0])  # in flight: allowed
+    with pytest.raises(Violation, match=f"{SECOND}'s DeleteObjects.*previous request was nothing"):
+        g.request_landing(SECOND, "deleter-1", "DeleteObjects", KEYS[1])
