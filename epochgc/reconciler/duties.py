@@ -17,6 +17,7 @@ from datetime import datetime
 
 from epochgc.errors import EpochGCError, L0UnreadableError, RecordError
 from epochgc.reconciler.leadership import Leadership, LedPartition
+from epochgc.reconciler.leading_rules import idle_advance_due
 from epochgc.reconciler.node_settings import NodeSettings, NodeStats
 from epochgc.reconciler.reconcile import Reconciler
 from epochgc.reconciler.retention import RetentionTargets, update_retention_hint
@@ -180,12 +181,13 @@ class NodeDuties:
                 led.safe_epoch_moved_at = now
                 continue
             idle_for = now - led.safe_epoch_moved_at
-            if (
-                state.is_fully_reconciled
-                and idle_for >= self._settings.idle_interval_seconds
-                and cluster_epoch > state.max_applied_epoch
-                and led.service.is_open
-            ):
+            due = idle_advance_due(
+                state,
+                idle_for=idle_for,
+                idle_seconds=self._settings.idle_interval_seconds,
+                cluster_epoch=cluster_epoch,
+            )
+            if due and led.service.is_open:
                 try:
                     await led.service.advance_epoch(cluster_epoch)
                 except EpochGCError as err:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from epochgc.errors import EpochGCError, LeaseLostError
 from epochgc.ownership.node_ownership import NodeOwnership
+from epochgc.reconciler.leading_rules import NOT_OWNED, step_down_reason, to_lead
 from epochgc.reconciler.node_settings import NodeSettings, NodeStats
 from epochgc.storage.keys import PartitionId
 from epochgc.storage.object_store import ObjectStore
@@ -96,22 +97,24 @@ class Leadership:
             async with limit:
                 await self._try_lead(pid)
 
-        new = sorted(p for p in self._ownership.owned() - set(self.led) if p in live)
+        new = sorted(to_lead(self._ownership.owned(), self.led, live))
         await asyncio.gather(*(one(pid) for pid in new))
 
     async def drop_lost(self, live: set[PartitionId]) -> None:
         """Step down from every partition whose topic is gone, that is no
         longer ours at the term we lead it at, or whose writer failed."""
         for key, led in list(self.led.items()):
-            if key not in live:
-                await self.step_down(key, "topic deleted or not epochgc's")
-            elif self._ownership.term(key) != led.term:
+            reason = step_down_reason(
+                key,
+                led_term=led.term,
+                owned_term=self._ownership.term(key),
+                writer_open=led.service.is_open,
+                live=live,
+            )
+            if reason == NOT_OWNED:
                 self._stats.lost_leaderships += 1
-                await self.step_down(key, "no longer owned")
-            elif not led.service.is_open:
-                # The writer failed an append: its term is spent. The next
-                # _try_lead raises the record's term above it.
-                await self.step_down(key, "leader failed")
+            if reason is not None:
+                await self.step_down(key, reason)
 
     async def step_down(self, key: PartitionId, reason: str) -> None:
         """Stop leading ``key`` (unregister its service, then stop it)."""

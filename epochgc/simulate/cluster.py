@@ -70,6 +70,7 @@ from epochgc.leases.role_leases import LeaseManager
 from epochgc.leases.timing import LeasePolicy
 from epochgc.ownership.node_ownership import NodeOwnership
 from epochgc.ownership.pacing import OwnershipPacing, stale_look_fraction
+from epochgc.reconciler.leading_rules import idle_advance_due, step_down_reason, to_lead
 from epochgc.reconciler.reconcile import Reconciler
 from epochgc.reconciler.topics import epochgc_partitions
 from epochgc.reconciler.watchdog import (
@@ -373,7 +374,7 @@ class SimNode:
             live = self.live or frozenset()
             self._drop_lost(live)
             if fresh:
-                for pid in sorted((self.ownership.owned() & live) - set(self.writers), key=str):
+                for pid in sorted(to_lead(self.ownership.owned(), self.writers, live), key=str):
                     self._lead(pid)
             if ticks % RECONCILE_EVERY_TICKS == 0 and self.writers:
                 self._duties(None if self.view is None else self.view.offset)
@@ -399,7 +400,14 @@ class SimNode:
         at, the writer failed (its term is spent: ``_lead`` raises), or the
         topic incarnation is no longer live."""
         for pid, writer in list(self.writers.items()):
-            if self.ownership.term(pid) != writer.term or writer.is_broken or pid not in live:
+            reason = step_down_reason(
+                pid,
+                led_term=writer.term,
+                owned_term=self.ownership.term(pid),
+                writer_open=not writer.is_broken,
+                live=live,
+            )
+            if reason is not None:
                 del self.writers[pid]
                 self._moved_at.pop(pid, None)
 
@@ -466,10 +474,8 @@ class SimNode:
         if last is None or last[0] != state.safe_epoch:
             self._moved_at[pid] = (state.safe_epoch, now)
             return
-        if (
-            state.is_fully_reconciled
-            and now - last[1] >= IDLE_SECONDS
-            and cluster_epoch > state.max_applied_epoch
+        if idle_advance_due(
+            state, idle_for=now - last[1], idle_seconds=IDLE_SECONDS, cluster_epoch=cluster_epoch
         ):
             writer.submit(AdvanceEpoch(0, 0, cluster_epoch)).result()
             self._moved_at[pid] = (state.safe_epoch, now)

@@ -37,6 +37,7 @@ PROTOCOL = (
     "epochgc/reconciler/reconcile.py",
     "epochgc/reconciler/fetch.py",
     "epochgc/reconciler/watchdog.py",
+    "epochgc/reconciler/leading_rules.py",
     "epochgc/ingest/upload.py",
     "epochgc/gc/planner.py",
     "epochgc/gc/eligibility.py",
