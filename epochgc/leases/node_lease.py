@@ -353,3 +353,8 @@ class NodeLease:
         self.stats["lost"] += 1
         log.warning("node lease %s lost (incarnation %s): %s", self.node_id, self.incarnation, why)
         raise LeaseLostError(f"node lease {self.node_id!r} lost: {why}")
+
+
+def held_incarnation(lease: NodeLease) -> str | None:
+    """``lease``'s incarnation while it is valid, else ``None``."""
+    return lease.incarnation if lease.is_valid() else None

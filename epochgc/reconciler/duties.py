@@ -15,24 +15,20 @@ import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime
 
-from epochgc.errors import EpochGCError, L0UnreadableError, RecordError
+from epochgc.errors import EpochGCError, L0UnreadableError
 from epochgc.reconciler.leadership import Leadership, LedPartition
 from epochgc.reconciler.leading_rules import idle_advance_due
 from epochgc.reconciler.node_settings import NodeSettings, NodeStats
 from epochgc.reconciler.reconcile import Reconciler
 from epochgc.reconciler.retention import RetentionTargets, update_retention_hint
-from epochgc.storage.keys import PartitionId, report_key
-from epochgc.storage.object_store import ObjectStore, get_or_none
+from epochgc.storage.keys import PartitionId
+from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.controller import Controller, TopicInfo
 from epochgc.watermarks.safe_epoch.reports import (
-    PartitionReport,
+    NodeReporter,
     SafeEpochRule,
     StuckCause,
-    carried_entries,
-    decode_report,
     publish_report,
-    read_reports,
-    report_of,
 )
 
 log = logging.getLogger(__name__)
@@ -44,6 +40,8 @@ class NodeDuties:
     Args:
         safe_epoch_rule: how the reports compute ``M(p)`` (the safe rule
             but in ``epochgc verify``'s unsafe test build).
+        incarnation: the node lease's incarnation while it is valid, else
+            ``None`` (no report is published then).
     """
 
     def __init__(
@@ -59,6 +57,7 @@ class NodeDuties:
         monotonic: Callable[[], float],
         now: Callable[[], datetime],
         safe_epoch_rule: SafeEpochRule,
+        incarnation: Callable[[], str | None],
     ) -> None:
         self._store = store
         self._root = root
@@ -72,7 +71,8 @@ class NodeDuties:
         self._safe_epoch_rule = safe_epoch_rule
         self._reconciler = Reconciler(store, root, max_records=settings.max_records_per_pass)
         self._last_report = float("-inf")
-        self._reported: dict[PartitionId, PartitionReport] | None = None
+        self._incarnation = incarnation
+        self._reporter = NodeReporter(store, root, node_id)
 
     async def reconcile_all(self, topics: Mapping[str, TopicInfo]) -> None:
         """One reconciliation pass over every led partition, at most
@@ -212,41 +212,17 @@ class NodeDuties:
             for pid, led in sorted(self._leadership.led.items())
             if led.service.is_open
         ]
-        carried = await asyncio.to_thread(self._carried, [pid for pid, _ in led], live)
-        report = report_of(
-            self._node_id,
+        report = await asyncio.to_thread(
+            self._reporter.next_report,
             self._now(),
             led,
-            carried.values(),
-            self.stuck_partitions(),
+            live,
+            incarnation=self._incarnation(),
+            stuck=self.stuck_partitions(),
             rule=self._safe_epoch_rule,
         )
-        # Remembered before the PUT: its entries are true whether or not the
-        # PUT lands, and one that lands with its answer lost must not be
-        # followed by a report carrying the older entries (M would dip).
-        self._reported = {e.pid: e for e in report.partitions}
+        if report is None:
+            return  # no valid node lease: whoever holds it reports (NodeReporter)
         await asyncio.to_thread(publish_report, self._store, self._root, report)
         self._last_report = now
         self._stats.reports_published += 1
-
-    def _carried(
-        self, led: list[PartitionId], live: set[PartitionId]
-    ) -> dict[PartitionId, PartitionReport]:
-        """Entries of partitions this node reported before but leads no
-        more, kept until another node covers them (``carried_entries``).
-        The first time, the node's own last report (from a previous run of
-        this node id) is the starting point."""
-        if self._reported is None:
-            stored = get_or_none(self._store, report_key(self._root, self._node_id))
-            try:
-                own = None if stored is None else decode_report(stored.body)
-            except RecordError as err:
-                log.warning(
-                    "%s: own previous report unreadable, not carried: %s", self._node_id, err
-                )
-                own = None
-            self._reported = {} if own is None else {e.pid: e for e in own.partitions}
-        if not set(self._reported) - set(led):
-            return {}
-        reports, _skipped = read_reports(self._store, self._root)
-        return carried_entries(self._node_id, self._reported, led, live, reports)

@@ -97,6 +97,7 @@ from epochgc.errors import (
     StorageError,
 )
 from epochgc.events import Event, EventChannel
+from epochgc.leases.node_lease import held_incarnation
 from epochgc.ownership.node_ownership import NodeOwnership, RoundReport
 from epochgc.ownership.pacing import OwnershipPacing, stale_look_fraction
 from epochgc.reconciler.duties import NodeDuties
@@ -218,6 +219,7 @@ class ReconcilerNode:
             monotonic=monotonic,
             now=now,
             safe_epoch_rule=safe_epoch_rule,
+            incarnation=lambda: held_incarnation(ownership.lease),
         )
         ownership.lease.set_renewal_gate(self._closed_by)
 

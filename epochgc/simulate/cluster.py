@@ -65,7 +65,7 @@ from datetime import datetime, timedelta
 
 from epochgc.errors import EpochGCError, L0UnreadableError, LeaseLostError
 from epochgc.leases.holder_codec import OwnerDocument, decode_owner, encode_owner
-from epochgc.leases.node_lease import NodeLease
+from epochgc.leases.node_lease import NodeLease, held_incarnation
 from epochgc.leases.role_leases import LeaseManager
 from epochgc.leases.timing import LeasePolicy
 from epochgc.ownership.node_ownership import NodeOwnership
@@ -118,9 +118,9 @@ from epochgc.watermarks.partition.commands import AdvanceEpoch, Placeholders
 from epochgc.watermarks.partition.state import Outcome
 from epochgc.watermarks.partition.term_writer import TermWriter, start_leading
 from epochgc.watermarks.safe_epoch.reports import (
+    NodeReporter,
     SafeEpochRule,
     publish_report,
-    report_of,
     safe_epoch_rule,
 )
 from epochgc.watermarks.ticker import EpochTicker
@@ -207,6 +207,7 @@ class SimNode:
         """The partitions led, each by the writer of its term."""
         self.controller = Controller(self.store, ROOT, runtime=self.runtime)
         self.reconciler = Reconciler(self.store, ROOT, max_records=50, fetch_concurrency=2)
+        self.reporter = NodeReporter(self.store, ROOT, node_id, runtime=self.runtime)
         self.role_leases = LeaseManager(
             self.store, ROOT, node_id, policy=settings.policy, runtime=self.runtime
         )
@@ -376,7 +377,7 @@ class SimNode:
             if fresh:
                 for pid in sorted(to_lead(self.ownership.owned(), self.writers, live), key=str):
                     self._lead(pid)
-            if ticks % RECONCILE_EVERY_TICKS == 0 and self.writers:
+            if ticks % RECONCILE_EVERY_TICKS == 0:
                 self._duties(None if self.view is None else self.view.offset)
             self.watchdog.completed(ROUNDS_LOOP, self.runtime.monotonic())
             self.runtime.sleep(LEAD_INTERVAL_SECONDS)
@@ -459,11 +460,17 @@ class SimNode:
             for pid, w in sorted(self.writers.items(), key=lambda item: str(item[0]))
             if not w.is_broken
         ]
-        report = report_of(
-            self.node_id, self.runtime.wall(), led, rule=self.world.settings.safe_epoch_rule
-        )
         try:
-            publish_report(self.store, ROOT, report)
+            # As the node's duties do (``NodeReporter``).
+            report = self.reporter.next_report(
+                self.runtime.wall(),
+                led,
+                self.live or frozenset(),
+                incarnation=held_incarnation(self.lease),
+                rule=self.world.settings.safe_epoch_rule,
+            )
+            if report is not None:
+                publish_report(self.store, ROOT, report)
         except EpochGCError as err:
             self.world.note(f"{self.process.name} report not published: {err}")
 

@@ -38,6 +38,12 @@ bucket's side, every L1 object that landed. Its invariants:
 
 * ``deleted too soon``: when the deletion of an L0 object reaches the
   bucket, every applied record in it is already in a landed L1 object;
+* ``M fell``: a collector's join of the reports never computes an ``M``
+  below one it computed before (a node carries the entries of partitions
+  it no longer leads until a newer leader's report covers them, so a
+  failover or a hand-back never makes a partition count as
+  ``revision - 1``; the tracker would keep the higher ``M``, but a fresh
+  collector would not have it);
 * ``record lost`` (after the heal phase): every applied record is readable,
   from L1 or from an L0 object still there;
 * ``M stalled`` (after the heal phase): the collector's ``M`` has passed
@@ -166,6 +172,15 @@ class DataGhost:
 
     def collector_round(self, at: float, safe_epoch: int) -> None:
         self.rounds.append((at, safe_epoch))
+
+    def m_fell(self, collector: str, used: int) -> None:
+        """A join of ``collector`` computed an ``M`` below the ``used`` one
+        it had computed before (its tracker kept the higher)."""
+        raise self._violation(
+            "M fell",
+            f"{collector} computed M below the M = {used} it had already used: some "
+            "partition's entry went missing from the reports or moved back",
+        )
 
     def faults_ended(self, epoch: int) -> None:
         self.epoch_at_faults_end = epoch
@@ -357,6 +372,7 @@ class SimCollector(_PeriodicRole):
     def step(self) -> None:
         self._world.collector_ghost.round_starts(self.process.name)
         self._rounds += 1
+        used, regressions = self._tracker.current, self._tracker.regressions_ignored
         janitor_due = self._rounds % JANITOR_EVERY_ROUNDS == 0
         try:
             outcome = collect_once(
@@ -373,6 +389,8 @@ class SimCollector(_PeriodicRole):
         except CollectorPausedError as err:
             self._world.note(f"{self.process.name}: {err}")
             return
+        if self._tracker.regressions_ignored > regressions and used is not None:
+            self._world.data.m_fell(self.process.name, used.safe_epoch)
         summary = outcome.summary
         self._world.collector_ghost.check_record(self.process.name, summary)
         if self._rounds % COMPACT_EVERY_ROUNDS == 0:

@@ -263,6 +263,30 @@ MUTANTS = (
         "watchdog: a loop that completes no round within its bound stops the node "
         "(its renewal gate closes, it lets go)",
     ),
+    Mutant(
+        "report-carries-nothing",
+        "epochgc/watermarks/safe_epoch/reports.py",
+        "        if not set(self._reported) - set(led):\n            return {}\n",
+        "        return {}\n",
+        "reports: a node carries the entries of partitions it no longer leads until a "
+        "newer leader's report covers them (M never falls back)",
+    ),
+    Mutant(
+        "report-without-lease",
+        "epochgc/watermarks/safe_epoch/reports.py",
+        "        if incarnation is None:\n            return None\n",
+        "",
+        "reports: a process without a valid node lease publishes no report (another "
+        "process of its node id may hold the lease and know more)",
+    ),
+    Mutant(
+        "report-memory-kept-across-incarnations",
+        "epochgc/watermarks/safe_epoch/reports.py",
+        "        if incarnation != self._incarnation:\n",
+        "        if False:\n",
+        "reports: a new incarnation starts from the node's stored report, not from what "
+        "this process remembers",
+    ),
 )
 
 

@@ -321,6 +321,89 @@ def carried_entries(
     }
 
 
+class NodeReporter:
+    """Builds a node's successive reports: the partitions it leads, plus
+    the entries of partitions it led before, carried until a newer
+    leader's report covers them (``carried_entries``).
+
+    Two processes of one node id can run at once for a while (a
+    supervisor that took a stopped process for dead started another),
+    each in turn holding the node lease under its own incarnation and
+    writing the one report key. So:
+
+    * a process that holds no valid node lease publishes nothing: the
+      process that holds it does, and a report from here would overwrite
+      what that one knows;
+    * a process starts from the node's stored report at every new
+      incarnation, as a fresh process does at its first report: what it
+      remembers of its own last report may be older than what the other
+      process published since, and carrying the older entries would move
+      ``M(p)`` back.
+
+    Each report is remembered before its PUT is sent: its entries are true
+    whether or not the PUT lands, and one that lands with its answer lost
+    must not be followed by a report carrying the older entries (``M``
+    would dip).
+    """
+
+    def __init__(
+        self, store: ObjectStore, root: str, node_id: str, *, runtime: Runtime = SYSTEM
+    ) -> None:
+        self._store = store
+        self._root = root
+        self._node_id = node_id
+        self._runtime = runtime
+        self._incarnation: str | None = None
+        self._reported: dict[PartitionId, PartitionReport] | None = None
+
+    def next_report(
+        self,
+        now: datetime,
+        led: Iterable[tuple[PartitionId, PartitionState]],
+        live: Iterable[PartitionId],
+        *,
+        incarnation: str | None,
+        stuck: Mapping[PartitionId, StuckCause] | None = None,
+        rule: SafeEpochRule = safe_epoch_rule,
+    ) -> NodeReport | None:
+        """The report to publish now (``led``: the partitions led and their
+        states; ``live``: the partitions of live topics; ``incarnation``:
+        the node lease's, ``None`` when it is not valid), remembered as
+        published; ``None`` when there is nothing to publish (no valid
+        lease).
+
+        Raises:
+            StorageError: the node's own report or the others' unreadable.
+        """
+        if incarnation is None:
+            return None
+        if incarnation != self._incarnation:
+            self._incarnation, self._reported = incarnation, None
+        led = list(led)
+        carried = self._carried([pid for pid, _ in led], live)
+        report = report_of(self._node_id, now, led, carried.values(), stuck, rule=rule)
+        self._reported = {e.pid: e for e in report.partitions}
+        return report
+
+    def _carried(
+        self, led: list[PartitionId], live: Iterable[PartitionId]
+    ) -> dict[PartitionId, PartitionReport]:
+        if self._reported is None:
+            stored = get_or_none(self._store, report_key(self._root, self._node_id))
+            try:
+                own = None if stored is None else decode_report(stored.body)
+            except RecordError as err:
+                log.warning(
+                    "%s: own previous report unreadable, not carried: %s", self._node_id, err
+                )
+                own = None
+            self._reported = {} if own is None else {e.pid: e for e in own.partitions}
+        if not set(self._reported) - set(led):
+            return {}
+        reports, _skipped = read_reports(self._store, self._root, runtime=self._runtime)
+        return carried_entries(self._node_id, self._reported, led, live, reports)
+
+
 def report_of(
     node: str,
     now: datetime,
