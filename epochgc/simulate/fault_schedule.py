@@ -61,6 +61,13 @@ The kinds are the faults a real S3 and real processes produce:
   seconds later (a rolling deploy);
 * ``lossy_restart`` (two faults together): a ``restart`` while the writes
   of ownership records land unanswered (see ``_lossy_restart``);
+* ``slowdown``: one prefix of the bucket sustains only 2 to 10 requests
+  a second for a while (S3 answers 503 SlowDown above a prefix's rate,
+  most of all while it repartitions); a request over the rate is retried
+  with a jittered, doubling back-off, a few times, then its retries run
+  out. The prefix is one of ``throttled_prefixes``: the L0 objects, the
+  partition logs, the ownership records, the node leases, the controller
+  log or the node reports;
 * ``late_then_cut`` (two faults together): one node's requests land 3 to 5
   s late for a while, and as that ends a peer is cut off from the store
   (a brownout of all its requests). The node then judges the peer's last
@@ -79,6 +86,14 @@ import random
 from dataclasses import dataclass
 
 from epochgc.simulate.collector_ghost import COLLECTOR
+from epochgc.storage.keys import (
+    controller_log_prefix,
+    l0_prefix,
+    nodes_prefix,
+    owners_prefix,
+    partitions_prefix,
+    reports_prefix,
+)
 
 KINDS = (
     "lost_answers",
@@ -98,6 +113,7 @@ KINDS = (
     "stalled_tick",
     "hung_loop",
     "restart",
+    "slowdown",
 )
 TOPIC_RACE_SECONDS = 20.0
 """How long the racing operator's requests land late: its delete, a lost
@@ -117,7 +133,8 @@ class Fault:
     seconds: float
     target: str = ""
     rate: float = 0.0
-    """For ``lost_answers`` and ``brownout``: the share of requests hit."""
+    """For ``lost_answers`` and ``brownout``: the share of requests hit;
+    for ``slowdown``: the requests a second the prefix sustains."""
     pick: float = 0.0
     """For ``foreign_owner``: which partition, as a fraction of the list;
     for ``hung_loop``: which loop (below one half: the rounds loop) and
@@ -142,6 +159,8 @@ class Fault:
     def describe(self) -> str:
         who = self.target or "everyone"
         rate = f" ({self.rate:.0%} of requests)" if self.rate else ""
+        if self.kind == "slowdown":
+            rate = f" ({self.rate:g} requests/s)"
         late = f" ({self.late_by:.2f}s late)" if self.late_by else ""
         count = f" ({self.count} partitions)" if self.count else ""
         writes = " (writes only)" if self.writes_only else ""
@@ -168,11 +187,12 @@ def draw_schedule(
     until: float,
     ttl: float,
     *,
-    owners_prefix: str,
+    root: str,
 ) -> list[Fault]:
     """The faults of one run, all before ``until`` (the heal phase follows):
     a few of each kind, on the ``nodes`` that start the run; ``spare`` node
-    ids may join; ``owners_prefix`` is where the ownership records are."""
+    ids may join; ``root`` is the bucket layout's root (for the faults
+    limited to a prefix)."""
     faults: list[Fault] = []
 
     def add(kind: str, seconds: float, target: str = "", rate: float = 0.0) -> None:
@@ -267,7 +287,15 @@ def draw_schedule(
         faults.append(Fault("hung_loop", at, 0.0, rng.choice(nodes), pick=rng.random()))
     # Drawn after those, for the same reason.
     for _ in range(rng.randint(1, 3)):
-        faults.extend(_lossy_restart(rng, nodes, until, owners_prefix))
+        faults.extend(_lossy_restart(rng, nodes, until, owners_prefix(root)))
+    # Drawn after those, for the same reason.
+    for _ in range(rng.randint(0, 2)):
+        prefix = rng.choice(throttled_prefixes(root))
+        seconds = rng.uniform(10.0, 60.0)
+        at = rng.uniform(5.0, until - seconds)
+        faults.append(
+            Fault("slowdown", at, seconds, rate=rng.choice((2.0, 5.0, 10.0)), prefix=prefix)
+        )
     return sorted(faults, key=lambda f: (f.at, f.kind, f.target))
 
 
@@ -289,9 +317,19 @@ def _lossy_rebalance(rng: random.Random, nodes: list[str], until: float, ttl: fl
     ]
 
 
-def _lossy_restart(
-    rng: random.Random, nodes: list[str], until: float, owners_prefix: str
-) -> list[Fault]:
+def throttled_prefixes(root: str) -> list[str]:
+    """The prefixes a ``slowdown`` may throttle, each a hot spot of its own."""
+    return [
+        l0_prefix(root),
+        partitions_prefix(root),
+        owners_prefix(root),
+        nodes_prefix(root),
+        controller_log_prefix(root),
+        reports_prefix(root),
+    ]
+
+
+def _lossy_restart(rng: random.Random, nodes: list[str], until: float, owners: str) -> list[Fault]:
     """``lossy_restart`` (two faults together): one node is restarted
     cleanly (a rolling deploy: it releases its records and its lease and
     starts again a few seconds later), while the writes of ownership
@@ -308,5 +346,5 @@ def _lossy_restart(
     rate = rng.choice((0.6, 0.9))
     return [
         Fault("restart", at, down, rng.choice(nodes)),
-        Fault("lost_answers", at - 1.0, spell, rate=rate, retried=1.0, prefix=owners_prefix),
+        Fault("lost_answers", at - 1.0, spell, rate=rate, retried=1.0, prefix=owners),
     ]

@@ -33,7 +33,7 @@ from epochgc.simulate.cluster import ROOT, TOPICS, ClusterSettings, Violation, W
 from epochgc.simulate.fault_schedule import Fault, draw_schedule
 from epochgc.simulate.simulated_store import Network
 from epochgc.simulate.virtual_time import Scheduler
-from epochgc.storage.keys import PartitionId, owners_prefix
+from epochgc.storage.keys import PartitionId
 from epochgc.verify.unsafe_rule import unsafe_max_applied_rule
 from epochgc.watermarks.safe_epoch.reports import safe_epoch_rule
 
@@ -181,7 +181,7 @@ def default_faults(seed: int, seconds: float = DEFAULT_SECONDS) -> list[Fault]:
         list(scenario.spare),
         seconds,
         policy.ttl_seconds,
-        owners_prefix=owners_prefix(ROOT),
+        root=ROOT,
     )
 
 

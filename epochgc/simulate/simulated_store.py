@@ -55,6 +55,12 @@ LATE_LANDING_SECONDS = (1.0, 4.0)
 """How late a request under ``late_landing`` reaches the store."""
 RETRY_SECONDS = 0.6
 """How long a failing request keeps the caller before its retries run out."""
+SLOWDOWN_ATTEMPTS = 4
+"""Tries a request makes against a throttled prefix (the first and three
+retries, as an S3 client's standard retry mode does) before its retries
+run out (``slowdown``)."""
+SLOWDOWN_BACKOFF_SECONDS = 0.1
+"""The first retry's back-off cap; each retry doubles it (full jitter)."""
 
 
 class GatewayClocks:
@@ -87,6 +93,8 @@ class Network:
         self._faults = faults
         self._trace = trace
         self._stalls_done: set[Fault] = set()
+        self._buckets: dict[Fault, tuple[float, float]] = {}
+        """Each ``slowdown`` fault's tokens, and when they were counted."""
         self.nodes: set[str] = set()
         """The ids of the cluster's nodes (the world adds each as it starts)."""
         self.controller_prefix = ""
@@ -156,6 +164,28 @@ class Network:
         self._trace(f"{process.name} stopped {fault.seconds:.1f}s before {op} {key}")
         return fault.seconds
 
+    def _throttle(self, node: str, process: Process, op: str, key: str) -> None:
+        """``slowdown``: a request over its prefix's rate is answered 503
+        SlowDown and retried after a jittered, doubling back-off; once
+        ``SLOWDOWN_ATTEMPTS`` tries were all over the rate, its retries ran
+        out. A prefix's rate is a token bucket holding a second's worth."""
+        for attempt in range(SLOWDOWN_ATTEMPTS):
+            fault = self._active("slowdown", node, key)
+            if fault is None or self._take_token(fault):
+                return
+            if attempt + 1 < SLOWDOWN_ATTEMPTS:
+                self.sched.sleep(self._rng.uniform(0.0, SLOWDOWN_BACKOFF_SECONDS * 2**attempt))
+        self._trace(f"{process.name} {op} {key} -> 503 SlowDown on its prefix (retries ran out)")
+        raise RetriesExhaustedError(f"SlowDown: retries ran out key={key!r}", None)
+
+    def _take_token(self, fault: Fault) -> bool:
+        now = self.sched.now
+        tokens, since = self._buckets.get(fault, (fault.rate, now))
+        tokens = min(fault.rate, tokens + (now - since) * fault.rate)
+        taken = tokens >= 1.0
+        self._buckets[fault] = (tokens - 1.0 if taken else tokens, now)
+        return taken
+
     def latency(self) -> float:
         """One request's round trip: ~15 ms, with a long tail."""
         base = self._rng.lognormvariate(math.log(0.015), 0.5)
@@ -170,6 +200,7 @@ class Network:
         if not process.alive:
             raise ProcessKilled(process.name)
         self.requests += 1
+        self._throttle(node, process, op, key)  # before it is sent: the retries' back-off
         sent = self.sched.now
         task = self.sched.current
         latency = self.latency()

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from epochgc.errors import PreconditionFailedError, RetriesExhaustedError
 from epochgc.simulate.collector_ghost import COLLECTOR
-from epochgc.simulate.fault_schedule import Fault, draw_schedule
+from epochgc.simulate.fault_schedule import Fault, draw_schedule, throttled_prefixes
 from epochgc.simulate.simulated_store import Network, StoreView
 from epochgc.simulate.virtual_time import Process, Scheduler
 from epochgc.storage.keys import controller_log_prefix
@@ -23,7 +23,7 @@ OWNERS = "epochgc/meta/owners/"
 
 
 def _draw(seed: int) -> list[Fault]:
-    return draw_schedule(random.Random(seed), NODES, ["node-4"], UNTIL, TTL, owners_prefix=OWNERS)
+    return draw_schedule(random.Random(seed), NODES, ["node-4"], UNTIL, TTL, root="epochgc")
 
 
 @given(st.integers(0, 2**32 - 1))
@@ -137,6 +137,53 @@ def test_lost_answers_under_a_prefix_spare_other_keys_and_come_back_as_412() -> 
     owner_outcomes = {o for o in outcomes if o.startswith(OWNERS)}
     assert owner_outcomes == {f"{OWNERS}clicks/1/0: 412"}, "landed, every answer lost"
     assert "epochgc/meta/nodes/node-1: ok" in outcomes, "other keys: the 10% fault"
+
+
+def test_a_slowdown_throttles_one_hot_prefix_for_a_while() -> None:
+    slowdowns = [f for seed in range(1, 201) for f in _draw(seed) if f.kind == "slowdown"]
+    assert len(slowdowns) > 100, "slowdown should be in most seeds"
+    assert {f.prefix for f in slowdowns} == set(throttled_prefixes("epochgc"))
+    for slowdown in slowdowns:
+        assert not slowdown.target, "every process's requests to the prefix"
+        assert slowdown.rate in (2.0, 5.0, 10.0)
+        assert 10.0 <= slowdown.seconds <= 60.0 and slowdown.at + slowdown.seconds <= UNTIL
+
+
+def test_a_throttled_prefix_passes_its_rate_retries_the_rest_and_spares_other_keys() -> None:
+    sched = Scheduler(random.Random(3))
+    slowdown = Fault("slowdown", 0.0, 100.0, rate=2.0, prefix="epochgc/l0/")
+    network = Network(sched, random.Random(3), [slowdown], [0.0], lambda _line: None)
+    outcomes: list[tuple[str, str, float, float]] = []
+    """(key, outcome, how long it took, when it was answered)"""
+
+    def burst(name: str, key: str) -> None:
+        proc = Process(name)
+
+        def requests() -> None:
+            for _ in range(5):
+                sent = sched.now
+                try:
+                    network.call(name, proc, "GetObject", key, lambda: None, write=False)
+                    outcomes.append((key, "ok", sched.now - sent, sched.now))
+                except RetriesExhaustedError:
+                    outcomes.append((key, "ran out", sched.now - sent, sched.now))
+
+        sched.spawn(proc, name, requests)
+
+    for number in range(4):
+        burst(f"collector-{number}", f"epochgc/l0/00{number}/k")
+    burst("node-1", "epochgc/meta/nodes/node-1")
+    sched.run_until(50.0)
+    throttled = [o for o in outcomes if o[0].startswith("epochgc/l0/")]
+    spared = [o for o in outcomes if not o[0].startswith("epochgc/l0/")]
+    assert [o[1] for o in spared] == ["ok"] * 5 and max(o[2] for o in spared) < 1.0
+    served = [o for o in throttled if o[1] == "ok"]
+    refused = [o for o in throttled if o[1] == "ran out"]
+    assert refused, "20 requests in a burst: some run out of retries"
+    # A second's worth at once, then the rate: never more than that.
+    last = max(o[3] for o in served)
+    assert 2 <= len(served) <= 2 + 2.0 * last
+    assert any(o[2] > 0.05 for o in served), "some served only after a back-off"
 
 
 def test_a_producer_stall_outlasts_two_epoch_ticks_and_a_collector_round() -> None:
