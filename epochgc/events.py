@@ -23,6 +23,10 @@ knows no domain type):
   (benchmarks and fault-injection tests attach botocore handlers to it).
 * ``reconciler.node.ReconcilerRoundEnded``: a reconciler round's duration
   (the round-duration histogram).
+* ``gc.pause.HeldJobsChanged``: the jobs a pause holds changed (the
+  daemon republishes its status).
+* ``gc.future_times.FutureTimeFound``: a document was read holding a time
+  from the future (the clock-skew counter).
 
 Delivery is synchronous, on the publishing thread, to the subscribers of
 the event's type (or a base of it) in the order they subscribed. A

@@ -10,7 +10,8 @@ lasts and clear when it is gone.
 
 Example::
 
-    seen = FutureTimeLog(on_found=lambda doc: metrics.future_times.labels(doc).inc())
+    events.subscribe(FutureTimeFound, lambda e: metrics.future_times.labels(e.document).inc())
+    seen = FutureTimeLog(events=events)
     seen.note(found)          # logs the first time this writer shows up
 """
 
@@ -18,21 +19,31 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
+from dataclasses import dataclass
 
+from epochgc.events import Event, EventChannel
 from epochgc.storage.stored_time import FutureTime
 
 log = logging.getLogger("epochgc.gc.clock")
 
 
+@dataclass(frozen=True)
+class FutureTimeFound(Event):
+    """A document of kind ``document`` was read holding a time from the
+    future (once per writer in one ``FutureTimeLog.note``)."""
+
+    document: str
+
+
 class FutureTimeLog:
     """Logs each (document, writer) with a time from the future once, and
-    reports every reading of such a document to ``on_found`` (its kind),
-    once per (document, writer) in one ``note``. Thread-safe: the daemon's
-    jobs share one."""
+    publishes every reading of such a document as ``FutureTimeFound`` on
+    ``events``, once per (document, writer) in one ``note``. Thread-safe:
+    the daemon's jobs share one."""
 
-    def __init__(self, on_found: Callable[[str], None] | None = None) -> None:
-        self._on_found = on_found
+    def __init__(self, events: EventChannel | None = None) -> None:
+        self._events = events if events is not None else EventChannel()
         self._logged: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
 
@@ -55,6 +66,5 @@ class FutureTimeLog:
                 item.field,
                 item.skew_seconds,
             )
-        if self._on_found is not None:
-            for document, _writer in first_of_writer:
-                self._on_found(document)
+        for document, _writer in first_of_writer:
+            self._events.publish(FutureTimeFound(document))

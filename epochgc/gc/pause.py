@@ -27,9 +27,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 
 from epochgc.errors import CollectorPausedError
+from epochgc.events import Event, EventChannel
 from epochgc.gc.control import DeletingJob, HeldJob, paused_message, read_control
 from epochgc.runtime import utc_now
 from epochgc.storage.object_store import (
@@ -43,6 +45,13 @@ from epochgc.storage.object_store import (
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class HeldJobsChanged(Event):
+    """The set of jobs a pause holds changed; ``held`` is the new set."""
+
+    held: tuple[HeldJob, ...]
+
+
 class PauseGuard:
     """Decides, from the control document read now, whether a deleting job
     may go on, and remembers which jobs a pause held (for ``gc status``).
@@ -54,8 +63,9 @@ class PauseGuard:
         guard.held()                         # (HeldJob(JANITOR, since=...),)
 
     Args:
-        on_change: called (outside the lock) when the set of held jobs
-            changes: the daemon republishes its status then.
+        events: where ``HeldJobsChanged`` is published (outside the lock)
+            when the set of held jobs changes: the daemon republishes its
+            status then.
         now: the clock of ``HeldJob.since`` (for people only).
     """
 
@@ -64,12 +74,12 @@ class PauseGuard:
         store: ObjectStore,
         root: str,
         *,
-        on_change: Callable[[], None] | None = None,
+        events: EventChannel | None = None,
         now: Callable[[], datetime] = utc_now,
     ) -> None:
         self._store = store
         self._root = root
-        self._on_change = on_change
+        self._events = events if events is not None else EventChannel()
         self._now = now
         self._lock = threading.Lock()
         self._held: dict[DeletingJob, HeldJob] = {}
@@ -125,8 +135,7 @@ class PauseGuard:
         return tuple(self._held[job] for job in DeletingJob if job in self._held)
 
     def _changed(self) -> None:
-        if self._on_change is not None:
-            self._on_change()
+        self._events.publish(HeldJobsChanged(self.held()))
 
 
 class GuardedStore(PagedStore):

@@ -38,6 +38,7 @@ from epochgc.watermarks.safe_epoch.reports import (
     publish_report,
 )
 from tests.integration.test_daemon import settings as daemon_settings
+from tests.support.future_times import found_into
 from tests.support.moto_seed import seed_objects
 
 ROOT = "epochgc"
@@ -116,7 +117,7 @@ def test_a_collector_30_days_ahead_does_not_stop_a_correct_one(
         settings(),
         now=lambda: clock[0],
         writer="gc-right",
-        future_log=FutureTimeLog(on_found=counted.append),
+        future_log=FutureTimeLog(events=found_into(counted)),
     )
 
     if stepped_back:

@@ -24,7 +24,7 @@ from epochgc.gc.daemon.maintenance import CompactionJob, LeaderMaintenance, Main
 from epochgc.gc.daemon.presence_jobs import PresenceRefresh, PresenceTidy
 from epochgc.gc.daemon.report_ages import ReportAges
 from epochgc.gc.daemon.rounds import RoundJob, StatusPublisher
-from epochgc.gc.future_times import FutureTimeLog
+from epochgc.gc.future_times import FutureTimeFound, FutureTimeLog
 from epochgc.gc.janitor import Janitor
 from epochgc.gc.pause import GuardedStore, PauseGuard
 from epochgc.leases.role_leases import LeaseManager
@@ -72,6 +72,9 @@ class DaemonParts:
     collector: Collector
     leases: LeaseManager
     ticker: EpochTicker | None
+    events: EventChannel
+    """The daemon's channel: ``Throttled`` from the store, ``HeldJobsChanged``
+    from the pause guard, ``FutureTimeFound`` from the time log."""
 
     def guarded(self, job: DeletingJob) -> GuardedStore:
         """The store ``job``'s deletions go through (a pause holds them)."""
@@ -87,16 +90,18 @@ def build_parts(
     clocks: Clocks,
     *,
     on_lease_lost: Callable[[str], None],
-    on_held_change: Callable[[], None],
     events: EventChannel | None,
 ) -> DaemonParts:
     """The collaborators, their metrics registered on ``registry``;
-    ``events`` is the channel ``store`` publishes ``Throttled`` on."""
+    ``events`` is the channel ``store`` publishes ``Throttled`` on (a new
+    one when ``None``), which the parts publish on too."""
     metrics = GcMetrics(registry)
     register_s3_requests(registry, stats)
     metrics.round_interval.set(settings.schedule.longest_wait.total_seconds())
-    guard = PauseGuard(store, root, on_change=on_held_change)
-    future_log = FutureTimeLog(on_found=lambda doc: metrics.future_times.labels(doc).inc())
+    events = events if events is not None else EventChannel()
+    events.subscribe(FutureTimeFound, lambda e: metrics.future_times.labels(e.document).inc())
+    guard = PauseGuard(store, root, events=events)
+    future_log = FutureTimeLog(events=events)
     collector = Collector(
         store,
         stats,
@@ -145,6 +150,7 @@ def build_parts(
         collector,
         leases,
         ticker,
+        events,
     )
 
 

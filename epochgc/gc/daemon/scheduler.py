@@ -71,6 +71,7 @@ from epochgc.gc.daemon.contacts import FAILED
 from epochgc.gc.daemon.health import RENEWAL, HealthPolicy, HealthSample, health_payload
 from epochgc.gc.daemon.maintenance import MaintenanceSettings
 from epochgc.gc.daemon.parts import Clocks, DaemonHooks, build_jobs, build_parts
+from epochgc.gc.pause import HeldJobsChanged
 from epochgc.leases.timing import LeasePolicy
 from epochgc.metrics.instruments import CollectorRegistry
 from epochgc.metrics.server import MetricsServer
@@ -156,7 +157,6 @@ class GcDaemon:
             registry or CollectorRegistry(),
             self._clocks,
             on_lease_lost=self._on_lease_lost,
-            on_held_change=self._on_held_change,
             events=events,
         )
         self.registry, self.metrics, self.collector = parts.registry, parts.metrics, parts.collector
@@ -168,6 +168,7 @@ class GcDaemon:
                 self._stopping, lambda: self.is_leader, self._on_state_change, self._describe
             ),
         )
+        parts.events.subscribe(HeldJobsChanged, self._on_held_change)
         self._scheduler = BackgroundScheduler(
             timezone=UTC,
             executors={"default": JobThreadPool(max_workers=6)},
@@ -360,7 +361,7 @@ class GcDaemon:
             if job in held:
                 self._fire_soon(job_id, timedelta(0))
 
-    def _on_held_change(self) -> None:
+    def _on_held_change(self, _event: HeldJobsChanged) -> None:
         """A job was held or released: the leader shows it in its status."""
         if self.is_leader and not self._stopping.is_set():
             self._publish_status(self.last_report)

@@ -9,13 +9,14 @@ import pytest
 
 from epochgc.gc.future_times import FutureTimeLog
 from epochgc.storage.stored_time import FutureTime
+from tests.support.future_times import found_into
 
 
 def test_each_writer_is_logged_once_and_every_reading_counted(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     counted: list[str] = []
-    seen = FutureTimeLog(on_found=counted.append)
+    seen = FutureTimeLog(events=found_into(counted))
     a = [
         FutureTime("shard_knowledge", "gc-fast", "full_sweep_at", 86400.0),
         FutureTime("shard_knowledge", "gc-fast", "shards.001.listed_at", 2 * 86400.0),
@@ -34,5 +35,5 @@ def test_each_writer_is_logged_once_and_every_reading_counted(
 def test_nothing_found_logs_and_counts_nothing(caplog: pytest.LogCaptureFixture) -> None:
     counted: list[str] = []
     with caplog.at_level(logging.WARNING, logger="epochgc.gc.clock"):
-        FutureTimeLog(on_found=counted.append).note([])
+        FutureTimeLog(events=found_into(counted)).note([])
     assert caplog.records == [] and counted == []

@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from epochgc.errors import CollectorPausedError, MalformedRecordError
+from epochgc.events import EventChannel
 from epochgc.gc.control import DeletingJob, HeldJob, pause, resume
-from epochgc.gc.pause import GuardedStore, PauseGuard
+from epochgc.gc.pause import GuardedStore, HeldJobsChanged, PauseGuard
 from epochgc.simulate.memory_store import MemoryStore
 from epochgc.storage.keys import gc_control_key
 from tests.support.clocks import SetClock
@@ -46,7 +47,9 @@ def test_a_pause_holds_each_job_from_its_first_refusal_until_resume() -> None:
     store = MemoryStore()
     clock = SetClock(T0)
     changes: list[tuple[HeldJob, ...]] = []
-    guard = PauseGuard(store, ROOT, now=clock, on_change=lambda: changes.append(guard.held()))
+    events = EventChannel()
+    events.subscribe(HeldJobsChanged, lambda e: changes.append(e.held))
+    guard = PauseGuard(store, ROOT, now=clock, events=events)
     pause(store, ROOT, by="alice", reason="look first", now=T0)
     with pytest.raises(CollectorPausedError, match=r"^paused by alice: look first$"):
         guard.check(DeletingJob.CONTROLLER_TRUNCATION)

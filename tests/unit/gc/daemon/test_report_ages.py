@@ -16,6 +16,7 @@ from epochgc.simulate.memory_store import MemoryStore
 from epochgc.storage.keys import report_key
 from epochgc.watermarks.safe_epoch.reports import NodeReport, encode_report
 from tests.support.faults import OutageStore
+from tests.support.future_times import found_into
 
 ROOT = "epochgc"
 PAST = datetime(2001, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -32,7 +33,7 @@ def ages_of(store: Any, found: list[str], contacts: StoreContacts) -> ReportAges
         120.0,
         margin_seconds=5.0,
         contacts=contacts,
-        future_log=FutureTimeLog(on_found=found.append),
+        future_log=FutureTimeLog(events=found_into(found)),
         now=lambda: PAST,
     )
 
