@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from epochgc.config import Config
 from epochgc.gc.daemon.scheduler import GcDaemon
-from epochgc.ingest.producer import Producer
+from epochgc.ingest.producer import Producer, acknowledged_into
 from epochgc.ingest.producer_samples import producer_sample
 from epochgc.metrics.instruments import CollectorRegistry, ProducerMetrics
 from epochgc.ownership.node_ownership import NodeOwnership
@@ -226,7 +226,7 @@ async def run_demo(
         linger_seconds=config.producer.linger_seconds,
         max_batch_bytes=config.producer.max_batch_bytes,
         depth=config.producer.depth,
-        on_acked=producer_metrics.latency.observe,
+        events=acknowledged_into(producer_metrics.latency.observe),
     )
     producers.append(producer)
     workload = _Workload(producer, seed)

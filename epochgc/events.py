@@ -27,6 +27,15 @@ knows no domain type):
   daemon republishes its status).
 * ``gc.future_times.FutureTimeFound``: a document was read holding a time
   from the future (the clock-skew counter).
+* ``gc.daemon.control_poll.CollectorStateChanged``: the control document
+  paused, resumed or reset the collector (the daemon stops the sweep,
+  runs the held jobs, triggers a round).
+* ``leases.role_leases.LeaseLost``: a role lease was lost (the daemon goes
+  to standby).
+* ``ingest.producer.Acknowledged``: one ``produce`` call's latency (the
+  producer latency histogram).
+* ``watermarks.controller.EpochAdvanceStarted`` and ``EpochTicked``: an
+  ``epoch advance`` began and moved on (its progress line).
 
 Delivery is synchronous, on the publishing thread, to the subscribers of
 the event's type (or a base of it) in the order they subscribed. A

@@ -8,9 +8,10 @@ import logging
 from epochgc.cli.arguments import add_command, add_noun
 from epochgc.cli.output import EXIT_OK, SubParsers, emit
 from epochgc.config import Config
+from epochgc.events import EventChannel
 from epochgc.logging_setup import SHOWN
 from epochgc.progress import ProgressLog
-from epochgc.watermarks.controller import Controller
+from epochgc.watermarks.controller import Controller, EpochAdvanceStarted, EpochTicked
 from epochgc.wiring.store import open_store
 
 log = logging.getLogger(__name__)
@@ -49,25 +50,23 @@ def _cmd_epoch_advance(config: Config, args: argparse.Namespace) -> int:
     target: int = args.to
     progress: list[ProgressLog] = []
 
-    def started(current: int) -> None:
+    def started(event: EpochAdvanceStarted) -> None:
         # Each tick is one request: a long advance takes seconds, so say
         # what is happening before the first one and then every few seconds.
-        steps = target - current
+        steps = event.target - event.current
         log.info(
             "advancing the cluster epoch from %d to %d (%d ticks, one controller-log object each)",
-            current,
-            target,
+            event.current,
+            event.target,
             steps,
             extra=SHOWN,
         )
         progress.append(ProgressLog(log, "epoch advance", steps, unit="ticks"))
 
-    def ticked(_epoch: int) -> None:
-        progress[0].advance()
-
+    events = EventChannel()
+    events.subscribe(EpochAdvanceStarted, started)
+    events.subscribe(EpochTicked, lambda _event: progress[0].advance())
     with open_store(config) as handle:
-        epoch = Controller(handle.store, config.layout.root).advance_to(
-            target, on_start=started, on_tick=ticked
-        )
+        epoch = Controller(handle.store, config.layout.root).advance_to(target, events=events)
     emit({"cluster_epoch": epoch}, args, f"cluster epoch is now {epoch}")
     return EXIT_OK

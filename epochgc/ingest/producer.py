@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from epochgc.errors import EpochGCError, NotLeaderError, StaleEpochError, TopicNotFoundError
+from epochgc.events import Event, EventChannel
 from epochgc.ingest.upload import upload_l0
 from epochgc.storage.object_store import ObjectStore
 from epochgc.watermarks.epoch import EpochCache
@@ -76,6 +77,14 @@ class _Pending:
     size: int = 0
 
 
+@dataclass(frozen=True)
+class Acknowledged(Event):
+    """One ``produce`` call's records are durable, ``latency_seconds``
+    after it was made."""
+
+    latency_seconds: float
+
+
 @dataclass
 class ProducerStats:
     """Counters for metrics."""
@@ -105,7 +114,8 @@ class Producer:
         shards: L0 shards to spread objects over.
         linger_seconds / max_batch_bytes: batching thresholds.
         depth: chunks in flight per partition.
-        on_acked: called with each ``produce`` call's latency (metrics).
+        events: where each ``produce`` call's latency is published once
+            its records are durable (``Acknowledged``; metrics).
     """
 
     def __init__(
@@ -121,7 +131,7 @@ class Producer:
         max_batch_bytes: int = 4 * 1024 * 1024,
         depth: int = 8,
         choose_shard: Callable[[int], int] = random.randrange,
-        on_acked: Callable[[float], None] | None = None,
+        events: EventChannel | None = None,
     ) -> None:
         self._store = store
         self._root = root
@@ -133,7 +143,7 @@ class Producer:
         self._max_bytes = max_batch_bytes
         self._depth = depth
         self._choose_shard = choose_shard
-        self._on_acked = on_acked
+        self._events = events if events is not None else EventChannel()
         self._pending = _Pending()
         self._linger_task: asyncio.Task[None] | None = None
         self._flushes: set[asyncio.Task[None]] = set()
@@ -163,8 +173,7 @@ class Producer:
             self._linger_task = asyncio.get_running_loop().create_task(self._linger_then_flush())
         started = time.monotonic()
         offsets = await future
-        if self._on_acked is not None:
-            self._on_acked(time.monotonic() - started)
+        self._events.publish(Acknowledged(time.monotonic() - started))
         return offsets
 
     async def flush(self) -> None:
@@ -464,3 +473,11 @@ class _Sender:
             return
         inflight.popleft()
         self._producer._acknowledge(chunk, first)
+
+
+def acknowledged_into(observe: Callable[[float], None]) -> EventChannel:
+    """A new channel whose ``Acknowledged`` events go to ``observe`` (a
+    latency histogram's)."""
+    events = EventChannel()
+    events.subscribe(Acknowledged, lambda event: observe(event.latency_seconds))
+    return events

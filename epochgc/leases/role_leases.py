@@ -33,11 +33,11 @@ store before anything starts.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from epochgc.errors import EpochGCError, LeaseLostError
+from epochgc.events import Event, EventChannel
 from epochgc.leases import core
 from epochgc.leases.core import AcquireDecision, CasLease, Refused, Written
 from epochgc.leases.holder_codec import LeaseDocument, decode_lease, encode_lease
@@ -93,6 +93,13 @@ class LeaseGrant:
     """Monotonic time after which the holder must not write any more."""
 
 
+@dataclass(frozen=True)
+class LeaseLost(Event):
+    """This process lost its grant of the role lease ``name``."""
+
+    name: str
+
+
 class LeaseManager:
     """Acquires, renews and releases this process's leases.
 
@@ -108,7 +115,7 @@ class LeaseManager:
         node_id: readable part of the holder id; a per-process random suffix
             is added so a restarted process never mistakes an old grant for
             its own.
-        on_lost: called with the lease name when a lease is lost.
+        events: where ``LeaseLost`` is published when a lease is lost.
         runtime: its wall clock is only written into ``expires_at`` for
             display; its monotonic clock makes every timing decision.
     """
@@ -120,14 +127,14 @@ class LeaseManager:
         node_id: str,
         *,
         policy: LeasePolicy | None = None,
-        on_lost: Callable[[str], None] = lambda _name: None,
+        events: EventChannel | None = None,
         runtime: Runtime = SYSTEM,
     ) -> None:
         self._store = store
         self._root = root
         self.holder = f"{node_id}/{runtime.new_id()[:12]}"
         self._policy = policy or LeasePolicy()
-        self._on_lost = on_lost
+        self._events = events if events is not None else EventChannel()
         self._runtime = runtime
         self._now = runtime.wall
         self._monotonic = runtime.monotonic
@@ -329,7 +336,7 @@ class LeaseManager:
         if had is not None:
             self.stats["lost"] += 1
             log.warning("lost lease %s (term %d): %s", name, had.term, why)
-            self._on_lost(name)
+            self._events.publish(LeaseLost(name))
 
     # --- heartbeat -------------------------------------------------------------
 

@@ -59,6 +59,7 @@ from epochgc.errors import (
     TopicExistsError,
     TopicNotFoundError,
 )
+from epochgc.events import Event, EventChannel
 from epochgc.runtime import SYSTEM, Runtime
 from epochgc.storage.cas_log import ConditionalAppendLog, LogEntry, LogSnapshot
 from epochgc.storage.keys import (
@@ -356,6 +357,21 @@ SNAPSHOT_CAS_ATTEMPTS = 3
 each lost race means another compactor wrote a snapshot, which does the job."""
 
 
+@dataclass(frozen=True)
+class EpochAdvanceStarted(Event):
+    """``Controller.advance_to`` starts ticking from ``current`` to ``target``."""
+
+    current: int
+    target: int
+
+
+@dataclass(frozen=True)
+class EpochTicked(Event):
+    """``Controller.advance_to`` moved the cluster epoch to ``epoch``."""
+
+    epoch: int
+
+
 class Controller:
     """Reads and appends the controller log; keeps an incrementally updated view.
 
@@ -609,17 +625,16 @@ class Controller:
         epoch: int,
         *,
         max_steps: int = 10_000,
-        on_start: Callable[[int], None] | None = None,
-        on_tick: Callable[[int], None] | None = None,
+        events: EventChannel | None = None,
     ) -> int:
         """Tick until the cluster epoch is at least ``epoch``; return it.
 
         Moving the epoch never makes anything unsafe (every partition's
         window rejects what is older than its own lower bound), but each
         step is one controller-log object, hence the bound. Each tick is a
-        request, so a long advance takes seconds: ``on_start`` hears the
-        current epoch once the request is judged valid, ``on_tick`` every
-        new epoch, so a caller can show progress.
+        request, so a long advance takes seconds: ``EpochAdvanceStarted``
+        is published on ``events`` once the request is judged valid, and
+        ``EpochTicked`` at every new epoch, so a caller can show progress.
 
         Raises:
             InvalidArgumentError: ``epoch`` is not above the current epoch,
@@ -635,12 +650,11 @@ class Controller:
                 f"refusing to advance by {epoch - current} epochs (more than {max_steps}): "
                 "each is one controller-log object"
             )
-        if on_start is not None:
-            on_start(current)
+        events = events if events is not None else EventChannel()
+        events.publish(EpochAdvanceStarted(current, epoch))
         while current < epoch:
             current = self.tick()
-            if on_tick is not None:
-                on_tick(current)
+            events.publish(EpochTicked(current))
         return current
 
     def create_topic(

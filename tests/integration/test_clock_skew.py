@@ -38,7 +38,7 @@ from epochgc.watermarks.safe_epoch.reports import (
     publish_report,
 )
 from tests.integration.test_daemon import settings as daemon_settings
-from tests.support.future_times import found_into
+from tests.support.events import found_into
 from tests.support.moto_seed import seed_objects
 
 ROOT = "epochgc"

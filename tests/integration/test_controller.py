@@ -13,8 +13,14 @@ from epochgc.errors import (
     TopicNotFoundError,
     TransientStorageError,
 )
+from epochgc.events import EventChannel
 from epochgc.storage.s3 import S3ObjectStore
-from epochgc.watermarks.controller import SNAPSHOT_CHUNK, Controller
+from epochgc.watermarks.controller import (
+    SNAPSHOT_CHUNK,
+    Controller,
+    EpochAdvanceStarted,
+    EpochTicked,
+)
 from epochgc.watermarks.epoch import EpochCache
 from epochgc.watermarks.partition.replica import PartitionReplica
 from tests.support.wrapping import StoreWrapper
@@ -151,14 +157,13 @@ def test_epoch_advance_reports_its_start_and_every_tick(store: S3ObjectStore) ->
     controller = Controller(store, ROOT)
     controller.tick()
     heard: list[tuple[str, int]] = []
-    controller.advance_to(
-        4,
-        on_start=lambda e: heard.append(("start", e)),
-        on_tick=lambda e: heard.append(("tick", e)),
-    )
+    events = EventChannel()
+    events.subscribe(EpochAdvanceStarted, lambda e: heard.append(("start", e.current)))
+    events.subscribe(EpochTicked, lambda e: heard.append(("tick", e.epoch)))
+    controller.advance_to(4, events=events)
     assert heard == [("start", 1), ("tick", 2), ("tick", 3), ("tick", 4)]
     with pytest.raises(InvalidArgumentError):
-        controller.advance_to(4, on_start=lambda e: heard.append(("start", e)))
+        controller.advance_to(4, events=events)
     assert heard[-1] == ("tick", 4), "a refused advance announces nothing"
 
 

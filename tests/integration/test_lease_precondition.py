@@ -18,6 +18,7 @@ from epochgc.runtime import Runtime
 from epochgc.storage.keys import lease_key
 from epochgc.storage.s3 import S3ObjectStore
 from tests.integration.test_leases_and_leaders import POLICY, ROOT, Clock
+from tests.support.events import lost_into
 from tests.support.faults import RejectIfMatchStore
 from tests.support.wrapping import StoreWrapper
 
@@ -49,7 +50,7 @@ def test_a_renewal_answered_412_is_a_lost_lease_even_if_holder_and_term_match(
 ) -> None:
     clock = Clock()
     lost: list[str] = []
-    manager = leases(RejectIfMatchStore(store), clock, on_lost=lost.append)
+    manager = leases(RejectIfMatchStore(store), clock, events=lost_into(lost))
     assert manager.try_acquire(NAME) is not None
     clock.advance(5)
     with (

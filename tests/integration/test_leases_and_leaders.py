@@ -27,6 +27,7 @@ from epochgc.watermarks.partition.directory import LeaderDirectory
 from epochgc.watermarks.partition.replica import PartitionReplica
 from epochgc.watermarks.partition.state import Outcome
 from epochgc.watermarks.partition.term_writer import TermWriter
+from tests.support.events import lost_into
 from tests.support.faults import HookedStore, TimesOutAfterApplyingStore
 from tests.support.nodes import reconciler_node
 from tests.support.placeholders import append_placeholders, batch
@@ -71,7 +72,7 @@ def manager(store: S3ObjectStore, node: str, clock: Clock, **kwargs: object) -> 
 def test_acquire_renew_expire_and_take_over(store: S3ObjectStore) -> None:
     clock = Clock()
     lost: list[str] = []
-    a = manager(store, "node-a", clock, on_lost=lost.append)
+    a = manager(store, "node-a", clock, events=lost_into(lost))
     b = manager(store, "node-b", clock)
     grant = a.try_acquire(NAME)
     assert grant is not None and grant.term == 1

@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry
 
 from epochgc.config import Config, OwnershipConfig
 from epochgc.errors import RetriesExhaustedError
-from epochgc.ingest.producer import Producer
+from epochgc.ingest.producer import Producer, acknowledged_into
 from epochgc.ingest.producer_samples import producer_sample
 from epochgc.metrics.instruments import ProducerMetrics
 from epochgc.reconciler.node import ReconcilerNode
@@ -69,7 +69,7 @@ def test_node_and_producer_metrics_follow_the_work(store: S3ObjectStore) -> None
             directory,
             controller,
             revision_of=lambda _topic: revision,
-            on_acked=metrics.latency.observe,
+            events=acknowledged_into(metrics.latency.observe),
         )
         producers.append(producer)
         await producer.produce("orders", 0, [b"a", b"b", b"c"])

@@ -21,10 +21,11 @@ from pathlib import Path
 import pytest
 
 from epochgc.config import Config, EpochConfig, LeaseConfig, MetricsConfig, ReconcilerConfig
+from epochgc.events import EventChannel
 from epochgc.gc.collection_round import CollectSettings
 from epochgc.gc.collector import ScheduleSettings
 from epochgc.gc.daemon.scheduler import DaemonSettings, GcDaemon
-from epochgc.leases.role_leases import LeaseDocument, LeaseManager, encode_lease
+from epochgc.leases.role_leases import LeaseDocument, LeaseLost, LeaseManager, encode_lease
 from epochgc.leases.timing import LeasePolicy
 from epochgc.storage.embedded import EmbeddedS3
 from epochgc.storage.keys import lease_key
@@ -88,7 +89,9 @@ class Eligible:
     def __init__(self, store: S3ObjectStore, name: str, ticks: Ticks):
         self.name = name
         self.lost_at: float | None = None
-        self.leases = LeaseManager(store, ROOT, name, policy=POLICY, on_lost=self._on_lost)
+        events = EventChannel()
+        events.subscribe(LeaseLost, self._on_lost)
+        self.leases = LeaseManager(store, ROOT, name, policy=POLICY, events=events)
         controller = Controller(store, ROOT)
         lock = threading.Lock()
 
@@ -106,7 +109,7 @@ class Eligible:
             poll_seconds=POLICY.renew_interval_seconds,
         )
 
-    def _on_lost(self, _name: str) -> None:
+    def _on_lost(self, _event: LeaseLost) -> None:
         self.lost_at = time.monotonic()
 
     def start(self) -> None:

@@ -4,20 +4,28 @@ document (``{root}/gc/control.json``: pause, resume, reset).
 The job reads the document, applies it to the collector and shows the
 state in the metrics; what a change of state sets off in the daemon (stop
 the sweep in progress, run the held jobs, trigger a round, publish the
-status) is the daemon's, given here as ``on_change``. A document that
-cannot be read keeps the current state.
+status) is the daemon's, which subscribes to the ``CollectorStateChanged``
+the job publishes. A document that cannot be read keeps the current state.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
+from epochgc.events import Event, EventChannel
 from epochgc.gc.collector import Collector
 from epochgc.gc.control import CollectorState, read_control
 from epochgc.gc.daemon.contacts import FAILED, StoreContacts
 from epochgc.metrics.instruments import GcMetrics
 from epochgc.storage.object_store import ObjectStore
+
+
+@dataclass(frozen=True)
+class CollectorStateChanged(Event):
+    """The control document moved the collector from ``before`` to ``after``."""
+
+    before: CollectorState
+    after: CollectorState
 
 
 @dataclass(eq=False)
@@ -26,8 +34,8 @@ class ControlPoll:
 
     Example::
 
-        poll = ControlPoll(store, root, collector, metrics, contacts, on_change)
-        poll()      # on_change(before, after) when the state changed
+        poll = ControlPoll(store, root, collector, metrics, contacts, events)
+        poll()      # publishes CollectorStateChanged when the state changed
     """
 
     store: ObjectStore
@@ -35,7 +43,7 @@ class ControlPoll:
     collector: Collector
     metrics: GcMetrics
     contacts: StoreContacts
-    on_change: Callable[[CollectorState, CollectorState], None]
+    events: EventChannel
 
     def __call__(self) -> None:
         read = self.contacts.attempt(
@@ -51,4 +59,4 @@ class ControlPoll:
         after = self.collector.state
         self.metrics.set_state(after.value)
         if before is not after:
-            self.on_change(before, after)
+            self.events.publish(CollectorStateChanged(before, after))

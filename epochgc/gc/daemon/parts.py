@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from epochgc.events import EventChannel
 from epochgc.gc.collector import Collector
-from epochgc.gc.control import CollectorState, DeletingJob
+from epochgc.gc.control import DeletingJob
 from epochgc.gc.daemon.contacts import HeartbeatWatch, StoreContacts
 from epochgc.gc.daemon.control_poll import ControlPoll
 from epochgc.gc.daemon.maintenance import CompactionJob, LeaderMaintenance, MaintenanceJob
@@ -89,7 +89,6 @@ def build_parts(
     registry: CollectorRegistry,
     clocks: Clocks,
     *,
-    on_lease_lost: Callable[[str], None],
     events: EventChannel | None,
 ) -> DaemonParts:
     """The collaborators, their metrics registered on ``registry``;
@@ -122,7 +121,7 @@ def build_parts(
         root,
         settings.node_id,
         policy=settings.lease,
-        on_lost=on_lease_lost,
+        events=events,
         runtime=Runtime(wall=clocks.now, monotonic=clocks.monotonic),
     )
     ticker = (
@@ -160,7 +159,6 @@ class DaemonHooks:
 
     stopping: threading.Event
     is_leader: Callable[[], bool]
-    on_state_change: Callable[[CollectorState, CollectorState], None]
     describe: Callable[[], tuple[str, str, str | None]]
     """This daemon's role, collector state and metrics URL, now."""
 
@@ -248,9 +246,7 @@ def build_jobs(parts: DaemonParts, hooks: DaemonHooks) -> DaemonJobs:
             stopping=hooks.stopping,
             now=now,
         ),
-        control=ControlPoll(
-            p.store, p.root, p.collector, p.metrics, p.contacts, hooks.on_state_change
-        ),
+        control=ControlPoll(p.store, p.root, p.collector, p.metrics, p.contacts, p.events),
         reports=reports,
         presence=PresenceRefresh(
             p.store,

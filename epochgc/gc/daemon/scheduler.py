@@ -68,10 +68,12 @@ from epochgc.gc.collection_round import CollectSettings
 from epochgc.gc.collector import RoundReport, ScheduleSettings
 from epochgc.gc.control import CollectorState, DeletingJob, HeldJob
 from epochgc.gc.daemon.contacts import FAILED
+from epochgc.gc.daemon.control_poll import CollectorStateChanged
 from epochgc.gc.daemon.health import RENEWAL, HealthPolicy, HealthSample, health_payload
 from epochgc.gc.daemon.maintenance import MaintenanceSettings
 from epochgc.gc.daemon.parts import Clocks, DaemonHooks, build_jobs, build_parts
 from epochgc.gc.pause import HeldJobsChanged
+from epochgc.leases.role_leases import LeaseLost
 from epochgc.leases.timing import LeasePolicy
 from epochgc.metrics.instruments import CollectorRegistry
 from epochgc.metrics.server import MetricsServer
@@ -156,7 +158,6 @@ class GcDaemon:
             settings,
             registry or CollectorRegistry(),
             self._clocks,
-            on_lease_lost=self._on_lease_lost,
             events=events,
         )
         self.registry, self.metrics, self.collector = parts.registry, parts.metrics, parts.collector
@@ -164,11 +165,11 @@ class GcDaemon:
         self.future_log, self._contacts = parts.future_log, parts.contacts
         self.jobs = build_jobs(
             parts,
-            DaemonHooks(
-                self._stopping, lambda: self.is_leader, self._on_state_change, self._describe
-            ),
+            DaemonHooks(self._stopping, lambda: self.is_leader, self._describe),
         )
         parts.events.subscribe(HeldJobsChanged, self._on_held_change)
+        parts.events.subscribe(CollectorStateChanged, self._on_state_change)
+        parts.events.subscribe(LeaseLost, self._on_lease_lost)
         self._scheduler = BackgroundScheduler(
             timezone=UTC,
             executors={"default": JobThreadPool(max_workers=6)},
@@ -339,8 +340,9 @@ class GcDaemon:
             self.metrics.leader.set(1)
             self.trigger_round()
 
-    def _on_state_change(self, before: CollectorState, after: CollectorState) -> None:
+    def _on_state_change(self, change: CollectorStateChanged) -> None:
         """What the control document's change of the collector's state sets off."""
+        before, after = change.before, change.after
         if after is CollectorState.PAUSED:
             self.jobs.round.interrupt()  # a sweep in progress stops after its batches in flight
         if before is CollectorState.PAUSED:
@@ -366,8 +368,8 @@ class GcDaemon:
         if self.is_leader and not self._stopping.is_set():
             self._publish_status(self.last_report)
 
-    def _on_lease_lost(self, name: str) -> None:
-        if name == GC_LEASE:
+    def _on_lease_lost(self, lost: LeaseLost) -> None:
+        if lost.name == GC_LEASE:
             log.warning("gc lease lost: stopping the round in progress, going to standby")
             self.metrics.leader.set(0)
             self.jobs.round.interrupt()

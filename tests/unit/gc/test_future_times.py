@@ -9,7 +9,7 @@ import pytest
 
 from epochgc.gc.future_times import FutureTimeLog
 from epochgc.storage.stored_time import FutureTime
-from tests.support.future_times import found_into
+from tests.support.events import found_into
 
 
 def test_each_writer_is_logged_once_and_every_reading_counted(

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from epochgc.events import EventChannel
 from epochgc.gc.collection_round import CollectSettings
 from epochgc.gc.collector import Collector
 from epochgc.gc.control import CollectorState, pause, resume
 from epochgc.gc.daemon.contacts import StoreContacts
-from epochgc.gc.daemon.control_poll import ControlPoll
+from epochgc.gc.daemon.control_poll import CollectorStateChanged, ControlPoll
 from epochgc.metrics.instruments import CollectorRegistry, GcMetrics
 from epochgc.simulate.memory_store import MemoryStore
 from epochgc.storage.keys import gc_control_key
@@ -28,9 +29,9 @@ def test_a_pause_and_a_resume_are_applied_and_handed_on_once_each() -> None:
     settings = CollectSettings(min_object_age=timedelta(0), max_delete_fraction=1.0)
     collector = Collector(store, RequestStats(), ROOT, settings)
     changes: list[tuple[CollectorState, CollectorState]] = []
-    poll = ControlPoll(
-        store, ROOT, collector, metrics, contacts, lambda *change: changes.append(change)
-    )
+    events = EventChannel()
+    events.subscribe(CollectorStateChanged, lambda e: changes.append((e.before, e.after)))
+    poll = ControlPoll(store, ROOT, collector, metrics, contacts, events)
     poll()
     pause(store, ROOT, by="ops", reason="looking", now=T0)
     poll()
@@ -52,7 +53,7 @@ def test_an_unreadable_control_document_keeps_the_state_and_fails_the_contact() 
     collector = Collector(store, RequestStats(), ROOT, settings)
     pause(store, ROOT, by="ops", reason="looking", now=T0)
     poll = ControlPoll(
-        store, ROOT, collector, GcMetrics(CollectorRegistry()), contacts, lambda *_: None
+        store, ROOT, collector, GcMetrics(CollectorRegistry()), contacts, EventChannel()
     )
     poll()
     store.put(gc_control_key(ROOT), b"{not json")

@@ -15,8 +15,8 @@ from epochgc.gc.future_times import FutureTimeLog
 from epochgc.simulate.memory_store import MemoryStore
 from epochgc.storage.keys import report_key
 from epochgc.watermarks.safe_epoch.reports import NodeReport, encode_report
+from tests.support.events import found_into
 from tests.support.faults import OutageStore
-from tests.support.future_times import found_into
 
 ROOT = "epochgc"
 PAST = datetime(2001, 1, 2, 3, 4, 5, tzinfo=UTC)
