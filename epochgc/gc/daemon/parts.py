@@ -216,7 +216,7 @@ def build_jobs(parts: DaemonParts, hooks: DaemonHooks) -> DaemonJobs:
         s.maintenance.dead_after_seconds,
         margin_seconds=margin,
         future_log=p.future_log,
-        on_deleted=lambda: p.metrics.maintenance_deleted.labels("presence").inc(),
+        metrics=p.metrics,
         now=now,
     )
     maintenance = LeaderMaintenance(

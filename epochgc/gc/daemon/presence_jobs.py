@@ -25,6 +25,7 @@ from epochgc.gc.presence import (
     read_presences,
     write_presence,
 )
+from epochgc.metrics.instruments import GcMetrics
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.stored_time import find_future
 
@@ -123,7 +124,8 @@ class PresenceTidy:
     _: KW_ONLY
     margin_seconds: float
     future_log: FutureTimeLog
-    on_deleted: Callable[[], None]
+    metrics: GcMetrics
+    """Counts each document deleted (``maintenance_deleted{kind="presence"}``)."""
     now: Callable[[], datetime]
 
     def __call__(self) -> None:
@@ -151,4 +153,4 @@ class PresenceTidy:
         for node in gone:
             delete_presence(self.tidy_store, self.root, node)
             log.info("deleted the presence document of gone daemon %s", node)
-            self.on_deleted()
+            self.metrics.maintenance_deleted.labels("presence").inc()

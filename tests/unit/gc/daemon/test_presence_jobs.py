@@ -14,6 +14,7 @@ from epochgc.gc.daemon.presence_jobs import PresenceRefresh, PresenceTidy
 from epochgc.gc.future_times import FutureTimeLog
 from epochgc.gc.pause import GuardedStore, PauseGuard
 from epochgc.gc.presence import PresenceDocument, read_presences, write_presence
+from epochgc.metrics.instruments import CollectorRegistry, GcMetrics
 from epochgc.simulate.memory_store import MemoryStore
 
 ROOT = "epochgc"
@@ -87,7 +88,14 @@ def presence(node: str, updated_at: datetime) -> PresenceDocument:
     return PresenceDocument(node, f"{node}/01", "standby", "running", updated_at, updated_at, 60.0)
 
 
-def tidy_of(store: MemoryStore, guard: PauseGuard, deleted: list[str]) -> PresenceTidy:
+def presences_deleted(metrics: GcMetrics) -> float:
+    value = metrics.registry.get_sample_value(
+        "epochgc_collector_maintenance_deleted_total", {"kind": "presence"}
+    )
+    return value or 0.0
+
+
+def tidy_of(store: MemoryStore, guard: PauseGuard, metrics: GcMetrics) -> PresenceTidy:
     return PresenceTidy(
         store,
         GuardedStore(store, guard, DeletingJob.TIDYING),
@@ -96,28 +104,29 @@ def tidy_of(store: MemoryStore, guard: PauseGuard, deleted: list[str]) -> Presen
         600.0,
         margin_seconds=5.0,
         future_log=FutureTimeLog(),
-        on_deleted=lambda: deleted.append("x"),
+        metrics=metrics,
         now=lambda: PAST,
     )
 
 
 def test_documents_gone_for_good_by_the_daemons_clock_are_deleted() -> None:
-    store, deleted = MemoryStore(), []
+    store, metrics = MemoryStore(), GcMetrics(CollectorRegistry())
     write_presence(store, ROOT, presence("gc-a", PAST - timedelta(days=1)))  # itself: kept
     write_presence(store, ROOT, presence("gc-old", PAST - timedelta(seconds=781)))
     write_presence(store, ROOT, presence("gc-new", PAST - timedelta(seconds=779)))
-    tidy_of(store, PauseGuard(store, ROOT), deleted)()
+    tidy_of(store, PauseGuard(store, ROOT), metrics)()
     assert [d.node for d in read_presences(store, ROOT)[0]] == ["gc-a", "gc-new"]
-    assert deleted == ["x"]
+    assert presences_deleted(metrics) == 1
 
 
 def test_a_pause_holds_the_tidying(caplog: pytest.LogCaptureFixture) -> None:
-    store, deleted = MemoryStore(), []
+    store, metrics = MemoryStore(), GcMetrics(CollectorRegistry())
     write_presence(store, ROOT, presence("gc-old", PAST - timedelta(days=1)))
     pause(store, ROOT, by="ops", reason="looking", now=PAST)
     guard = PauseGuard(store, ROOT)
     with caplog.at_level("INFO", logger="epochgc.gc.daemon"):
-        tidy_of(store, guard, deleted)()
-    assert [d.node for d in read_presences(store, ROOT)[0]] == ["gc-old"] and deleted == []
+        tidy_of(store, guard, metrics)()
+    assert [d.node for d in read_presences(store, ROOT)[0]] == ["gc-old"]
+    assert presences_deleted(metrics) == 0
     assert "tidying of presence documents held" in caplog.text
     assert [h.job for h in guard.held()] == [DeletingJob.TIDYING]
