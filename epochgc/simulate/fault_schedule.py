@@ -151,7 +151,8 @@ class Fault:
     retries run out."""
     prefix: str = ""
     """For ``lost_answers``: only writes of keys under this prefix (a
-    store's index partition that answers slowly); empty: every key."""
+    store's index partition that answers slowly); empty: every key. For
+    ``slowdown``: the prefix whose rate is limited."""
     writes_only: bool = False
     """For ``late_landing``: only writes land late (a slow upload, a PUT
     retried after a timeout); reads land on time."""

@@ -127,8 +127,13 @@ class Network:
         """The fault of ``kind`` acting on this request: of those active,
         one limited to a prefix of ``key`` before one on every key."""
         t = self.sched.now
-        active = [f for f in self._faults if f.kind == kind and f.covers(t, target, key)]
-        return next((f for f in active if f.prefix), active[0] if active else None)
+        first = None
+        for fault in self._faults:
+            if fault.kind == kind and fault.covers(t, target, key):
+                if fault.prefix:
+                    return fault
+                first = first or fault
+        return first
 
     def failing_keys(self, node: str, keys: list[str]) -> set[str]:
         """The keys of a DeleteObjects landing now that fail with a per-key

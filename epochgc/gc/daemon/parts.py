@@ -74,7 +74,9 @@ class DaemonParts:
     ticker: EpochTicker | None
     events: EventChannel
     """The daemon's channel: ``Throttled`` from the store, ``HeldJobsChanged``
-    from the pause guard, ``FutureTimeFound`` from the time log."""
+    from the pause guard, ``FutureTimeFound`` from the time log,
+    ``CollectorStateChanged`` from the control poll, ``LeaseLost`` from the
+    leases."""
 
     def guarded(self, job: DeletingJob) -> GuardedStore:
         """The store ``job``'s deletions go through (a pause holds them)."""
