@@ -114,7 +114,7 @@ max_moves_per_round = {self.max_moves}
 
 [reconciler]
 round_interval_seconds = {self.reconciler_round_seconds}
-idle_interval_seconds = 1e9
+idle_interval_seconds = 86400.0
 reconcile_concurrency = {self.reconcile_concurrency}
 max_round_seconds = {self.max_round_seconds}
 

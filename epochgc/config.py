@@ -46,18 +46,49 @@ def _check(fn: Check, **kwargs: Any) -> Any:
     return field(metadata=metadata, **kwargs)
 
 
-def _at_least(minimum: float) -> Check:
-    return lambda v: None if v >= minimum else f"must be >= {minimum}, got {v}"
+_MINUTE = 60.0
+_HOUR = 3600.0
+_DAY = 86400.0
+_YEAR = 365 * _DAY
 
 
-def _zero_or_at_least(minimum: float) -> Check:
-    return lambda v: (
-        None if v == 0 or v >= minimum else f"must be 0 (none) or >= {minimum}, got {v}"
-    )
+def _number_text(value: float) -> str:
+    """``3600`` rather than ``3600.0``, ``0.1`` as written."""
+    return str(int(value)) if float(value).is_integer() else repr(value)
 
 
-def _between(lo: float, hi: float) -> Check:
-    return lambda v: None if lo <= v <= hi else f"must be in {lo}..{hi}, got {v}"
+@dataclass(frozen=True)
+class NumericRange:
+    """A number's accepted values, ``lo..hi`` (and 0 meaning "none" when
+    ``zero_is_off``). Every int and float setting has one, with a finite
+    upper bound: a value the code cannot use (a TTL so long that the lease's
+    expiry overflows a date) is refused at load, not met by every renewal.
+    NaN is outside every range (it compares false both ways).
+    """
+
+    lo: float
+    hi: float
+    zero_is_off: bool = False
+
+    def __call__(self, value: float) -> str | None:
+        if self.zero_is_off and value == 0:
+            return None
+        if self.lo <= value <= self.hi:
+            return None
+        return f"must be in {self.text()}, got {value}"
+
+    def text(self) -> str:
+        """How the range is written in messages and ``config/default.toml``."""
+        span = f"{_number_text(self.lo)}..{_number_text(self.hi)}"
+        return f"0|{span}" if self.zero_is_off else span
+
+
+def _range(lo: float, hi: float) -> Check:
+    return NumericRange(lo, hi)
+
+
+def _zero_or_range(lo: float, hi: float) -> Check:
+    return NumericRange(lo, hi, zero_is_off=True)
 
 
 def _one_of(choices: tuple[str, ...]) -> Check:
@@ -146,22 +177,22 @@ class StoreConfig(_Section):
     embedded: bool = _check(_no_check, default=False)
     """Start an in-process S3 server (moto) on 127.0.0.1 and use it: no
     credentials, no network; the data lives only as long as the process."""
-    embedded_port: int = _check(_between(0, 65535), default=0)
+    embedded_port: int = _check(_range(0, 65535), default=0)
     """Port of the embedded server; 0 picks a free one."""
     access_key_id: str = _check(_no_check, default="")
     """Static credentials for S3-compatible stores; empty uses the AWS
     credential chain. Prefer the environment over a file for the secret."""
     secret_access_key: str = _check(_no_check, default="", repr=False)
     addressing_style: str = _check(_one_of(_ADDRESSING_STYLES), default="auto")
-    connect_timeout_seconds: float = _check(_at_least(0.1), default=5.0)
-    read_timeout_seconds: float = _check(_at_least(0.1), default=30.0)
-    max_pool_connections: int = _check(_between(1, 1024), default=32)
-    max_attempts: int = _check(_between(1, 20), default=6)
+    connect_timeout_seconds: float = _check(_range(0.1, 5 * _MINUTE), default=5.0)
+    read_timeout_seconds: float = _check(_range(0.1, _HOUR), default=30.0)
+    max_pool_connections: int = _check(_range(1, 1024), default=32)
+    max_attempts: int = _check(_range(1, 20), default=6)
     """Attempts per S3 request (transient errors are retried with full-jitter
     exponential backoff); then the operation fails with a typed error."""
-    base_backoff_seconds: float = _check(_at_least(0.0), default=0.05)
-    max_backoff_seconds: float = _check(_at_least(0.0), default=5.0)
-    delete_concurrency: int = _check(_between(1, 64), default=4)
+    base_backoff_seconds: float = _check(_range(0.0, _MINUTE), default=0.05)
+    max_backoff_seconds: float = _check(_range(0.0, _HOUR), default=5.0)
+    delete_concurrency: int = _check(_range(1, 64), default=4)
     """DeleteObjects requests kept in flight by one batched delete."""
     if_match_form: str = _check(_one_of(_IF_MATCH_FORMS), default="auto")
     """The ETag form sent in ``If-Match``: ``auto`` lets the capability
@@ -183,7 +214,7 @@ class LayoutConfig(_Section):
     root: str = _check(_root, default="epochgc")
     """Prefix of everything epochgc reads and writes. The collector only ever
     deletes keys that parse as ``{root}/l0/...``."""
-    l0_shards: int = _check(_between(1, SHARD_COUNT_MAX), default=SHARD_COUNT_MAX)
+    l0_shards: int = _check(_range(1, SHARD_COUNT_MAX), default=SHARD_COUNT_MAX)
     """Shards writers spread new L0 objects over (3 digits, so at most 1000).
     Each shard is a key prefix with its own S3 request-rate budget and the
     unit of GC work. The collector does not read it: it sweeps every shard
@@ -195,11 +226,11 @@ class LayoutConfig(_Section):
 class EpochConfig(_Section):
     """The cluster epoch (docs/architecture.md, "The bucket as a database")."""
 
-    interval_seconds: float = _check(_at_least(0.01), default=60.0)
+    interval_seconds: float = _check(_range(0.01, _DAY), default=60.0)
     """How often the ticker appends ``epoch_tick``. Shorter intervals let
     ``M`` follow writes more closely (objects are collected sooner) at the
     cost of one controller-log object per tick."""
-    cache_ttl_seconds: float = _check(_at_least(0.0), default=30.0)
+    cache_ttl_seconds: float = _check(_range(0.0, _DAY), default=30.0)
     """How long writers reuse a cluster epoch they read. A stale epoch is
     tolerated by the partitions' windows; keep it below ``interval_seconds``
     so a cached epoch lags by at most one."""
@@ -216,10 +247,10 @@ class LeaseConfig(_Section):
     """Leases (docs/architecture.md, "The bucket as a database"): partition leadership, reconciler
     ownership, the GC daemon's active role."""
 
-    ttl_seconds: float = _check(_at_least(0.1), default=15.0)
+    ttl_seconds: float = _check(_range(0.1, _HOUR), default=15.0)
     """Failover time after a holder crashes."""
-    renew_interval_seconds: float = _check(_at_least(0.01), default=5.0)
-    skew_margin_seconds: float = _check(_at_least(0.0), default=2.0)
+    renew_interval_seconds: float = _check(_range(0.01, _HOUR), default=5.0)
+    skew_margin_seconds: float = _check(_range(0.0, _HOUR), default=2.0)
     """A holder stops writing this long before its lease expires; must
     exceed the clock skew between processes."""
 
@@ -238,18 +269,18 @@ class OwnershipConfig(_Section):
     ownership records name. Node leases use ``[lease]``'s TTL, renew
     interval and skew margin."""
 
-    max_moves_per_round: int = _check(_between(1, 100_000), default=128)
+    max_moves_per_round: int = _check(_range(1, 100_000), default=128)
     """Takes plus hand-backs one node makes per ownership round. Bounds how
     much a restart or a join reshuffles at once, and how much a node that
     finds itself alone at start takes; keep it at or above partitions /
     nodes so a node takes its whole share in one round."""
-    round_interval_seconds: float = _check(_at_least(0.1), default=5.0)
+    round_interval_seconds: float = _check(_range(0.1, _HOUR), default=5.0)
     """How often a node reads cluster state (one LIST page per 1000
     ownership records plus one per 1000 nodes) and moves partitions.
     Failover after a crash takes about the lease TTL (see
     ``use_store_timestamps``); a node that starts takes nothing for one
     interval, so the peers starting with it register first."""
-    relist_records_seconds: float = _check(_at_least(0.0), default=60.0)
+    relist_records_seconds: float = _check(_range(0.0, _DAY), default=60.0)
     """A node that owns exactly its share, with nothing to move, lists only
     the nodes (one page) in a round; it lists the ownership records again
     when the live nodes or the partitions change, after a write of its own
@@ -281,25 +312,25 @@ class ReconcilerConfig(_Section):
     node_id: str = _check(_node_id_or_empty, default="")
     """This node's id in reports and lease holders; empty uses the host name.
     Keep it stable across restarts: it names the node's report."""
-    round_interval_seconds: float = _check(_at_least(0.01), default=1.0)
+    round_interval_seconds: float = _check(_range(0.01, _HOUR), default=1.0)
     """Pause between rounds (lead, reconcile, housekeep, report)."""
-    idle_interval_seconds: float = _check(_at_least(0.0), default=30.0)
+    idle_interval_seconds: float = _check(_range(0.0, _DAY), default=30.0)
     """An idle, fully reconciled partition whose M(p) has not moved this long
     gets an advance_epoch, so it stops pinning the global M."""
-    snapshot_every_entries: int = _check(_between(1, 10_000_000), default=1000)
+    snapshot_every_entries: int = _check(_range(1, 10_000_000), default=1000)
     """Partition snapshot (and log truncation) period, in log entries."""
-    reconcile_concurrency: int = _check(_between(1, 256), default=4)
-    max_records_per_pass: int = _check(_between(1, 100_000_000), default=100_000)
+    reconcile_concurrency: int = _check(_range(1, 256), default=4)
+    max_records_per_pass: int = _check(_range(1, 100_000_000), default=100_000)
     """Records moved into one L1 object per pass."""
-    append_depth: int = _check(_between(1, 256), default=8)
+    append_depth: int = _check(_range(1, 256), default=8)
     """Partition-log appends a leader keeps in flight."""
-    max_log_entries: int = _check(_between(0, 10**12), default=0)
+    max_log_entries: int = _check(_range(0, 10**12), default=0)
     """A partition log longer than this is under space pressure: it is
     truncated up to lro whatever the retention hint asks (0: no cap)."""
-    stuck_retry_seconds: float = _check(_at_least(0.0), default=10.0)
+    stuck_retry_seconds: float = _check(_range(0.0, _DAY), default=10.0)
     """A stuck partition (an L0 object missing or corrupt before it was
     reconciled) retries its read this often: the object may come back."""
-    max_round_seconds: float = _check(_at_least(0.0), default=0.0)
+    max_round_seconds: float = _check(_range(0.0, _DAY), default=0.0)
     """A loop of the node (its rounds; its ownership rounds) that completes
     no round for this long, plus its pause between rounds, stops the node:
     it renews its lease no more, lets go of its partitions and exits 1 for
@@ -313,11 +344,11 @@ class ReconcilerConfig(_Section):
 class ProducerConfig(_Section):
     """The reference write path's batching (``epochgc produce``, the demo)."""
 
-    linger_seconds: float = _check(_at_least(0.0), default=0.25)
+    linger_seconds: float = _check(_range(0.0, _MINUTE), default=0.25)
     """How long records wait for others to share their L0 object."""
-    max_batch_bytes: int = _check(_between(1, 5 * 1024**3), default=4 * 1024 * 1024)
+    max_batch_bytes: int = _check(_range(1, 5 * 1024**3), default=4 * 1024 * 1024)
     """An L0 object is flushed as soon as this many record bytes wait."""
-    depth: int = _check(_between(1, 256), default=8)
+    depth: int = _check(_range(1, 256), default=8)
     """Chunks in flight per partition (acknowledged in order)."""
 
 
@@ -325,39 +356,39 @@ class ProducerConfig(_Section):
 class GcConfig(_Section):
     """The collector (docs/operating.md, "The collector's states")."""
 
-    min_object_age_seconds: float = _check(_at_least(0.0), default=3600.0)
+    min_object_age_seconds: float = _check(_range(0.0, _YEAR), default=3600.0)
     """Objects younger than this are never deleted, whatever their epoch: a
     margin for clocks and slow writers (0 allowed)."""
-    max_delete_fraction: float = _check(_between(0.0, 1.0), default=0.9)
+    max_delete_fraction: float = _check(_range(0.0, 1.0), default=0.9)
     """A run that would delete more than this share of the L0 objects it
     lists stops unless forced. Below 1 the run lists shards to their end to
     count; 1 turns the guard off and stops each shard at its first key
     above M (cheaper)."""
-    shard_concurrency: int = _check(_between(1, 256), default=8)
-    delete_concurrency: int = _check(_between(1, 256), default=4)
+    shard_concurrency: int = _check(_range(1, 256), default=8)
+    delete_concurrency: int = _check(_range(1, 256), default=4)
     """DeleteObjects requests (1000 keys each) in flight."""
-    rate_limit_keys_per_second: float = _check(_zero_or_at_least(0.001), default=0.0)
+    rate_limit_keys_per_second: float = _check(_zero_or_range(0.001, 1_000_000), default=0.0)
     """A hard cap on deletions per second (0: none; SlowDown still halves
     the rate). At least one key per 1000 s: a smaller cap, shared out over
     Spark tasks, underflows to a share no task can use."""
-    maintenance_interval_seconds: float = _check(_at_least(1.0), default=300.0)
+    maintenance_interval_seconds: float = _check(_range(1.0, 7 * _DAY), default=300.0)
     """How often the GC leader deletes reports of gone nodes (when that
     costs M nothing) and expired run summaries."""
-    runs_retention_days: float = _check(_at_least(0.0), default=30.0)
+    runs_retention_days: float = _check(_range(0.0, 3650), default=30.0)
     """Run summaries (with their dry-run plans and deletion records) older
     than this are deleted."""
     record_deletions: bool = True
     """Every deleting run writes the keys it deleted (Parquet, beside its
     summary), for ``gc explain`` and ``gc runs --deleted``: one PUT per run
     (per Spark task) and about 40 bytes a key."""
-    max_lag_seconds: float = _check(_at_least(1.0), default=3600.0)
+    max_lag_seconds: float = _check(_range(1.0, 30 * _DAY), default=3600.0)
     """The longest an eligible L0 object waits for its shard to be listed
     (while rounds run): the bound of the cost-aware schedule. Shorter costs
     more LISTs; safety does not depend on it."""
-    full_sweep_interval_seconds: float = _check(_at_least(1.0), default=86400.0)
+    full_sweep_interval_seconds: float = _check(_range(1.0, _YEAR), default=86400.0)
     """Every shard is listed at least this often, whatever the shard
     knowledge says: catches orphans written with an old epoch."""
-    clock_skew_margin_seconds: float = _check(_at_least(0.0), default=DEFAULT_MARGIN_SECONDS)
+    clock_skew_margin_seconds: float = _check(_range(0.0, _HOUR), default=DEFAULT_MARGIN_SECONDS)
     """A time another process wrote to the bucket (shard knowledge, node
     reports, presence, run summaries' store timestamps) that is ahead of
     this collector's clock by more than this is read as unknown, in the
@@ -373,10 +404,10 @@ class GcConfig(_Section):
 class ReportsConfig(_Section):
     """Node reports (docs/architecture.md, "The safe epoch M")."""
 
-    interval_seconds: float = _check(_at_least(0.01), default=10.0)
+    interval_seconds: float = _check(_range(0.01, _HOUR), default=10.0)
     """How often a node rewrites its report. The collector's M lags by up to
     this much."""
-    dead_after_seconds: float = _check(_at_least(1.0), default=600.0)
+    dead_after_seconds: float = _check(_range(1.0, 30 * _DAY), default=600.0)
     """A report unchanged this long (as the GC leader saw it) is a gone
     node's; it is deleted once live nodes' reports cover all it says."""
 
@@ -400,22 +431,22 @@ class DaemonConfig(_Section):
 
     node_id: str = _check(_node_id_or_empty, default="")
     """Readable id of this daemon in its GC lease; empty: gc-{host name}."""
-    interval_seconds: float = _check(_at_least(0.1), default=60.0)
+    interval_seconds: float = _check(_range(0.1, _DAY), default=60.0)
     """Longest wait between GC rounds."""
-    after_progress_seconds: float = _check(_at_least(0.0), default=1.0)
+    after_progress_seconds: float = _check(_range(0.0, _DAY), default=1.0)
     """Wait after a round that deleted something (more may be eligible)."""
-    after_failure_seconds: float = _check(_at_least(0.0), default=10.0)
-    misfire_grace_seconds: float = _check(_at_least(1.0), default=30.0)
+    after_failure_seconds: float = _check(_range(0.0, _DAY), default=10.0)
+    misfire_grace_seconds: float = _check(_range(1.0, _DAY), default=30.0)
     """A round that could not start on time still runs if this late."""
-    control_poll_seconds: float = _check(_at_least(0.1), default=5.0)
+    control_poll_seconds: float = _check(_range(0.1, _HOUR), default=5.0)
     """How often pause/resume/reset requests are read from the bucket (a
     pause stops a sweep in progress after its batches in flight)."""
-    report_stale_seconds: float = _check(_at_least(0.0), default=120.0)
+    report_stale_seconds: float = _check(_range(0.0, 30 * _DAY), default=120.0)
     """A node report older than this is logged as stale (M may be stuck)."""
-    blocked_after_failures: int = _check(_between(1, 1000), default=3)
+    blocked_after_failures: int = _check(_range(1, 1000), default=3)
     """Untrusted M computations in a row that make the collector
     safety_blocked until ``epochgc gc reset``."""
-    presence_interval_seconds: float = _check(_at_least(1.0), default=60.0)
+    presence_interval_seconds: float = _check(_range(1.0, _DAY), default=60.0)
     """How often each daemon rewrites its ``{root}/gc/daemons/{node_id}``
     presence document (one PUT; also on every change of role). ``gc
     status`` calls one stale after three intervals without a refresh."""
@@ -426,14 +457,14 @@ class ControllerConfig(_Section):
     """Controller-log compaction (docs/contract.md, "Controller snapshot"),
     run by the GC daemon holding the ``gc`` lease and by ``epochgc controller compact``."""
 
-    compact_interval_seconds: float = _check(_at_least(1.0), default=3600.0)
+    compact_interval_seconds: float = _check(_range(1.0, 30 * _DAY), default=3600.0)
     """Time between compactions: snapshot the controller log's fold, then
     delete the entries it covers (never the newest). Opening the controller
     costs one GET per entry written since the last compaction."""
-    compact_min_entries: int = _check(_between(0, 10**9), default=1000)
+    compact_min_entries: int = _check(_range(0, 10**9), default=1000)
     """Skip a scheduled compaction while fewer entries than this are above
     the snapshot (each compaction rewrites the whole snapshot)."""
-    epoch_history: int = _check(_between(1, 10_000_000), default=10_000)
+    epoch_history: int = _check(_range(1, 10_000_000), default=10_000)
     """Epoch start times a snapshot keeps (10,000 one-minute ticks: about a
     week). Retention ages records of older epochs by an upper bound of their
     start, so a smaller value can keep records longer, never drop them early."""
@@ -468,7 +499,7 @@ class InventoryConfig(_Section):
     """The inventory configuration's id (its report name)."""
     source_bucket: str = _check(_bucket_or_empty, default="")
     """The inventoried bucket; empty: ``store.bucket``."""
-    rows_per_file: int = _check(_between(1, 100_000_000), default=1_000_000)
+    rows_per_file: int = _check(_range(1, 100_000_000), default=1_000_000)
     """Rows per data file written by ``epochgc inventory build``."""
 
 
@@ -482,7 +513,7 @@ class SparkConfig(_Section):
     master: str = _check(_no_check, default="local[*]")
     """Spark master for ``gc spark`` (``--master`` wins; under
     spark-submit the submit's master is used)."""
-    listing_tasks: int = _check(_between(0, 100_000), default=0)
+    listing_tasks: int = _check(_range(0, 100_000), default=0)
     """Tasks in listing mode (0: one per shard, at most 1000)."""
     ship: bool = _check(_no_check, default=True)
     """On a non-local master, ship the code zip and the packed environment
@@ -508,13 +539,13 @@ class CostConfig(_Section):
     """Prices the collector models its cost at (docs/operating.md, "Cost");
     defaults: S3 Standard's published prices, in dollars."""
 
-    list_price_per_1000: float = _check(_at_least(0.0), default=0.005)
+    list_price_per_1000: float = _check(_range(0.0, 1000.0), default=0.005)
     """LIST (and PUT, COPY, POST) requests, per 1000."""
-    delete_price_per_1000: float = _check(_at_least(0.0), default=0.0)
+    delete_price_per_1000: float = _check(_range(0.0, 1000.0), default=0.0)
     """DeleteObjects / DeleteObject requests, per 1000 (free on S3)."""
-    get_price_per_1000: float = _check(_at_least(0.0), default=0.0004)
+    get_price_per_1000: float = _check(_range(0.0, 1000.0), default=0.0004)
     """GET, HEAD and other requests, per 1000."""
-    storage_price_per_gb_month: float = _check(_at_least(0.0), default=0.023)
+    storage_price_per_gb_month: float = _check(_range(0.0, 1000.0), default=0.023)
     """Storage per GB (2^30 bytes) per month: what waiting eligible bytes cost."""
 
 

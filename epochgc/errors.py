@@ -382,6 +382,13 @@ class LoopStoppedError(EpochGCError):
         self.stall = stall
 
 
+class DaemonFailedError(EpochGCError):
+    """A job of the GC daemon raised something no part of it expects (a
+    defect, not a store error: those are retried): the daemon stopped,
+    released its leases for a peer, and its process exits non-zero so that
+    its supervisor restarts it."""
+
+
 class InvalidArgumentError(EpochGCError, ValueError):
     """A caller passed a value the operation refuses (a topic name outside
     the allowed alphabet, a partition count below 1, ...)."""

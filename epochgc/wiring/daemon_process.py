@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 import signal
-import threading
 
 from epochgc.config import Config
+from epochgc.errors import DaemonFailedError
 from epochgc.events import EventChannel
 from epochgc.gc.daemon.scheduler import GcDaemon
 from epochgc.metrics.instruments import CollectorRegistry
@@ -27,10 +27,16 @@ def run_daemon(
     registry: CollectorRegistry | None = None,
     events: EventChannel | None = None,
 ) -> GcDaemon:
-    """Run the daemon until SIGTERM/SIGINT (or ``duration_seconds``), then
-    stop it cleanly: the batch in flight finishes, the lease is released.
-    Must be called from the main thread (signal handlers). ``events``: the
-    channel ``store`` publishes on (``StoreHandle.events``)."""
+    """Run the daemon until SIGTERM/SIGINT (or ``duration_seconds``, or a
+    job's defect), then stop it cleanly: the batch in flight finishes, the
+    lease is released. Must be called from the main thread (signal
+    handlers). ``events``: the channel ``store`` publishes on
+    (``StoreHandle.events``).
+
+    Raises:
+        DaemonFailedError: a job met a defect and ended the daemon (after
+            the clean stop), so that the process exits non-zero.
+    """
     daemon = GcDaemon(
         store,
         stats,
@@ -39,18 +45,19 @@ def run_daemon(
         registry=registry,
         events=events,
     )
-    stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
         log.info("received %s: stopping", signal.Signals(signum).name)
-        stop.set()
+        daemon.done.set()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         daemon.start()
-        stop.wait(duration_seconds)
+        daemon.done.wait(duration_seconds)
     finally:
         daemon.stop()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+    if daemon.failure is not None:
+        raise DaemonFailedError(f"gc daemon {daemon.node_id} stopped: {daemon.failure}")
     return daemon

@@ -26,7 +26,7 @@ from epochgc.gc.control import CollectorState, StatusDocument, write_status
 from epochgc.gc.daemon.maintenance import MaintenanceSettings
 from epochgc.gc.daemon.scheduler import GC_LEASE, GcDaemon
 from epochgc.gc.presence import PresenceDocument, read_presences, write_presence
-from epochgc.leases.role_leases import LeaseDocument, encode_lease
+from epochgc.leases.role_leases import LeaseDocument, LeaseManager, encode_lease
 from epochgc.leases.timing import LeasePolicy
 from epochgc.storage.client import make_s3_client
 from epochgc.storage.embedded import EmbeddedS3
@@ -36,7 +36,7 @@ from epochgc.storage.s3 import S3ObjectStore
 from epochgc.watermarks.safe_epoch.reports import NodeReport, encode_report
 from tests.conftest import FAST_RETRIES
 from tests.integration.test_daemon import ROOT, settings
-from tests.support.cli import REPO, fatal_lines, run_cli
+from tests.support.cli import REPO, fatal_lines, run_cli, run_python
 from tests.support.config_files import write_server_config
 from tests.support.faults import inject_http_errors
 from tests.support.servers import free_port
@@ -314,3 +314,37 @@ def test_healthz_is_503_while_the_leaders_lease_renewals_fail(
     finally:
         failing.remove()
     wait_for(lambda: healthz(daemon)[0] == 200, timeout=10, what="healthy again")
+
+
+def test_a_daemon_stopped_by_a_defect_exits_1_in_one_line_and_releases_its_lease(
+    tmp_path: Path, s3_server: EmbeddedS3, bucket: str, store: S3ObjectStore
+) -> None:
+    # A bug (a RuntimeError, not a store error) in one of the daemon's jobs
+    # used to be logged by the scheduler, twice a second, while the daemon
+    # ran on without a round and ended with status 0. It now stops the
+    # daemon, lets go of the gc lease for a peer, and exits 1: its
+    # supervisor restarts it and counts the restart.
+    config = write_server_config(
+        tmp_path / "daemon.toml",
+        s3_server.endpoint_url,
+        bucket,
+        f'[layout]\nroot = "{ROOT}"\n'
+        "[lease]\nttl_seconds = 30.0\nrenew_interval_seconds = 0.5\nskew_margin_seconds = 0.5\n"
+        "[reports]\ninterval_seconds = 0.5\n"
+        '[metrics]\nlisten = ""\n',
+    )
+    started = time.monotonic()
+    done = run_python(
+        *("-m", "tests.support.faulty_node", "3", "/meta/reports/", "--"),
+        *("daemon", "--config", str(config), "--node-id", "gc-a", "--duration", "40"),
+        timeout=60,
+    )
+    assert done.returncode == 1, done.stderr
+    assert time.monotonic() - started < 30, "it ran on until --duration"
+    assert fatal_lines(done) == [
+        "epochgc: gc daemon gc-a stopped: job reports failed: RuntimeError: injected: a bug"
+    ], done.stderr
+    errors = [line for line in done.stderr.splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and "RuntimeError: injected: a bug" in errors[0], done.stderr
+    lease = LeaseManager.read_holder(store, ROOT, GC_LEASE)
+    assert lease is not None and lease.released, lease

@@ -327,7 +327,7 @@ def test_the_reconciler_process_exits_1_with_one_line_naming_the_loop(
     )
     started = time.monotonic()
     done = run_python(
-        *("-m", "tests.support.faulty_node", "4", "--"),
+        *("-m", "tests.support.faulty_node", "4", "/meta/nodes/", "--"),
         *("reconciler", "--config", str(config), "--node-id", "recon-1"),
         timeout=60,
     )
@@ -337,7 +337,7 @@ def test_the_reconciler_process_exits_1_with_one_line_naming_the_loop(
     errors = [line for line in done.stderr.splitlines() if " ERROR " in line]
     assert len(errors) == 1, done.stderr
     assert (
-        "node recon-1: loop ownership stopped: RuntimeError: injected: a bug in the "
-        "ownership round; it renews its lease no more" in errors[0]
+        "node recon-1: loop ownership stopped: RuntimeError: injected: a bug; "
+        "it renews its lease no more" in errors[0]
     ), errors
     assert _lease_released(store, "recon-1")

@@ -1,12 +1,14 @@
 """Test-only: the ``epochgc`` command line, as a separate process, with a
-bug injected into a reconciler node's ownership loop (the product's code
-is unchanged; the store class is wrapped in this process only)::
+bug injected into the listing of one prefix (the product's code is
+unchanged; the store class is wrapped in this process only)::
 
-    python -m tests.support.faulty_node AFTER -- reconciler --config FILE ...
+    python -m tests.support.faulty_node AFTER PREFIX -- reconciler --config FILE ...
 
-From the ``AFTER``-th listing of the nodes on (the ownership round's first
-request), the listing raises ``RuntimeError``, as a bug would: not an
-``EpochGCError``, so nothing in the node expects it.
+From the ``AFTER``-th listing of a prefix containing ``PREFIX`` on (say
+``/meta/nodes/``, the reconciler's ownership round's first request, or
+``/meta/reports/``, the daemon's reports job's), the listing raises
+``RuntimeError``, as a bug would: not an ``EpochGCError``, so nothing in
+the process expects it.
 """
 
 from __future__ import annotations
@@ -18,18 +20,18 @@ from typing import Any
 from epochgc.cli import main as cli
 from epochgc.storage.s3 import S3ObjectStore
 
-INJECTED = "injected: a bug in the ownership round"
+INJECTED = "injected: a bug"
 
 
-def inject(after: int) -> None:
-    """Make ``S3ObjectStore.list_pages`` of ``meta/nodes/`` fail from its
-    ``after``-th call on."""
+def inject(after: int, part: str) -> None:
+    """Make ``S3ObjectStore.list_pages`` of prefixes containing ``part``
+    fail from its ``after``-th call on."""
     real = S3ObjectStore.list_pages
     calls = 0
 
     def list_pages(self: S3ObjectStore, prefix: str, **kwargs: Any) -> Iterator[Any]:
         nonlocal calls
-        if "/meta/nodes/" in prefix:
+        if part in prefix:
             calls += 1
             if calls >= after:
                 raise RuntimeError(INJECTED)
@@ -39,10 +41,12 @@ def inject(after: int) -> None:
 
 
 def main(argv: list[str]) -> int:
-    after, separator, *rest = argv
+    after, part, separator, *rest = argv
     if separator != "--":
-        raise SystemExit("usage: python -m tests.support.faulty_node AFTER -- EPOCHGC-ARGS...")
-    inject(int(after))
+        raise SystemExit(
+            "usage: python -m tests.support.faulty_node AFTER PREFIX -- EPOCHGC-ARGS..."
+        )
+    inject(int(after), part)
     return cli.main(rest)
 
 

@@ -72,7 +72,11 @@ def test_environment_overrides_file(tmp_path: Path) -> None:
         ('[logging]\nlevel = "LOUD"\n', "logging.level", "must be one of"),
         ("store = 3\n", "store", "must be a table"),
         ("[ownership]\nmax_moves_per_round = 0\n", "ownership.max_moves_per_round", "must be in"),
-        ("[ownership]\nround_interval_seconds = 0.0\n", "ownership.round_interval_seconds", ">="),
+        (
+            "[ownership]\nround_interval_seconds = 0.0\n",
+            "ownership.round_interval_seconds",
+            "must be in 0.1..3600",
+        ),
     ],
 )
 def test_bad_values_name_file_key_and_reason(
@@ -156,7 +160,7 @@ def test_a_section_made_in_code_is_checked_as_a_loaded_one() -> None:
     """A section built in code (a test, the demo, ``dataclasses.replace``)
     gets the checks a file gets, naming the field: an invalid value never
     reaches a component."""
-    with pytest.raises(ValueError, match=r"^max_delete_fraction: must be in 0.0\.\.1\.0"):
+    with pytest.raises(ValueError, match=r"^max_delete_fraction: must be in 0\.\.1, got 2.0"):
         dataclasses.replace(load_config(None, env={}).gc, max_delete_fraction=2.0)
     with pytest.raises(ValueError, match=r"^renew_interval_seconds: .* must be below ttl_seconds"):
         LeaseConfig(ttl_seconds=10.0, renew_interval_seconds=9.0, skew_margin_seconds=2.0)

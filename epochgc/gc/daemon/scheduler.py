@@ -36,6 +36,12 @@ Jobs (all in one ``BackgroundScheduler``):
   lease, every ``[controller] compact_interval_seconds``, snapshots the
   controller log and deletes the entries the snapshot covers.
 
+A job that raises a store error (``EpochGCError``) is retried at its next
+run. One that raises anything else has met a defect: the daemon logs one
+ERROR line naming the job and the error, sets ``done`` with ``failure``
+saying why, and ``epochgc daemon`` stops and exits 1, so that the
+supervisor restarts it instead of a daemon running on without rounds.
+
 ``stop()`` (SIGTERM in ``epochgc daemon``): state ``stopping``, the round in
 progress finishes its DeleteObjects batches in flight and stops, the
 scheduler shuts down, the ticker stops, the leases are released (a standby
@@ -63,6 +69,7 @@ from typing import Any
 from apscheduler.executors.pool import ThreadPoolExecutor as JobThreadPool
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from epochgc.errors import EpochGCError
 from epochgc.events import EventChannel
 from epochgc.gc.collection_round import CollectSettings
 from epochgc.gc.collector import RoundReport, ScheduleSettings
@@ -149,6 +156,11 @@ class GcDaemon:
         self._settings = settings
         self._clocks = Clocks(now, monotonic)
         self._stopping = threading.Event()
+        self.done = threading.Event()
+        """Set when the daemon should end: a stop was asked for (by whoever
+        runs it) or a job met a defect (``failure`` says which)."""
+        self.failure: str | None = None
+        """Why a job's defect ended the daemon (``None``: none did)."""
         self._started = False
         self._next_round_at: datetime | None = None
         parts = build_parts(
@@ -187,6 +199,10 @@ class GcDaemon:
         )
 
     # --- state ---------------------------------------------------------------
+
+    @property
+    def node_id(self) -> str:
+        return self._settings.node_id
 
     @property
     def metrics_url(self) -> str | None:
@@ -251,7 +267,9 @@ class GcDaemon:
         self.jobs.control()
         self.leases.start()
         for job_id, job, seconds, options in self._triggers():
-            self._scheduler.add_job(job, "interval", seconds=seconds, id=job_id, **options)
+            self._scheduler.add_job(
+                self._guarded(job_id, job), "interval", seconds=seconds, id=job_id, **options
+            )
         self._scheduler.start()
         if self.ticker is not None:
             self.ticker.start()
@@ -314,6 +332,29 @@ class GcDaemon:
             return
         with contextlib.suppress(LookupError):  # the job is gone: shutting down
             self._scheduler.modify_job(job_id, next_run_time=scheduler_now() + delay)
+
+    def _guarded(self, job_id: str, job: Callable[[], object]) -> Callable[[], None]:
+        """``job``, ending the daemon when it raises anything but a store
+        error (which the next run retries, as APScheduler logs it)."""
+
+        def run() -> None:
+            try:
+                job()
+            except EpochGCError:
+                raise
+            except Exception as err:
+                self._fail(f"job {job_id} failed: {type(err).__name__}: {err}")
+
+        return run
+
+    def _fail(self, why: str) -> None:
+        """A defect ends the daemon: one ERROR line (the traceback at
+        DEBUG), ``failure`` for the process's exit, ``done`` to wake it."""
+        log.debug("gc daemon %s: %s", self.leases.holder, why, exc_info=True)
+        if self.failure is None:
+            self.failure = why
+            log.error("gc daemon %s stopping: %s", self.leases.holder, why)
+        self.done.set()
 
     def _gc_job(self) -> None:
         report = self.jobs.round()
