@@ -75,12 +75,16 @@ class NumericRange:
             return None
         if self.lo <= value <= self.hi:
             return None
-        return f"must be in {self.text()}, got {value}"
+        zero = "0 (none) or " if self.zero_is_off else ""
+        return f"must be {zero}in {self.span()}, got {value}"
+
+    def span(self) -> str:
+        """``lo..hi``, as messages write it."""
+        return f"{_number_text(self.lo)}..{_number_text(self.hi)}"
 
     def text(self) -> str:
-        """How the range is written in messages and ``config/default.toml``."""
-        span = f"{_number_text(self.lo)}..{_number_text(self.hi)}"
-        return f"0|{span}" if self.zero_is_off else span
+        """How ``config/default.toml`` writes the range beside the key."""
+        return f"0 or {self.span()}" if self.zero_is_off else self.span()
 
 
 def _range(lo: float, hi: float) -> Check:

@@ -10,6 +10,7 @@ import dataclasses
 import json
 import socket
 import sys
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from epochgc.cli.arguments import add_command, add_noun, add_process_options
@@ -228,6 +229,18 @@ def _cmd_gc_explain(config: Config, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _unparseable_cell(row: Mapping[str, object]) -> str:
+    """``; 8 unparseable, e.g. KEY`` for a run that skipped keys it can
+    never delete (its summary names a few), else nothing."""
+    skipped = row.get("skipped")
+    count = skipped.get("unparseable", 0) if isinstance(skipped, dict) else 0
+    if not count:
+        return ""
+    keys = row.get("unparseable_keys")
+    example = f", e.g. {keys[0]}" if isinstance(keys, list) and keys else ""
+    return f"; {count} unparseable{example}"
+
+
 def _cmd_gc_runs(config: Config, args: argparse.Namespace) -> int:
     if args.deleted is not None:
         return _cmd_gc_runs_deleted(config, args)
@@ -239,7 +252,7 @@ def _cmd_gc_runs(config: Config, args: argparse.Namespace) -> int:
         f"{r.get('deleted', '?'):>9} {r.get('errors', '?'):>6} "
         f"{dollars(r.get('cost_usd')):>10} {dollars(r.get('usd_per_gb')):>10}  "
         f"{'ok' if r.get('success') else 'FAILED'}{' dry-run' if r.get('dry_run') else ''}"
-        f"{': ' + str(r['cause']) if r.get('cause') else ''}"
+        f"{': ' + str(r['cause']) if r.get('cause') else ''}{_unparseable_cell(r)}"
         for r in rows
     ]
     header = (

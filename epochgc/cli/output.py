@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import TypeAlias
 
 from epochgc.config import Config
-from epochgc.gc.run_report import RunSummary, encode_summary
+from epochgc.gc.run_report import RunSummary, encode_summary, unparseable_note
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -76,6 +76,11 @@ def print_run(
         f"eligible {s.eligible}, deleted {s.deleted} ({s.bytes_deleted} bytes), "
         f"errors {s.errors}; skipped: {_skipped(s.skipped)}"
     )
+    if s.shards is not None:
+        human += f"\nshards: {s.shards.describe()}"
+    never_deleted = unparseable_note(s)
+    if never_deleted is not None:
+        human += f"\nunparseable: {never_deleted}"
     if plan:
         human += f"\nplan: {plan}"
     if stopped:

@@ -80,7 +80,7 @@ from epochgc.gc.listing.shards import discover_shards, load_knowledge, save_know
 from epochgc.gc.pause import GuardedStore, PauseGuard
 from epochgc.gc.plan_file import PlanWriter
 from epochgc.gc.round_protocol import PassesOutcome, open_round, run_guarded_passes
-from epochgc.gc.run_report import RunShards, RunSummary, write_summary
+from epochgc.gc.run_report import RunShards, RunSummary, unparseable_note, write_summary
 from epochgc.gc.sweeper import DeleteBatchDone, ObjectsPlanned, Sweeper, SweepPolicy, SweepResult
 from epochgc.runtime import SYSTEM, Runtime, StopSignal
 from epochgc.storage.keys import gc_run_deleted_key, gc_run_prefix
@@ -558,6 +558,9 @@ def _summarise(
     """Step 6: write the run summary and say how the round went."""
     summary = _run_summary(ctx, choice, swept, cleaned, paused)
     key = write_summary(ctx.store, ctx.root, summary)
+    never_deleted = unparseable_note(summary, choice.found.foreign if choice.found else ())
+    if never_deleted is not None:
+        log.warning("gc run %s: %s", ctx.run_id, never_deleted)
     log.debug(
         "gc run %s: listed %d, eligible %d, deleted %d (%d bytes), errors %d",
         ctx.run_id,
@@ -609,16 +612,28 @@ def _run_summary(
         janitor=cleaned,
         cost_usd=prices.request_cost(requests),
         prices=prices,
-        shards=RunShards(
-            present=None if choice.present is None else len(choice.present),
-            listed=len(choice.shards),
-            full_sweep=choice.full_sweep,
-        ),
+        shards=_run_shards(choice),
         success=summary.success
         and swept.stopped_by_guard is None
         and paused is None
         and swept.record_failed is None,
         cause=f"{paused} (mid-run)" if paused is not None else swept.record_failed or summary.cause,
+    )
+
+
+def _run_shards(choice: ShardChoice) -> RunShards:
+    """Which shards the round listed and why, for its summary."""
+    present = None if choice.present is None else len(choice.present)
+    shards = RunShards(present, len(choice.shards), choice.full_sweep, choice.why)
+    plan = choice.plan
+    if plan is None or plan.full_sweep:
+        return shards
+    return dataclasses.replace(
+        shards,
+        new=len(plan.new),
+        due=len(plan.shards) - len(plan.new),
+        not_due=plan.not_due,
+        quiet=len(plan.quiet),
     )
 
 

@@ -33,6 +33,10 @@ class PagePlan:
     lowest_kept_epoch: int | None = None
     """The lowest epoch among the parseable keys judged and kept (too young
     or above ``M``): what is left of the shard starts there."""
+    unparseable: tuple[str, ...] = ()
+    """The keys judged that do not parse as L0 keys (never deleted): a
+    run names a few, so that a writer using its own names under
+    ``{root}/l0/`` is seen, not only counted."""
 
 
 def plan_page(
@@ -51,6 +55,7 @@ def plan_page(
     verdicts: Counter[Verdict] = Counter()
     youngest: datetime | None = None
     lowest: int | None = None
+    unparseable: list[str] = []
     listed = 0
     for info in page:
         listed += 1
@@ -65,6 +70,10 @@ def plan_page(
         elif verdict is Verdict.TOO_YOUNG:
             if youngest is None or info.last_modified > youngest:
                 youngest = info.last_modified
+        elif verdict is Verdict.UNPARSEABLE:
+            unparseable.append(info.key)
         elif verdict is Verdict.ABOVE_SAFE_EPOCH and stop_at_safe_epoch:
-            return PagePlan(tuple(eligible), verdicts, True, listed, youngest, lowest)
-    return PagePlan(tuple(eligible), verdicts, False, listed, youngest, lowest)
+            return PagePlan(
+                tuple(eligible), verdicts, True, listed, youngest, lowest, tuple(unparseable)
+            )
+    return PagePlan(tuple(eligible), verdicts, False, listed, youngest, lowest, tuple(unparseable))

@@ -8,7 +8,7 @@ runs prefix in key order lists runs oldest first.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -24,6 +24,7 @@ from epochgc.storage import documents
 from epochgc.storage.keys import gc_run_prefix, gc_run_summary_key
 from epochgc.storage.object_store import ObjectInfo, ObjectStore
 from epochgc.storage.stored_time import DEFAULT_MARGIN_SECONDS, find_future, stored_age_seconds
+from epochgc.wording import counted
 
 SUMMARY_VERSION = 2
 """2 adds the ``janitor`` object; a version 1 summary reads as a run whose
@@ -31,6 +32,11 @@ janitor did nothing. ``cost`` and ``shards`` are optional fields added
 within version 2 (older summaries have neither)."""
 ENGINES = ("local", "spark-listing", "spark-inventory")
 MAX_FAILED_FILES = 100
+SHARD_REASONS = ("first_listing", "every_shard", "full_sweep", "schedule")
+_SHARD_COUNTS = ("new", "due", "not_due", "quiet")
+MAX_NAMED_KEYS = 100
+NAMED_PREFIXES = 5
+"""At most this many ``unparseable_keys`` are written or read."""
 _SKIP_REASONS = tuple(verdict for verdict in Verdict if verdict is not Verdict.ELIGIBLE)
 """Every reason a listed object is kept, named in summaries by its value."""
 
@@ -44,6 +50,58 @@ class RunShards:
     listed: int
     full_sweep: bool
     """Every shard present was listed."""
+    why: str | None = None
+    """``first_listing``, ``every_shard``, ``full_sweep`` or ``schedule``
+    (``ShardChoice.why``); ``None`` in summaries written before it."""
+    new: int = 0
+    """Listed because nothing was known of them (schedule)."""
+    due: int = 0
+    """Listed because their interval was over (schedule)."""
+    not_due: int = 0
+    """Left unlisted: their interval is not over (schedule)."""
+    quiet: int = 0
+    """Left unlisted: ``M`` is below everything they hold (schedule)."""
+
+    def describe(self) -> str:
+        """One line for a person: how many shards, and why those."""
+        of = f" of {self.present} present" if self.present is not None else ""
+        head = f"listed {self.listed}{of}"
+        if self.why == "first_listing":
+            return f"{head}: every shard (nothing known of them yet: the first listing)"
+        if self.why == "every_shard":
+            return f"{head}: every shard (a dry run follows no listing schedule)"
+        if self.why == "full_sweep":
+            return f"{head}: every shard (a full sweep: due, or --all-shards)"
+        if self.why == "schedule":
+            found = "shards discovered" if self.present is not None else "no discovery needed"
+            return (
+                f"{head} by the cost schedule: {self.due} due, {self.new} new; "
+                f"{self.not_due} not due yet, {self.quiet} holding nothing at or below M "
+                f"({found})"
+            )
+        return head
+
+
+def unparseable_note(summary: RunSummary, foreign: Sequence[str] = ()) -> str | None:
+    """What a run says of the objects under ``{root}/l0/`` it will never
+    delete, naming a few (``None``: there were none): keys that do not
+    parse as L0 keys, and prefixes there that are not shards (``foreign``,
+    from the shard discovery: never listed at all)."""
+    count = summary.skipped.get(Verdict.UNPARSEABLE.value, 0)
+    parts = []
+    if count:
+        named = ", ".join(summary.unparseable_keys) or "none kept"
+        parts.append(
+            f"{counted(count, 'key')} under l0/ that do not parse as L0 keys, never "
+            f"deleted: {named}"
+        )
+    if foreign:
+        shown = ", ".join(foreign[:NAMED_PREFIXES])
+        parts.append(
+            f"{counted(len(foreign), 'prefix', 'prefixes')} under l0/ that are not shards, "
+            f"never listed: {shown}"
+        )
+    return "; ".join(parts) or None
 
 
 def new_run_id(now: datetime, random_id: Callable[[], str] = new_random_id) -> str:
@@ -85,6 +143,10 @@ class RunSummary:
     failed_files: tuple[tuple[str, str], ...] = ()
     """Inventory data files that could not be read: (key, cause); the first
     ``MAX_FAILED_FILES`` (optional field)."""
+    unparseable_keys: tuple[str, ...] = ()
+    """A few of the keys under ``{root}/l0/`` that do not parse as L0 keys
+    (never deleted; ``skipped["unparseable"]`` counts them all). Optional
+    field added within version 2."""
 
     @staticmethod
     def of_sweep(
@@ -116,6 +178,7 @@ class RunSummary:
             skipped=skipped,
             errors=sweep.errors,
             requests=dict(requests),
+            unparseable_keys=tuple(sweep.unparseable_keys),
         )
 
 
@@ -158,7 +221,13 @@ def encode_summary(summary: RunSummary) -> bytes:
         }
         if summary.shards.present is not None:
             shards["present"] = summary.shards.present
+        if summary.shards.why is not None:
+            shards["why"] = summary.shards.why
+            if summary.shards.why == "schedule":
+                shards.update({name: getattr(summary.shards, name) for name in _SHARD_COUNTS})
         doc["shards"] = shards
+    if summary.unparseable_keys:
+        doc["unparseable_keys"] = list(summary.unparseable_keys[:MAX_NAMED_KEYS])
     doc.update(_failure_fields(summary))
     return documents.dump_document(doc)
 
@@ -232,7 +301,15 @@ def decode_summary(data: bytes, where: str = "gc run summary") -> RunSummary:
         cost_usd=cost_usd,
         prices=prices,
         shards=_decode_shards(doc["shards"], where) if "shards" in doc else None,
+        unparseable_keys=_decode_keys(doc, "unparseable_keys", where),
     )
+
+
+def _decode_keys(doc: dict[str, Any], name: str, where: str) -> tuple[str, ...]:
+    raw = doc.get(name, [])
+    if not isinstance(raw, list) or not all(isinstance(key, str) for key in raw):
+        raise MalformedRecordError(f"{where}: {name!r} must be a list of keys")
+    return tuple(raw[:MAX_NAMED_KEYS])
 
 
 def _number(value: object, what: str) -> float:
@@ -266,10 +343,15 @@ def _decode_cost(raw: object, where: str) -> tuple[float | None, Prices | None]:
 def _decode_shards(raw: object, where: str) -> RunShards:
     if not isinstance(raw, dict) or not isinstance(raw.get("full_sweep"), bool):
         raise MalformedRecordError(f"{where}: 'shards' must be an object with 'full_sweep'")
+    why = raw.get("why")
+    if why is not None and why not in SHARD_REASONS:
+        raise MalformedRecordError(f"{where}: shards.why must be one of {SHARD_REASONS}")
     return RunShards(
         present=documents.get_int(raw, "present", where, 0) if "present" in raw else None,
         listed=documents.get_int(raw, "listed", where, 0),
         full_sweep=bool(raw["full_sweep"]),
+        why=why,
+        **{name: documents.get_int(raw, name, where, 0) for name in _SHARD_COUNTS if name in raw},
     )
 
 

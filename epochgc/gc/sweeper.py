@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -49,6 +49,10 @@ from epochgc.storage.object_store import (
 )
 
 log = logging.getLogger(__name__)
+
+NAMED_UNPARSEABLE = 5
+"""How many of the keys that do not parse as L0 keys a run names (in its
+summary, ``gc runs`` and its WARNING): enough to recognise whose they are."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,9 @@ class SweepResult:
     deleted: int = 0
     bytes_deleted: int = 0
     skipped: Counter[Verdict] = field(default_factory=Counter)
+    unparseable_keys: list[str] = field(default_factory=list)
+    """The first ``NAMED_UNPARSEABLE`` keys that did not parse as L0 keys,
+    in the order found (``skipped`` counts them all)."""
     errors: int = 0
     error_samples: list[str] = field(default_factory=list)
     youngest_too_young: datetime | None = None
@@ -324,6 +331,7 @@ class _SweepRun:
                     plan.verdicts,
                     plan.youngest_too_young,
                     sum(o.size for o in page[: plan.listed]),
+                    plan.unparseable,
                 )
                 for info in plan.eligible:
                     self.add(info)
@@ -350,12 +358,19 @@ class _SweepRun:
                     self.progress.advance(1)
 
     def record_plan(
-        self, listed: int, verdicts: Counter[Verdict], youngest: datetime | None, size: int
+        self,
+        listed: int,
+        verdicts: Counter[Verdict],
+        youngest: datetime | None,
+        size: int,
+        unparseable: Sequence[str] = (),
     ) -> None:
         with self.lock:
             result = self.result
             result.listed += listed
             result.bytes_listed += size
+            room = NAMED_UNPARSEABLE - len(result.unparseable_keys)
+            result.unparseable_keys.extend(unparseable[: max(0, room)])
             for verdict, count in verdicts.items():
                 if verdict is not Verdict.ELIGIBLE:
                     result.skipped[verdict] += count

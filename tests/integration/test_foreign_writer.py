@@ -119,3 +119,38 @@ def test_two_topics_with_the_default_node_id_keep_both_reports(
         "foreign-a",
         "foreign-b",
     }
+
+
+def test_a_writer_with_its_own_object_names_is_named_not_only_counted(
+    tmp_path: Path, s3_server: EmbeddedS3, bucket: str, store: S3ObjectStore
+) -> None:
+    # A foreign writer using its own names under {root}/l0/ leaks objects
+    # epochgc will never delete. The run names a few of them (summary,
+    # `gc runs`, one WARNING), not only a count, and says which shards it
+    # listed and why.
+    done = run_example(s3_server.endpoint_url, bucket, "--epochs", "4", "--reconciled", "2")
+    assert done.returncode == 0, done.stderr
+    own_names = [f"{ROOT}/l0/000/batch-{i:02d}.parquet" for i in range(5)]
+    own_names += [f"{ROOT}/l0/001/{0:018d}/part-{i}" for i in range(3)]
+    for key in own_names:
+        store.put(key, b"not an epochgc object")
+
+    config = write_gc_config(tmp_path / "gc.toml", s3_server.endpoint_url, bucket, shards=16)
+    collected = run_cli("gc", "collect", "--config", str(config))
+    assert collected.returncode == 0, collected.stderr
+    out = collected.stdout
+    unparseable_line = next(line for line in out.splitlines() if line.startswith("unparseable"))
+    named = [key for key in own_names if key in unparseable_line]
+    assert len(named) >= 3, unparseable_line
+    assert "never deleted" in unparseable_line, unparseable_line
+    warnings = [line for line in collected.stderr.splitlines() if "WARNING" in line]
+    assert len([w for w in warnings if "do not parse as L0 keys" in w]) == 1, collected.stderr
+    shards_line = next(line for line in out.splitlines() if line.startswith("shards:"))
+    assert "listed" in shards_line and "every shard" in shards_line, shards_line
+
+    as_json = json.loads(run_cli("gc", "runs", "--config", str(config), "--json").stdout)
+    latest = as_json[-1] if isinstance(as_json, list) else as_json["runs"][-1]
+    assert set(latest["unparseable_keys"]) <= set(own_names) and latest["unparseable_keys"]
+    table = run_cli("gc", "runs", "--config", str(config)).stdout
+    assert any(key in table for key in own_names), table
+    assert set(own_names) <= all_keys(store)

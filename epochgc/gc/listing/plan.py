@@ -58,6 +58,8 @@ class ShardChoice:
     """The schedule's plan; ``None`` without a policy (nothing is learnt)."""
     found: ShardListing | None
     """What the delimiter listing found; ``None`` when none ran."""
+    unscheduled: bool = False
+    """No listing policy (a dry run): every shard present, always."""
 
     @property
     def present(self) -> tuple[int, ...] | None:
@@ -78,6 +80,17 @@ class ShardChoice:
     def next_listing_at(self) -> datetime | None:
         """When the schedule next finds a shard worth listing (with a policy)."""
         return None if self.plan is None else self.plan.next_due_at
+
+    @property
+    def why(self) -> str:
+        """Why these shards, as the run summary names it: ``first_listing``
+        (nothing known of the shards yet: every one present), ``every_shard``
+        (no listing schedule: a dry run counts everything), ``full_sweep``
+        (due every ``gc.full_sweep_interval_seconds``, or ``--all-shards``)
+        or ``schedule`` (the cost-aware schedule's pick)."""
+        if self.plan is None:
+            return "every_shard" if self.unscheduled else "first_listing"
+        return "full_sweep" if self.plan.full_sweep else "schedule"
 
     @property
     def is_worth_saving(self) -> bool:
@@ -125,10 +138,13 @@ def choose_from_discovery(
     without a policy or knowledge, or with ``all_shards`` (a full sweep the
     knowledge learns from); otherwise those the schedule picks."""
     if policy is None or knowledge is None:
-        return ShardChoice(found.shards, knowledge, None, found)
+        return ShardChoice(found.shards, knowledge, None, found, unscheduled=policy is None)
     if all_shards:
         return ShardChoice(
-            found.shards, knowledge, ListingPlan(found.shards, True, (), None), found
+            found.shards,
+            knowledge,
+            ListingPlan(found.shards, True, (), None, considered=len(found.shards)),
+            found,
         )
     plan = plan_listing(knowledge, found.shards, safe_epoch=safe_epoch, now=now, policy=policy)
     return ShardChoice(plan.shards, knowledge, plan, found)

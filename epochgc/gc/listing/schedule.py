@@ -100,6 +100,18 @@ class ListingPlan:
     """Shards seen with ``M`` below their floor at ``now``."""
     next_due_at: datetime | None
     """When the next shard (or full sweep) is due; ``None``: nothing known."""
+    new: tuple[int, ...] = ()
+    """Of ``shards``, those listed because nothing is known of them; the
+    others are due (or all of them, in a full sweep)."""
+    considered: int = 0
+    """Shards the plan chose from: those neither listed nor quiet were not
+    due yet."""
+
+    @property
+    def not_due(self) -> int:
+        """Shards left unlisted by the schedule (known, ``M`` at or above
+        their floor, their interval not over)."""
+        return 0 if self.full_sweep else self.considered - len(self.shards) - len(self.quiet)
 
 
 def is_full_sweep_due(knowledge: ShardKnowledge, now: datetime, policy: ListingPolicy) -> bool:
@@ -125,15 +137,17 @@ def plan_listing(
         else knowledge.full_sweep_at + timedelta(seconds=policy.full_sweep_interval_seconds)
     )
     if is_full_sweep_due(knowledge, now, policy):
-        return ListingPlan(tuple(shards), True, (), full_sweep_next)
+        return ListingPlan(tuple(shards), True, (), full_sweep_next, considered=len(shards))
     horizon = now + policy.margin
     listed: list[int] = []
+    new: list[int] = []
     quiet: list[int] = []
     next_due: datetime | None = full_sweep_next
     for shard in shards:
         facts = knowledge.shards.get(shard)
         if facts is None:
             listed.append(shard)
+            new.append(shard)
             continue
         if safe_epoch < facts.floor_epoch:
             quiet.append(shard)
@@ -144,7 +158,9 @@ def plan_listing(
                 listed.append(shard)
                 continue
         next_due = due if next_due is None else min(next_due, due)
-    return ListingPlan(tuple(listed), False, tuple(quiet), next_due)
+    return ListingPlan(
+        tuple(listed), False, tuple(quiet), next_due, new=tuple(new), considered=len(shards)
+    )
 
 
 def needs_discovery(knowledge: ShardKnowledge, now: datetime, policy: ListingPolicy) -> bool:
