@@ -90,10 +90,10 @@ def unparseable_note(summary: RunSummary, foreign: Sequence[str] = ()) -> str | 
     count = summary.skipped.get(Verdict.UNPARSEABLE.value, 0)
     parts = []
     if count:
-        named = ", ".join(summary.unparseable_keys) or "none kept"
+        named = ", ".join(summary.unparseable_keys)
         parts.append(
             f"{counted(count, 'key')} under l0/ that do not parse as L0 keys, never "
-            f"deleted: {named}"
+            f"deleted{': ' + named if named else ''}"
         )
     if foreign:
         shown = ", ".join(foreign[:NAMED_PREFIXES])

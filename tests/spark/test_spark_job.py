@@ -134,6 +134,7 @@ def test_listing_mode_deletes_exactly_the_eligible(job: Job, world: World) -> No
     assert outcome.tasks == 3
     stored = decode_summary(job.store.get(outcome.summary_key).body)
     assert stored.deleted == len(world.eligible) and stored.skipped["unparseable"] == 1
+    assert stored.unparseable_keys == (f"{ROOT}/l0/001/000000000000000001/not-a-uuid",)
     # each task recorded what it deleted, in a part of its own
     recorded = list(deleted_keys(job.store, ROOT, s.run_id))
     assert sorted(r.key for r in recorded) == sorted(world.eligible)
@@ -152,6 +153,7 @@ def test_inventory_mode_deletes_exactly_the_eligible(
     s = outcome.summary
     assert s.engine == "spark-inventory" and s.deleted == len(world.eligible) and s.errors == 0
     assert s.skipped["outside_root"] >= 2 and s.skipped["unparseable"] == 1
+    assert s.unparseable_keys == (f"{ROOT}/l0/001/000000000000000001/not-a-uuid",)
     assert outcome.tasks > 1
     recorded = list(deleted_keys(job.store, ROOT, s.run_id))
     assert sorted(r.key for r in recorded) == sorted(world.eligible)

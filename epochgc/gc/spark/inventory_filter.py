@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from epochgc.gc.eligibility import Verdict
+from epochgc.gc.sweeper import NAMED_UNPARSEABLE
 
 # The part of an L0 key after "{root}/l0/": what parse_l0_key accepts.
 _L0_REST = (
@@ -36,6 +37,8 @@ class InventorySelection:
     listed: int
     skipped: dict[Verdict, int]
     bytes_eligible: int
+    unparseable: tuple[str, ...] = ()
+    """The first ``NAMED_UNPARSEABLE`` keys under the root that do not parse."""
 
 
 def select_eligible(
@@ -74,7 +77,11 @@ def select_eligible(
         Verdict.TOO_YOUNG: _count(pc.and_(in_range, pc.invert(old_enough))),
     }
     size = pc.sum(pc.fill_null(eligible.column("size"), 0)).as_py() or 0
-    return InventorySelection(eligible, rows.num_rows, counts, int(size))
+    unparseable: tuple[str, ...] = ()
+    if counts[Verdict.UNPARSEABLE]:
+        named = keys.filter(pc.and_(under_root, pc.invert(parses)))[:NAMED_UNPARSEABLE]
+        unparseable = tuple(str(key) for key in named.to_pylist())
+    return InventorySelection(eligible, rows.num_rows, counts, int(size), unparseable)
 
 
 def _count(mask: pa.ChunkedArray | pa.Array) -> int:

@@ -54,6 +54,7 @@ from epochgc.gc.run_report import (
     MAX_FAILED_FILES,
     RunSummary,
     run_figures,
+    unparseable_note,
 )
 from epochgc.gc.spark.credentials import hand_over, without_secrets
 from epochgc.gc.spark.phase_times import PhaseTimes
@@ -67,6 +68,7 @@ from epochgc.gc.spark.tasks import (
     listing_task,
     sum_skipped,
     task_records_prefix,
+    unparseable_named,
 )
 from epochgc.gc.sweeper import SweepResult
 from epochgc.logging_setup import SHOWN
@@ -252,6 +254,9 @@ def run_spark_gc(
             cause=one_line_cause(failure) if failure is not None else job.paused,
         )
         key = write_summary_anyway(store, root, summary, failure, command="gc spark")
+        never_deleted = unparseable_note(summary)
+        if never_deleted is not None:
+            log.warning("gc spark %s: %s", run_id, never_deleted)
         seconds = time.perf_counter() - clock
         log.log(
             logging.INFO if summary.success else logging.WARNING,
@@ -759,6 +764,7 @@ def summarise(
     for verdict, count in sum_skipped(list(results)).items():
         if verdict is not Verdict.ELIGIBLE:
             sweep.skipped[verdict] += count
+    sweep.unparseable_keys = unparseable_named(results)
     requests = dict(driver_requests)
     for r in results:
         for op, n in r.requests.items():

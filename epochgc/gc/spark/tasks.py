@@ -46,7 +46,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -60,7 +60,14 @@ from epochgc.gc.deletion_record import DeletionRecord
 from epochgc.gc.eligibility import Verdict
 from epochgc.gc.plan_file import PlanWriter
 from epochgc.gc.spark.inventory_filter import select_eligible
-from epochgc.gc.sweeper import DeleteBatchDone, ObjectsPlanned, Sweeper, SweepPolicy, SweepResult
+from epochgc.gc.sweeper import (
+    NAMED_UNPARSEABLE,
+    DeleteBatchDone,
+    ObjectsPlanned,
+    Sweeper,
+    SweepPolicy,
+    SweepResult,
+)
 from epochgc.storage.client import ClientSettings, make_s3_client
 from epochgc.storage.inventory import (
     InventoryFile,
@@ -143,6 +150,8 @@ class TaskResult:
     deleted: int = 0
     bytes_deleted: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
+    unparseable_keys: list[str] = field(default_factory=list)
+    """The first ``NAMED_UNPARSEABLE`` keys it skipped as unparseable."""
     errors: int = 0
     error_samples: list[str] = field(default_factory=list)
     requests: dict[str, int] = field(default_factory=dict)
@@ -290,6 +299,7 @@ def _eligible_batches(attempt: _Attempt, path: str, entry: InventoryFile) -> Ite
             for verdict, n in selection.skipped.items():
                 if n:
                     result.skipped[verdict.value] = result.skipped.get(verdict.value, 0) + n
+            name_unparseable(result, selection.unparseable)
             yield selection.eligible
     except _READ_ERRORS as err:
         attempt.fail_file(entry.key, one_line(err))
@@ -539,6 +549,7 @@ class _Attempt:
         r.bytes_deleted += sweep.bytes_deleted
         for verdict, n in sweep.skipped.items():
             r.skipped[verdict.value] = r.skipped.get(verdict.value, 0) + n
+        name_unparseable(r, sweep.unparseable_keys)
         r.errors += sweep.errors
         r.error_samples += list(sweep.error_samples)
 
@@ -651,6 +662,21 @@ def _worker_logging() -> None:
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
         logger.propagate = False
+
+
+def name_unparseable(result: TaskResult, keys: Sequence[str]) -> None:
+    """Keep the first ``NAMED_UNPARSEABLE`` unparseable keys a task met."""
+    room = NAMED_UNPARSEABLE - len(result.unparseable_keys)
+    result.unparseable_keys.extend(keys[: max(0, room)])
+
+
+def unparseable_named(results: Iterable[TaskResult]) -> list[str]:
+    """The first ``NAMED_UNPARSEABLE`` unparseable keys of all tasks, in
+    task order."""
+    named: list[str] = []
+    for r in sorted(results, key=lambda r: r.task):
+        named.extend(r.unparseable_keys[: NAMED_UNPARSEABLE - len(named)])
+    return named
 
 
 def sum_skipped(results: list[TaskResult]) -> dict[Verdict, int]:

@@ -11,11 +11,13 @@ import pytest
 from epochgc.errors import MalformedRecordError, UnsupportedVersionError
 from epochgc.gc.listing.cost import Prices
 from epochgc.gc.run_report import (
+    RunShards,
     RunSummary,
     decode_summary,
     encode_summary,
     new_run_id,
     recent_runs,
+    unparseable_note,
     write_summary,
 )
 from epochgc.simulate.memory_store import MemoryStore
@@ -54,6 +56,10 @@ def test_a_v1_summary_reads_as_a_run_whose_janitor_did_nothing() -> None:
         ({"deleted": -1}, MalformedRecordError),
         ({"started_at": "today"}, MalformedRecordError),
         ({"skipped": []}, MalformedRecordError),
+        ({"unparseable_keys": "a/b"}, MalformedRecordError),
+        ({"unparseable_keys": [1]}, MalformedRecordError),
+        ({"shards": {"listed": 1, "full_sweep": False, "why": "hunch"}}, MalformedRecordError),
+        ({"shards": {"listed": 1, "full_sweep": False, "due": -1}}, MalformedRecordError),
     ],
 )
 def test_bad_summaries_are_refused(change: dict[str, object], error: type[Exception]) -> None:
@@ -80,6 +86,30 @@ def test_a_failed_runs_cause_and_failed_files_round_trip_and_are_absent_otherwis
     back = decode_summary(encode_summary(failed))
     assert back.cause == "spark job failed: X"
     assert back.failed_files == (("inv/a.csv.gz", "boom"),)
+
+
+def test_the_shards_reason_and_the_unparseable_keys_round_trip_and_read_as_a_person_would() -> None:
+    at = datetime(2026, 11, 24, tzinfo=UTC)
+    ok = RunSummary("r", "local", False, 1, 2, at, at, True, 9, 0, 0, 0, {"unparseable": 7}, 0)
+    scheduled = dataclasses.replace(
+        ok,
+        shards=RunShards(16, 3, False, "schedule", new=1, due=2, not_due=10, quiet=3),
+        unparseable_keys=("root/l0/000/mine.parquet",),
+    )
+    back = decode_summary(encode_summary(scheduled))
+    assert back.shards == scheduled.shards and back.unparseable_keys == scheduled.unparseable_keys
+    assert back.shards is not None and back.shards.describe() == (
+        "listed 3 of 16 present by the cost schedule: 2 due, 1 new; 10 not due yet, "
+        "3 holding nothing at or below M (shards discovered)"
+    )
+    assert unparseable_note(back) == (
+        "7 keys under l0/ that do not parse as L0 keys, never deleted: root/l0/000/mine.parquet"
+    )
+    assert unparseable_note(ok) == "7 keys under l0/ that do not parse as L0 keys, never deleted"
+    assert unparseable_note(dataclasses.replace(ok, skipped={"unparseable": 0})) is None
+    before = json.loads(encode_summary(dataclasses.replace(ok, shards=RunShards(16, 16, True))))
+    assert before["shards"] == {"listed": 16, "full_sweep": True, "present": 16}
+    assert "unparseable_keys" not in before, "absent when there are none"
 
 
 def test_recent_runs_are_priced_and_an_unreadable_summary_is_a_row_of_its_own() -> None:

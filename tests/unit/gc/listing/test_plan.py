@@ -142,3 +142,25 @@ def test_a_round_lists_only_shards_present_and_skips_the_listing_only_with_nothi
         assert set(present) - set(shards) <= set(choice.shards), "a new shard is always listed"
     else:
         assert choice.shards == () and not all_shards
+
+
+def test_a_choice_says_why_those_shards_and_what_the_schedule_left_out() -> None:
+    # A dry run (no policy), the first round (no knowledge), a full sweep
+    # and the schedule's pick each name themselves; the schedule's counts
+    # add up to the shards present.
+    found = ShardListing((0, 1, 5, 7))
+    assert choose(None, QUIET, found, T0)[0].why == "every_shard"
+    assert choose(POLICY, None, found, T0)[0].why == "first_listing"
+    assert choose(POLICY, QUIET, found, T0, all_shards=True)[0].why == "full_sweep"
+    knowledge = known(
+        {
+            0: ShardFacts(T0, M - 5, M - 3),  # due an hour later
+            1: ShardFacts(T0, M, None),  # quiet: M below its floor
+            7: ShardFacts(T0 + timedelta(minutes=59), M - 5, M - 3),  # not due yet
+        }
+    )
+    choice, _ = choose(POLICY, knowledge, found, T0 + timedelta(hours=1))
+    plan = choice.plan
+    assert choice.why == "schedule" and plan is not None
+    assert choice.shards == (0, 5) and plan.new == (5,)
+    assert (plan.quiet, plan.not_due) == ((1,), 1)
