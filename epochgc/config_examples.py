@@ -43,7 +43,7 @@ def write_examples(out_dir: Path, *, overwrite: bool = False) -> list[Path]:
     existing = [str(t) for t in targets if t.exists()]
     if existing and not overwrite:
         raise InvalidArgumentError(
-            f"{', '.join(existing)} already there: pass --force to replace, or another --out"
+            f"{', '.join(existing)} already there: pass --force to replace, or another folder"
         )
     try:
         out_dir.mkdir(parents=True, exist_ok=True)

@@ -69,11 +69,15 @@ def register(
         config_sub,
         "example",
         _cmd_config_example,
-        reporting,
+        argparse.ArgumentParser(add_help=False),  # reads no configuration
         "write the example configurations (demo, quickstart, AWS, every default)",
     )
     example.add_argument(
-        "--out", default="epochgc-config", metavar="DIR", help="folder (default: epochgc-config)"
+        "out",
+        nargs="?",
+        default="epochgc-config",
+        metavar="DIR",
+        help="folder (default: epochgc-config)",
     )
     example.add_argument("--force", action="store_true", help="replace files already there")
     serve = add_command(
@@ -164,11 +168,7 @@ def _cmd_config_show(config: Config, args: argparse.Namespace) -> int:
 
 def _cmd_config_example(_config: Config, args: argparse.Namespace) -> int:
     written = write_examples(Path(args.out), overwrite=args.force)
-    emit(
-        {"written": [str(p) for p in written]},
-        args,
-        "\n".join(f"{p}  ({EXAMPLES[p.name]})" for p in written),
-    )
+    print("\n".join(f"{p}  ({EXAMPLES[p.name]})" for p in written))
     return EXIT_OK
 
 

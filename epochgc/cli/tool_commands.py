@@ -22,7 +22,9 @@ from epochgc.logging_setup import setup_logging
 from epochgc.wiring.store import open_store
 
 
-def register(sub: SubParsers, common: argparse.ArgumentParser) -> None:
+def register(
+    sub: SubParsers, common: argparse.ArgumentParser, demo_common: argparse.ArgumentParser
+) -> None:
     """``verify``, ``simulate`` and ``demo``."""
     verify = add_command(
         sub,
@@ -88,10 +90,12 @@ def register(sub: SubParsers, common: argparse.ArgumentParser) -> None:
         sub,
         "demo",
         _cmd_demo,
-        common,
+        demo_common,
         "producers, reconcilers and the GC daemon on the embedded S3, then a check",
     )
-    demo.add_argument("--duration", type=float, default=60.0, help="seconds of workload")
+    demo.add_argument(
+        "--duration", type=float, default=60.0, help="seconds of workload (default: %(default)g)"
+    )
     demo.set_defaults(default_config=DEMO)
     demo.add_argument("--seed", type=int, default=1, help="the workload's random seed")
 

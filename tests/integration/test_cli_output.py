@@ -116,3 +116,33 @@ def test_a_run_line_says_when_listed_stops_short_of_every_object(
     guarded = write_server_config(tmp_path / "on.toml", s3_server.endpoint_url, bucket)
     counted = run_cli("gc", "collect", "--config", str(guarded))
     assert counted.returncode == 0 and note not in counted.stdout, counted.stdout
+
+
+def test_config_example_takes_its_folder_as_an_argument_and_offers_only_what_it_uses(
+    tmp_path: Path,
+) -> None:
+    done = run_cli("config", "example", str(tmp_path / "cfg"))
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "cfg" / "default.toml").is_file()
+    usage = run_cli("config", "example", "--help").stdout
+    assert "--config" not in usage and "--json" not in usage, usage
+
+
+def test_the_common_options_work_before_the_command_too(
+    tmp_path: Path, s3_server: EmbeddedS3, bucket: str, store: S3ObjectStore
+) -> None:
+    config = write_server_config(tmp_path / "c.toml", s3_server.endpoint_url, bucket)
+    before = run_cli("--config", str(config), "--json", "topic", "list")
+    after = run_cli("topic", "list", "--config", str(config), "--json")
+    assert before.returncode == 0, before.stderr
+    assert json.loads(before.stdout) == json.loads(after.stdout)
+    status = run_cli("--config", str(config), "gc", "status")
+    assert status.returncode == 0, status.stderr
+    both = run_cli("--config", "a.toml", "topic", "list", "--config", str(config))
+    assert both.returncode == 2 and "--config" in both.stderr, both.stderr
+
+
+def test_demo_help_names_its_own_settings_and_its_default_duration() -> None:
+    usage = " ".join(run_cli("demo", "--help").stdout.split())
+    assert "built-in defaults + environment" not in usage, usage
+    assert "demo settings" in usage and "default: 60" in usage, usage

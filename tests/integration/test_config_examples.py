@@ -33,13 +33,13 @@ def test_the_demo_runs_with_no_arguments_from_any_folder(tmp_path: Path) -> None
 
 
 def test_config_example_writes_the_shipped_examples(tmp_path: Path) -> None:
-    done = run_elsewhere(tmp_path, "config", "example", "--out", "here")
+    done = run_elsewhere(tmp_path, "config", "example", "here")
     assert done.returncode == 0, done.stderr
     written = sorted(p.name for p in (tmp_path / "here").iterdir())
     assert written == sorted(p.name for p in (REPO / "config").iterdir())
     for name in written:
         assert (tmp_path / "here" / name).read_text() == (REPO / "config" / name).read_text()
-    again = run_elsewhere(tmp_path, "config", "example", "--out", "here")
+    again = run_elsewhere(tmp_path, "config", "example", "here")
     assert again.returncode == 1 and "--force" in again.stderr
     shown = run_elsewhere(tmp_path, "config", "show", "--config", "here/local.toml")
     assert shown.returncode == 0 and "embedded = true" in shown.stdout
