@@ -197,7 +197,9 @@ class StoreConfig(_Section):
     base_backoff_seconds: float = _check(_range(0.0, _MINUTE), default=0.05)
     max_backoff_seconds: float = _check(_range(0.0, _HOUR), default=5.0)
     delete_concurrency: int = _check(_range(1, 64), default=4)
-    """DeleteObjects requests kept in flight by one batched delete."""
+    """DeleteObjects requests kept in flight by the bookkeeping deletes (the
+    janitor, controller compaction, migrate); the L0 sweep's own is
+    ``[gc] delete_concurrency``."""
     if_match_form: str = _check(_one_of(_IF_MATCH_FORMS), default="auto")
     """The ETag form sent in ``If-Match``: ``auto`` lets the capability
     probes find it (quoted for S3, bare for Ceph RGW 16); ``quoted`` or
@@ -324,6 +326,8 @@ class ReconcilerConfig(_Section):
     snapshot_every_entries: int = _check(_range(1, 10_000_000), default=1000)
     """Partition snapshot (and log truncation) period, in log entries."""
     reconcile_concurrency: int = _check(_range(1, 256), default=4)
+    """Partitions of this node reconciled at once (each opens its replica
+    and writes its L1 objects)."""
     max_records_per_pass: int = _check(_range(1, 100_000_000), default=100_000)
     """Records moved into one L1 object per pass."""
     append_depth: int = _check(_range(1, 256), default=8)
@@ -370,7 +374,9 @@ class GcConfig(_Section):
     above M (cheaper)."""
     shard_concurrency: int = _check(_range(1, 256), default=8)
     delete_concurrency: int = _check(_range(1, 256), default=4)
-    """DeleteObjects requests (1000 keys each) in flight."""
+    """DeleteObjects requests (1000 keys each) the L0 sweep keeps in flight:
+    the collector's deletion throughput (``[store] delete_concurrency`` is
+    the bookkeeping deletes')."""
     rate_limit_keys_per_second: float = _check(_zero_or_range(0.001, 1_000_000), default=0.0)
     """A hard cap on deletions per second (0: none; SlowDown still halves
     the rate). At least one key per 1000 s: a smaller cap, shared out over

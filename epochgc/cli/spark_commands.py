@@ -19,6 +19,7 @@ from epochgc.extras import BASE, SPARK, require
 from epochgc.gc.control import DeletingJob
 from epochgc.gc.pause import PauseGuard
 from epochgc.wiring.store import open_store
+from epochgc.wording import counted
 
 if TYPE_CHECKING:
     from epochgc.gc.spark.package import SparkPackage
@@ -165,7 +166,7 @@ def _cmd_gc_spark(config: Config, args: argparse.Namespace) -> int:
         stopped=outcome.stopped_by_guard,
         listed_up_to_m=options.mode == "listing"
         and (args.force or config.gc.max_delete_fraction >= 1.0),
-        details=f", {outcome.tasks} tasks"
+        details=f", {counted(outcome.tasks, 'task')}"
         + (f", inventory {outcome.manifest_key}" if outcome.manifest_key else ""),
         timing=times.line(),
     )

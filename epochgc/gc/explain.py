@@ -306,11 +306,19 @@ def explanation_view(key: str, result: Explanation) -> tuple[dict[str, object], 
             for p in result.pinning
         ],
     }
-    verdict = "deletable" if result.deletable else "not deletable"
     epoch = "-" if result.epoch is None else str(result.epoch)
     safe = "unknown" if result.safe_epoch is None else str(result.safe_epoch)
-    lines = [f"{key}: {verdict} (epoch {epoch}, M {safe})"]
-    lines += [f"  {'x' if r.blocking else '-'} {r.code}: {r.text}" for r in result.reasons]
+    deleted = next((r for r in result.reasons if r.code == "deleted"), None)
+    if deleted is not None:  # what the asker wants to know first
+        lines = [f"{key}: already {deleted.text}"]
+    else:
+        verdict = "deletable" if result.deletable else "not deletable"
+        lines = [f"{key}: {verdict} (epoch {epoch}, M {safe})"]
+    lines += [
+        f"  {'x' if r.blocking else '-'} {r.code}: {r.text}"
+        for r in result.reasons
+        if r is not deleted
+    ]
     return data, lines
 
 

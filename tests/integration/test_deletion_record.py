@@ -80,6 +80,8 @@ def test_explain_names_the_run_that_deleted_a_key_and_runs_lists_it(
     (reason,) = [r for r in json.loads(done.stdout)["reasons"] if r["code"] == "deleted"]
     assert f"deleted by run {second}" in reason["text"] and "at M 6" in reason["text"]
     assert "epoch 5" in reason["text"] and "in the run that ended 20" in reason["text"]
+    first_line = run_cli("gc", "explain", gone, "--config", str(config)).stdout.splitlines()[0]
+    assert first_line.startswith(f"{gone}: already deleted by run {second} "), first_line
 
     never = encode_l0_key(ROOT, 0, 2, str(uuid.uuid4()))
     missing = json.loads(run_cli("gc", "explain", never, "--config", str(config), "--json").stdout)

@@ -85,14 +85,16 @@ def test_gc_spark_refuses_while_paused_and_takes_m_above_the_computed_only_by_it
         "local[1]",
         "--config",
         str(config),
+        env={"EPOCHGC_SPARK__LISTING_TASKS": "1"},  # one task: its words are singular
     )
     assert dry.returncode == 0, dry.stderr
     line, plan, time = dry.stdout.strip().splitlines()
     assert "dry run" in line and "M=6 " in line and "eligible 4, deleted 0 " in line, line
+    assert ", 1 task)" in line, line
     assert plan.startswith("plan: ")
     assert re.fullmatch(
         r"time: spark start \d+\.\ds, safe epoch \d+\.\ds \(M=6\), "
-        r"plan \d+\.\ds \(2 L0 shards in \d groups\), dry run \d+\.\ds \(.+\), "
+        r"plan \d+\.\ds \(2 L0 shards in 1 group\), dry run \d+\.\ds \(.+\), "
         r"summary \d+\.\ds, spark stop \d+\.\ds; total \d+\.\ds",
         time,
     ), time

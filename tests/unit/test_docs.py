@@ -211,3 +211,22 @@ def test_operating_md_lists_its_sections_first() -> None:
     )
     assert block, "docs/operating.md has no contents list"
     assert block.group(1).splitlines() == outline(text)
+
+
+def test_operating_md_tunes_every_concurrency_setting_by_its_full_name() -> None:
+    # store.delete_concurrency and gc.delete_concurrency read alike; a guide
+    # that tunes only one leaves an operator raising the wrong one.
+    import dataclasses  # noqa: PLC0415
+
+    from epochgc.config import Config  # noqa: PLC0415
+
+    text = (REPO / "docs" / "operating.md").read_text()
+    names = [
+        f"{section.name}.{f.name}"
+        for section in dataclasses.fields(Config)
+        for f in dataclasses.fields(section.default_factory())  # type: ignore[misc]
+        if f.name.endswith("_concurrency")
+    ]
+    assert len(names) >= 4, names
+    missing = [name for name in names if f"`{name}`" not in text]
+    assert missing == [], missing

@@ -84,6 +84,7 @@ from epochgc.storage.inventory import (
 from epochgc.storage.keys import gc_run_prefix
 from epochgc.storage.object_store import ObjectStore
 from epochgc.storage.request_stats import RequestStats
+from epochgc.wording import counted
 
 log = logging.getLogger(__name__)
 
@@ -478,12 +479,14 @@ class _Job:
     def count_job(self, run: _JobRunner, spec: TaskSpec) -> list[TaskResult]:
         """The counting job: every task lists its units to the end."""
         self._phase = "count"
-        with self._times.phase("count", f"{run.task_count} tasks counting what would go"):
-            counted = run.run(
+        with self._times.phase(
+            "count", f"{counted(run.task_count, 'task')} counting what would go"
+        ):
+            results = run.run(
                 dataclasses.replace(spec, count_only=True, phase="count"), "count what would go"
             )
-        self.results = counted
-        return counted
+        self.results = results
+        return results
 
     def deleting_job(self, run: _JobRunner, spec: TaskSpec) -> list[TaskResult]:
         """The deleting job, or a dry run's planning job."""
@@ -493,7 +496,7 @@ class _Job:
         reading = "the inventory" if options.mode == "inventory" else "their shards"
         with self._times.phase(
             "dry_run" if options.dry_run else "delete",
-            f"{run.task_count} tasks reading {reading} and "
+            f"{counted(run.task_count, 'task')} reading {reading} and "
             + ("writing the plan" if options.dry_run else "deleting"),
         ):
             self.results = run.run(
@@ -611,11 +614,13 @@ class _JobRunner:
         if spec.manifest is not None:
             self._units: Sequence[Any] = list(spec.manifest.files)
             self._task: Callable[[TaskSpec, int, Any], TaskResult] = inventory_task
-            self._what = f"{len(self._units)} inventory data files"
+            self._what = counted(len(self._units), "inventory data file")
         else:
             self._units = shard_groups(shards, options.listing_tasks)
             self._task = listing_task
-            self._what = f"{len(shards)} L0 shards in {len(self._units)} groups"
+            self._what = (
+                f"{counted(len(shards), 'L0 shard')} in {counted(len(self._units), 'group')}"
+            )
 
     @property
     def task_count(self) -> int:
