@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The demo needs the base install and the embedded S3 only (not pyspark,
-# mypy or ruff): about 150 MB instead of 1.1 GB. A venv make test filled
+# mypy or ruff): about 490 MB instead of 1.1 GB. A venv make test filled
 # serves it as it is.
 $(DEMO_STAMP): pyproject.toml
 	$(NEW_VENV)

@@ -249,7 +249,7 @@ class LeaseManager:
         grant = self._keep(name, doc, outcome)
         if decision is not AcquireDecision.RENEW:
             self.stats["acquired"] += 1
-            log.info("acquired lease %s at term %d", name, doc.term)
+            log.debug("acquired lease %s at term %d", name, doc.term)  # its holder says so
         return grant
 
     def renew(self, name: str) -> LeaseGrant:

@@ -109,7 +109,8 @@ class MetricsServer:
             target=self._server.serve_forever, name="epochgc-metrics", daemon=True
         )
         self._thread.start()
-        log.info("serving /metrics and /healthz at %s", self.url)
+        # DEBUG: the start line of the process serving them names the URL.
+        log.debug("serving /metrics and /healthz at %s", self.url)
 
     def stop(self) -> None:
         """Stop serving. Idempotent."""

@@ -28,6 +28,7 @@ from epochgc.watermarks.partition.directory import LeaderDirectory
 from epochgc.watermarks.partition.leader import PartitionLeaderService
 from epochgc.watermarks.partition.term_writer import start_leading
 from epochgc.watermarks.safe_epoch.reports import StuckCause
+from epochgc.wording import counted
 
 log = logging.getLogger(__name__)
 
@@ -116,20 +117,36 @@ class Leadership:
             if reason is not None:
                 await self.step_down(key, reason)
 
-    async def step_down(self, key: PartitionId, reason: str) -> None:
-        """Stop leading ``key`` (unregister its service, then stop it)."""
+    async def step_down(self, key: PartitionId, reason: str, *, quiet: bool = False) -> None:
+        """Stop leading ``key`` (unregister its service, then stop it);
+        ``quiet``: its line at DEBUG (``step_down_all`` says it once)."""
         led = self.led.pop(key, None)
         if led is None:
             return
         await self._directory.unregister(led.service)
         await led.service.stop(reason)
         self._retire(led.service)
-        log.info("%s: stopped leading %s: %s", self._node_id, key, reason)
+        log.log(
+            logging.DEBUG if quiet else logging.INFO,
+            "%s: stopped leading %s: %s",
+            self._node_id,
+            key,
+            reason,
+        )
 
     async def step_down_all(self, reason: str) -> None:
-        """Stop leading everything (the node stops or lets go)."""
-        for key in list(self.led):
-            await self.step_down(key, reason)
+        """Stop leading everything (the node stops or lets go): one line,
+        not one per partition."""
+        keys = list(self.led)
+        for key in keys:
+            await self.step_down(key, reason, quiet=True)
+        if keys:
+            log.info(
+                "%s: stopped leading %s: %s",
+                self._node_id,
+                counted(len(keys), "partition"),
+                reason,
+            )
 
     def _retire(self, service: PartitionLeaderService) -> None:
         fence, retired = service.fence.stats, self._stats.retired_fence

@@ -126,7 +126,14 @@ class EmbeddedS3:
             )
         finally:
             listener.close()  # the server holds its own duplicate of the socket
-        thread = threading.Thread(target=server.serve_forever, name="embedded-s3", daemon=True)
+        # A tenth of a second between looks at the shutdown flag (the
+        # default half second is what SIGTERM waited for, most of it).
+        thread = threading.Thread(
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.1},
+            name="embedded-s3",
+            daemon=True,
+        )
         thread.start()
         return _ThreadServer(server, thread), f"http://{self._host}:{port}"
 

@@ -100,7 +100,7 @@ class CapabilityCache:
                 store, root, endpoint=endpoint, detect_if_match_form=if_match_form == "auto"
             )
             self._passed[key] = store.if_match_form
-            log.info(
+            log.debug(  # where the store is: DEBUG (docs/commands.md)
                 "store capabilities checked: bucket=%s endpoint=%s if_match_form=%s",
                 store.bucket,
                 endpoint,

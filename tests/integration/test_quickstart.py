@@ -38,6 +38,8 @@ def quickstart_lines() -> list[str]:
 def test_the_readme_quickstart_runs_as_written() -> None:
     lines = quickstart_lines()
     assert lines[0].startswith("epochgc embedded-s3") and lines[0].endswith("&")
+    assert lines[-1] == "kill %1", "the walkthrough ends by stopping the server it started"
+    lines = lines[:-1]
     assert all(line.startswith("epochgc ") for line in lines)
     port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
@@ -81,13 +83,19 @@ def test_the_readme_quickstart_runs_as_written() -> None:
         # What each line prints is what the README says it does.
         produced = outputs["epochgc produce orders 0 --count 100"].stdout
         assert "100 records acknowledged" in produced and "read back identically" in produced
-        assert "0 records reconciled" in outputs["epochgc reconciler --duration 15"].stdout
+        reconciled = outputs["epochgc reconciler --duration 15"]
+        assert "0 records reconciled" in reconciled.stdout
+        info = [line for line in reconciled.stderr.splitlines() if " INFO " in line]
+        assert len(info) <= 10, "a walkthrough's terminal, not a debug log:\n" + "\n".join(info)
         for line, done in outputs.items():
             if not line.startswith("epochgc reconciler"):  # one-shot: no INFO bookkeeping
                 assert " INFO " not in done.stderr, f"{line}:\n{done.stderr}"
         deleted = [int(n) for n in re.findall(r"local\s+\d+\s+(\d+)", runs)]
         assert max(deleted) > 0, f"the walkthrough deleted nothing:\n{runs}"
         assert l0 == 0, f"{l0} L0 objects left after gc collect"
+        server.terminate()  # kill %1
+        assert server.wait(timeout=10) == 0
+        assert server.stderr is not None and b"embedded S3 stopped" in server.stderr.read()
     finally:
         server.terminate()
         server.wait(timeout=10)

@@ -171,7 +171,7 @@ class TermWriter:
             self._next_seq = replica.state.last_seq + 1
             self._next_slot = replica.state.applied_log_offset + 1
             self._snapshot_etag = replica.snapshot_etag
-        log.info(
+        log.debug(  # the leader's owner says it leads, at INFO
             "%s/%d: leading at term %d, window %s",
             replica.topic,
             replica.partition,
