@@ -472,14 +472,16 @@ def report(curve: list[Outcome], contenders: list[Outcome], eligible: int, audit
     ]
     wrong = sum(c.wrongly_deleted for c in curve + contenders)
     ahead = all(epochgc.rate > p.rate for p in ran)
-    passed = (
-        audit_ok
-        and not problems
-        and wrong == 0
-        and fraction >= TARGET_FRACTION
-        and ahead
-        and epochgc.requests_per_1000 <= TARGET_REQUESTS_PER_1000
-    )
+    checks = {
+        "deletion record overhead": audit_ok,
+        "problems": not problems,
+        "ineligible deleted": wrong == 0,
+        "fraction of the ceiling": fraction >= TARGET_FRACTION,
+        "ahead of every peer": ahead,
+        "requests per 1000": epochgc.requests_per_1000 <= TARGET_REQUESTS_PER_1000,
+    }
+    missed = [name for name, ok in checks.items() if not ok]
+    passed = not missed
     for problem in problems:
         print(f"PROBLEM: {problem}")
     best_text = f"best peer {best.name} {best.rate:.0f} objects/s" if best else "no peer ran"
@@ -493,7 +495,8 @@ def report(curve: list[Outcome], contenders: list[Outcome], eligible: int, audit
         f"{fraction:.2f} of the store's ceiling, "
         f"{'ahead of' if ahead else 'NOT ahead of'} every peer ({best_text}), "
         f"{epochgc.requests_per_1000:.2f} requests/1000 deleted, {wrong} ineligible deleted"
-        + (f", {len(problems)} problem(s)" if problems else ""),
+        + (f", {len(problems)} problem(s)" if problems else "")
+        + (f"; missed: {', '.join(missed)}" if missed else ""),
         f">= {TARGET_FRACTION:g}, ahead, <= {TARGET_REQUESTS_PER_1000}, 0",
         passed,
     )

@@ -91,3 +91,16 @@ def test_ceiling_slices_are_one_page_each_and_cover_exactly_the_eligible_keys() 
     assert len(slices) == sum(
         -(-sum(1 for k in eligible if k.startswith(p)) // 1000) for p in {s[0] for s in slices}
     )
+
+
+def test_a_verdict_line_names_the_target_it_missed(capsys: pytest.CaptureFixture[str]) -> None:
+    # Only the deletion record's overhead was missed: the last line used to
+    # end '... 0 ineligible deleted (target ...) FAIL' with nothing saying why.
+    curve = [outcome("ceiling-16", 3000)]
+    assert report(curve, [outcome("epochgc", 2700), outcome("boto3", 1000)], 40_500, False) == 1
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("bench sweep: ") and last.endswith("FAIL")
+    assert "missed: deletion record overhead" in last, last
+    below = report([outcome("ceiling-16", 3000)], [outcome("epochgc", 2300)], 40_500, True)
+    assert below == 1
+    assert "missed: fraction of the ceiling" in capsys.readouterr().out.splitlines()[-1]
