@@ -191,14 +191,24 @@ def _package_step(config: Config, master: str, times: PhaseTimes) -> SparkPackag
 
 def _cmd_spark_package(config: Config, args: argparse.Namespace) -> int:
     require("pyspark", SPARK, "spark package")
-    from epochgc.gc.spark.package import EXECUTOR_PYTHON, default_package_dir, ensure_package  # noqa: PLC0415
+    from epochgc.gc.spark.package import (  # noqa: PLC0415
+        EXECUTOR_PYTHON,
+        default_package_dir,
+        ensure_package,
+        is_local_master,
+    )
 
     out = Path(args.out or config.spark.package_dir or default_package_dir()).absolute()
     package = ensure_package(out, rebuild_environment=args.rebuild_environment)
     step = package.environment_step.value if package.environment_step else "up to date"
     config_file = str(Path(args.config).absolute()) if args.config else "FILE"
-    command = package.submit_command(
-        args.master or config.spark.master, sys.executable, config_file
+    master = args.master or config.spark.master
+    command = package.submit_command(master, sys.executable, config_file)
+    how = (
+        f"local master {master}: Spark's workers run this Python ({sys.executable}), "
+        "so no packed environment is shipped (the files are for a cluster master)"
+        if is_local_master(master)
+        else "run the job (client mode; add gc spark's options, e.g. --mode inventory):"
     )
     emit(
         {
@@ -215,7 +225,6 @@ def _cmd_spark_package(config: Config, args: argparse.Namespace) -> int:
         f"executors' package in {out}:\n  {package.code_zip.name} (epochgc, for --py-files)\n"
         f"  {package.environment.name} (boto3 + pyarrow, for --archives; {step})\n"
         f"  {package.entry_script.name} (what spark-submit runs)\n"
-        f"run the job (client mode; add gc spark's options, e.g. --mode inventory):\n"
-        f"{shlex.join(command)}",
+        f"{how}\n{shlex.join(command)}",
     )
     return EXIT_OK

@@ -65,6 +65,12 @@ from epochgc.logging_setup import SHOWN
 
 log = logging.getLogger(__name__)
 
+
+def is_local_master(master: str) -> bool:
+    """Whether ``master`` runs executors inside the driver's JVM."""
+    return master == "local" or master.startswith("local[")
+
+
 ENVIRONMENT_ALIAS = "environment"
 """The folder name executors unpack the environment archive into."""
 
@@ -113,12 +119,21 @@ class SparkPackage:
 
     def submit_command(self, master: str, driver_python: str, config: str) -> list[str]:
         """The ``spark-submit`` command line that runs the job with these
-        files in client mode."""
+        files in client mode. A local master unpacks no ``--archives``
+        (its workers would look for ``./environment/bin/python`` and fail):
+        its workers run ``driver_python``, which has epochgc and what the
+        tasks need, so nothing is shipped."""
+        flags = (
+            ["--conf", f"spark.pyspark.python={driver_python}",
+             "--conf", f"spark.pyspark.driver.python={driver_python}"]
+            if is_local_master(master)
+            else self.submit_flags(driver_python)
+        )  # fmt: skip
         return [
             "spark-submit",
             "--master",
             master,
-            *self.submit_flags(driver_python),
+            *flags,
             str(self.entry_script),
             "--config",
             config,

@@ -32,6 +32,7 @@ from epochgc.gc.spark.package import (
     SparkPackage,
     default_package_dir,
     ensure_package,
+    is_local_master,
 )
 
 log = logging.getLogger(__name__)
@@ -51,11 +52,6 @@ def under_spark_submit() -> bool:
     """True when this driver was launched by ``spark-submit`` (its
     PythonRunner hands the JVM gateway over in the environment)."""
     return "PYSPARK_GATEWAY_PORT" in os.environ
-
-
-def is_local_master(master: str) -> bool:
-    """Whether ``master`` runs executors inside the driver's JVM."""
-    return master == "local" or master.startswith("local[")
 
 
 def ships_package(master: str, *, ship: bool) -> bool:
