@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import epochgc
 from epochgc.cli import (
     controller_commands,
+    docs_commands,
     epoch_commands,
     gc_commands,
     node_commands,
@@ -93,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     gc_commands.register(sub, reporting)
     spark_commands.register(sub, reporting)
     gc_commands.register_daemon(sub, common)
+    docs_commands.register(sub)
     return parser
 
 

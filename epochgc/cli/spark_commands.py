@@ -64,7 +64,7 @@ def add_gc_spark(gc_sub: SubParsers, reporting: argparse.ArgumentParser) -> None
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a Spark setting (repeatable; over [spark] conf; see docs/spark.md)",
+        help="a Spark setting (repeatable; over [spark] conf; see `epochgc docs spark`)",
     )
     spark.add_argument(
         "--spark-log-level",
@@ -75,7 +75,7 @@ def add_gc_spark(gc_sub: SubParsers, reporting: argparse.ArgumentParser) -> None
 
 def register(sub: SubParsers, reporting: argparse.ArgumentParser) -> None:
     """``spark`` and its action."""
-    shipping_sub = add_noun(sub, "spark", "what Spark executors need (docs/spark.md)")
+    shipping_sub = add_noun(sub, "spark", "what Spark executors need (`epochgc docs spark`)")
     package = add_command(
         shipping_sub,
         "package",
