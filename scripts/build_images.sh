@@ -106,6 +106,8 @@ IMAGE=localhost/epochgc:$VERSION
 SPARK_IMAGE=localhost/epochgc-spark:$VERSION
 build "$IMAGE" deploy/containers/Containerfile "$BASE" "$WHEELS_DIR/base"
 build "$SPARK_IMAGE" deploy/containers/Containerfile.spark "$JAVA_BASE" "$WHEELS_DIR/spark"
+# The wheels are in the images now (half a gigabyte, pyspark's).
+rm -rf "$WHEELS_DIR/base" "$WHEELS_DIR/spark"
 
 echo "EPOCHGC_IMAGE=$IMAGE"
 echo "EPOCHGC_SPARK_IMAGE=$SPARK_IMAGE"

@@ -63,6 +63,8 @@ def test_demo_runs_in_the_base_image(image: str) -> None:
     assert "demo OK" in done.stdout
 
 
+# About 90 s here; the default 300 s would be tight on a busy machine.
+@pytest.mark.timeout(600)
 def test_three_containers_collect_and_the_spark_image_sweeps(
     image: str, spark_image: str, network: Network
 ) -> None:
