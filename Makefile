@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
 NEW_VENV = test -x $(BIN)/python || { test -n "$(PYTHON)" || exit 1; $(PYTHON) -m venv $(VENV); }
 
-.PHONY: install servers spin model demo test lint typecheck unit unit-newest bench soak sim mutants spark-package clean test-rgw
+.PHONY: install servers spin model demo test lint typecheck unit unit-newest bench soak sim mutants spark-package clean test-rgw images test-image
 
 $(STAMP): pyproject.toml
 	$(NEW_VENV)
@@ -102,6 +102,28 @@ test-rgw: $(STAMP)
 	env $$(cat $(RGW_DIR).env) $(BIN)/pytest -v -rP tests/rgw \
 	  && env $$(cat $(RGW_DIR).env) $(BIN)/python -m bench.bench_store_delete --keys $(RGW_BENCH_KEYS); \
 	  rc=$$?; bash scripts/ceph_rgw.sh stop $(RGW_DIR); rm -f $(RGW_DIR).env; exit $$rc
+
+# The container images of deploy/containers/ (docs/operating.md, "Container
+# images"), built here without a registry: scripts/build_images.sh makes a
+# Debian bookworm base with mmdebstrap (kept in IMAGE_CACHE, made again once
+# a week), builds the wheels on this machine and runs podman build for
+# localhost/epochgc:VERSION and localhost/epochgc-spark:VERSION (podman,
+# mmdebstrap and runc install from Debian when missing; root or sudo).
+IMAGE_CACHE ?= /var/tmp/epochgc-images
+IMAGE_ENV := dist/images.env
+
+images: $(STAMP)
+	PYTHON=$(BIN)/python IMAGE_CACHE=$(IMAGE_CACHE) bash scripts/build_images.sh
+
+# The images built, then run by tests/image/: --version, demo, the embedded
+# S3, a reconciler and the daemon in three containers on one network until M
+# advances and the L0 objects are deleted, and gc spark from the Spark
+# image. Not part of `make test` (minutes, root, podman).
+test-image: $(STAMP)
+	mkdir -p dist
+	PYTHON=$(BIN)/python IMAGE_CACHE=$(IMAGE_CACHE) bash scripts/build_images.sh > $(IMAGE_ENV)
+	env $$(cat $(IMAGE_ENV)) $(BIN)/pytest -v -rP tests/image; \
+	  rc=$$?; rm -f $(IMAGE_ENV); exit $$rc
 
 # Every benchmark runs, one after the other, even when an earlier one
 # misses its target; one table at the end; non-zero if any missed.
