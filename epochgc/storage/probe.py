@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Protocol, cast
 
 from epochgc.errors import (
+    BucketMissingError,
     EpochGCError,
     NotFoundError,
     PermanentStorageError,
@@ -129,12 +130,14 @@ def wait_until_reachable(
     sleep: Callable[[float], None] = time.sleep,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> None:
-    """Poll with one LIST until the store answers or ``seconds`` passed (a
-    server started a moment ago, as in the quickstart). Any answer counts,
-    an error of the bucket included: the probes report those.
+    """Poll with one LIST until the store answers with its bucket or
+    ``seconds`` passed (a server started a moment ago, as in the
+    quickstart, may listen before it has created its bucket). Any other
+    answer counts, an error of the bucket included: the probes report those.
 
     Raises:
         StoreUnreachableError: still nothing answers after ``seconds``.
+        BucketMissingError: it answers, but the bucket is still not there.
     """
     if seconds <= 0:
         return  # the probes' first request finds out
@@ -143,7 +146,7 @@ def wait_until_reachable(
         try:
             next(iter(store.list_pages(f"{root}/meta/probe/")), None)
             return
-        except StoreUnreachableError:
+        except (StoreUnreachableError, BucketMissingError):
             if monotonic() >= deadline:
                 raise
             sleep(0.5)

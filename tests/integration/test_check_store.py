@@ -182,3 +182,30 @@ def test_wait_polls_until_the_store_answers_and_gives_up_after_its_time() -> Non
     with pytest.raises(StoreUnreachableError):
         wait_until_reachable(never, "epochgc", 5.0, sleep=clock.advance, monotonic=clock.monotonic)
     assert never.down == 100 - 11  # 0.5 s apart for 5 s, then one last try
+
+
+class _BucketLater(StoreWrapper):
+    """Answers, but without its bucket, for the first ``missing`` LISTs: a
+    server that listens a moment before it has created its bucket."""
+
+    def __init__(self, store: Any, missing: int) -> None:
+        super().__init__(store)
+        self.missing = missing
+
+    def list_pages(self, prefix: str, **kwargs: Any) -> Any:
+        if self.missing > 0:
+            self.missing -= 1
+            raise BucketMissingError("bucket 'epochgc' does not exist at URL")
+        return self._store.list_pages(prefix, **kwargs)
+
+
+def test_wait_also_waits_for_a_bucket_the_server_has_yet_to_create() -> None:
+    # `epochgc embedded-s3 &` then `check-store --wait 20` failed with a
+    # missing bucket when the server answered before creating it.
+    clock = VirtualClock()
+    store = _BucketLater(MemoryStore(clock), missing=2)
+    wait_until_reachable(store, "epochgc", 5.0, sleep=clock.advance, monotonic=clock.monotonic)
+    assert store.missing == 0
+    never = _BucketLater(MemoryStore(clock), missing=100)
+    with pytest.raises(BucketMissingError):
+        wait_until_reachable(never, "epochgc", 5.0, sleep=clock.advance, monotonic=clock.monotonic)
