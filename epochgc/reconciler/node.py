@@ -297,7 +297,12 @@ class ReconcilerNode:
         self._view = view
         topics = epochgc_topics(view.topics)
         if fresh:
-            self._live = set(epochgc_partitions(view.topics))
+            only = self._settings.only_partitions
+            self._live = {
+                pid
+                for pid in epochgc_partitions(view.topics)
+                if not only or (pid.topic, pid.partition) in only
+            }
             self._view_ready.set()
             if not self._ownership_loop_running:
                 await self._ownership_round(self._live)

@@ -51,6 +51,11 @@ class NodeSettings:
     max_round_seconds: float = 0.0
     """In ``run``: a loop that completes no round for this long (plus its
     pause between rounds) stops the node; 0: four lease TTLs."""
+    only_partitions: frozenset[tuple[str, int]] = frozenset()
+    """(topic, partition) pairs this node shares out and leads, all others
+    left to other nodes: a one-shot command's node (``epochgc produce
+    orders 1`` needs partition 1 only). Empty: every partition of the
+    live topics."""
 
 
 @dataclass

@@ -65,6 +65,7 @@ def build_node(
     metrics: NodeMetrics | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     one_shot: bool = False,
+    only_partitions: frozenset[tuple[str, int]] = frozenset(),
     safe_epoch_rule: SafeEpochRule = safe_epoch_rule,
 ) -> tuple[ReconcilerNode, NodeOwnership]:
     """A node and its ownership (node lease + records) from the
@@ -72,7 +73,8 @@ def build_node(
     heartbeat); with ``metrics``, the node reports to them. ``now`` is the
     wall clock of the node and its lease (``epochgc verify`` skews it). A
     ``one_shot`` node (``epochgc produce``) publishes no report: it would
-    outlive the command as a report of a node that never comes back.
+    outlive the command as a report of a node that never comes back, and
+    serves ``only_partitions`` when given (the one it writes to).
     ``safe_epoch_rule``: see ``ReconcilerNode``; no shipped command passes
     one (only ``epochgc verify``'s workers, for the unsafe test build)."""
     node_id = node_id or config.reconciler.node_id or default_node_id()
@@ -96,7 +98,7 @@ def build_node(
         node_id,
         ownership,
         directory,
-        settings=node_settings_of(config, one_shot=one_shot),
+        settings=node_settings_of(config, one_shot=one_shot, only_partitions=only_partitions),
         now=now,
         events=events,
         safe_epoch_rule=safe_epoch_rule,
@@ -247,8 +249,8 @@ async def produce_and_verify(
     node_id: str | None = None,
     producer_store: ObjectStore | None = None,
 ) -> tuple[list[int], bool]:
-    """Smoke test of the write path in one process: lead the topic's
-    partitions, produce ``records`` to one partition through a real L0
+    """Smoke test of the write path in one process: lead the one
+    partition, produce ``records`` to it through a real L0
     object, reconcile, and read them back. Returns the offsets and whether
     every record read back identically. ``producer_store``: the producer
     writes (and reads the controller) with credentials of its own, as a
@@ -263,7 +265,14 @@ async def produce_and_verify(
     controller = Controller(writer_store, root)
     revision = (await asyncio.to_thread(controller.topic, topic)).revision
     directory = LeaderDirectory()
-    node, ownership = build_node(config, store, node_id, directory, one_shot=True)
+    node, ownership = build_node(
+        config,
+        store,
+        node_id,
+        directory,
+        one_shot=True,
+        only_partitions=frozenset({(topic, partition)}),
+    )
     ownership.start()
     try:
         await node.run_round()

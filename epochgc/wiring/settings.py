@@ -156,12 +156,18 @@ def default_node_id() -> str:
     return host[:64]
 
 
-def node_settings_of(config: Config, *, one_shot: bool = False) -> NodeSettings:
+def node_settings_of(
+    config: Config,
+    *,
+    one_shot: bool = False,
+    only_partitions: frozenset[tuple[str, int]] = frozenset(),
+) -> NodeSettings:
     """``NodeSettings`` from the ``[reconciler]``, ``[reports]`` and
     ``[ownership]`` sections. A ``one_shot`` node (a command such as
     ``epochgc produce``) publishes no report, which would outlive it, and
     runs its ownership round in its first round: it does not join a
-    cluster for long, so it does not wait for peers to register."""
+    cluster for long, so it does not wait for peers to register.
+    ``only_partitions``: the (topic, partition) pairs it serves (empty: all)."""
     r = config.reconciler
     return NodeSettings(
         publish_reports=not one_shot,
@@ -175,6 +181,7 @@ def node_settings_of(config: Config, *, one_shot: bool = False) -> NodeSettings:
         stuck_retry_seconds=r.stuck_retry_seconds,
         ownership_interval_seconds=0.0 if one_shot else config.ownership.round_interval_seconds,
         max_round_seconds=r.max_round_seconds,
+        only_partitions=only_partitions,
     )
 
 

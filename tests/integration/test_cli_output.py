@@ -146,3 +146,14 @@ def test_demo_help_names_its_own_settings_and_its_default_duration() -> None:
     usage = " ".join(run_cli("demo", "--help").stdout.split())
     assert "built-in defaults + environment" not in usage, usage
     assert "demo settings" in usage and "default: 60" in usage, usage
+
+
+def test_produce_leads_only_the_partition_it_writes(
+    tmp_path: Path, s3_server: EmbeddedS3, bucket: str, store: S3ObjectStore
+) -> None:
+    config = write_server_config(tmp_path / "c.toml", s3_server.endpoint_url, bucket)
+    created = run_cli("topic", "create", "orders", "--partitions", "2", "--config", str(config))
+    assert created.returncode == 0, created.stderr
+    done = run_cli("produce", "orders", "1", "--count", "3", "--config", str(config), "-v")
+    assert done.returncode == 0, done.stderr
+    assert sorted(set(re.findall(r"leading (orders/\d)", done.stderr))) == ["orders/1"], done.stderr
