@@ -43,6 +43,19 @@ def fake_python(folder: Path, name: str, version: tuple[int, int]) -> None:
     script.chmod(0o755)
 
 
+def find_supported(fakes: Path) -> subprocess.CompletedProcess[str]:
+    """``find_python.sh supported`` with only the fakes in ``fakes`` on PATH
+    (no Python of this machine)."""
+    return subprocess.run(
+        ["/bin/bash", "scripts/find_python.sh", "supported"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={"PATH": str(fakes)},
+        check=False,
+    )
+
+
 @pytest.mark.parametrize(
     ("available", "picked"),
     [
@@ -56,28 +69,12 @@ def test_make_picks_a_supported_python_not_only_311(
 ) -> None:
     for name, version in available.items():
         fake_python(tmp_path, name, version)
-    env = {"PATH": str(tmp_path)}  # the fakes only: no python of this machine
-    done = subprocess.run(
-        ["/bin/bash", "scripts/find_python.sh", "supported"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
+    done = find_supported(tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(tmp_path / picked)
 
 
 def test_with_no_supported_python_make_says_what_is_needed(tmp_path: Path) -> None:
     fake_python(tmp_path, "python3", (3, 10))
-    env = {"PATH": str(tmp_path)}  # the fakes only: no python of this machine
-    done = subprocess.run(
-        ["/bin/bash", "scripts/find_python.sh", "supported"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
+    done = find_supported(tmp_path)
     assert done.returncode == 1 and "Python 3.11, 3.12 or 3.13 is required" in done.stderr
