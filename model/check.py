@@ -43,7 +43,9 @@ class Run:
     model: Path
     defines: tuple[str, ...] = ()
     liveness: bool = False
-    """Check the model's LTL formula with weak fairness (pan -a -f)."""
+    """Check an LTL formula of the model with weak fairness (pan -a -f)."""
+    ltl: str = ""
+    """Which formula (pan -N), when the model has more than one."""
     expect_error: bool = False
     """A weakened model: pan must find a counterexample."""
     reverse: bool = False
@@ -105,7 +107,8 @@ SCOPES: dict[str, tuple[Run, ...]] = {
         ),
         _log("log: liveness", *SMALL, "CRASHES=0", liveness=True),
         _lease("lease: safety"),
-        _lease("lease: liveness", liveness=True),
+        _lease("lease: liveness, no orphan", liveness=True, ltl="no_orphan"),
+        _lease("lease: liveness, eventually owned", liveness=True, ltl="eventually_owned"),
         _log(
             "weakened: delete without revision",
             *SMALL,
@@ -186,6 +189,29 @@ SCOPES: dict[str, tuple[Run, ...]] = {
             "weakened: term raise's lost answer dropped",
             "WEAKEN_RAISE_LOST",
             liveness=True,
+            ltl="no_orphan",
+            expect_error=True,
+            optimize="-O0",
+        ),
+        _lease(
+            "weakened: hand-back's lost answer dropped",
+            "WEAKEN_HANDBACK_LOST",
+            liveness=True,
+            ltl="eventually_owned",
+            expect_error=True,
+            optimize="-O0",
+        ),
+        _lease(
+            "weakened: no takeover of an expired lease",
+            "WEAKEN_NO_EXPIRED_TAKEOVER",
+            liveness=True,
+            ltl="eventually_owned",
+            expect_error=True,
+            optimize="-O0",
+        ),
+        _lease(
+            "weakened: a leaving node leads until its lease is released",
+            "WEAKEN_LEAVE_LEADS_ON",
             expect_error=True,
             optimize="-O0",
         ),
@@ -218,8 +244,14 @@ SCOPES: dict[str, tuple[Run, ...]] = {
             "PAUSE=0",
             liveness=True,
         ),
-        _lease("lease: safety, 7 ticks", "TMAX=7"),
-        _lease("lease: liveness, 7 ticks", "TMAX=7", liveness=True),
+        _lease("lease: safety, two lost answers, TTL 6", "LOST=2", "TTL=6"),
+        _lease(
+            "lease: liveness, eventually owned, two lost answers, TTL 6",
+            "LOST=2",
+            "TTL=6",
+            liveness=True,
+            ltl="eventually_owned",
+        ),
     ),
 }
 
@@ -251,6 +283,7 @@ def check(run: Run, folder: Path) -> Result:
     flags += ["-DREVERSE"] if run.reverse else []
     _call([_tool("gcc"), *flags, "-w", "-o", "pan", "pan.c"], folder, run)
     pan = ["./pan", "-m200000", "-c1"] + (["-a", "-f"] if run.liveness else [])
+    pan += ["-N", run.ltl] if run.ltl else []
     output = _call(pan, folder, run)
     seconds = time.monotonic() - start
     errors = _number(_ERRORS, output, run)
