@@ -93,6 +93,32 @@ SMALL = ("EMAX=4", "NOBJ=1", "COMPACTION=0", "PAUSE=0")
 """make test's log scope: 2 nodes, 1 topic of 2 partitions and a recreate,
 epochs up to 4, 2 operators, 1 collector, one crash, one lost answer."""
 
+SKIP = (
+    "EMAX=3",
+    "NOBJ=4",
+    "COMPACTION=0",
+    "PAUSE=0",
+    "CRASHES=0",
+    "LOST_ANSWERS=0",
+    "OPERATORS=1",
+    "RECORDS_LOST=1",
+)
+"""records_lost: an accepted L0 object goes missing before it is in L1 and
+an operator skips it, with three more objects behind it (two window slides
+after the one that follows it, so a loss that covered too much shows)."""
+
+SNAPSHOT = (
+    "EMAX=4",
+    "NOBJ=1",
+    "COMPACTION=0",
+    "PAUSE=0",
+    "LOST_ANSWERS=0",
+    "OPERATORS=1",
+    "SNAPSHOTS=1",
+)
+"""Partition-log snapshots and truncation by the leader, with node 0's crash
+and node 1's takeover: node 0's late put may land in a freed slot."""
+
 SCOPES: dict[str, tuple[Run, ...]] = {
     "test": (
         _log("log: safety, crash and lost answer", *SMALL),
@@ -106,6 +132,8 @@ SCOPES: dict[str, tuple[Run, ...]] = {
             "LOST_ANSWERS=0",
         ),
         _log("log: liveness", *SMALL, "CRASHES=0", liveness=True),
+        _log("log: safety, records_lost", *SKIP),
+        _log("log: safety, partition snapshots, crash", *SNAPSHOT),
         _lease("lease: safety"),
         _lease("lease: liveness, no orphan", liveness=True, ltl="no_orphan"),
         _lease("lease: liveness, eventually owned", liveness=True, ltl="eventually_owned"),
@@ -172,6 +200,20 @@ SCOPES: dict[str, tuple[Run, ...]] = {
             expect_error=True,
             optimize="-O0",
             reverse=True,
+        ),
+        _log(
+            "weakened: records_lost's log_offset at the log end",
+            *SKIP,
+            "WEAKEN_SKIP_LOG_END",
+            expect_error=True,
+            optimize="-O1",
+        ),
+        _log(
+            "weakened: a put into a freed slot acknowledged",
+            *SNAPSHOT,
+            "WEAKEN_NO_SNAPSHOT_CHECK",
+            expect_error=True,
+            optimize="-O0",
         ),
         _lease(
             "weakened: late renewal counted from its send time",
