@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -31,6 +32,8 @@ from typing import Any
 import render_trail
 
 HERE = Path(__file__).resolve().parent
+MEMORY_MB = 2000
+"""pan's memory bound per run (two run at a time on this machine)."""
 LOG_MODEL = HERE / "log_protocol.pml"
 LEASE_MODEL = HERE / "lease_ownership.pml"
 
@@ -54,6 +57,13 @@ class Run:
     """The C compiler's optimisation: ``-O2`` for searches of millions of
     states; ``-O0`` compiles in a fifth of the time, which is all a
     counterexample found within a few hundred thousand states costs."""
+    bitstate: int = 0
+    """``-w`` of a bitstate search (SPIN's hash of 2**w bits instead of a
+    stored state space): 0 is an exhaustive search. A bitstate search may
+    miss states (its hash factor says how likely); its report says so."""
+    budget_seconds: float = 0.0
+    """With ``bitstate``: pan is interrupted after this many seconds and
+    reports what it explored (0: it runs to the end)."""
     timeout_seconds: float = 600.0
 
 
@@ -68,15 +78,39 @@ class Result:
     steps: list[str] = field(default_factory=list)
 
     @property
+    def completed(self) -> bool:
+        """pan searched everything it meant to (not stopped by its memory
+        bound or the time budget)."""
+        return "Search not completed" not in self.output
+
+    @property
     def ok(self) -> bool:
         if self.run.expect_error:
             return self.errors > 0 and self.trail is not None and bool(self.steps)
-        return self.errors == 0
+        # an exhaustive search that ran out of memory proves nothing
+        return self.errors == 0 and (self.completed or bool(self.run.bitstate))
+
+    @property
+    def hash_factor(self) -> str:
+        """pan's hash factor of a bitstate search (empty for an exhaustive
+        one): above 100 few states were missed, below 10 many may have been."""
+        found = _HASH_FACTOR.search(self.output)
+        return found.group(1) if found else ""
 
     def line(self) -> str:
         verdict = "counterexample" if self.errors else "0 errors"
+        search = ""
+        if self.run.bitstate:
+            budget = f", stopped at its {self.run.budget_seconds:.0f} s budget"
+            stopped = "" if self.completed else budget
+            search = (
+                f" (bitstate, partial: -w{self.run.bitstate}, "
+                f"hash factor {self.hash_factor}{stopped})"
+            )
+        elif not self.completed:
+            search = " (search NOT completed)"
         return (
-            f"{self.run.name}: {verdict}, {self.states:,} states explored, "
+            f"{self.run.name}: {verdict}, {self.states:,} states explored{search}, "
             f"{self.seconds:.1f} s{'' if self.ok else '  <-- NOT AS EXPECTED'}"
         )
 
@@ -118,6 +152,9 @@ SNAPSHOT = (
 )
 """Partition-log snapshots and truncation by the leader, with node 0's crash
 and node 1's takeover: node 0's late put may land in a freed slot."""
+
+THREE_NODES_TWO_TOPICS = ("NNODE=3", "NTOPIC=2")
+"""make model's larger scope: a second topic that idles, a third node."""
 
 SCOPES: dict[str, tuple[Run, ...]] = {
     "test": (
@@ -286,7 +323,47 @@ SCOPES: dict[str, tuple[Run, ...]] = {
             "PAUSE=0",
             liveness=True,
         ),
+        _log(
+            "log: safety, records_lost, crash and lost answer",
+            "EMAX=4",
+            "NOBJ=1",
+            "COMPACTION=0",
+            "PAUSE=0",
+            "RECORDS_LOST=1",
+        ),
+        _log(
+            "log: safety, partition snapshots, crash and lost answer",
+            "EMAX=4",
+            "NOBJ=1",
+            "COMPACTION=0",
+            "PAUSE=0",
+            "OPERATORS=1",
+            "SNAPSHOTS=1",
+        ),
+        _log(
+            "log: safety, 3 nodes, 2 topics, epochs up to 4",
+            *THREE_NODES_TWO_TOPICS,
+            "EMAX=4",
+            "NOBJ=1",
+            "COMPACTION=0",
+            "PAUSE=0",
+        ),
+        _log(
+            "log: safety, 3 nodes, 2 topics, epochs up to 6, two objects, every fault",
+            *THREE_NODES_TWO_TOPICS,
+            "EMAX=6",
+            "NOBJ=2",
+            bitstate=33,
+            budget_seconds=480,
+        ),
         _lease("lease: safety, two lost answers, TTL 6", "LOST=2", "TTL=6"),
+        _lease(
+            "lease: liveness, no orphan, two lost answers, TTL 6",
+            "LOST=2",
+            "TTL=6",
+            liveness=True,
+            ltl="no_orphan",
+        ),
         _lease(
             "lease: liveness, eventually owned, two lost answers, TTL 6",
             "LOST=2",
@@ -299,6 +376,7 @@ SCOPES: dict[str, tuple[Run, ...]] = {
 
 _ERRORS = re.compile(r"errors: (\d+)")
 _STATES = re.compile(r"(\d+) states, stored")
+_HASH_FACTOR = re.compile(r"hash factor: ([0-9.e+]+)")
 
 
 class CheckError(Exception):
@@ -320,12 +398,14 @@ def check(run: Run, folder: Path) -> Result:
     defines = [f"-D{d}" for d in run.defines] + (["-DLIVENESS"] if run.liveness else [])
     start = time.monotonic()
     _call([_tool("spin"), *defines, "-a", model.name], folder, run)
-    flags = [run.optimize, "-DCOLLAPSE"]
+    flags = [run.optimize, "-DBITSTATE" if run.bitstate else "-DCOLLAPSE"]
     flags += ["-DNFAIR=3"] if run.liveness else ["-DSAFETY"]
     flags += ["-DREVERSE"] if run.reverse else []
+    flags += [f"-DMEMLIM={MEMORY_MB}"]
     _call([_tool("gcc"), *flags, "-w", "-o", "pan", "pan.c"], folder, run)
     pan = ["./pan", "-m200000", "-c1"] + (["-a", "-f"] if run.liveness else [])
     pan += ["-N", run.ltl] if run.ltl else []
+    pan += [f"-w{run.bitstate}"] if run.bitstate else []
     output = _call(pan, folder, run)
     seconds = time.monotonic() - start
     errors = _number(_ERRORS, output, run)
@@ -343,6 +423,8 @@ def _render(run: Run, model: Path, trail: Path) -> list[str]:
 
 
 def _call(command: list[str], folder: Path, run: Run) -> str:
+    if run.budget_seconds and command[0].endswith("pan"):
+        return _budgeted(command, folder, run.budget_seconds)
     # the commands are spin, gcc and pan, found by which(): no user input
     done = subprocess.run(  # noqa: S603
         command,
@@ -356,6 +438,20 @@ def _call(command: list[str], folder: Path, run: Run) -> str:
         tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
         raise CheckError(f"{run.name}: {Path(command[0]).name} failed: {' | '.join(tail)}")
     return done.stdout
+
+
+def _budgeted(command: list[str], folder: Path, seconds: float) -> str:
+    """pan's output, interrupted (SIGINT: it reports what it explored)
+    after ``seconds``."""
+    with subprocess.Popen(  # noqa: S603 - pan, built here
+        command, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    ) as pan:
+        try:
+            output, _ = pan.communicate(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            pan.send_signal(signal.SIGINT)
+            output, _ = pan.communicate(timeout=120)
+    return output
 
 
 def _number(pattern: re.Pattern[str], output: str, run: Run) -> int:

@@ -73,10 +73,23 @@
 #endif
 #define PLOG (RECORDS_LOST || SNAPSHOTS)
 
-#define NINC 2          /* the topic and its recreate: two incarnations */
+#ifndef NTOPIC
+#define NTOPIC 1        /* topics: the first is deleted and recreated; a
+                         * second is created at the start, never deleted,
+                         * and only idles */
+#endif
+#ifndef NNODE
+#define NNODE 2         /* nodes: node 0 leads the partitions written to
+                         * and may crash; the others lead the idle ones,
+                         * node 1 takes node 0's over */
+#endif
 #define NPART 2         /* partitions per topic */
-#define NPID 4          /* NINC * NPART partition logs */
-#define NNODE 2
+#define NINC (NTOPIC + 1) /* the first topic and its recreate, the second */
+#define NPID (NINC * NPART) /* partition logs */
+#define TOPIC1_INC 2    /* the second topic's incarnation */
+#if NTOPIC > 2 || NNODE < 2 || NNODE > 3
+#error the model has one or two topics and two or three nodes
+#endif
 
 /* ---- constants the code defines (tests/model/test_constants.py) ---- */
 #define FIRST_CONTROLLER_OFFSET 1   /* controller offsets start at 1 */
@@ -168,7 +181,7 @@ byte crashes = CRASHES;
 /* a partition no producer writes to only idles: its housekeeping and the
  * reconciler's advance_reconciled after it are one step (no placeholder
  * can fall between them) */
-#define IDLE(p) ((p) % NPART >= PRODUCE_TO)
+#define IDLE(p) ((p) % NPART >= PRODUCE_TO || INC(p) >= TOPIC1_INC)
 #define MP(q) (mlb[q] - SAFE_EPOCH_BELOW_BOUND)
 #define LIVE_INC(i) (live == (i) + 1)
 
@@ -209,7 +222,8 @@ inline create_partitions(i, rev) {
 		hp = i * NPART + hk;
 		ma[hp] = rev; pa[hp] = rev; mlb[hp] = rev; wo[hp] = NO_WINDOW_OFFSET;
 		rlo[hp] = 0; lterm[hp] = 1; llen[hp] = 1;
-		leader[hp] = (IDLE(hp) -> 1 : 0);  /* node 0 leads what is written to */
+		/* node 0 leads what is written to, the others the rest */
+		leader[hp] = (IDLE(hp) -> 1 + hp % (NNODE - 1) : 0);
 		hk++
 	:: else -> break
 	od;
@@ -523,6 +537,10 @@ proctype Node(byte n) {
 		:: !busy && CAN_HOUSEKEEP(1) -> q = 1
 		:: !busy && CAN_HOUSEKEEP(2) -> q = 2
 		:: !busy && CAN_HOUSEKEEP(3) -> q = 3
+#if NTOPIC > 1
+		:: !busy && CAN_HOUSEKEEP(4) -> q = 4
+		:: !busy && CAN_HOUSEKEEP(5) -> q = 5
+#endif
 		fi;
 		if
 		:: IDLE(q) ->
@@ -577,14 +595,14 @@ proctype Node(byte n) {
 	:: atomic {
 		n == 1 && crashes > 0 && !busy && CRASH_WHEN ->
 		crashes--;
-		printf("STEP reconciler/node.py: node %d crashed; node %d takes its partitions over\n", 1 - n, n);
+		printf("STEP reconciler/node.py: node 0 crashed; node %d takes its partitions over\n", n);
 		hk = 0;
 		do
 		:: hk < NPID ->
 			if
-			:: leader[hk] == 1 - n && inc_rev[INC(hk)] != 0 && IDLE(hk) ->
+			:: leader[hk] == 0 && inc_rev[INC(hk)] != 0 && IDLE(hk) ->
 				leader[hk] = n
-			:: leader[hk] == 1 - n && inc_rev[INC(hk)] != 0 && !IDLE(hk) && llen[hk] < LMAX ->
+			:: leader[hk] == 0 && inc_rev[INC(hk)] != 0 && !IDLE(hk) && llen[hk] < LMAX ->
 				leader[hk] = n; llen[hk]++; lterm[hk]++;
 				printf("STEP watermarks/partition/term_writer.py (node %d): term_start(%d) on partition %d at slot %d\n", n, lterm[hk], hk, llen[hk])
 			:: else -> skip
@@ -648,6 +666,17 @@ proctype Collector() {
 				od
 			:: else -> skip
 			fi;
+#if NTOPIC > 1
+			/* the second topic, live throughout */
+			k_c = 0;
+			do
+			:: k_c < NPART ->
+				val = max2(MP(TOPIC1_INC * NPART + k_c), inc_rev[TOPIC1_INC] - UNREPORTED_FLOOR);
+				m_new = (val < m_new -> val : m_new);
+				k_c++
+			:: else -> break
+			od;
+#endif
 			/* SafeEpochTracker: M never goes back */
 			if :: m_new > gcM -> gcM = m_new;
 				printf("STEP watermarks/safe_epoch/aggregate.py join_safe_epoch: M = %d (controller offset %d)\n", gcM, n)
@@ -697,7 +726,7 @@ proctype Collector() {
 #ifdef WEAKEN_JANITOR_NO_LIVENESS
 				:: inc_rev[i_c] != 0 && inc_rev[i_c] <= n && !l1_gone[i_c] ->
 #else
-				:: inc_rev[i_c] != 0 && inc_rev[i_c] <= n && v != i_c + 1 && !l1_gone[i_c] ->
+				:: inc_rev[i_c] != 0 && inc_rev[i_c] <= n && i_c < TOPIC1_INC && v != i_c + 1 && !l1_gone[i_c] ->
 #endif
 					VIOLATION(!paused, "VIOLATION no deletion while paused\n");
 					VIOLATION(inc_ended[i_c],
@@ -808,7 +837,8 @@ proctype Pause() {
 #define PBOUND(p) (pa[p] - SAFE_EPOCH_BELOW_BOUND)
 #define REACHED (gcM >= ctl \
 	|| live == 1 && (gcM >= PBOUND(0) || gcM >= PBOUND(1)) \
-	|| live == 2 && (gcM >= PBOUND(2) || gcM >= PBOUND(3)))
+	|| live == 2 && (gcM >= PBOUND(2) || gcM >= PBOUND(3)) \
+	|| NTOPIC > 1 && (gcM >= PBOUND(4 % NPID) || gcM >= PBOUND(5 % NPID)))
 #define ELIGIBLE(o) (obj_up[o] && !obj_gone[o] && obj_epoch[o] <= gcM)
 #if NOBJ > 2
 #define ANY_ELIGIBLE (ELIGIBLE(0) || ELIGIBLE(1) || ELIGIBLE(2))
@@ -828,6 +858,10 @@ init {
 	atomic {
 		inc_rev[0] = FIRST_CONTROLLER_OFFSET;
 		create_partitions(0, FIRST_CONTROLLER_OFFSET);
+#if NTOPIC > 1
+		inc_rev[TOPIC1_INC] = FIRST_CONTROLLER_OFFSET;
+		create_partitions(TOPIC1_INC, FIRST_CONTROLLER_OFFSET);
+#endif
 		run Ticker();
 		run Operator(1);
 #if OPERATORS > 1
@@ -838,8 +872,8 @@ init {
 #endif
 		k = 0;
 		do :: k < NPROD -> run Producer(k); k++ :: else -> break od;
-		run Node(0);
-		run Node(1);
+		k = 0;
+		do :: k < NNODE -> run Node(k); k++ :: else -> break od;
 		run Collector();
 #if RECORDS_LOST
 		run Loss();
