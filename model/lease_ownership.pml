@@ -215,7 +215,7 @@ end:
 			if
 			:: rec_inc = NONE; mine_cur0 = 0;
 				printf("STEP epochgc/ownership/owner_records.py release (node 0 stopping): the record is released\n")
-			:: lost > 0 -> lost--;
+			:: lost > 0 && !calm -> lost--;
 				printf("STEP epochgc/ownership/owner_records.py release (node 0 stopping): failed; the record goes after a TTL\n")
 			fi
 		:: else ->
