@@ -16,6 +16,12 @@
  *   WEAKEN_JOIN_ANY_INCARNATION the report join keys entries by name only
  *   WEAKEN_JANITOR_NO_LIVENESS the janitor removes live incarnations too
  *   WEAKEN_PAUSE_ONCE          the pause is read once, before the L0 sweep
+ *   WEAKEN_SKIP_LOG_END        a records_lost entry's log_offset is the log
+ *                              end, not just below the next placeholder
+ *                              that still holds records (RECORDS_LOST=1)
+ *   WEAKEN_NO_SNAPSHOT_CHECK   a leader acknowledges a put without checking
+ *                              that the stored snapshot is the one it
+ *                              expects (SNAPSHOTS=1)
  *
  * Steps print "STEP <module> <what>" and broken invariants "VIOLATION
  * <invariant>"; model/render_trail.py turns a trail into that list.
@@ -58,11 +64,32 @@
 #ifndef PAUSE
 #define PAUSE 1         /* an operator pauses the collector once */
 #endif
+#ifndef RECORDS_LOST
+#define RECORDS_LOST 0  /* an accepted L0 object goes missing before it is
+                         * reconciled, and an operator skips it */
+#endif
+#ifndef SNAPSHOTS
+#define SNAPSHOTS 0     /* partition-log snapshots and truncation */
+#endif
+#define PLOG (RECORDS_LOST || SNAPSHOTS)
 
-#define NINC 2          /* the topic and its recreate: two incarnations */
+#ifndef NTOPIC
+#define NTOPIC 1        /* topics: the first is deleted and recreated; a
+                         * second is created at the start, never deleted,
+                         * and only idles */
+#endif
+#ifndef NNODE
+#define NNODE 2         /* nodes: node 0 leads the partitions written to
+                         * and may crash; the others lead the idle ones,
+                         * node 1 takes node 0's over */
+#endif
 #define NPART 2         /* partitions per topic */
-#define NPID 4          /* NINC * NPART partition logs */
-#define NNODE 2
+#define NINC (NTOPIC + 1) /* the first topic and its recreate, the second */
+#define NPID (NINC * NPART) /* partition logs */
+#define TOPIC1_INC 2    /* the second topic's incarnation */
+#if NTOPIC > 2 || NNODE < 2 || NNODE > 3
+#error the model has one or two topics and two or three nodes
+#endif
 
 /* ---- constants the code defines (tests/model/test_constants.py) ---- */
 #define FIRST_CONTROLLER_OFFSET 1   /* controller offsets start at 1 */
@@ -103,6 +130,33 @@ byte unrec[NPID];               /* accepted objects not yet in L1 */
 bool dropped[NINC];             /* the nodes noticed the delete */
 bool l1_gone[NINC];             /* the janitor removed the incarnation */
 
+#if PLOG
+/* ---- records and placeholders (state.py next_offset, lro; codec.py
+ * RetainedPlaceholder), one record per L0 object ---- */
+byte obj_slot[NOBJ];            /* the slot its applied placeholder is in */
+byte obj_rec[NOBJ];             /* its record's offset (1-based) */
+byte nrec[NPID];                /* records written (next_offset) */
+byte lro[NPID];                 /* records reconciled or lost, a prefix */
+#endif
+#if RECORDS_LOST
+bool obj_missing[NOBJ];         /* the store lost it before it was in L1 */
+bool obj_lost[NOBJ];            /* an applied records_lost names its record */
+byte miss_slot[NPID];           /* slot of the missing placeholder, 0: none */
+#define DECLARED_LOST(o) obj_lost[o]
+#define STUCK(p) (miss_slot[p] != 0 && miss_slot[p] - 1 <= rlo[p])
+#else
+#define DECLARED_LOST(o) false
+#define STUCK(p) false
+#endif
+#if SNAPSHOTS
+byte snap[NPID];                /* slots the partition snapshot covers */
+byte trunc_to[NPID];            /* slots at or below were deleted (free again) */
+bool obj_ack[NOBJ];             /* acknowledged to the producer */
+#define ACKED(o) (obj_acc[o] || obj_ack[o])
+#else
+#define ACKED(o) obj_acc[o]
+#endif
+
 /* ---- node reports (watermarks/safe_epoch/reports.py) ----
  * A node reports M(p) of the partitions it leads, from its replica of the
  * log, which lags the log. The model lets the collector read M(p) of the
@@ -127,7 +181,7 @@ byte crashes = CRASHES;
 /* a partition no producer writes to only idles: its housekeeping and the
  * reconciler's advance_reconciled after it are one step (no placeholder
  * can fall between them) */
-#define IDLE(p) ((p) % NPART >= PRODUCE_TO)
+#define IDLE(p) ((p) % NPART >= PRODUCE_TO || INC(p) >= TOPIC1_INC)
 #define MP(q) (mlb[q] - SAFE_EPOCH_BELOW_BOUND)
 #define LIVE_INC(i) (live == (i) + 1)
 
@@ -168,7 +222,8 @@ inline create_partitions(i, rev) {
 		hp = i * NPART + hk;
 		ma[hp] = rev; pa[hp] = rev; mlb[hp] = rev; wo[hp] = NO_WINDOW_OFFSET;
 		rlo[hp] = 0; lterm[hp] = 1; llen[hp] = 1;
-		leader[hp] = (IDLE(hp) -> 1 : 0);  /* node 0 leads what is written to */
+		/* node 0 leads what is written to, the others the rest */
+		leader[hp] = (IDLE(hp) -> 1 + hp % (NNODE - 1) : 0);
 		hk++
 	:: else -> break
 	od;
@@ -184,6 +239,9 @@ inline FENCE() {
 		t = 0; o = 0; e = 0; q = 0
 	:: else ->
 		t = lterm[q];
+#if SNAPSHOTS
+		ts = llen[q];
+#endif
 		printf("STEP watermarks/partition/fence.py admit: epoch %d admitted (window [%d, %d]) under term %d\n", e, pa[q], ma[q], t)
 	fi
 }
@@ -295,6 +353,9 @@ proctype Producer(byte id) {
 	byte o, e, q;
 	byte t;                         /* the term the fence admitted under, 0: rejected */
 	bool accepted;
+#if SNAPSHOTS
+	byte ts;                        /* the log's tail as the leader saw it at the fence */
+#endif
 	do
 	:: atomic {
 		nobj < NOBJ && live != 0 ->
@@ -323,6 +384,19 @@ append:
 			accepted = 0;
 			if
 			:: llen[q] >= LMAX -> skip /* out of scope: the log is full */
+#if SNAPSHOTS
+			:: lterm[q] > t && trunc_to[q] >= ts + 1 ->
+				/* another leader wrote after the slot this leader chose,
+				 * snapshotted and truncated it: the create-only put lands
+				 * in the freed slot, below the snapshot, where no replay
+				 * looks (term_writer.py _snapshot_check) */
+#ifdef WEAKEN_NO_SNAPSHOT_CHECK
+				obj_ack[o] = 1;
+				printf("STEP watermarks/partition/term_writer.py: placeholders(object %d) put into freed slot %d below the snapshot; acknowledged without a snapshot check\n", o, ts + 1)
+#else
+				printf("STEP watermarks/partition/term_writer.py: placeholders(object %d) put into freed slot %d; the stored snapshot is not the one expected: FencedError, not acknowledged\n", o, ts + 1)
+#endif
+#endif
 			:: else ->
 				llen[q]++;
 				if
@@ -332,7 +406,12 @@ append:
 					printf("STEP watermarks/partition/state.py apply: placeholders at epoch %d rejected (below previous_applied %d)\n", e, pa[q])
 				:: t == lterm[q] && e >= pa[q] ->
 					VIOLATION(!obj_gone[o] || inc_ended[INC(q)], "VIOLATION every acknowledged record stays readable (accepted a deleted object)\n");
-					if :: !obj_acc[o] -> obj_acc[o] = 1; unrec[q]++ :: else -> skip fi;
+					if :: !obj_acc[o] -> obj_acc[o] = 1; unrec[q]++;
+#if PLOG
+						nrec[q]++; obj_slot[o] = llen[q]; obj_rec[o] = nrec[q];
+#endif
+						skip
+					:: else -> skip fi;
 					advance_epoch(q, e, llen[q]);
 					accepted = 1;
 					printf("STEP watermarks/partition/state.py apply: placeholders(object %d, epoch %d) at slot %d of partition %d; window [%d, %d]\n", o, e, llen[q], q, pa[q], ma[q])
@@ -350,6 +429,9 @@ append:
 				FENCE();
 				if :: t != 0 -> goto append :: else -> skip fi
 			:: accepted ->
+#if SNAPSHOTS
+				obj_ack[o] = 1;
+#endif
 				printf("STEP ingest/producer.py (producer %d): object %d acknowledged\n", id, o)
 			:: !accepted -> skip
 			fi;
@@ -368,7 +450,7 @@ append:
 #define GONE(i) inc_ended[i]
 #endif
 #define CAN_RECONCILE(p) (!IDLE(p) && leader[p] == n && inc_rev[INC(p)] != 0 && !GONE(INC(p)) \
-	&& llen[p] < LMAX && (unrec[p] > 0 || wo[p] > rlo[p]))
+	&& llen[p] < LMAX && (unrec[p] > 0 || wo[p] > rlo[p]) && !STUCK(p))
 #define CAN_HOUSEKEEP(p) (leader[p] == n && inc_rev[INC(p)] != 0 && !GONE(INC(p)) && ctl > ma[p] \
 	&& (IDLE(p) || llen[p] + 1 < LMAX) && unrec[p] == 0 && rlo[p] >= wo[p])
 /* (the end of the log is the end of the scope: housekeeping leaves room
@@ -379,6 +461,9 @@ bool busy0;                     /* node 0 has an advance_reconciled in flight */
 proctype Node(byte n) {
 	byte q, off, t;
 	bool busy = 0;
+#if PLOG
+	byte hi;                        /* records copied (the lro it will report) */
+#endif
 	do
 	/* reconcile.py: read the log, copy its placeholders into L1 ... */
 	:: atomic {
@@ -389,15 +474,30 @@ proctype Node(byte n) {
 		:: !busy && CAN_RECONCILE(3) -> q = 3
 		fi;
 		off = llen[q]; t = lterm[q];
+#if RECORDS_LOST
+		/* reconcile.py stops at a missing L0 object: it copies what is
+		 * before it and reports up to just below its placeholder */
+		if :: miss_slot[q] != 0 -> off = miss_slot[q] - 1 :: else -> skip fi;
+#endif
+#if PLOG
+		hi = lro[q];
+#endif
 		ho = 0;
 		do
 		:: ho < nobj ->
 			if
+#if PLOG
+			:: obj_pid[ho] == q && obj_acc[ho] && !obj_l1[ho] && !DECLARED_LOST(ho) && obj_slot[ho] <= off ->
+#else
 			:: obj_pid[ho] == q && obj_acc[ho] && !obj_l1[ho] ->
+#endif
 				VIOLATION(!obj_gone[ho] || inc_ended[INC(q)], "VIOLATION no L0 object is deleted while a record in it is not in L1 (reconciler: NoSuchKey)\n");
 				obj_l1[ho] = 1; unrec[q]--
 			:: else -> skip
 			fi;
+#if PLOG
+			if :: obj_pid[ho] == q && obj_acc[ho] && obj_slot[ho] <= off && obj_rec[ho] > hi -> hi = obj_rec[ho] :: else -> skip fi;
+#endif
 			ho++
 		:: else -> break
 		od;
@@ -417,10 +517,16 @@ proctype Node(byte n) {
 			:: t != lterm[q] ->
 				printf("STEP watermarks/partition/state.py apply: advance_reconciled of term %d ignored (a deposed leader's late append)\n", t)
 			:: else ->
+#if PLOG
+				if :: hi > lro[q] -> lro[q] = hi :: else -> skip fi;
+#endif
 				advance_reconciled(q, off);
 				printf("STEP watermarks/partition/state.py apply: advance_reconciled(log_offset %d) on partition %d: min_epoch_lower_bound %d, M(p) %d\n", off, q, mlb[q], MP(q))
 			fi
 		fi;
+#if PLOG
+		hi = 0;
+#endif
 		q = 0; off = 0; t = 0
 	}
 	/* node.py housekeeping: an idle, fully reconciled partition advances
@@ -431,6 +537,10 @@ proctype Node(byte n) {
 		:: !busy && CAN_HOUSEKEEP(1) -> q = 1
 		:: !busy && CAN_HOUSEKEEP(2) -> q = 2
 		:: !busy && CAN_HOUSEKEEP(3) -> q = 3
+#if NTOPIC > 1
+		:: !busy && CAN_HOUSEKEEP(4) -> q = 4
+		:: !busy && CAN_HOUSEKEEP(5) -> q = 5
+#endif
 		fi;
 		if
 		:: IDLE(q) ->
@@ -445,6 +555,33 @@ proctype Node(byte n) {
 		fi;
 		q = 0
 	}
+#if SNAPSHOTS
+	/* term_writer.py maybe_snapshot: the leader snapshots what it applied
+	 * (replica.py write_snapshot), then truncates below the snapshot and
+	 * the oldest placeholder not yet reconciled, keeping the newest entry */
+	:: atomic {
+		if
+		:: !busy && leader[0] == n && !IDLE(0) && llen[0] > snap[0] && inc_rev[0] != 0 -> q = 0
+		:: !busy && leader[2] == n && !IDLE(2) && llen[2] > snap[2] && inc_rev[1] != 0 -> q = 2
+		fi;
+		snap[q] = llen[q];
+		off = llen[q];              /* the newest entry stays */
+		ho = 0;
+		do
+		:: ho < nobj ->
+			if
+			:: obj_pid[ho] == q && obj_acc[ho] && obj_rec[ho] > lro[q] && obj_slot[ho] < off -> off = obj_slot[ho]
+			:: else -> skip
+			fi;
+			ho++
+		:: else -> break
+		od;
+		ho = 0;
+		if :: off - 1 > trunc_to[q] -> trunc_to[q] = off - 1 :: else -> skip fi;
+		printf("STEP watermarks/partition/replica.py (node %d): snapshot of partition %d covers slot %d; slots up to %d truncated\n", n, q, snap[q], trunc_to[q]);
+		q = 0; off = 0
+	}
+#endif
 	/* node.py: a deleted topic's partitions are dropped */
 	:: atomic {
 		LAGGING_NODES && n == 0 && (inc_ended[0] && !dropped[0] || inc_ended[1] && !dropped[1]) ->
@@ -458,14 +595,14 @@ proctype Node(byte n) {
 	:: atomic {
 		n == 1 && crashes > 0 && !busy && CRASH_WHEN ->
 		crashes--;
-		printf("STEP reconciler/node.py: node %d crashed; node %d takes its partitions over\n", 1 - n, n);
+		printf("STEP reconciler/node.py: node 0 crashed; node %d takes its partitions over\n", n);
 		hk = 0;
 		do
 		:: hk < NPID ->
 			if
-			:: leader[hk] == 1 - n && inc_rev[INC(hk)] != 0 && IDLE(hk) ->
+			:: leader[hk] == 0 && inc_rev[INC(hk)] != 0 && IDLE(hk) ->
 				leader[hk] = n
-			:: leader[hk] == 1 - n && inc_rev[INC(hk)] != 0 && !IDLE(hk) && llen[hk] < LMAX ->
+			:: leader[hk] == 0 && inc_rev[INC(hk)] != 0 && !IDLE(hk) && llen[hk] < LMAX ->
 				leader[hk] = n; llen[hk]++; lterm[hk]++;
 				printf("STEP watermarks/partition/term_writer.py (node %d): term_start(%d) on partition %d at slot %d\n", n, lterm[hk], hk, llen[hk])
 			:: else -> skip
@@ -529,6 +666,17 @@ proctype Collector() {
 				od
 			:: else -> skip
 			fi;
+#if NTOPIC > 1
+			/* the second topic, live throughout */
+			k_c = 0;
+			do
+			:: k_c < NPART ->
+				val = max2(MP(TOPIC1_INC * NPART + k_c), inc_rev[TOPIC1_INC] - UNREPORTED_FLOOR);
+				m_new = (val < m_new -> val : m_new);
+				k_c++
+			:: else -> break
+			od;
+#endif
 			/* SafeEpochTracker: M never goes back */
 			if :: m_new > gcM -> gcM = m_new;
 				printf("STEP watermarks/safe_epoch/aggregate.py join_safe_epoch: M = %d (controller offset %d)\n", gcM, n)
@@ -559,7 +707,7 @@ proctype Collector() {
 				if
 				:: obj_up[o_c] && !obj_gone[o_c] && obj_epoch[o_c] <= gcM ->
 					VIOLATION(!paused, "VIOLATION no deletion while paused\n");
-					VIOLATION(inc_ended[INC(obj_pid[o_c])] || !obj_acc[o_c] || obj_l1[o_c],
+					VIOLATION(inc_ended[INC(obj_pid[o_c])] || !ACKED(o_c) || obj_l1[o_c] || DECLARED_LOST(o_c),
 						"VIOLATION no L0 object is deleted while a record in it is not in L1\n");
 					obj_gone[o_c] = 1;
 					printf("STEP gc/sweeper.py: deleted L0 object %d (epoch %d <= M %d)\n", o_c, obj_epoch[o_c], gcM)
@@ -578,7 +726,7 @@ proctype Collector() {
 #ifdef WEAKEN_JANITOR_NO_LIVENESS
 				:: inc_rev[i_c] != 0 && inc_rev[i_c] <= n && !l1_gone[i_c] ->
 #else
-				:: inc_rev[i_c] != 0 && inc_rev[i_c] <= n && v != i_c + 1 && !l1_gone[i_c] ->
+				:: inc_rev[i_c] != 0 && inc_rev[i_c] <= n && i_c < TOPIC1_INC && v != i_c + 1 && !l1_gone[i_c] ->
 #endif
 					VIOLATION(!paused, "VIOLATION no deletion while paused\n");
 					VIOLATION(inc_ended[i_c],
@@ -595,6 +743,87 @@ proctype Collector() {
 	od
 }
 
+#if RECORDS_LOST
+/* The store loses an accepted L0 object before it is in L1 (the fault
+ * `epochgc partition skip` exists for): the reconciler stops at it. Then
+ * an operator's `epochgc partition skip` (watermarks/partition/skip.py
+ * plan_skip, replica.py append_records_lost) plans the records_lost entry
+ * from the partition's state, through the missing object's record, and
+ * puts it at the next slot; a slot taken (or freed by a truncation, so the
+ * entry is not read back) means planning again from the new state. */
+proctype Loss() {
+	byte o, q, first, lo, seen, t;
+	do
+	:: o < NOBJ - 1 -> o++      /* which object the store will lose */
+	:: break
+	od;
+	atomic {
+		obj_acc[o] && !obj_l1[o] && !obj_gone[o] && !inc_ended[INC(obj_pid[o])] ->
+		q = obj_pid[o];
+		obj_missing[o] = 1; miss_slot[q] = obj_slot[o];
+		printf("STEP storage: L0 object %d (slot %d of partition %d) is missing before it was reconciled\n", o, obj_slot[o], q)
+	}
+plan:
+	atomic {
+		/* the range starts right above lro and ends at the missing
+		 * object's record; log_offset is just below the next placeholder
+		 * that still holds records, or the log end */
+		first = lro[q] + 1; lo = llen[q];
+#ifndef WEAKEN_SKIP_LOG_END
+		ho = 0;
+		do
+		:: ho < nobj ->
+			if
+			:: obj_pid[ho] == q && obj_acc[ho] && obj_slot[ho] > obj_slot[o] && obj_slot[ho] - 1 < lo -> lo = obj_slot[ho] - 1
+			:: else -> skip
+			fi;
+			ho++
+		:: else -> break
+		od;
+		ho = 0;
+#endif
+		seen = llen[q]; t = lterm[q];
+		printf("STEP watermarks/partition/skip.py plan_skip (operator): records_lost(term %d, records %d..%d, log_offset %d) for partition %d\n", t, first, obj_rec[o], lo, q)
+	}
+	atomic {
+		if
+		:: llen[q] >= LMAX -> skip  /* out of scope */
+		:: llen[q] != seen ->
+			printf("STEP watermarks/partition/replica.py append_records_lost: slot %d taken (or freed and not read back); planning again\n", seen + 1);
+			goto plan
+		:: else ->
+			llen[q]++;
+			if
+			:: t != lterm[q] ->
+				printf("STEP watermarks/partition/state.py apply: records_lost of term %d ignored (stale term)\n", t)
+			:: t == lterm[q] && first != lro[q] + 1 ->
+				printf("STEP watermarks/partition/state.py apply: records_lost rejected (the range does not start above lro)\n")
+			:: else ->
+				/* _apply_records_lost: the lost records count as reconciled */
+				ho = 0;
+				do
+				:: ho < nobj ->
+					if
+					:: obj_pid[ho] == q && obj_acc[ho] && obj_rec[ho] >= first && obj_rec[ho] <= obj_rec[o] && !obj_lost[ho] ->
+						obj_lost[ho] = 1;
+						if :: !obj_l1[ho] -> unrec[q]-- :: else -> skip fi
+					:: else -> skip
+					fi;
+					ho++
+				:: else -> break
+				od;
+				ho = 0;
+				miss_slot[q] = 0;
+				if :: obj_rec[o] > lro[q] -> lro[q] = obj_rec[o] :: else -> skip fi;
+				advance_reconciled(q, lo);
+				printf("STEP watermarks/partition/state.py apply: records_lost at slot %d: records %d..%d lost; min_epoch_lower_bound %d, M(p) %d\n", llen[q], first, obj_rec[o], mlb[q], MP(q))
+			fi
+		fi;
+		o = 0; q = 0; first = 0; lo = 0; seen = 0; t = 0
+	}
+}
+#endif
+
 /* Pause: gc/control.py, an operator's `epochgc gc pause` then `resume` */
 proctype Pause() {
 	atomic { paused = 1; printf("STEP gc/control.py: paused by an operator\n") }
@@ -608,7 +837,8 @@ proctype Pause() {
 #define PBOUND(p) (pa[p] - SAFE_EPOCH_BELOW_BOUND)
 #define REACHED (gcM >= ctl \
 	|| live == 1 && (gcM >= PBOUND(0) || gcM >= PBOUND(1)) \
-	|| live == 2 && (gcM >= PBOUND(2) || gcM >= PBOUND(3)))
+	|| live == 2 && (gcM >= PBOUND(2) || gcM >= PBOUND(3)) \
+	|| NTOPIC > 1 && (gcM >= PBOUND(4 % NPID) || gcM >= PBOUND(5 % NPID)))
 #define ELIGIBLE(o) (obj_up[o] && !obj_gone[o] && obj_epoch[o] <= gcM)
 #if NOBJ > 2
 #define ANY_ELIGIBLE (ELIGIBLE(0) || ELIGIBLE(1) || ELIGIBLE(2))
@@ -628,6 +858,10 @@ init {
 	atomic {
 		inc_rev[0] = FIRST_CONTROLLER_OFFSET;
 		create_partitions(0, FIRST_CONTROLLER_OFFSET);
+#if NTOPIC > 1
+		inc_rev[TOPIC1_INC] = FIRST_CONTROLLER_OFFSET;
+		create_partitions(TOPIC1_INC, FIRST_CONTROLLER_OFFSET);
+#endif
 		run Ticker();
 		run Operator(1);
 #if OPERATORS > 1
@@ -638,9 +872,12 @@ init {
 #endif
 		k = 0;
 		do :: k < NPROD -> run Producer(k); k++ :: else -> break od;
-		run Node(0);
-		run Node(1);
+		k = 0;
+		do :: k < NNODE -> run Node(k); k++ :: else -> break od;
 		run Collector();
+#if RECORDS_LOST
+		run Loss();
+#endif
 #if PAUSE
 		run Pause()
 #endif

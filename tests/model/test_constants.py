@@ -79,5 +79,9 @@ def test_lease_timing_is_the_codes() -> None:
 
 
 def test_the_scope_is_the_one_documented() -> None:
-    assert (LOG["NINC"], LOG["NPART"], LOG["NNODE"]) == (2, 2, 2)
+    """By default one topic (and its recreate) of two partitions, two
+    nodes; make model's larger scopes pass -DNTOPIC, -DNNODE and -DEMAX."""
+    assert (LOG["NTOPIC"], LOG["NPART"], LOG["NNODE"]) == (1, 2, 2)
     assert LOG["EMAX"] >= 4
+    large = {d for run in check.SCOPES["large"] for d in run.defines}
+    assert {"NTOPIC=2", "NNODE=3", "EMAX=6"} <= large
