@@ -348,3 +348,21 @@ def test_a_daemon_stopped_by_a_defect_exits_1_in_one_line_and_releases_its_lease
     assert len(errors) == 1 and "RuntimeError: injected: a bug" in errors[0], done.stderr
     lease = LeaseManager.read_holder(store, ROOT, GC_LEASE)
     assert lease is not None and lease.released, lease
+
+
+def test_a_job_failing_while_the_daemon_stops_leaves_a_clean_exit(store: S3ObjectStore) -> None:
+    # The executor shut down under a running job is part of stopping, not a
+    # defect: only a failure while running ends the daemon with exit 1.
+    def broken() -> None:
+        raise RuntimeError("cannot schedule new futures after shutdown")
+
+    daemon = GcDaemon(store, RequestStats(), ROOT, settings("gc-a", metrics_listen=""))
+    daemon._stopping.set()
+    daemon._guarded("gc", broken)()
+    assert daemon.failure is None and not daemon.done.is_set()
+    running = GcDaemon(store, RequestStats(), ROOT, settings("gc-b", metrics_listen=""))
+    running._guarded("gc", broken)()
+    assert running.failure == (
+        "job gc failed: RuntimeError: cannot schedule new futures after shutdown"
+    )
+    assert running.done.is_set()

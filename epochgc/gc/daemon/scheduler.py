@@ -349,8 +349,13 @@ class GcDaemon:
 
     def _fail(self, why: str) -> None:
         """A defect ends the daemon: one ERROR line (the traceback at
-        DEBUG), ``failure`` for the process's exit, ``done`` to wake it."""
+        DEBUG), ``failure`` for the process's exit, ``done`` to wake it.
+        A job that fails while the daemon is stopping (its executor shut
+        down under it) only warns: a clean stop stays a clean exit."""
         log.debug("gc daemon %s: %s", self.leases.holder, why, exc_info=True)
+        if self._stopping.is_set():
+            log.warning("gc daemon %s, stopping: %s", self.leases.holder, why)
+            return
         if self.failure is None:
             self.failure = why
             log.error("gc daemon %s stopping: %s", self.leases.holder, why)
