@@ -55,6 +55,13 @@ NAMED_UNPARSEABLE = 5
 summary, ``gc runs`` and its WARNING): enough to recognise whose they are."""
 
 
+def name_unparseable(named: list[str], keys: Sequence[str]) -> None:
+    """Add the first of ``keys`` to ``named`` until it names
+    ``NAMED_UNPARSEABLE`` (a sweep's pages, a Spark task's batches, the
+    driver's tasks all keep their first few this way)."""
+    named.extend(keys[: max(0, NAMED_UNPARSEABLE - len(named))])
+
+
 @dataclass(frozen=True)
 class ObjectsPlanned(Event):
     """A planning dry run's next batch of eligible objects (at most 1000).
@@ -369,8 +376,7 @@ class _SweepRun:
             result = self.result
             result.listed += listed
             result.bytes_listed += size
-            room = NAMED_UNPARSEABLE - len(result.unparseable_keys)
-            result.unparseable_keys.extend(unparseable[: max(0, room)])
+            name_unparseable(result.unparseable_keys, unparseable)
             for verdict, count in verdicts.items():
                 if verdict is not Verdict.ELIGIBLE:
                     result.skipped[verdict] += count

@@ -61,12 +61,12 @@ from epochgc.gc.eligibility import Verdict
 from epochgc.gc.plan_file import PlanWriter
 from epochgc.gc.spark.inventory_filter import select_eligible
 from epochgc.gc.sweeper import (
-    NAMED_UNPARSEABLE,
     DeleteBatchDone,
     ObjectsPlanned,
     Sweeper,
     SweepPolicy,
     SweepResult,
+    name_unparseable,
 )
 from epochgc.storage.client import ClientSettings, make_s3_client
 from epochgc.storage.inventory import (
@@ -299,7 +299,7 @@ def _eligible_batches(attempt: _Attempt, path: str, entry: InventoryFile) -> Ite
             for verdict, n in selection.skipped.items():
                 if n:
                     result.skipped[verdict.value] = result.skipped.get(verdict.value, 0) + n
-            name_unparseable(result, selection.unparseable)
+            name_unparseable(result.unparseable_keys, selection.unparseable)
             yield selection.eligible
     except _READ_ERRORS as err:
         attempt.fail_file(entry.key, one_line(err))
@@ -549,7 +549,7 @@ class _Attempt:
         r.bytes_deleted += sweep.bytes_deleted
         for verdict, n in sweep.skipped.items():
             r.skipped[verdict.value] = r.skipped.get(verdict.value, 0) + n
-        name_unparseable(r, sweep.unparseable_keys)
+        name_unparseable(r.unparseable_keys, sweep.unparseable_keys)
         r.errors += sweep.errors
         r.error_samples += list(sweep.error_samples)
 
@@ -664,18 +664,12 @@ def _worker_logging() -> None:
         logger.propagate = False
 
 
-def name_unparseable(result: TaskResult, keys: Sequence[str]) -> None:
-    """Keep the first ``NAMED_UNPARSEABLE`` unparseable keys a task met."""
-    room = NAMED_UNPARSEABLE - len(result.unparseable_keys)
-    result.unparseable_keys.extend(keys[: max(0, room)])
-
-
 def unparseable_named(results: Iterable[TaskResult]) -> list[str]:
     """The first ``NAMED_UNPARSEABLE`` unparseable keys of all tasks, in
     task order."""
     named: list[str] = []
     for r in sorted(results, key=lambda r: r.task):
-        named.extend(r.unparseable_keys[: NAMED_UNPARSEABLE - len(named)])
+        name_unparseable(named, r.unparseable_keys)
     return named
 
 
