@@ -8,9 +8,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import logging
-import os
-import sys
 from datetime import timedelta
 from typing import NoReturn
 
@@ -20,7 +17,7 @@ from epochgc.cli.arguments import (
     add_partition_arguments,
     add_process_options,
 )
-from epochgc.cli.output import EXIT_FAILED, EXIT_OK, SubParsers, emit
+from epochgc.cli.output import EXIT_FAILED, EXIT_OK, SubParsers, emit, exit_at_once
 from epochgc.config import Config
 from epochgc.watermarks.controller import Controller
 from epochgc.watermarks.safe_epoch.known_nodes import forget_node, list_nodes
@@ -83,10 +80,7 @@ def _exit_now() -> NoReturn:
     stopped has said why (one line) and let go of its partitions; the hung
     loop's threads may never end, and a normal exit would wait for them.
     Its supervisor restarts it."""
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(EXIT_FAILED)
+    exit_at_once(EXIT_FAILED)
 
 
 def _cmd_reconciler(config: Config, args: argparse.Namespace) -> int:

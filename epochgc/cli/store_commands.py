@@ -7,16 +7,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import logging
-import os
 import signal
-import sys
 import threading
 from pathlib import Path
-from typing import NoReturn
 
 from epochgc.cli.arguments import add_command, add_noun
-from epochgc.cli.output import EXIT_FAILED, EXIT_OK, SubParsers, emit
+from epochgc.cli.output import EXIT_FAILED, EXIT_OK, SubParsers, emit, exit_at_once
 from epochgc.config import Config
 from epochgc.config_examples import EXAMPLES, write_examples
 from epochgc.extras import BASE, require
@@ -184,18 +180,9 @@ def _cmd_embedded_s3(config: Config, args: argparse.Namespace) -> int:
         print(f"embedded S3 serving bucket {config.store.bucket!r} at {server.endpoint_url}")
         print("stop with Ctrl-C or SIGTERM; everything stored is lost then", flush=True)
         stop.wait()
-    _exit_at_once()
-
-
-def _exit_at_once() -> NoReturn:
-    """Leave with status 0 now that the server has stopped: tearing down the
-    interpreter after moto (thousands of modules, the buckets' objects) took
-    one to three seconds after the server said it stopped, and there is
-    nothing left to finalize: everything it held is gone by design."""
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(EXIT_OK)
+    # Tearing down the interpreter after moto took one to three seconds
+    # after the server said it stopped; nothing it held is kept by design.
+    exit_at_once(EXIT_OK)
 
 
 def _cmd_inventory_build(config: Config, args: argparse.Namespace) -> int:
