@@ -126,8 +126,9 @@ class EmbeddedS3:
             )
         finally:
             listener.close()  # the server holds its own duplicate of the socket
-        # A tenth of a second between looks at the shutdown flag (the
-        # default half second is what SIGTERM waited for, most of it).
+        # A tenth of a second between looks at the shutdown flag: a stop
+        # waits at most that long for the serving loop (the default is half
+        # a second, which every stop of a test's or the CLI's server paid).
         thread = threading.Thread(
             target=server.serve_forever,
             kwargs={"poll_interval": 0.1},
