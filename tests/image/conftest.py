@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.outside_suite import skip_unless_exported
+
 ENV_KEYS = ("EPOCHGC_IMAGE", "EPOCHGC_SPARK_IMAGE")
 SKIP_REASON = (
     "needs the container images: run `make test-image` "
@@ -23,12 +25,7 @@ SKIP_REASON = (
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    if all(os.environ.get(k) for k in ENV_KEYS):
-        return
-    skip = pytest.mark.skip(reason=SKIP_REASON)
-    for item in items:
-        if "tests/image/" in item.nodeid:
-            item.add_marker(skip)
+    skip_unless_exported(items, "tests/image/", ENV_KEYS, SKIP_REASON)
 
 
 def podman(

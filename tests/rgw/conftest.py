@@ -19,6 +19,7 @@ import pytest
 
 from epochgc.storage.bucket_settings import ABORT_INCOMPLETE_UPLOADS
 from epochgc.storage.client import ClientSettings, make_s3_client
+from tests.support.outside_suite import skip_unless_exported
 from tests.support.policies import ROLES
 
 ENV_KEYS = ("EPOCHGC_RGW_ENDPOINT", "EPOCHGC_RGW_ACCESS_KEY_ID", "EPOCHGC_RGW_SECRET_ACCESS_KEY")
@@ -29,12 +30,7 @@ SKIP_REASON = (
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    if all(os.environ.get(k) for k in ENV_KEYS):
-        return
-    skip = pytest.mark.skip(reason=SKIP_REASON)
-    for item in items:
-        if "tests/rgw/" in item.nodeid:
-            item.add_marker(skip)
+    skip_unless_exported(items, "tests/rgw/", ENV_KEYS, SKIP_REASON)
 
 
 @dataclass(frozen=True)
