@@ -113,9 +113,10 @@ test-rgw: $(STAMP)
 # mmdebstrap and runc install from Debian when missing; root or sudo).
 IMAGE_CACHE ?= /var/tmp/epochgc-images
 IMAGE_ENV := dist/images.env
+BUILD_IMAGES = PYTHON=$(BIN)/python IMAGE_CACHE=$(IMAGE_CACHE) bash scripts/build_images.sh
 
 images: $(STAMP)
-	PYTHON=$(BIN)/python IMAGE_CACHE=$(IMAGE_CACHE) bash scripts/build_images.sh
+	$(BUILD_IMAGES)
 
 # The images built, then run by tests/image/: --version, demo, the embedded
 # S3, a reconciler and the daemon in three containers on one network until M
@@ -123,7 +124,7 @@ images: $(STAMP)
 # image. Not part of `make test` (minutes, root, podman).
 test-image: $(STAMP)
 	mkdir -p dist
-	PYTHON=$(BIN)/python IMAGE_CACHE=$(IMAGE_CACHE) bash scripts/build_images.sh > $(IMAGE_ENV)
+	$(BUILD_IMAGES) > $(IMAGE_ENV)
 	env $$(cat $(IMAGE_ENV)) $(BIN)/pytest -v -rP tests/image; \
 	  rc=$$?; rm -f $(IMAGE_ENV); exit $$rc
 
