@@ -497,7 +497,8 @@ def report(curve: list[Outcome], contenders: list[Outcome], eligible: int, audit
         f"{epochgc.requests_per_1000:.2f} requests/1000 deleted, {wrong} ineligible deleted"
         + (f", {len(problems)} problem(s)" if problems else "")
         + (f"; missed: {', '.join(missed)}" if missed else ""),
-        f">= {TARGET_FRACTION:g}, ahead, <= {TARGET_REQUESTS_PER_1000}, 0",
+        f">= {TARGET_FRACTION:g}, ahead, <= {TARGET_REQUESTS_PER_1000}, 0, "
+        f"deletion record <= {TARGET_RECORD_OVERHEAD:.0%}",
         passed,
     )
 

@@ -101,6 +101,7 @@ def test_a_verdict_line_names_the_target_it_missed(capsys: pytest.CaptureFixture
     last = capsys.readouterr().out.splitlines()[-1]
     assert last.startswith("bench sweep: ") and last.endswith("FAIL")
     assert "missed: deletion record overhead" in last, last
+    assert "(target >= 0.8, ahead, <= 2.1, 0, deletion record <= 1%)" in last, last
     below = report([outcome("ceiling-16", 3000)], [outcome("epochgc", 2300)], 40_500, True)
     assert below == 1
     assert "missed: fraction of the ceiling" in capsys.readouterr().out.splitlines()[-1]
